@@ -1,0 +1,14 @@
+/* Subcommands of the handgrad CLI. Each takes the arguments after its name
+ * (argv[0] is the subcommand) and returns the process exit status. */
+#ifndef HG_CLI_COMMANDS_H
+#define HG_CLI_COMMANDS_H
+
+typedef int hg_command_fn(int argc, char **argv);
+
+typedef struct hg_command {
+    const char *name;
+    const char *summary;
+    hg_command_fn *run;
+} hg_command;
+
+#endif

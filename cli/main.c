@@ -1,0 +1,31 @@
+/* The handgrad command: dispatches to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const hg_command commands[] = {
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: handgrad <command> [options]\n\ncommands:\n");
+    for (const hg_command *c = commands; c->name; c++) fprintf(f, "  %-12s %s\n", c->name, c->summary);
+    fprintf(f, "\nRun 'handgrad <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (const hg_command *c = commands; c->name; c++)
+        if (!strcmp(argv[1], c->name)) return c->run(argc - 1, argv + 1);
+    fprintf(stderr, "handgrad: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

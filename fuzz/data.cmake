@@ -1,0 +1,1 @@
+# Fuzz targets for the data module's parsers.

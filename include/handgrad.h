@@ -1,0 +1,225 @@
+/* handgrad.h - the public API of libhandgrad.
+ *
+ * handgrad trains GPT-2 style decoder transformers. Every layer's backward pass is
+ * written by hand, memory is planned once from tables of tensor specs, and a training
+ * step allocates nothing. This header is the whole API; nothing under src/ is.
+ *
+ * Conventions
+ *  - Every call returns hg_status. HG_OK is 0. On failure hg_last_error() gives a
+ *    message naming the field or file at fault, for the calling thread. The library
+ *    never prints and never exits.
+ *  - Shapes are written (rows, cols) in row-major order. B batch, T time,
+ *    C d_model, V vocab, L layers, NH heads, F d_ff.
+ *  - Parameters use the Hugging Face GPT-2 names and layouts (see hg_param_info).
+ *
+ * Example: ten training steps on random tokens.
+ *
+ *     hg_config cfg;
+ *     hg_config_preset("tiny", &cfg);
+ *     hg_options opt = hg_options_default();
+ *     opt.batch = 4; opt.seq_len = 64; opt.seed = 1;
+ *     hg_model *m;
+ *     if (hg_model_create(&m, &cfg, &opt) != HG_OK) {
+ *         fprintf(stderr, "%s\n", hg_last_error());
+ *         return 1;
+ *     }
+ *     hg_adamw adamw = hg_adamw_default();          // lr 3e-4, betas (0.9, 0.95)
+ *     for (int step = 0; step < 10; step++) {
+ *         float loss;
+ *         hg_zero_grad(m);
+ *         hg_forward_backward(m, tokens, targets, 4, 64, 1.0f, &loss);
+ *         hg_optimizer_step(m, &adamw, NULL);
+ *     }
+ *     hg_model_free(m);
+ */
+#ifndef HANDGRAD_H
+#define HANDGRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum hg_status {
+    HG_OK = 0,
+    HG_ERR_INVALID,     /* a bad argument or config field; the message names it */
+    HG_ERR_NOMEM,       /* allocation failed, or the request does not fit in memory */
+    HG_ERR_IO,          /* a file could not be opened, read or written */
+    HG_ERR_FORMAT,      /* a file's contents are malformed; the message names file and offset */
+    HG_ERR_UNSUPPORTED, /* a valid request this build cannot serve */
+    HG_ERR_BACKEND,     /* the compute library (oneDNN, CUDA) failed */
+    HG_ERR_STATE,       /* a call out of order, e.g. backward before forward */
+} hg_status;
+
+/* The message of the last failing call on this thread ("" if none). */
+const char *hg_last_error(void);
+/* A short fixed name for a status, e.g. "invalid argument". */
+const char *hg_status_name(hg_status s);
+
+/* ---------------------------------------------------------------- config */
+
+typedef struct hg_config {
+    int vocab_size;  /* V: token ids are in [0, V); padded to a multiple of 64 internally */
+    int max_seq_len; /* Tmax: rows of the position embedding */
+    int n_layer;     /* L */
+    int n_head;      /* NH: must divide d_model */
+    int d_model;     /* C */
+    int d_ff;        /* F: MLP width; 0 means 4*C */
+    float dropout;   /* p in [0, 1): on embeddings, attention output, MLP output */
+} hg_config;
+
+/* Presets: "small", "medium", "large", "xl", "2.7B" (V=50257, Tmax=1024) and the test
+ * sizes "tiny" (V=512, Tmax=64, L=2, NH=4, C=64) and "odd" (V=1000, Tmax=64, L=2, NH=3,
+ * C=96). */
+hg_status hg_config_preset(const char *name, hg_config *out);
+/* Checks every field; the message names the first bad one. */
+hg_status hg_config_validate(const hg_config *cfg);
+/* Number of parameters, counting the token embedding once (it is tied to the
+ * lm_head) and counting V rows, not the padded rows. */
+int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding);
+
+/* --------------------------------------------------------------- options */
+
+typedef struct hg_options {
+    int batch;    /* B: largest batch a call may pass */
+    int seq_len;  /* T: largest sequence length a call may pass (<= Tmax) */
+    int training; /* 1: allocate grads, AdamW state and per-layer activations */
+    int threads;  /* OpenMP threads for this model's calls; 0 means all cores */
+    uint64_t seed;/* parameter init and dropout masks */
+} hg_options;
+
+hg_options hg_options_default(void); /* B=1, T=Tmax, training=1, threads=0, seed=0 */
+
+/* ---------------------------------------------------------------- memory */
+
+typedef struct hg_memory_plan {
+    size_t params;      /* parameters (fp32, padded vocab) */
+    size_t grads;       /* parameter gradients */
+    size_t optimizer;   /* AdamW m and v */
+    size_t activations; /* stored activations for backward, sized from (B, T) */
+    size_t scratch;     /* per-op temporaries: activation grads, classifier chunk,
+                           attention tiles, GEMM scratch */
+    size_t total;
+} hg_memory_plan;
+
+/* Bytes that hg_model_create(cfg, opt) would allocate, computed without allocating. */
+hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt, hg_memory_plan *out);
+/* Bytes of memory this process may still use (MemAvailable, or the cgroup limit). */
+size_t hg_memory_available(void);
+
+/* ----------------------------------------------------------------- model */
+
+typedef struct hg_model hg_model;
+
+/* Creates a model with freshly initialised parameters (GPT-2 init: N(0, 0.02), residual
+ * projections scaled by 1/sqrt(2L), LayerNorm weight 1, biases 0). Refuses with
+ * HG_ERR_NOMEM, before allocating, when the plan does not fit in available memory. */
+hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options *opt);
+void hg_model_free(hg_model *m);
+
+const hg_config *hg_model_config(const hg_model *m);
+const hg_options *hg_model_options(const hg_model *m);
+hg_memory_plan hg_model_memory(const hg_model *m);
+
+/* Forward pass. tokens and targets are (B, T) int32 with B <= opt.batch and
+ * T <= opt.seq_len. targets may be NULL (no loss); a target of -1 is ignored.
+ * loss (may be NULL) receives the mean cross-entropy over non-ignored targets.
+ * logits (may be NULL) receives (B, T, V) floats, unpadded.
+ * In a training model the activations needed by hg_backward are kept. */
+hg_status hg_forward(hg_model *m, const int32_t *tokens, const int32_t *targets,
+                     int B, int T, float *loss, float *logits);
+
+/* Backward pass of the last hg_forward, which must have had targets. Parameter
+ * gradients accumulate (+=) scaled by grad_scale, so micro-batches can be summed;
+ * use 1/accumulation_steps. The classifier's logits are recomputed in chunks, so
+ * hg_forward_backward is cheaper when the forward's logits are not wanted. */
+hg_status hg_backward(hg_model *m, float grad_scale);
+
+/* hg_forward then hg_backward in one pass, with the classifier's softmax,
+ * cross-entropy and their backward fused chunk by chunk. The training path. */
+hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t *targets,
+                              int B, int T, float grad_scale, float *loss);
+
+hg_status hg_zero_grad(hg_model *m);
+
+/* Dropout on (1) or off (0); a training model starts on, but dropout only acts
+ * when cfg.dropout > 0. */
+hg_status hg_set_train_mode(hg_model *m, int on);
+
+/* ------------------------------------------------------------- optimizer */
+
+typedef struct hg_adamw {
+    float lr;
+    float beta1, beta2;
+    float eps;
+    float weight_decay; /* decoupled; applied to 2-D weight matrices only */
+    float grad_clip;    /* clip the global gradient norm to this; 0 disables */
+} hg_adamw;
+
+hg_adamw hg_adamw_default(void); /* lr 3e-4, (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0 */
+
+/* One AdamW step over all parameters (PyTorch's AdamW numerics). grad_norm (may be
+ * NULL) receives the global L2 norm of the gradients before clipping. */
+hg_status hg_optimizer_step(hg_model *m, const hg_adamw *opt, float *grad_norm);
+/* Completed optimizer steps (AdamW's t). */
+int64_t hg_optimizer_steps(const hg_model *m);
+
+/* ------------------------------------------------------------ parameters */
+
+#define HG_MAX_DIMS 4
+
+typedef struct hg_param_info {
+    const char *name;  /* Hugging Face GPT-2 name, e.g. "h.0.attn.c_attn.weight" */
+    int ndim;
+    int64_t shape[HG_MAX_DIMS];
+    int64_t numel;
+    float *data;       /* row-major, shape as above */
+    float *grad;       /* same layout; NULL in an inference model */
+    float *adam_m;     /* AdamW first moment; NULL in an inference model */
+    float *adam_v;     /* AdamW second moment; NULL in an inference model */
+    int decay;         /* 1 if weight decay applies (2-D matrices) */
+} hg_param_info;
+
+/* Parameter tensors, in this order per the HF naming, with shapes:
+ *   wte.weight                 (V, C)    token embedding, tied lm_head
+ *   wpe.weight                 (Tmax, C)
+ *   h.{i}.ln_1.weight/.bias    (C)
+ *   h.{i}.attn.c_attn.weight   (C, 3C)   input-major: qkv = x @ W + b, q|k|v columns
+ *   h.{i}.attn.c_attn.bias     (3C)
+ *   h.{i}.attn.c_proj.weight   (C, C)
+ *   h.{i}.attn.c_proj.bias     (C)
+ *   h.{i}.ln_2.weight/.bias    (C)
+ *   h.{i}.mlp.c_fc.weight      (C, F)
+ *   h.{i}.mlp.c_fc.bias        (F)
+ *   h.{i}.mlp.c_proj.weight    (F, C)
+ *   h.{i}.mlp.c_proj.bias      (C)
+ *   ln_f.weight/.bias          (C)
+ * Weights are stored as Hugging Face's Conv1D does: (in_features, out_features). */
+int hg_param_count(const hg_model *m);
+hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out);
+hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out);
+
+/* RNG stream position for dropout (advances once per training forward), so a
+ * resumed run regenerates the same masks. */
+uint64_t hg_model_rng_counter(const hg_model *m);
+hg_status hg_model_set_rng_counter(hg_model *m, uint64_t counter);
+
+/* --------------------------------------------------------------- numbers */
+
+/* FLOPs of one training step over B*T tokens: 6*N*tokens + 12*L*C*T*tokens, with N
+ * the parameter count without the position embedding (the PaLM/llm.c convention). */
+double hg_train_flops(const hg_config *cfg, int B, int T);
+
+/* A large oneDNN sgemm timed on `threads` threads (0: all), in GFLOP/s: the machine's
+ * practical ceiling, measured in the same process as what it is compared with. */
+hg_status hg_sgemm_peak_gflops(int threads, double *gflops);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HANDGRAD_H */

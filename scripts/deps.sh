@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what handgrad needs on a Debian machine, skipping what is already there.
+# Idempotent: safe to run on every build. Usage: scripts/deps.sh [--test]
+set -euo pipefail
+
+# Debian packages: compiler and build, and the libraries handgrad links.
+pkgs=(build-essential cmake pkg-config
+      libdnnl-dev      # oneDNN: CPU GEMM
+      libpcre2-dev     # PCRE2 (JIT): GPT-2 pre-tokenization regex
+      libcjson-dev)    # cJSON: safetensors headers, configs, JSONL logs
+if [[ "${1:-}" == "--test" ]]; then
+  pkgs+=(clang libclang-rt-14-dev)   # libFuzzer targets and sanitizer runtimes
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi

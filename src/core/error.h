@@ -1,0 +1,31 @@
+/* Error reporting inside the library: three tiers.
+ *  - an internal invariant fails        -> HG_ASSERT (file, line), a bug in handgrad;
+ *  - the environment fails (file, oneDNN) -> hg_fail(HG_ERR_IO / HG_ERR_BACKEND, ...);
+ *  - the user is wrong                  -> hg_fail(HG_ERR_INVALID, "field: ...").
+ * hg_fail records a message for hg_last_error() on this thread and returns the status,
+ * so call sites read `return hg_fail(HG_ERR_INVALID, "n_head: ...")`. */
+#ifndef HG_CORE_ERROR_H
+#define HG_CORE_ERROR_H
+
+#include <assert.h>
+#include "handgrad.h"
+
+#if defined(__GNUC__)
+#define HG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define HG_PRINTF(a, b)
+#endif
+
+hg_status hg_fail(hg_status status, const char *fmt, ...) HG_PRINTF(2, 3);
+void hg_clear_error(void);
+
+/* Propagate a failing status without adding a message. */
+#define HG_TRY(expr)                      \
+    do {                                  \
+        hg_status hg_try_s_ = (expr);     \
+        if (hg_try_s_ != HG_OK) return hg_try_s_; \
+    } while (0)
+
+#define HG_ASSERT(cond) assert(cond)
+
+#endif

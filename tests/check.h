@@ -1,0 +1,54 @@
+/* Minimal test assertions shared by the C tests: each failing CHECK prints its
+ * location and the test exits non-zero at the end (CHECK_DONE), so one run reports
+ * every failure rather than the first. */
+#ifndef HG_TESTS_CHECK_H
+#define HG_TESTS_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int check_failures = 0;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            check_failures++;                                                    \
+        }                                                                        \
+    } while (0)
+
+/* Checks an hg_status call; prints hg_last_error() on failure. */
+#define CHECK_OK(call)                                                           \
+    do {                                                                         \
+        hg_status check_s_ = (call);                                             \
+        if (check_s_ != HG_OK) {                                                 \
+            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,  \
+                    hg_status_name(check_s_), hg_last_error());                  \
+            check_failures++;                                                    \
+        }                                                                        \
+    } while (0)
+
+/* |got - want| <= atol + rtol*|want| */
+#define CHECK_CLOSE(got, want, rtol, atol)                                       \
+    do {                                                                         \
+        double check_g_ = (got), check_w_ = (want);                              \
+        if (!(fabs(check_g_ - check_w_) <= (atol) + (rtol) * fabs(check_w_))) {  \
+            fprintf(stderr, "%s:%d: %s = %.9g, want %.9g (rtol %g, atol %g)\n",  \
+                    __FILE__, __LINE__, #got, check_g_, check_w_, (double)(rtol), (double)(atol)); \
+            check_failures++;                                                    \
+        }                                                                        \
+    } while (0)
+
+#define CHECK_DONE()                                                             \
+    do {                                                                         \
+        if (check_failures) {                                                    \
+            fprintf(stderr, "%d check(s) failed\n", check_failures);             \
+            return 1;                                                            \
+        }                                                                        \
+        printf("ok\n");                                                          \
+        return 0;                                                                \
+    } while (0)
+
+#endif

@@ -1,0 +1,1 @@
+# Data module tests (tokenizer, shards, loader).
