@@ -9,7 +9,7 @@ pkgs=(build-essential cmake pkg-config
       libpcre2-dev     # PCRE2 (JIT): GPT-2 pre-tokenization regex
       libcjson-dev)    # cJSON: safetensors headers, configs, JSONL logs
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(clang libclang-rt-14-dev)   # libFuzzer targets and sanitizer runtimes
+  pkgs+=(clang libclang-rt-14-dev libomp-dev)  # libFuzzer targets, sanitizer and OpenMP runtimes for clang
 fi
 
 missing=()
