@@ -1,0 +1,178 @@
+/* Causal self-attention on the CPU, blockwise: forward with online softmax, backward
+ * recomputing the scores; no T x T matrix is ever stored.
+ *
+ * q, k, v are read in place from the QKV projection (B,T,3C): no permute. K (and, for
+ * backward, V) are first transposed per head into (hs, Tp) so that every tile product
+ * reads contiguous rows (tile.h). Work items:
+ *   forward  - one (head, query block), heaviest first, so causal blocks balance;
+ *   backward - one head, which owns its dQ, dK and dV rows: no atomics, and results do
+ *              not depend on scheduling.
+ * Scratch: KT and VT for all heads, (B*NH, hs, Tp) each, plus per-thread tiles. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/tile.h"
+
+#define BQ 64 /* query rows per block */
+#define BK 64 /* keys per block */
+
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+static int padded_len(int T) { return (T + BK - 1) / BK * BK; }
+static size_t head_floats(const hg_attention_shape *s) { return (size_t)s->hs * padded_len(s->T); }
+/* P or S tile, dS or dP tile, an O or dQ accumulator, and three row vectors. */
+static size_t thread_floats(int hs) { return round16(2 * BQ * BK + (size_t)BQ * hs + 3 * BQ); }
+
+size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) {
+    size_t heads = (size_t)s->B * s->NH;
+    return (2 * heads * head_floats(s) + (size_t)be->threads * thread_floats(s->hs)) * sizeof(float);
+}
+
+/* dst (B*NH, hs, Tp) = transpose of the heads of src (B,T,3C) at column offset col0,
+ * zero beyond T. Blocks of 16 time steps keep the 16 source rows in L1. */
+static void transpose_heads(hg_backend *be, float *dst, const float *src, int col0,
+                            const hg_attention_shape *s) {
+    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = 3 * s->NH * hs;
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (int head = 0; head < s->B * s->NH; head++) {
+        int b = head / s->NH, h = head % s->NH;
+        const float *x = src + (size_t)b * T * ld + col0 + h * hs;
+        float *y = dst + (size_t)head * hs * Tp;
+        for (int t0 = 0; t0 < Tp; t0 += 16)
+            for (int d = 0; d < hs; d++)
+                for (int t = t0; t < t0 + 16; t++) y[(size_t)d * Tp + t] = t < T ? x[(size_t)t * ld + d] : 0.0f;
+    }
+}
+
+/* Keys of block j0 that query row i may see. */
+static inline int visible_keys(const hg_attention_shape *s, int i, int j0) {
+    int n = s->T - j0 < BK ? s->T - j0 : BK;
+    if (s->causal && i - j0 + 1 < n) n = i - j0 + 1;
+    return n;
+}
+
+static inline int last_key_block(const hg_attention_shape *s, int i_last) {
+    return (s->causal ? i_last : s->T - 1) / BK;
+}
+
+hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const float *qkv,
+                                const hg_attention_shape *s, void *scratch) {
+    const int T = s->T, hs = s->hs, C = s->NH * hs, ld = 3 * C, Tp = padded_len(T);
+    const int heads = s->B * s->NH, nqb = (T + BQ - 1) / BQ;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *KT = scratch, *tiles = KT + 2 * heads * head_floats(s);
+    transpose_heads(be, KT, qkv, C, s);
+
+    #pragma omp parallel num_threads(be->threads)
+    {
+        float *S = tiles + (size_t)omp_get_thread_num() * thread_floats(hs);
+        float *O = S + 2 * BQ * BK, *mx = O + BQ * hs, *l = mx + BQ;
+        #pragma omp for schedule(dynamic, 1)
+        for (long item = 0; item < (long)heads * nqb; item++) {
+            int head = (int)(item / nqb), qb = nqb - 1 - (int)(item % nqb);
+            int b = head / s->NH, h = head % s->NH, i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
+            const float *Q = qkv + ((size_t)b * T + i0) * ld + h * hs;
+            const float *V = qkv + (size_t)b * T * ld + 2 * C + h * hs;
+            const float *KTh = KT + (size_t)head * hs * Tp;
+            for (int r = 0; r < m; r++) mx[r] = -INFINITY, l[r] = 0.0f;
+            memset(O, 0, sizeof(float) * (size_t)m * hs);
+            for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
+                int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK;
+                tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, S, BK, 0);
+                for (int r = 0; r < m; r++) {
+                    float *row = S + r * BK;
+                    int n = visible_keys(s, i0 + r, j0);
+                    if (n <= 0) {
+                        memset(row, 0, sizeof(float) * BK);
+                        continue;
+                    }
+                    float bmax = -INFINITY;
+                    #pragma omp simd reduction(max : bmax)
+                    for (int c = 0; c < n; c++) bmax = fmaxf(bmax, row[c] * scale);
+                    float mnew = fmaxf(mx[r], bmax), corr = expf(mx[r] - mnew), sum = 0.0f;
+                    #pragma omp simd reduction(+ : sum)
+                    for (int c = 0; c < n; c++) {
+                        float p = expf(row[c] * scale - mnew);
+                        row[c] = p;
+                        sum += p;
+                    }
+                    for (int c = n; c < BK; c++) row[c] = 0.0f;
+                    l[r] = l[r] * corr + sum;
+                    mx[r] = mnew;
+                    float *o = O + r * hs;
+                    #pragma omp simd
+                    for (int d = 0; d < hs; d++) o[d] *= corr;
+                }
+                tile_gemm(m, hs, nk, S, BK, 1, V + (size_t)j0 * ld, ld, O, hs, 1);
+            }
+            for (int r = 0; r < m; r++) {
+                float *y = out + ((size_t)b * T + i0 + r) * C + h * hs, inv = 1.0f / l[r];
+                #pragma omp simd
+                for (int d = 0; d < hs; d++) y[d] = O[r * hs + d] * inv;
+                lse[(size_t)head * T + i0 + r] = mx[r] + logf(l[r]);
+            }
+        }
+    }
+    return HG_OK;
+}
+
+hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                 const float *out, const float *lse, const hg_attention_shape *s,
+                                 void *scratch) {
+    const int T = s->T, hs = s->hs, C = s->NH * hs, ld = 3 * C, Tp = padded_len(T);
+    const int heads = s->B * s->NH, nqb = (T + BQ - 1) / BQ;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *KT = scratch, *VT = KT + heads * head_floats(s), *tiles = VT + heads * head_floats(s);
+    transpose_heads(be, KT, qkv, C, s);
+    transpose_heads(be, VT, qkv, 2 * C, s);
+
+    #pragma omp parallel num_threads(be->threads)
+    {
+        float *P = tiles + (size_t)omp_get_thread_num() * thread_floats(hs);
+        float *dS = P + BQ * BK, *dQ = dS + BQ * BK, *D = dQ + BQ * hs;
+        #pragma omp for schedule(dynamic, 1)
+        for (int head = 0; head < heads; head++) {
+            int b = head / s->NH, h = head % s->NH;
+            const float *Qh = qkv + (size_t)b * T * ld + h * hs, *Kh = Qh + C;
+            const float *dOh = dout + (size_t)b * T * C + h * hs, *Oh = out + (size_t)b * T * C + h * hs;
+            const float *KTh = KT + (size_t)head * hs * Tp, *VTh = VT + (size_t)head * hs * Tp;
+            const float *lse_h = lse + (size_t)head * T;
+            float *dQh = dqkv + (size_t)b * T * ld + h * hs, *dKh = dQh + C, *dVh = dQh + 2 * C;
+            for (int t = 0; t < T; t++) {
+                memset(dKh + (size_t)t * ld, 0, sizeof(float) * hs);
+                memset(dVh + (size_t)t * ld, 0, sizeof(float) * hs);
+            }
+            for (int qb = 0; qb < nqb; qb++) {
+                int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
+                const float *Q = Qh + (size_t)i0 * ld, *dO = dOh + (size_t)i0 * C;
+                for (int r = 0; r < m; r++) {
+                    const float *o = Oh + (size_t)(i0 + r) * C, *g = dO + (size_t)r * C;
+                    float dot = 0.0f;
+                    #pragma omp simd reduction(+ : dot)
+                    for (int d = 0; d < hs; d++) dot += o[d] * g[d];
+                    D[r] = dot;
+                }
+                for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
+                    int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK;
+                    tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, P, BK, 0);   /* S = Q K^T */
+                    tile_gemm(m, BK, hs, dO, C, 1, VTh + j0, Tp, dS, BK, 0);  /* dP = dO V^T */
+                    for (int r = 0; r < m; r++) {
+                        float *p = P + r * BK, *ds = dS + r * BK, ls = lse_h[i0 + r], dr = D[r];
+                        int n = visible_keys(s, i0 + r, j0);
+                        #pragma omp simd
+                        for (int c = 0; c < BK; c++) {
+                            float pc = c < n ? expf(p[c] * scale - ls) : 0.0f;
+                            p[c] = pc;
+                            ds[c] = pc * (ds[c] - dr) * scale;
+                        }
+                    }
+                    tile_gemm(m, hs, nk, dS, BK, 1, Kh + (size_t)j0 * ld, ld, dQ, hs, kb > 0);       /* dQ += dS K */
+                    tile_gemm(nk, hs, m, dS, 1, BK, Q, ld, dKh + (size_t)j0 * ld, ld, 1);           /* dK += dS^T Q */
+                    tile_gemm(nk, hs, m, P, 1, BK, dO, C, dVh + (size_t)j0 * ld, ld, 1);            /* dV += P^T dO */
+                }
+                for (int r = 0; r < m; r++) memcpy(dQh + (size_t)(i0 + r) * ld, dQ + r * hs, sizeof(float) * hs);
+            }
+        }
+    }
+    return HG_OK;
+}

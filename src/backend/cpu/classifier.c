@@ -1,0 +1,60 @@
+/* The lm_head and cross-entropy on the CPU, in chunks of rows.
+ *
+ * For each chunk: logits = x @ wte^T (oneDNN), then per row the log-sum-exp and the
+ * loss, and, when training, the softmax gradient written over the logits in place;
+ * then dx = dlogits @ wte and dwte += dlogits^T @ x (oneDNN). Only one (chunk, Vp)
+ * buffer exists; normalised probabilities are never stored. Padded vocabulary columns
+ * (>= V) score nothing and get zero gradient. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+
+/* Loss of one row of logits, and its gradient over the row in place when dscale != 0. */
+static float row_loss(float *z, int V, int Vp, int target, float dscale, int backward) {
+    float mx = -INFINITY;
+    #pragma omp simd reduction(max : mx)
+    for (int c = 0; c < V; c++) mx = fmaxf(mx, z[c]);
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < V; c++) sum += expf(z[c] - mx);
+    float lse = mx + logf(sum);
+    float loss = target >= 0 ? lse - z[target] : 0.0f;
+    if (backward) {
+        if (target < 0) {
+            memset(z, 0, sizeof(float) * (size_t)Vp);
+        } else {
+            #pragma omp simd
+            for (int c = 0; c < V; c++) z[c] = expf(z[c] - lse) * dscale;
+            for (int c = V; c < Vp; c++) z[c] = 0.0f;
+            z[target] -= dscale;
+        }
+    }
+    return loss;
+}
+
+hg_status cpu_classifier(hg_backend *be, const hg_classifier_args *a) {
+    const int C = a->C, V = a->V, Vp = a->Vp, backward = a->dx != NULL;
+    for (int r0 = 0; r0 < a->N; r0 += a->chunk) {
+        int m = a->N - r0 < a->chunk ? a->N - r0 : a->chunk;
+        const float *x = a->x + (size_t)r0 * C;
+        float *z = a->scratch;
+        cpu_gemm_desc fwd = {.M = m, .N = Vp, .K = C, .trans_b = 1, .lda = C, .ldb = C, .ldc = Vp};
+        HG_TRY(cpu_gemm(be, &fwd, x, a->wte, NULL, z));
+        #pragma omp parallel for schedule(static) num_threads(be->threads)
+        for (int r = 0; r < m; r++) {
+            float *zr = z + (size_t)r * Vp;
+            if (a->logits) memcpy(a->logits + (size_t)(r0 + r) * V, zr, sizeof(float) * (size_t)V);
+            if (a->targets) {
+                float loss = row_loss(zr, V, Vp, a->targets[r0 + r], a->dscale, backward);
+                a->losses[r0 + r] = loss;
+            }
+        }
+        if (!backward) continue;
+        cpu_gemm_desc dx = {.M = m, .N = C, .K = Vp, .lda = Vp, .ldb = C, .ldc = C};
+        HG_TRY(cpu_gemm(be, &dx, z, a->wte, NULL, a->dx + (size_t)r0 * C));
+        cpu_gemm_desc dw = {.M = Vp, .N = C, .K = m, .trans_a = 1, .lda = Vp, .ldb = C, .ldc = C, .accumulate = 1};
+        HG_TRY(cpu_gemm(be, &dw, z, x, NULL, a->dwte));
+    }
+    return HG_OK;
+}

@@ -1,0 +1,103 @@
+/* The CPU backend: its op table, memory and state. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "core/error.h"
+#include "core/table.h"
+
+static void cpu_destroy(hg_backend *be) {
+    if (!be) return;
+    cpu_state *s = cpu_of(be);
+    if (s) cpu_gemm_cache_free(s->gemm);
+    free(s);
+    free(be);
+}
+
+static void *cpu_alloc(hg_backend *be, size_t bytes) {
+    (void)be;
+    return hg_aligned_alloc(bytes);
+}
+
+static void cpu_free(hg_backend *be, void *p) {
+    (void)be;
+    hg_aligned_free(p);
+}
+
+static void cpu_zero(hg_backend *be, void *p, size_t bytes) {
+    /* Parallel, so large gradient buffers are cleared at memory bandwidth on all cores. */
+    char *c = p;
+    size_t chunk = 1 << 20;
+    long nchunks = (long)((bytes + chunk - 1) / chunk);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long i = 0; i < nchunks; i++) {
+        size_t off = (size_t)i * chunk, n = bytes - off < chunk ? bytes - off : chunk;
+        memset(c + off, 0, n);
+    }
+}
+
+static void cpu_copy(hg_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    memcpy(dst, src, bytes);
+}
+
+static void cpu_sync(hg_backend *be) { (void)be; }
+
+static const hg_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .sync = cpu_sync,
+    .encoder_forward = cpu_encoder_forward,
+    .encoder_backward = cpu_encoder_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .residual_layernorm_forward = cpu_residual_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .dropout_backward = cpu_dropout_backward,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .attention_scratch_bytes = cpu_attention_scratch_bytes,
+    .classifier = cpu_classifier,
+    .adamw = cpu_adamw,
+    .sumsq = cpu_sumsq,
+};
+
+const hg_backend_ops *hg_backend_cpu_ops(void) { return &cpu_ops; }
+
+hg_status hg_backend_cpu_create(hg_backend **out, int threads) {
+    hg_backend *be = calloc(1, sizeof *be);
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!be || !s) {
+        free(be);
+        free(s);
+        return hg_fail(HG_ERR_NOMEM, "out of memory creating the CPU backend");
+    }
+    be->ops = &cpu_ops;
+    be->threads = threads;
+    be->impl = s;
+    hg_status st = cpu_gemm_cache_create(&s->gemm);
+    if (st != HG_OK) {
+        cpu_destroy(be);
+        return st;
+    }
+    *out = be;
+    return HG_OK;
+}
+
+hg_status hg_sgemm_peak_gflops(int threads, double *gflops) {
+    if (!gflops) return hg_fail(HG_ERR_INVALID, "hg_sgemm_peak_gflops: NULL argument");
+    if (threads < 0) return hg_fail(HG_ERR_INVALID, "threads must be >= 0, got %d", threads);
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
+    hg_status st = cpu_sgemm_peak(gflops);
+    omp_set_num_threads(saved);
+    return st;
+}

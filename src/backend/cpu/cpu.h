@@ -1,0 +1,59 @@
+/* CPU backend internals shared by its op files: the oneDNN GEMM and OpenMP helpers. */
+#ifndef HG_BACKEND_CPU_H
+#define HG_BACKEND_CPU_H
+
+#include <omp.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+/* C (M,N) = op(A) @ op(B) (+ bias (N)) (+ C when accumulate), row-major.
+ * A is (M,K) with row stride lda, or stored (K,M) when trans_a; B is (K,N) with row
+ * stride ldb, or stored (N,K) when trans_b; C has row stride ldc. */
+typedef struct cpu_gemm_desc {
+    int M, N, K;
+    int trans_a, trans_b;
+    int lda, ldb, ldc;
+    int bias;
+    int accumulate;
+} cpu_gemm_desc;
+
+/* Runs a GEMM through a cached oneDNN matmul primitive. The first call with a new
+ * descriptor creates the primitive (this allocates); later calls allocate nothing of
+ * handgrad's own. */
+hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const float *B,
+                   const float *bias, float *C);
+
+/* The best median GFLOP/s of large oneDNN sgemm calls on the current threads. */
+hg_status cpu_sgemm_peak(double *gflops);
+
+/* GEMM state kept by the backend. */
+typedef struct cpu_gemm_cache cpu_gemm_cache;
+hg_status cpu_gemm_cache_create(cpu_gemm_cache **out);
+void cpu_gemm_cache_free(cpu_gemm_cache *c);
+
+typedef struct cpu_state {
+    cpu_gemm_cache *gemm;
+} cpu_state;
+
+static inline cpu_state *cpu_of(hg_backend *be) { return (cpu_state *)be->impl; }
+
+/* The ops, one file each (forward and backward side by side). */
+hg_encoder_forward_fn cpu_encoder_forward;
+hg_encoder_backward_fn cpu_encoder_backward;
+hg_layernorm_forward_fn cpu_layernorm_forward;
+hg_residual_layernorm_forward_fn cpu_residual_layernorm_forward;
+hg_layernorm_backward_fn cpu_layernorm_backward;
+hg_dropout_backward_fn cpu_dropout_backward;
+hg_matmul_forward_fn cpu_matmul_forward;
+hg_matmul_backward_fn cpu_matmul_backward;
+hg_gelu_forward_fn cpu_gelu_forward;
+hg_gelu_backward_fn cpu_gelu_backward;
+hg_attention_forward_fn cpu_attention_forward;
+hg_attention_backward_fn cpu_attention_backward;
+hg_attention_scratch_fn cpu_attention_scratch_bytes;
+hg_classifier_fn cpu_classifier;
+hg_adamw_fn cpu_adamw;
+hg_sumsq_fn cpu_sumsq;
+
+#endif

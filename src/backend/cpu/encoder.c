@@ -1,0 +1,46 @@
+/* Token and position embeddings on the CPU, forward and backward. */
+#include "backend/cpu/cpu.h"
+
+void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const float *wte,
+                         const float *wpe, int B, int T, int C, const hg_dropout *drop) {
+    int dropping = hg_dropout_on(drop);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (int n = 0; n < B * T; n++) {
+        const float *te = wte + (size_t)tokens[n] * C, *pe = wpe + (size_t)(n % T) * C;
+        float *o = out + (size_t)n * C;
+        #pragma omp simd
+        for (int i = 0; i < C; i++) o[i] = te[i] + pe[i];
+        if (dropping)
+            for (int i = 0; i < C; i++) o[i] *= hg_dropout_scale(drop, (size_t)n * C + i);
+    }
+}
+
+/* Each thread owns a range of channels and walks every token in order: a scatter-add
+ * into wte with no races and a fixed summation order. */
+void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float *dout,
+                          const int32_t *tokens, int B, int T, int C, const hg_dropout *drop) {
+    int dropping = hg_dropout_on(drop);
+    #pragma omp parallel num_threads(be->threads)
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int per = ((C + 15) / 16 + nt - 1) / nt * 16;
+        int c0 = t * per, c1 = c0 + per < C ? c0 + per : C;
+        for (int n = 0; n < B * T; n++) {
+            const float *g = dout + (size_t)n * C;
+            float *te = dwte + (size_t)tokens[n] * C, *pe = dwpe + (size_t)(n % T) * C;
+            if (dropping) {
+                for (int i = c0; i < c1; i++) {
+                    float gi = g[i] * hg_dropout_scale(drop, (size_t)n * C + i);
+                    te[i] += gi;
+                    pe[i] += gi;
+                }
+            } else {
+                #pragma omp simd
+                for (int i = c0; i < c1; i++) {
+                    te[i] += g[i];
+                    pe[i] += g[i];
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+/* GEMM through oneDNN's matmul primitive.
+ *
+ * Why the primitive and not dnnl_sgemm: sgemm mallocs its packing buffers on every call
+ * (0.15-39 MB per call at GPT-2 shapes, measured), while a primitive created once per
+ * shape runs on a scratchpad we own. Primitives are cached by descriptor.
+ *
+ * Why N is split: on the development machine (Zen 4, oneDNN 2.6) the brgemm matmul
+ * runs wide outputs (N >= 2048) at 130-160 GFLOP/s but blocks of <= 1536 columns at
+ * 190-215 (bench/kernel_lab gemm). Each block is an independent product over the full
+ * K, so results do not depend on the split. */
+#include <dnnl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "core/error.h"
+#include "core/table.h"
+#include "core/timer.h"
+
+#define GEMM_MAX_BLOCK_N 1536
+
+typedef struct gemm_prim {
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, wei, dst, bias, scratch;
+    int n; /* columns of this primitive's block */
+} gemm_prim;
+
+typedef struct gemm_entry {
+    cpu_gemm_desc desc;
+    int block_n, nfull, rem; /* nfull blocks of block_n columns, then one of rem */
+    gemm_prim full, tail;
+} gemm_entry;
+
+struct cpu_gemm_cache {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    gemm_entry *entries;
+    int count, cap;
+    void *scratch;
+    size_t scratch_bytes;
+};
+
+#define DNNL_TRY(call, what)                                                                  \
+    do {                                                                                      \
+        dnnl_status_t s_ = (call);                                                            \
+        if (s_ != dnnl_success)                                                               \
+            return hg_fail(HG_ERR_BACKEND, "oneDNN %s failed (status %d)", what, (int)s_);     \
+    } while (0)
+
+hg_status cpu_gemm_cache_create(cpu_gemm_cache **out) {
+    cpu_gemm_cache *c = calloc(1, sizeof *c);
+    if (!c) return hg_fail(HG_ERR_NOMEM, "out of memory for the GEMM cache");
+    if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) != dnnl_success) {
+        cpu_gemm_cache_free(c);
+        return hg_fail(HG_ERR_BACKEND, "oneDNN could not create a CPU engine and stream");
+    }
+    *out = c;
+    return HG_OK;
+}
+
+static void prim_free(gemm_prim *p) {
+    if (p->prim) dnnl_primitive_destroy(p->prim);
+    dnnl_memory_t mems[] = {p->src, p->wei, p->dst, p->bias, p->scratch};
+    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    memset(p, 0, sizeof *p);
+}
+
+void cpu_gemm_cache_free(cpu_gemm_cache *c) {
+    if (!c) return;
+    for (int i = 0; i < c->count; i++) {
+        prim_free(&c->entries[i].full);
+        prim_free(&c->entries[i].tail);
+    }
+    free(c->entries);
+    hg_aligned_free(c->scratch);
+    if (c->stream) dnnl_stream_destroy(c->stream);
+    if (c->engine) dnnl_engine_destroy(c->engine);
+    free(c);
+}
+
+/* A memory descriptor for a rows x cols view with the given strides. */
+static dnnl_status_t md_strided(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+    dnnl_dims_t dims = {rows, cols}, strides = {s0, s1};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+}
+
+static hg_status prim_create(cpu_gemm_cache *c, gemm_prim *p, const cpu_gemm_desc *d, int n) {
+    dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
+    DNNL_TRY(d->trans_a ? md_strided(&a_md, d->M, d->K, 1, d->lda) : md_strided(&a_md, d->M, d->K, d->lda, 1), "A descriptor");
+    DNNL_TRY(d->trans_b ? md_strided(&b_md, d->K, n, 1, d->ldb) : md_strided(&b_md, d->K, n, d->ldb, 1), "B descriptor");
+    DNNL_TRY(md_strided(&c_md, d->M, n, d->ldc, 1), "C descriptor");
+    DNNL_TRY(md_strided(&bias_md, 1, n, n, 1), "bias descriptor");
+
+    dnnl_matmul_desc_t desc;
+    DNNL_TRY(dnnl_matmul_desc_init(&desc, &a_md, &b_md, d->bias ? &bias_md : NULL, &c_md), "matmul descriptor");
+    dnnl_primitive_attr_t attr;
+    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attribute");
+    dnnl_post_ops_t post = NULL;
+    dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success && d->accumulate) {
+        st = dnnl_post_ops_create(&post);
+        if (st == dnnl_success) st = dnnl_post_ops_append_sum(post, 1.0f);
+        if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, post);
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &desc, attr, c->engine, NULL);
+    if (post) dnnl_post_ops_destroy(post);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return hg_fail(HG_ERR_BACKEND, "oneDNN has no matmul for M=%d N=%d K=%d (status %d)", d->M, n, d->K, (int)st);
+
+    const dnnl_memory_desc_t *sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t sp_bytes = dnnl_memory_desc_get_size(sp_md);
+    if (sp_bytes > c->scratch_bytes) {
+        void *s = hg_aligned_alloc(sp_bytes);
+        if (!s) {
+            dnnl_primitive_desc_destroy(pd);
+            return hg_fail(HG_ERR_NOMEM, "out of memory for %zu bytes of GEMM scratch", sp_bytes);
+        }
+        hg_aligned_free(c->scratch);
+        c->scratch = s;
+        c->scratch_bytes = sp_bytes;
+    }
+    st = dnnl_primitive_create(&p->prim, pd);
+    if (st == dnnl_success) st = dnnl_memory_create(&p->src, &a_md, c->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = dnnl_memory_create(&p->wei, &b_md, c->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = dnnl_memory_create(&p->dst, &c_md, c->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success && d->bias) st = dnnl_memory_create(&p->bias, &bias_md, c->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = dnnl_memory_create(&p->scratch, sp_md, c->engine, DNNL_MEMORY_NONE);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success) {
+        prim_free(p);
+        return hg_fail(HG_ERR_BACKEND, "oneDNN could not create a matmul primitive (status %d)", (int)st);
+    }
+    p->n = n;
+    return HG_OK;
+}
+
+static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entry **out) {
+    for (int i = 0; i < c->count; i++)
+        if (!memcmp(&c->entries[i].desc, d, sizeof *d)) {
+            *out = &c->entries[i];
+            return HG_OK;
+        }
+    if (c->count == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 32;
+        gemm_entry *e = realloc(c->entries, (size_t)cap * sizeof *e);
+        if (!e) return hg_fail(HG_ERR_NOMEM, "out of memory for the GEMM cache");
+        c->entries = e;
+        c->cap = cap;
+    }
+    gemm_entry *e = &c->entries[c->count];
+    memset(e, 0, sizeof *e);
+    e->desc = *d;
+    int nsplit = (d->N + GEMM_MAX_BLOCK_N - 1) / GEMM_MAX_BLOCK_N;
+    e->block_n = (d->N + nsplit - 1) / nsplit;
+    if (nsplit > 1) e->block_n = (e->block_n + 15) / 16 * 16;
+    e->nfull = d->N / e->block_n;
+    e->rem = d->N - e->nfull * e->block_n;
+    hg_status s = prim_create(c, &e->full, d, e->block_n);
+    if (s == HG_OK && e->rem) s = prim_create(c, &e->tail, d, e->rem);
+    if (s != HG_OK) {
+        prim_free(&e->full);
+        prim_free(&e->tail);
+        return s;
+    }
+    c->count++;
+    *out = e;
+    return HG_OK;
+}
+
+static hg_status prim_run(cpu_gemm_cache *c, gemm_prim *p, const float *A, const float *B,
+                          const float *bias, float *C) {
+    dnnl_memory_set_data_handle(p->src, (void *)A);
+    dnnl_memory_set_data_handle(p->wei, (void *)B);
+    dnnl_memory_set_data_handle(p->dst, C);
+    dnnl_memory_set_data_handle(p->scratch, c->scratch);
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei},
+                               {DNNL_ARG_DST, p->dst}, {DNNL_ARG_SCRATCHPAD, p->scratch}};
+    int nargs = 4;
+    if (p->bias) {
+        dnnl_memory_set_data_handle(p->bias, (void *)bias);
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->bias};
+    }
+    DNNL_TRY(dnnl_primitive_execute(p->prim, c->stream, nargs, args), "matmul execution");
+    return HG_OK;
+}
+
+hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const float *B,
+                   const float *bias, float *C) {
+    cpu_gemm_cache *c = cpu_of(be)->gemm;
+    gemm_entry *e = NULL;
+    HG_TRY(entry_find(c, d, &e));
+    for (int blk = 0; blk <= e->nfull; blk++) {
+        gemm_prim *p = blk < e->nfull ? &e->full : &e->tail;
+        if (blk == e->nfull && !e->rem) break;
+        size_t c0 = (size_t)blk * (size_t)e->block_n;
+        const float *Bb = d->trans_b ? B + c0 * (size_t)d->ldb : B + c0;
+        HG_TRY(prim_run(c, p, A, Bb, bias ? bias + c0 : NULL, C + c0));
+    }
+    return HG_OK;
+}
+
+/* ---- the sgemm ceiling ---- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median GFLOP/s of dnnl_sgemm on (M,N,K), NN layout, with random inputs. */
+static double sgemm_rate(int M, int N, int K, float *A, float *B, float *C) {
+    enum { REPS = 5 };
+    double t[REPS];
+    dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); /* warm-up */
+    for (int r = 0; r < REPS; r++) {
+        double t0 = hg_now();
+        dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+        t[r] = hg_now() - t0;
+    }
+    qsort(t, REPS, sizeof t[0], cmp_double);
+    return 2.0 * M * N * K / t[REPS / 2] / 1e9;
+}
+
+hg_status cpu_sgemm_peak(double *gflops) {
+    /* The best of a cubic product and the GPT-2 small MLP shapes: the ceiling is the
+     * fastest the library runs, so peak fractions are never flattered. */
+    static const int shapes[][3] = {{2048, 2048, 2048}, {1024, 3072, 768}, {1024, 768, 3072}};
+    size_t na = 2048 * 3072, nb = 3072 * 2048, nc = 2048 * 3072;
+    float *A = hg_aligned_alloc(na * 4), *B = hg_aligned_alloc(nb * 4), *C = hg_aligned_alloc(nc * 4);
+    if (!A || !B || !C) {
+        hg_aligned_free(A), hg_aligned_free(B), hg_aligned_free(C);
+        return hg_fail(HG_ERR_NOMEM, "out of memory for the sgemm peak measurement");
+    }
+    uint32_t x = 12345;
+    for (size_t i = 0; i < na; i++) A[i] = (float)((x = x * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (size_t i = 0; i < nb; i++) B[i] = (float)((x = x * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    double best = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        double r = sgemm_rate(shapes[s][0], shapes[s][1], shapes[s][2], A, B, C);
+        if (r > best) best = r;
+    }
+    hg_aligned_free(A), hg_aligned_free(B), hg_aligned_free(C);
+    *gflops = best;
+    return HG_OK;
+}

@@ -1,0 +1,98 @@
+/* LayerNorm on the CPU: forward, forward fused with the residual add, and a one-pass
+ * backward per row. Rows are independent and split statically across threads. */
+#include <math.h>
+
+#include "backend/cpu/cpu.h"
+
+/* Normalises one row x (C) into out, returning its mean and rstd. */
+static inline void norm_row(float *out, float *mean, float *rstd, const float *x, const float *w,
+                            const float *b, int C) {
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < C; i++) sum += x[i];
+    float m = sum / (float)C;
+    float var = 0.0f;
+    #pragma omp simd reduction(+ : var)
+    for (int i = 0; i < C; i++) var += (x[i] - m) * (x[i] - m);
+    float s = 1.0f / sqrtf(var / (float)C + HG_LAYERNORM_EPS);
+    #pragma omp simd
+    for (int i = 0; i < C; i++) out[i] = (x[i] - m) * s * w[i] + b[i];
+    *mean = m;
+    *rstd = s;
+}
+
+void cpu_layernorm_forward(hg_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                           const float *w, const float *b, int N, int C) {
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (int n = 0; n < N; n++)
+        norm_row(out + (size_t)n * C, &mean[n], &rstd[n], inp + (size_t)n * C, w, b, C);
+}
+
+void cpu_residual_layernorm_forward(hg_backend *be, float *res_out, float *out, float *mean,
+                                    float *rstd, const float *res_in, const float *delta,
+                                    const float *w, const float *b, int N, int C,
+                                    const hg_dropout *drop) {
+    int dropping = hg_dropout_on(drop);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (int n = 0; n < N; n++) {
+        size_t o = (size_t)n * C;
+        float *r = res_out + o;
+        if (dropping) {
+            for (int i = 0; i < C; i++) r[i] = res_in[o + i] + delta[o + i] * hg_dropout_scale(drop, o + i);
+        } else {
+            #pragma omp simd
+            for (int i = 0; i < C; i++) r[i] = res_in[o + i] + delta[o + i];
+        }
+        norm_row(out + o, &mean[n], &rstd[n], r, w, b, C);
+    }
+}
+
+void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean, const float *rstd,
+                            int N, int C, float *scratch) {
+    int nt_used = 1;
+    #pragma omp parallel num_threads(be->threads)
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        #pragma omp single
+        nt_used = nt;
+        float *pw = scratch + (size_t)t * 2 * C, *pb = pw + C;
+        for (int i = 0; i < C; i++) pw[i] = pb[i] = 0.0f;
+        int per = (N + nt - 1) / nt, n0 = t * per, n1 = n0 + per < N ? n0 + per : N;
+        for (int n = n0; n < n1; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            float *dx = dinp + (size_t)n * C;
+            float m = mean[n], s = rstd[n];
+            /* the row's two reductions, then dx and the parameter partials */
+            float sum_g = 0.0f, sum_gx = 0.0f;
+            #pragma omp simd reduction(+ : sum_g, sum_gx)
+            for (int i = 0; i < C; i++) {
+                float g = dy[i] * w[i];
+                sum_g += g;
+                sum_gx += g * (x[i] - m) * s;
+            }
+            float mg = sum_g / (float)C, mgx = sum_gx / (float)C;
+            #pragma omp simd
+            for (int i = 0; i < C; i++) {
+                float xh = (x[i] - m) * s;
+                dx[i] += s * (dy[i] * w[i] - mg - xh * mgx);
+                pw[i] += dy[i] * xh;
+                pb[i] += dy[i];
+            }
+        }
+    }
+    for (int t = 0; t < nt_used; t++) {
+        const float *pw = scratch + (size_t)t * 2 * C, *pb = pw + C;
+        #pragma omp simd
+        for (int i = 0; i < C; i++) {
+            dw[i] += pw[i];
+            db[i] += pb[i];
+        }
+    }
+}
+
+void cpu_dropout_backward(hg_backend *be, float *dbranch, const float *dres, size_t n,
+                          const hg_dropout *drop) {
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (size_t i = 0; i < n; i++) dbranch[i] = dres[i] * hg_dropout_scale(drop, i);
+}

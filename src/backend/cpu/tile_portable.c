@@ -1,0 +1,20 @@
+/* Portable tile kernel for builds without AVX-512: the same contract as tile_avx512.c,
+ * written as plain loops that the compiler vectorises for the target it has. */
+#if !defined(__AVX512F__)
+#include "backend/cpu/tile.h"
+
+void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+               const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate) {
+    for (int i = 0; i < m; i++) {
+        float *c = C + i * ldc;
+        if (!accumulate)
+            for (int j = 0; j < n; j++) c[j] = 0.0f;
+        for (int p = 0; p < k; p++) {
+            float a = A[i * a_rs + p * a_cs];
+            const float *b = B + p * ldb;
+            #pragma omp simd
+            for (int j = 0; j < n; j++) c[j] += a * b[j];
+        }
+    }
+}
+#endif

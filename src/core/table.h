@@ -1,0 +1,62 @@
+/* Tables of tensor specs: the one place memory is laid out.
+ *
+ * A table lists named tensors with their shapes. Laying it out assigns each tensor an
+ * aligned byte offset from one base pointer, so a whole table (all parameters, all
+ * activations) sits in one allocation. The same table drives the parameter API, the
+ * memory report and checkpoint I/O.
+ *
+ * A spec may hold `copies` of its tensor (one per layer for activations), and may
+ * reserve more elements than it shows (`alloc` >= `numel`), as the token embedding
+ * does for its padded vocabulary rows. */
+#ifndef HG_CORE_TABLE_H
+#define HG_CORE_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handgrad.h"
+
+#define HG_ALIGN 64 /* bytes: a cache line, and an AVX-512 vector */
+
+enum {
+    HG_SPEC_DECAY = 1u << 0, /* parameter gets AdamW weight decay */
+};
+
+typedef struct hg_tensor_spec {
+    char name[64];
+    int ndim;
+    int64_t shape[HG_MAX_DIMS]; /* as users see it */
+    int64_t numel;              /* product of shape */
+    int64_t alloc;              /* elements reserved per copy (>= numel) */
+    int64_t copies;             /* >= 1 */
+    size_t elem_size;           /* bytes */
+    size_t offset;              /* bytes from the table base; HG_ALIGN-aligned */
+    unsigned flags;
+} hg_tensor_spec;
+
+typedef struct hg_table {
+    hg_tensor_spec *specs;
+    int count, cap;
+    size_t bytes; /* total, after hg_table_layout */
+} hg_table;
+
+void hg_table_init(hg_table *t);
+void hg_table_free(hg_table *t);
+/* Appends a spec; shape has ndim entries. alloc 0 means numel. Returns its index,
+ * or -1 when out of memory. */
+int hg_table_add(hg_table *t, const char *name, int ndim, const int64_t *shape,
+                 int64_t alloc, int64_t copies, size_t elem_size, unsigned flags);
+/* Assigns offsets in order and sets t->bytes. */
+void hg_table_layout(hg_table *t);
+int hg_table_find(const hg_table *t, const char *name);
+/* Address of copy `copy` of spec `i` (copy is taken modulo the spec's copies). */
+static inline void *hg_table_ptr(const hg_table *t, void *base, int i, int64_t copy) {
+    const hg_tensor_spec *s = &t->specs[i];
+    return (char *)base + s->offset + (size_t)(copy % s->copies) * (size_t)s->alloc * s->elem_size;
+}
+
+/* Aligned allocation for table bases and scratch (never used inside a step). */
+void *hg_aligned_alloc(size_t bytes);
+void hg_aligned_free(void *p);
+
+#endif

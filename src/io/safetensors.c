@@ -1,0 +1,234 @@
+/* safetensors reader: validation of the header and bounds, and typed reads. */
+#include "io/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+struct hg_st_file {
+    char *name;
+    const uint8_t *buf;
+    size_t len;
+    int mapped;
+    cJSON *header;
+    hg_st_tensor *tensors;
+    int count;
+};
+
+static const struct {
+    const char *name;
+    hg_st_dtype dtype;
+    int size;
+} dtypes[] = {{"F64", HG_ST_F64, 8}, {"F32", HG_ST_F32, 4}, {"F16", HG_ST_F16, 2}, {"BF16", HG_ST_BF16, 2},
+              {"I64", HG_ST_I64, 8}, {"I32", HG_ST_I32, 4}, {"I16", HG_ST_I16, 2}, {"I8", HG_ST_I8, 1},
+              {"U8", HG_ST_U8, 1},   {"BOOL", HG_ST_BOOL, 1}};
+
+static int dtype_size(hg_st_dtype d) {
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].dtype == d) return dtypes[i].size;
+    return 0;
+}
+
+void hg_st_close(hg_st_file *f) {
+    if (!f) return;
+    if (f->mapped && f->buf) munmap((void *)f->buf, f->len);
+    cJSON_Delete(f->header);
+    free(f->tensors);
+    free(f->name);
+    free(f);
+}
+
+typedef struct span {
+    uint64_t begin, end;
+} span;
+
+static int cmp_span(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* Parses one tensor entry; data_len is the size of the data section. */
+static hg_status parse_entry(hg_st_file *f, const cJSON *e, hg_st_tensor *t, uint64_t data_len, const uint8_t *data, span *sp) {
+    const char *nm = e->string;
+    if (!cJSON_IsObject(e)) return hg_fail(HG_ERR_FORMAT, "%s: header entry '%s' is not an object", f->name, nm);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt)) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has no string 'dtype'", f->name, nm);
+    int found = 0;
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (!strcmp(dt->valuestring, dtypes[i].name)) t->dtype = dtypes[i].dtype, found = 1;
+    if (!found) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has unsupported dtype '%s'", f->name, nm, dt->valuestring);
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > HG_ST_MAX_DIMS)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' needs a 'shape' array of at most %d dims", f->name, nm, HG_ST_MAX_DIMS);
+    t->name = nm;
+    t->ndim = cJSON_GetArraySize(shape);
+    t->numel = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        const cJSON *v = cJSON_GetArrayItem(shape, d);
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9.0e15 || v->valuedouble != (double)(int64_t)v->valuedouble)
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' shape[%d] is not a non-negative integer", f->name, nm, d);
+        t->shape[d] = (int64_t)v->valuedouble;
+        if (t->shape[d] && t->numel > INT64_MAX / 16 / t->shape[d])
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is too large", f->name, nm);
+        t->numel *= t->shape[d];
+    }
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' needs 'data_offsets' [begin, end]", f->name, nm);
+    double b = cJSON_GetArrayItem(offs, 0)->valuedouble, en = cJSON_GetArrayItem(offs, 1)->valuedouble;
+    if (!cJSON_IsNumber(cJSON_GetArrayItem(offs, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(offs, 1)) ||
+        b < 0 || en < b || en > (double)data_len || b != (double)(uint64_t)b || en != (double)(uint64_t)en)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' data_offsets [%.0f, %.0f] lie outside the %llu data bytes",
+                       f->name, nm, b, en, (unsigned long long)data_len);
+    sp->begin = (uint64_t)b;
+    sp->end = (uint64_t)en;
+    if ((uint64_t)t->numel * (uint64_t)dtype_size(t->dtype) != sp->end - sp->begin)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has %lld elements of %s but %llu data bytes", f->name, nm,
+                       (long long)t->numel, dt->valuestring, (unsigned long long)(sp->end - sp->begin));
+    t->data = data + sp->begin;
+    return HG_OK;
+}
+
+static hg_status parse(hg_st_file *f) {
+    if (f->len < 8) return hg_fail(HG_ERR_FORMAT, "%s: %zu bytes is too short for a safetensors header", f->name, f->len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->buf[i];
+    if (hlen > HG_ST_MAX_HEADER || hlen > f->len - 8)
+        return hg_fail(HG_ERR_FORMAT, "%s: header length %llu at offset 0 exceeds the file (%zu bytes)", f->name,
+                       (unsigned long long)hlen, f->len);
+    f->header = cJSON_ParseWithLength((const char *)f->buf + 8, (size_t)hlen);
+    if (!f->header || !cJSON_IsObject(f->header))
+        return hg_fail(HG_ERR_FORMAT, "%s: the JSON header (bytes 8..%llu) is not a valid JSON object", f->name,
+                       (unsigned long long)(8 + hlen));
+    const uint8_t *data = f->buf + 8 + hlen;
+    uint64_t data_len = f->len - 8 - hlen;
+    int n = cJSON_GetArraySize(f->header);
+    f->tensors = calloc((size_t)n + 1, sizeof *f->tensors);
+    span *spans = calloc((size_t)n + 1, sizeof *spans);
+    if (!f->tensors || !spans) {
+        free(spans);
+        return hg_fail(HG_ERR_NOMEM, "%s: out of memory for %d tensor entries", f->name, n);
+    }
+    hg_status st = HG_OK;
+    for (const cJSON *e = f->header->child; e && st == HG_OK; e = e->next) {
+        if (!strcmp(e->string, "__metadata__")) {
+            if (!cJSON_IsObject(e)) {
+                st = hg_fail(HG_ERR_FORMAT, "%s: __metadata__ is not an object", f->name);
+                break;
+            }
+            for (const cJSON *kv = e->child; kv && st == HG_OK; kv = kv->next)
+                if (!cJSON_IsString(kv)) st = hg_fail(HG_ERR_FORMAT, "%s: __metadata__ value '%s' is not a string", f->name, kv->string);
+            continue;
+        }
+        st = parse_entry(f, e, &f->tensors[f->count], data_len, data, &spans[f->count]);
+        if (st == HG_OK) f->count++;
+    }
+    if (st == HG_OK) {
+        qsort(spans, (size_t)f->count, sizeof *spans, cmp_span);
+        for (int i = 1; i < f->count; i++)
+            if (spans[i].begin < spans[i - 1].end) {
+                st = hg_fail(HG_ERR_FORMAT, "%s: tensor data ranges overlap at data offset %llu", f->name,
+                             (unsigned long long)spans[i].begin);
+                break;
+            }
+    }
+    free(spans);
+    return st;
+}
+
+static hg_status make(hg_st_file **out, const char *name, const uint8_t *buf, size_t len, int mapped) {
+    hg_st_file *f = calloc(1, sizeof *f);
+    char *nm = strdup(name);
+    if (!f || !nm) {
+        free(f);
+        free(nm);
+        if (mapped) munmap((void *)buf, len);
+        return hg_fail(HG_ERR_NOMEM, "%s: out of memory", name);
+    }
+    f->name = nm;
+    f->buf = buf;
+    f->len = len;
+    f->mapped = mapped;
+    hg_status st = parse(f);
+    if (st != HG_OK) {
+        hg_st_close(f);
+        return st;
+    }
+    *out = f;
+    return HG_OK;
+}
+
+hg_status hg_st_parse(hg_st_file **out, const char *name, const uint8_t *buf, size_t len) {
+    if (!out || !name || (!buf && len)) return hg_fail(HG_ERR_INVALID, "hg_st_parse: NULL argument");
+    *out = NULL;
+    return make(out, name, buf, len, 0);
+}
+
+hg_status hg_st_open(hg_st_file **out, const char *path) {
+    if (!out || !path) return hg_fail(HG_ERR_INVALID, "hg_st_open: NULL argument");
+    *out = NULL;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return hg_fail(HG_ERR_IO, "%s: cannot open for reading", path);
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return hg_fail(HG_ERR_IO, "%s: not a regular file", path);
+    }
+    size_t len = (size_t)sb.st_size;
+    void *p = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (len && p == MAP_FAILED) return hg_fail(HG_ERR_IO, "%s: cannot map %zu bytes", path, len);
+    return make(out, path, p, len, len > 0);
+}
+
+int hg_st_count(const hg_st_file *f) { return f->count; }
+const hg_st_tensor *hg_st_at(const hg_st_file *f, int i) { return i >= 0 && i < f->count ? &f->tensors[i] : NULL; }
+
+const hg_st_tensor *hg_st_find(const hg_st_file *f, const char *name) {
+    for (int i = 0; i < f->count; i++)
+        if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
+    return NULL;
+}
+
+const char *hg_st_metadata(const hg_st_file *f, const char *key) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(f->header, "__metadata__");
+    const cJSON *v = m ? cJSON_GetObjectItemCaseSensitive(m, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Element i of a tensor as double; the data is little-endian and may be unaligned. */
+static double element(const hg_st_tensor *t, int64_t i) {
+    switch (t->dtype) {
+    case HG_ST_F64: { double v; memcpy(&v, t->data + 8 * i, 8); return v; }
+    case HG_ST_F32: { float v; memcpy(&v, t->data + 4 * i, 4); return v; }
+    default: { int32_t v; memcpy(&v, t->data + 4 * i, 4); return v; }
+    }
+}
+
+static hg_status check_read(const hg_st_file *f, const hg_st_tensor *t, int64_t n) {
+    if (!t) return hg_fail(HG_ERR_INVALID, "%s: tensor is NULL", f->name);
+    if (t->dtype != HG_ST_F64 && t->dtype != HG_ST_F32 && t->dtype != HG_ST_I32)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has a dtype that is not F64, F32 or I32", f->name, t->name);
+    if (n != t->numel)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has %lld elements, expected %lld", f->name, t->name,
+                       (long long)t->numel, (long long)n);
+    return HG_OK;
+}
+
+hg_status hg_st_read_f64(const hg_st_file *f, const hg_st_tensor *t, double *out, int64_t n) {
+    HG_TRY(check_read(f, t, n));
+    for (int64_t i = 0; i < n; i++) out[i] = element(t, i);
+    return HG_OK;
+}
+
+hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out, int64_t n) {
+    HG_TRY(check_read(f, t, n));
+    for (int64_t i = 0; i < n; i++) out[i] = (float)element(t, i);
+    return HG_OK;
+}

@@ -1,0 +1,46 @@
+/* Reading safetensors files: an 8-byte little-endian header length, a JSON header
+ * mapping names to {dtype, shape, data_offsets}, an optional "__metadata__" map of
+ * strings, then the raw little-endian tensor data. Every offset and size is checked
+ * against the file before anything is read. */
+#ifndef HG_IO_SAFETENSORS_H
+#define HG_IO_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handgrad.h"
+
+#define HG_ST_MAX_DIMS 8
+#define HG_ST_MAX_HEADER ((uint64_t)100 << 20) /* the format's own limit on the JSON */
+
+typedef enum hg_st_dtype { HG_ST_F64, HG_ST_F32, HG_ST_F16, HG_ST_BF16, HG_ST_I64, HG_ST_I32, HG_ST_I16, HG_ST_I8, HG_ST_U8, HG_ST_BOOL } hg_st_dtype;
+
+typedef struct hg_st_tensor {
+    const char *name;
+    hg_st_dtype dtype;
+    int ndim;
+    int64_t shape[HG_ST_MAX_DIMS];
+    int64_t numel;
+    const uint8_t *data; /* numel * element size bytes inside the file */
+} hg_st_tensor;
+
+typedef struct hg_st_file hg_st_file;
+
+/* Opens and validates a file (memory-mapped). */
+hg_status hg_st_open(hg_st_file **out, const char *path);
+/* Validates a file image already in memory; `name` is used in messages. The buffer
+ * must outlive the handle. */
+hg_status hg_st_parse(hg_st_file **out, const char *name, const uint8_t *buf, size_t len);
+void hg_st_close(hg_st_file *f);
+
+int hg_st_count(const hg_st_file *f);
+const hg_st_tensor *hg_st_at(const hg_st_file *f, int i);
+const hg_st_tensor *hg_st_find(const hg_st_file *f, const char *name);
+/* A "__metadata__" value, or NULL. */
+const char *hg_st_metadata(const hg_st_file *f, const char *key);
+
+/* Converts a F64, F32 or I32 tensor to double or float; n must equal its numel. */
+hg_status hg_st_read_f64(const hg_st_file *f, const hg_st_tensor *t, double *out, int64_t n);
+hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out, int64_t n);
+
+#endif

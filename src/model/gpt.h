@@ -1,0 +1,99 @@
+/* The GPT-2 model, described once: parameter and activation tables, and the
+ * orchestration of forward and backward through the backend interface. */
+#ifndef HG_MODEL_GPT_H
+#define HG_MODEL_GPT_H
+
+#include "backend/backend.h"
+#include "core/table.h"
+#include "handgrad.h"
+
+int gpt_dff(const hg_config *c);
+int gpt_padded_vocab(const hg_config *c);
+
+/* Per-layer parameters, in table (and Hugging Face) order. */
+enum gpt_layer_param {
+    LP_LN1_W, LP_LN1_B, LP_QKV_W, LP_QKV_B, LP_ATTN_PROJ_W, LP_ATTN_PROJ_B,
+    LP_LN2_W, LP_LN2_B, LP_FC_W, LP_FC_B, LP_FC_PROJ_W, LP_FC_PROJ_B,
+    GPT_LAYER_PARAMS
+};
+/* Table index of global parameters: wte, wpe first; ln_f last. */
+#define GPT_P_WTE 0
+#define GPT_P_WPE 1
+#define GPT_P_LAYER(l, k) (2 + (l) * GPT_LAYER_PARAMS + (k))
+#define GPT_P_LNF_W(L) (2 + (L) * GPT_LAYER_PARAMS)
+#define GPT_P_LNF_B(L) (3 + (L) * GPT_LAYER_PARAMS)
+
+/* Activations and scratch, in table order. Stored tensors have one copy per layer in a
+ * training model and one shared copy in an inference model. */
+enum gpt_act {
+    A_TOKENS,    /* (N) int32 */
+    A_TARGETS,   /* (N) int32 */
+    A_RESIDUAL,  /* (L+1, N, C) residual stream entering each layer, and after the last */
+    A_LN1,       /* (L, N, C) */
+    A_LN1_MEAN,  /* (L, N) */
+    A_LN1_RSTD,  /* (L, N) */
+    A_QKV,       /* (L, N, 3C) */
+    A_ATTY,      /* (L, N, C) attention output before its projection */
+    A_LSE,       /* (L, B, NH, T) attention row log-sum-exp */
+    A_RESIDUAL2, /* (L, N, C) residual after the attention block */
+    A_LN2,       /* (L, N, C) */
+    A_LN2_MEAN,  /* (L, N) */
+    A_LN2_RSTD,  /* (L, N) */
+    A_FCH,       /* (L, N, F) MLP pre-activation; GELU is recomputed from it */
+    A_LNF,       /* (N, C) */
+    A_LNF_MEAN,  /* (N) */
+    A_LNF_RSTD,  /* (N) */
+    A_LOSSES,    /* (N) per-token loss */
+    S_PROJ,      /* (N, C) output of a projection before its residual add */
+    S_GELU,      /* (N, F) GELU output, forward and recomputed in backward */
+    S_LOGITS,    /* (chunk, Vp) classifier chunk */
+    S_ATTENTION, /* attention scratch */
+    S_DRES,      /* (N, C) gradient of the residual stream (backward only) */
+    S_DBRANCH,   /* (N, C) gradient of a branch output after dropout (backward, dropout>0) */
+    S_DLN,       /* (N, C) gradient of a LayerNorm output (backward only) */
+    S_DATTY,     /* (N, C) (backward only) */
+    S_DWIDE,     /* (N, max(F, 3C)) dGELU, then dQKV (backward only) */
+    S_REDUCE,    /* (threads, 2C) LayerNorm backward partial sums (backward only) */
+    GPT_ACTS
+};
+
+typedef enum gpt_phase { PHASE_NONE, PHASE_FORWARD, PHASE_CLASSIFIER_DONE } gpt_phase;
+
+struct hg_model {
+    hg_config cfg;
+    hg_options opt;
+    int F, Vp, hs, threads, chunk;
+    hg_backend *be;
+    hg_table params;            /* parameter specs; grads, m, v share the layout */
+    float *param, *grad, *adam_m, *adam_v;
+    hg_table acts;              /* activation and scratch specs */
+    void *act;
+    hg_memory_plan plan;
+    /* state of the step in progress */
+    int B, T, has_targets;
+    gpt_phase phase;
+    int train_mode;
+    uint32_t rng_step;          /* dropout masks of the last training forward */
+    int64_t adam_t;
+    float loss_scale_n;         /* targets that count in the mean of the last forward */
+};
+
+/* Builds both tables for (cfg, opt) without allocating. */
+hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads,
+                           hg_table *params, hg_table *acts, int *chunk);
+
+static inline float *gpt_param(const hg_model *m, float *buf, int idx) {
+    return (float *)hg_table_ptr(&m->params, buf, idx, 0);
+}
+static inline void *gpt_act(const hg_model *m, int a, int layer) {
+    return hg_table_ptr(&m->acts, m->act, a, layer);
+}
+
+/* Forward through the layers to the final LayerNorm, for tokens already in A_TOKENS. */
+hg_status gpt_forward_body(hg_model *m);
+/* The classifier on A_LNF; with backward, also dx into S_DLN and dwte. */
+hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *logits);
+/* Backward from S_DLN (gradient at the final LayerNorm output) to the embeddings. */
+hg_status gpt_backward_body(hg_model *m);
+
+#endif

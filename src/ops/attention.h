@@ -1,0 +1,30 @@
+/* Causal multi-head self-attention, blockwise (flash-attention style): online softmax,
+ * scores recomputed in the backward pass, the T x T matrix never stored. Memory is
+ * linear in T. q, k, v are read in place from the fused QKV projection. */
+#ifndef HG_OPS_ATTENTION_H
+#define HG_OPS_ATTENTION_H
+
+#include <stddef.h>
+
+#include "handgrad.h"
+
+typedef struct hg_backend hg_backend;
+
+typedef struct hg_attention_shape {
+    int B, T, NH, hs; /* C = NH * hs */
+    int causal;       /* 1 for GPT; 0 for the attention benchmark's non-causal mode */
+} hg_attention_shape;
+
+/* out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head, heads concatenated;
+ * qkv (B,T,3C) holds q | k | v, head h at columns h*hs..(h+1)*hs of each;
+ * lse (B,NH,T) = log-sum-exp of each row's scaled scores, kept for backward.
+ * scratch: attention_scratch_bytes(shape) bytes, enough for forward and backward. */
+typedef hg_status hg_attention_forward_fn(hg_backend *be, float *out, float *lse, const float *qkv,
+                                          const hg_attention_shape *s, void *scratch);
+/* dqkv (B,T,3C) = gradient of the loss wrt qkv (written). */
+typedef hg_status hg_attention_backward_fn(hg_backend *be, float *dqkv, const float *dout,
+                                           const float *qkv, const float *out, const float *lse,
+                                           const hg_attention_shape *s, void *scratch);
+typedef size_t hg_attention_scratch_fn(hg_backend *be, const hg_attention_shape *s);
+
+#endif

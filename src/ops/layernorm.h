@@ -1,0 +1,32 @@
+/* LayerNorm over the last dimension (eps 1e-5), and its fusion with the residual add. */
+#ifndef HG_OPS_LAYERNORM_H
+#define HG_OPS_LAYERNORM_H
+
+#include "ops/dropout.h"
+
+typedef struct hg_backend hg_backend;
+
+#define HG_LAYERNORM_EPS 1e-5f
+
+/* out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N) kept for backward. */
+typedef void hg_layernorm_forward_fn(hg_backend *be, float *out, float *mean, float *rstd,
+                                     const float *inp, const float *w, const float *b, int N, int C);
+/* res_out (N,C) = res_in + dropout(delta); then LayerNorm of res_out into out, mean, rstd.
+ * The residual add and the next LayerNorm read each row once. */
+typedef void hg_residual_layernorm_forward_fn(hg_backend *be, float *res_out, float *out,
+                                              float *mean, float *rstd, const float *res_in,
+                                              const float *delta, const float *w, const float *b,
+                                              int N, int C, const hg_dropout *drop);
+/* One pass per row: dinp (N,C) += dx; dw (C) += ...; db (C) += ... (dinp accumulates:
+ * it is the residual stream's gradient). inp is the LayerNorm input. scratch holds
+ * 2*C floats per thread for the partial sums of dw and db, reduced in thread order so
+ * results do not depend on scheduling. */
+typedef void hg_layernorm_backward_fn(hg_backend *be, float *dinp, float *dw, float *db,
+                                      const float *dout, const float *inp, const float *w,
+                                      const float *mean, const float *rstd, int N, int C,
+                                      float *scratch);
+/* dbranch (n) = dropout'(dres): the gradient reaching a dropped-out branch output. */
+typedef void hg_dropout_backward_fn(hg_backend *be, float *dbranch, const float *dres, size_t n,
+                                    const hg_dropout *drop);
+
+#endif

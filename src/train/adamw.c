@@ -1,0 +1,57 @@
+/* The optimizer step: global-norm clipping, then AdamW over every parameter tensor,
+ * with decoupled weight decay on 2-D weight matrices only. */
+#include <math.h>
+#include <omp.h>
+
+#include "core/error.h"
+#include "model/gpt.h"
+
+hg_adamw hg_adamw_default(void) {
+    hg_adamw a = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
+    return a;
+}
+
+static hg_status check_adamw(const hg_adamw *a) {
+    if (!(a->lr >= 0.0f) || isinf(a->lr)) return hg_fail(HG_ERR_INVALID, "lr must be a finite number >= 0, got %g", (double)a->lr);
+    if (!(a->beta1 >= 0.0f && a->beta1 < 1.0f)) return hg_fail(HG_ERR_INVALID, "beta1 must be in [0, 1), got %g", (double)a->beta1);
+    if (!(a->beta2 >= 0.0f && a->beta2 < 1.0f)) return hg_fail(HG_ERR_INVALID, "beta2 must be in [0, 1), got %g", (double)a->beta2);
+    if (!(a->eps > 0.0f) || isinf(a->eps)) return hg_fail(HG_ERR_INVALID, "eps must be a finite number > 0, got %g", (double)a->eps);
+    if (!(a->weight_decay >= 0.0f) || isinf(a->weight_decay))
+        return hg_fail(HG_ERR_INVALID, "weight_decay must be a finite number >= 0, got %g", (double)a->weight_decay);
+    if (!(a->grad_clip >= 0.0f) || isinf(a->grad_clip))
+        return hg_fail(HG_ERR_INVALID, "grad_clip must be a finite number >= 0 (0 disables), got %g", (double)a->grad_clip);
+    return HG_OK;
+}
+
+hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
+    if (!m || !a) return hg_fail(HG_ERR_INVALID, "hg_optimizer_step: NULL argument");
+    if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
+    HG_TRY(check_adamw(a));
+    hg_backend *be = m->be;
+    double sumsq;
+    be->ops->sumsq(be, m->grad, m->params.bytes / sizeof(float), &sumsq);
+    double norm = sqrt(sumsq);
+    if (!isfinite(norm)) return hg_fail(HG_ERR_INVALID, "the gradient norm is not finite (%g); the step was not taken", norm);
+    /* PyTorch's clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)) */
+    double clip = a->grad_clip > 0 ? a->grad_clip / (norm + 1e-6) : 1.0;
+    m->adam_t++;
+    hg_adamw_update u = {
+        .lr = a->lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps,
+        .bias_correction1 = (float)(1.0 - pow(a->beta1, (double)m->adam_t)),
+        .bias_correction2 = (float)(1.0 - pow(a->beta2, (double)m->adam_t)),
+        .grad_scale = (float)(clip < 1.0 ? clip : 1.0),
+    };
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(m->threads);
+    for (int i = 0; i < m->params.count; i++) {
+        const hg_tensor_spec *s = &m->params.specs[i];
+        u.weight_decay = (s->flags & HG_SPEC_DECAY) ? a->weight_decay : 0.0f;
+        be->ops->adamw(be, gpt_param(m, m->param, i), gpt_param(m, m->grad, i), gpt_param(m, m->adam_m, i),
+                       gpt_param(m, m->adam_v, i), (size_t)s->alloc, &u);
+    }
+    omp_set_num_threads(saved);
+    if (grad_norm) *grad_norm = (float)norm;
+    return HG_OK;
+}
+
+int64_t hg_optimizer_steps(const hg_model *m) { return m ? m->adam_t : 0; }
