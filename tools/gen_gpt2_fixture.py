@@ -4,6 +4,17 @@ Parameters and batches are drawn in float32 from fixed seeds; the reference forw
 backward and a 10-step AdamW trajectory are computed in float64 from those exact values.
 Attention in the reference is the explicit masked softmax (attn_impl="math").
 Usage: python3 tools/gen_gpt2_fixture.py [--out-dir tests/fixtures] [--only odd|tiny]
+
+Contents of each file (little-endian, row-major):
+  tokens, targets        I32 (B, T); a target of -1 is ignored
+  param.<hf name>        F32, the initial parameters, HF names and Conv1D (in, out) layouts
+  logits                 F64 (B, T, V);  loss F64 (1,), the mean over non-ignored targets
+  grad.<hf name>         F64, gradient of that mean loss
+  adamw.losses           F64 (10,), loss before update k;  adamw.grad_norms F64 (10,), pre-clip
+  final.<hf name>        F64, parameters after the 10 updates
+  __metadata__ (strings) config, adamw (JSON), batch, seq_len, generator, torch_version
+The updates are torch.nn.utils.clip_grad_norm_ (grads *= min(1, clip / (norm + 1e-6)))
+then torch.optim.AdamW(foreach=False), with decay on the tensors of dim >= 2 only.
 """
 import argparse
 import json
