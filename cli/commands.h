@@ -11,4 +11,6 @@ typedef struct hg_command {
     hg_command_fn *run;
 } hg_command;
 
+hg_command_fn cmd_bench;
+
 #endif

@@ -5,6 +5,7 @@
 #include "commands.h"
 
 static const hg_command commands[] = {
+    {"bench", "time forward, backward and a training step against the sgemm ceiling", cmd_bench},
     {NULL, NULL, NULL},
 };
 

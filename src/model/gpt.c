@@ -25,24 +25,31 @@ static int add(hg_table *t, const char *name, int ndim, int64_t d0, int64_t d1, 
     return hg_table_add(t, name, ndim, shape, alloc, copies, elem, flags);
 }
 
+/* Adds "h.{layer}.{suffix}" with shape (d0) or (d0, d1). */
+static int add_layer(hg_table *t, int layer, const char *suffix, int ndim, int64_t d0, int64_t d1, unsigned flags) {
+    char name[64];
+    snprintf(name, sizeof name, "h.%d.%s", layer, suffix);
+    return add(t, name, ndim, d0, d1, 0, 1, 4, flags) >= 0;
+}
+
+/* The parameter table, in Hugging Face order; enum gpt_layer_param follows it. */
 static int build_param_table(const hg_config *c, hg_table *t) {
     int64_t C = c->d_model, F = gpt_dff(c), V = c->vocab_size, Vp = gpt_padded_vocab(c);
-    int ok = add(t, "wte.weight", 2, V, C, Vp * C, 1, 4, HG_SPEC_DECAY) >= 0;
-    ok &= add(t, "wpe.weight", 2, c->max_seq_len, C, 0, 1, 4, HG_SPEC_DECAY) >= 0;
-    for (int l = 0; l < c->n_layer && ok; l++) {
-        char n[64];
-#define P(suffix, nd, a, b, fl) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), add(t, n, nd, a, b, 0, 1, 4, fl) >= 0)
-        ok &= P("ln_1.weight", 1, C, 1, 0) & P("ln_1.bias", 1, C, 1, 0);
-        ok &= P("attn.c_attn.weight", 2, C, 3 * C, HG_SPEC_DECAY) & P("attn.c_attn.bias", 1, 3 * C, 1, 0);
-        ok &= P("attn.c_proj.weight", 2, C, C, HG_SPEC_DECAY) & P("attn.c_proj.bias", 1, C, 1, 0);
-        ok &= P("ln_2.weight", 1, C, 1, 0) & P("ln_2.bias", 1, C, 1, 0);
-        ok &= P("mlp.c_fc.weight", 2, C, F, HG_SPEC_DECAY) & P("mlp.c_fc.bias", 1, F, 1, 0);
-        ok &= P("mlp.c_proj.weight", 2, F, C, HG_SPEC_DECAY) & P("mlp.c_proj.bias", 1, C, 1, 0);
-#undef P
+    if (add(t, "wte.weight", 2, V, C, Vp * C, 1, 4, HG_SPEC_DECAY) < 0) return 0;
+    if (add(t, "wpe.weight", 2, c->max_seq_len, C, 0, 1, 4, HG_SPEC_DECAY) < 0) return 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (!add_layer(t, l, "ln_1.weight", 1, C, 1, 0) || !add_layer(t, l, "ln_1.bias", 1, C, 1, 0) ||
+            !add_layer(t, l, "attn.c_attn.weight", 2, C, 3 * C, HG_SPEC_DECAY) ||
+            !add_layer(t, l, "attn.c_attn.bias", 1, 3 * C, 1, 0) ||
+            !add_layer(t, l, "attn.c_proj.weight", 2, C, C, HG_SPEC_DECAY) ||
+            !add_layer(t, l, "attn.c_proj.bias", 1, C, 1, 0) || !add_layer(t, l, "ln_2.weight", 1, C, 1, 0) ||
+            !add_layer(t, l, "ln_2.bias", 1, C, 1, 0) || !add_layer(t, l, "mlp.c_fc.weight", 2, C, F, HG_SPEC_DECAY) ||
+            !add_layer(t, l, "mlp.c_fc.bias", 1, F, 1, 0) ||
+            !add_layer(t, l, "mlp.c_proj.weight", 2, F, C, HG_SPEC_DECAY) ||
+            !add_layer(t, l, "mlp.c_proj.bias", 1, C, 1, 0))
+            return 0;
     }
-    ok &= add(t, "ln_f.weight", 1, C, 1, 0, 1, 4, 0) >= 0;
-    ok &= add(t, "ln_f.bias", 1, C, 1, 0, 1, 4, 0) >= 0;
-    return ok;
+    return add(t, "ln_f.weight", 1, C, 1, 0, 1, 4, 0) >= 0 && add(t, "ln_f.bias", 1, C, 1, 0, 1, 4, 0) >= 0;
 }
 
 /* The activation table; its order must match enum gpt_act. */

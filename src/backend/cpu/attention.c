@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/vmath.h"
 #include "backend/cpu/tile.h"
 
 #define BQ 64 /* query rows per block */
@@ -88,8 +89,8 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                     }
                     float bmax = -INFINITY;
                     #pragma omp simd reduction(max : bmax)
-                    for (int c = 0; c < n; c++) bmax = fmaxf(bmax, row[c] * scale);
-                    float mnew = fmaxf(mx[r], bmax), corr = expf(mx[r] - mnew), sum = 0.0f;
+                    for (int c = 0; c < n; c++) bmax = vmax(bmax, row[c] * scale);
+                    float mnew = vmax(mx[r], bmax), corr = expf(mx[r] - mnew), sum = 0.0f;
                     #pragma omp simd reduction(+ : sum)
                     for (int c = 0; c < n; c++) {
                         float p = expf(row[c] * scale - mnew);

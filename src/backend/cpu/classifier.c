@@ -9,12 +9,13 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/vmath.h"
 
 /* Loss of one row of logits, and its gradient over the row in place when dscale != 0. */
 static float row_loss(float *z, int V, int Vp, int target, float dscale, int backward) {
     float mx = -INFINITY;
     #pragma omp simd reduction(max : mx)
-    for (int c = 0; c < V; c++) mx = fmaxf(mx, z[c]);
+    for (int c = 0; c < V; c++) mx = vmax(mx, z[c]);
     float sum = 0.0f;
     #pragma omp simd reduction(+ : sum)
     for (int c = 0; c < V; c++) sum += expf(z[c] - mx);

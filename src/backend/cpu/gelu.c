@@ -1,8 +1,8 @@
-/* GELU (tanh approximation) on the CPU, forward and backward. tanhf vectorises through
- * glibc's libmvec under `omp simd` (checked in tests/check_vectorized.sh). */
+/* GELU (tanh approximation) on the CPU, forward and backward; tanhf is libmvec's (vmath.h). */
 #include <math.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/vmath.h"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f

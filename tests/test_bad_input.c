@@ -1,0 +1,148 @@
+/* Bad input gets an error status whose message names the field; nothing crashes and
+ * nothing is left half-done: a failed call leaves the model as it was. */
+#include <math.h>
+#include <stdint.h>
+#include <sys/resource.h>
+
+#include "check.h"
+#include "handgrad.h"
+
+/* The call fails with `want` and its message contains `field`. */
+#define CHECK_FAILS(call, want, field)                                                          \
+    do {                                                                                        \
+        hg_status s_ = (call);                                                                  \
+        if (s_ != (want) || !strstr(hg_last_error(), (field))) {                                \
+            fprintf(stderr, "%s:%d: %s -> %s '%s', want %s naming '%s'\n", __FILE__, __LINE__, #call, \
+                    hg_status_name(s_), hg_last_error(), hg_status_name(want), field);           \
+            check_failures++;                                                                   \
+        }                                                                                       \
+    } while (0)
+
+static void bad_configs(void) {
+    hg_config good, c;
+    CHECK_OK(hg_config_preset("odd", &good));
+    CHECK_OK(hg_config_validate(&good));
+    CHECK_FAILS(hg_config_preset("huge", &c), HG_ERR_INVALID, "huge");
+    c = good, c.n_head = 5;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "n_head");
+    c = good, c.d_model = 0;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "d_model");
+    c = good, c.vocab_size = 0;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "vocab_size");
+    c = good, c.n_layer = 0;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "n_layer");
+    c = good, c.max_seq_len = -3;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "max_seq_len");
+    c = good, c.dropout = NAN;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "dropout");
+    c = good, c.dropout = 1.0f;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "dropout");
+    c = good, c.d_ff = -1;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "d_ff");
+
+    hg_options o = hg_options_default();
+    hg_model *m = (hg_model *)&o; /* must be reset to NULL on failure */
+    o.batch = 2, o.seq_len = 65;
+    CHECK_FAILS(hg_model_create(&m, &good, &o), HG_ERR_INVALID, "seq_len");
+    CHECK(m == NULL);
+    o.seq_len = 8, o.batch = 0;
+    CHECK_FAILS(hg_model_create(&m, &good, &o), HG_ERR_INVALID, "batch");
+    o.batch = 2, o.threads = -1;
+    CHECK_FAILS(hg_model_create(&m, &good, &o), HG_ERR_INVALID, "threads");
+    c = good, c.n_head = 7;
+    o.threads = 1;
+    CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "n_head");
+}
+
+/* A model that cannot fit is refused before anything is allocated. */
+static void refuses_what_does_not_fit(void) {
+    hg_config c;
+    CHECK_OK(hg_config_preset("2.7B", &c));
+    hg_options o = hg_options_default();
+    o.batch = 64, o.seq_len = 1024;
+    hg_memory_plan plan;
+    CHECK_OK(hg_memory_required(&c, &o, &plan));
+    CHECK(plan.total > hg_memory_available());
+    CHECK(plan.total == plan.params + plan.grads + plan.optimizer + plan.activations + plan.scratch);
+    CHECK(plan.grads == plan.params && plan.optimizer == 2 * plan.params);
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    hg_model *m = NULL;
+    CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_NOMEM, "GiB");
+    getrusage(RUSAGE_SELF, &after);
+    CHECK(m == NULL);
+    CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB: nothing big was touched */
+}
+
+static void bad_calls(void) {
+    hg_config c;
+    CHECK_OK(hg_config_preset("odd", &c));
+    hg_options o = hg_options_default();
+    o.batch = 2, o.seq_len = 16, o.threads = 2, o.seed = 3;
+    hg_model *m = NULL;
+    CHECK_OK(hg_model_create(&m, &c, &o));
+    if (!m) return;
+    int32_t tok[32], tgt[32];
+    for (int i = 0; i < 32; i++) tok[i] = (i * 37) % 1000, tgt[i] = (i * 101) % 1000;
+    float loss0 = NAN, loss = NAN;
+    CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss0, NULL));
+
+    CHECK_FAILS(hg_backward(NULL, 1.0f), HG_ERR_INVALID, "model");
+    tok[17] = 1000;
+    CHECK_FAILS(hg_forward(m, tok, tgt, 2, 16, &loss, NULL), HG_ERR_INVALID, "tokens[b=1, t=1]");
+    tok[17] = -2;
+    CHECK_FAILS(hg_forward_backward(m, tok, tgt, 2, 16, 1.0f, &loss), HG_ERR_INVALID, "tokens[b=1, t=1]");
+    tok[17] = 5;
+    tgt[3] = -2;
+    CHECK_FAILS(hg_forward(m, tok, tgt, 2, 16, &loss, NULL), HG_ERR_INVALID, "targets[b=0, t=3]");
+    tgt[3] = 1000;
+    CHECK_FAILS(hg_forward(m, tok, tgt, 2, 16, &loss, NULL), HG_ERR_INVALID, "targets[b=0, t=3]");
+    tgt[3] = (3 * 101) % 1000;
+    tok[17] = (17 * 37) % 1000;
+    CHECK_FAILS(hg_forward(m, tok, tgt, 3, 16, &loss, NULL), HG_ERR_INVALID, "B must be");
+    CHECK_FAILS(hg_forward(m, tok, tgt, 2, 17, &loss, NULL), HG_ERR_INVALID, "T must be");
+    CHECK_FAILS(hg_forward(m, tok, tgt, 2, 0, &loss, NULL), HG_ERR_INVALID, "T must be");
+    CHECK_FAILS(hg_forward(m, NULL, tgt, 2, 16, &loss, NULL), HG_ERR_INVALID, "tokens");
+    CHECK_FAILS(hg_forward_backward(m, tok, NULL, 2, 16, 1.0f, &loss), HG_ERR_INVALID, "targets");
+    CHECK_FAILS(hg_backward(m, 1.0f), HG_ERR_STATE, "hg_forward");
+    CHECK_FAILS(hg_forward_backward(m, tok, tgt, 2, 16, NAN, &loss), HG_ERR_INVALID, "grad_scale");
+
+    hg_adamw a = hg_adamw_default();
+    a.lr = NAN;
+    CHECK_FAILS(hg_optimizer_step(m, &a, NULL), HG_ERR_INVALID, "lr");
+    a.lr = -1e-3f;
+    CHECK_FAILS(hg_optimizer_step(m, &a, NULL), HG_ERR_INVALID, "lr");
+    a = hg_adamw_default(), a.beta2 = 1.0f;
+    CHECK_FAILS(hg_optimizer_step(m, &a, NULL), HG_ERR_INVALID, "beta2");
+    a = hg_adamw_default(), a.eps = 0.0f;
+    CHECK_FAILS(hg_optimizer_step(m, &a, NULL), HG_ERR_INVALID, "eps");
+    a = hg_adamw_default(), a.weight_decay = INFINITY;
+    CHECK_FAILS(hg_optimizer_step(m, &a, NULL), HG_ERR_INVALID, "weight_decay");
+    CHECK(hg_optimizer_steps(m) == 0); /* no refused step counted */
+
+    hg_param_info p;
+    CHECK_FAILS(hg_param_find(m, "h.9.ln_1.weight", &p), HG_ERR_INVALID, "h.9.ln_1.weight");
+    CHECK_FAILS(hg_param_at(m, 10000, &p), HG_ERR_INVALID, "10000");
+
+    /* after all that, the model computes exactly what it did before */
+    CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));
+    CHECK(loss == loss0);
+    hg_model_free(m);
+
+    o.training = 0;
+    CHECK_OK(hg_model_create(&m, &c, &o));
+    if (!m) return;
+    CHECK_FAILS(hg_zero_grad(m), HG_ERR_STATE, "training=0");
+    CHECK_FAILS(hg_forward_backward(m, tok, tgt, 2, 16, 1.0f, &loss), HG_ERR_STATE, "training=0");
+    CHECK_FAILS(hg_set_train_mode(m, 1), HG_ERR_STATE, "training=1");
+    CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));
+    CHECK(loss == loss0); /* an inference model computes the same forward */
+    hg_model_free(m);
+}
+
+int main(void) {
+    bad_configs();
+    refuses_what_does_not_fit();
+    bad_calls();
+    CHECK_DONE();
+}
