@@ -11,4 +11,7 @@ typedef struct hg_command {
     hg_command_fn *run;
 } hg_command;
 
+int cmd_tokenizer(int argc, char **argv); /* cmd_tokenizer.c */
+int cmd_prepare(int argc, char **argv);   /* cmd_prepare.c */
+
 #endif

@@ -5,6 +5,8 @@
 #include "commands.h"
 
 static const hg_command commands[] = {
+    {"tokenizer", "encode, decode or train a byte-level BPE tokenizer", cmd_tokenizer},
+    {"prepare", "tokenize text files into train and val token shards", cmd_prepare},
     {NULL, NULL, NULL},
 };
 
