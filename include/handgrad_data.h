@@ -136,7 +136,8 @@ typedef void hg_progress_fn(void *ctx, uint64_t bytes_done, uint64_t bytes_total
 
 typedef struct hg_prepare_options {
     const char *out_dir;   /* created if missing; shards train_NNNNNN.bin, val_NNNNNN.bin */
-    double val_fraction;   /* in [0, 1): the last fraction of the input bytes, from a line start */
+    double val_fraction;   /* in [0, 1): the last fraction of the input bytes, from a line
+                              start (val is empty when no line starts there) */
     uint64_t shard_tokens; /* most tokens in one shard */
     int threads;           /* encoding threads; 0 means all cores */
     hg_progress_fn *progress; /* may be NULL */

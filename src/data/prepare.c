@@ -93,9 +93,9 @@ static int units_add_segment(prep_units *us, const prep_input *in, int f, size_t
     return 1;
 }
 
-/* Where val starts: the first line start at or after (1 - fraction) of the bytes, or
- * that byte itself (moved to a UTF-8 boundary) when no line starts after it.
- * Returns the file in *cut_file (n_inputs when val is empty) and offset *cut_off. */
+/* Where val starts: the first line start at or after (1 - fraction) of the bytes (a
+ * file's first byte is a line start). Returns the file in *cut_file (n when val is
+ * empty: no line starts there) and the offset in *cut_off. */
 static void prepare_val_cut(const prep_input *in, int n, uint64_t total, double fraction, int *cut_file,
                             size_t *cut_off) {
     *cut_file = n;
@@ -104,12 +104,10 @@ static void prepare_val_cut(const prep_input *in, int n, uint64_t total, double 
     uint64_t p = (uint64_t)((1.0 - fraction) * (double)total);
     int f = 0;
     while (f < n && p >= in[f].len) p -= in[f++].len;
-    if (f == n) return;
     for (int g = f; g < n; g++) {
         size_t o = g == f ? (size_t)p : 0;
         if (o == 0 && in[g].len) {
             *cut_file = g;
-            *cut_off = 0;
             return;
         }
         const uint8_t *nl = o < in[g].len ? memchr(in[g].data + o - 1, '\n', in[g].len - o + 1) : NULL;
@@ -118,12 +116,6 @@ static void prepare_val_cut(const prep_input *in, int n, uint64_t total, double 
             *cut_off = (size_t)(nl - in[g].data) + 1;
             return;
         }
-    }
-    size_t o = (size_t)p;
-    while (o < in[f].len && (in[f].data[o] & 0xC0) == 0x80) o++;
-    if (o < in[f].len) {
-        *cut_file = f;
-        *cut_off = o;
     }
 }
 

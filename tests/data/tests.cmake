@@ -2,3 +2,4 @@
 hg_test(test_tokenizer data/test_tokenizer.c)
 hg_test(test_tokenizer_gpt2 data/test_tokenizer_gpt2.c)
 set_tests_properties(test_tokenizer_gpt2 PROPERTIES SKIP_RETURN_CODE 77)
+hg_test(test_data_errors data/test_data_errors.c)
