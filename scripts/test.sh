@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
+scripts/fetch_gpt2_vocab.sh   # assets/gpt2.tiktoken for the GPT-2 tokenizer test
 jobs=$(nproc)
 
 scripts/build.sh build
