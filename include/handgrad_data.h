@@ -78,9 +78,9 @@ hg_status hg_tokenizer_token_bytes(const hg_tokenizer *tok, int32_t id, const ui
 
 #define HG_ENCODE_ALLOW_SPECIAL 1 /* "<|endoftext|>" in the text becomes the eot id */
 
-/* Encodes len bytes of text (any bytes; invalid UTF-8 is encoded as bytes) into at
- * most cap ids; *n_ids receives the count. A text of len bytes gives at most len ids,
- * so cap >= len always suffices. Safe to call from many threads on one tokenizer. */
+/* Encodes len bytes of text (any bytes; invalid UTF-8 is encoded as bytes) into ids;
+ * *n_ids receives the count. A text of len bytes gives at most len ids, and cap must be
+ * at least len. Safe to call from many threads on one tokenizer. */
 hg_status hg_tokenizer_encode(const hg_tokenizer *tok, const void *text, size_t len, int flags,
                               int32_t *ids, size_t cap, size_t *n_ids);
 /* Decodes n ids to bytes. Writes at most cap bytes and sets *n_bytes to the full
