@@ -11,6 +11,8 @@ typedef struct hg_command {
     hg_command_fn *run;
 } hg_command;
 
-hg_command_fn cmd_bench;
+hg_command_fn cmd_bench;     /* cmd_bench.c */
+hg_command_fn cmd_tokenizer; /* cmd_tokenizer.c */
+hg_command_fn cmd_prepare;   /* cmd_prepare.c */
 
 #endif

@@ -222,4 +222,7 @@ hg_status hg_sgemm_peak_gflops(int threads, double *gflops);
 }
 #endif
 
+/* Tokenizer, token shards and the data loader. */
+#include "handgrad_data.h"
+
 #endif /* HANDGRAD_H */

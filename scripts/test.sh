@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
-jobs=$(nproc)
+scripts/fetch_gpt2_vocab.sh   # assets/gpt2.tiktoken for the GPT-2 tokenizer test
 
 scripts/build.sh build
 (cd build && ctest --output-on-failure -j1)

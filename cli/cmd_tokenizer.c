@@ -1,0 +1,287 @@
+/* `handgrad tokenizer encode|decode|train|bench`: the tokenizer on the command line. */
+#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* memmem */
+#include <getopt.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_io.h"
+#include "commands.h"
+#include "handgrad_data.h"
+
+static const char *usage_text =
+    "usage: handgrad tokenizer encode --tokenizer PATH [--allow-special] [--binary] [FILE...]\n"
+    "       handgrad tokenizer decode --tokenizer PATH [--binary] [FILE...]\n"
+    "       handgrad tokenizer train --vocab-size N --out DIR FILE...\n"
+    "       handgrad tokenizer bench --tokenizer PATH [--threads N] [--repeat N] FILE\n"
+    "\n"
+    "encode  prints the ids of each input (stdin when no FILE, or '-'), one line per input\n"
+    "decode  reads ids (whitespace separated) and writes the bytes they stand for\n"
+    "train   learns a byte-level BPE of N ids from the files; writes DIR/vocab.json and\n"
+    "        DIR/merges.txt (Hugging Face format)\n"
+    "bench   encodes FILE's documents (split at <|endoftext|>) on N threads and prints\n"
+    "        MB/s as JSON\n"
+    "\n"
+    "  --tokenizer PATH   a .tiktoken file, a vocab.json (merges.txt beside it) or a folder\n"
+    "  --allow-special    encode the text <|endoftext|> as the special token\n"
+    "  --binary           ids as little-endian int32 instead of text\n"
+    "  --vocab-size N     ids in the trained vocabulary, including 256 bytes and <|endoftext|>\n"
+    "  --out DIR          where train writes (created if missing)\n"
+    "  --threads N        bench threads (default 1)\n"
+    "  --repeat N         bench repetitions; the best is reported (default 3)\n";
+
+typedef struct tok_args {
+    const char *tokenizer, *out;
+    int allow_special, binary, vocab_size, threads, repeat;
+    char **files;
+    int n_files;
+} tok_args;
+
+static int parse_args(int argc, char **argv, tok_args *a) {
+    static const struct option opts[] = {
+        {"tokenizer", required_argument, 0, 't'}, {"allow-special", no_argument, 0, 's'},
+        {"binary", no_argument, 0, 'b'},         {"vocab-size", required_argument, 0, 'v'},
+        {"out", required_argument, 0, 'o'},      {"threads", required_argument, 0, 'j'},
+        {"repeat", required_argument, 0, 'r'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    *a = (tok_args){.threads = 1, .repeat = 3};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "t:sbv:o:j:r:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': a->tokenizer = optarg; break;
+        case 's': a->allow_special = 1; break;
+        case 'b': a->binary = 1; break;
+        case 'v': a->vocab_size = atoi(optarg); break;
+        case 'o': a->out = optarg; break;
+        case 'j': a->threads = atoi(optarg); break;
+        case 'r': a->repeat = atoi(optarg); break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: fputs(usage_text, stderr); return 2;
+        }
+    }
+    a->files = argv + optind;
+    a->n_files = argc - optind;
+    return -1;
+}
+
+static int load(const tok_args *a, hg_tokenizer **tok) {
+    if (!a->tokenizer) {
+        fprintf(stderr, "handgrad tokenizer: --tokenizer PATH is required\n");
+        return 2;
+    }
+    return hg_tokenizer_load(tok, a->tokenizer) == HG_OK ? 0 : cli_fail("tokenizer");
+}
+
+static int run_encode(const tok_args *a) {
+    hg_tokenizer *tok;
+    int rc = load(a, &tok);
+    if (rc) return rc;
+    char *stdin_only[] = {"-"};
+    char **files = a->n_files ? a->files : stdin_only;
+    int n_files = a->n_files ? a->n_files : 1;
+    for (int i = 0; i < n_files && !rc; i++) {
+        size_t len, n;
+        uint8_t *text = cli_read_input("tokenizer encode", files[i], &len);
+        int32_t *ids = text ? malloc((len ? len : 1) * sizeof *ids) : NULL;
+        if (!ids) rc = 1;
+        else if (hg_tokenizer_encode(tok, text, len, a->allow_special ? HG_ENCODE_ALLOW_SPECIAL : 0, ids, len, &n))
+            rc = cli_fail("tokenizer encode");
+        else if (a->binary)
+            fwrite(ids, sizeof *ids, n, stdout);
+        else {
+            for (size_t k = 0; k < n; k++) printf(k ? " %d" : "%d", (int)ids[k]);
+            putchar('\n');
+        }
+        free(text);
+        free(ids);
+    }
+    hg_tokenizer_free(tok);
+    return rc;
+}
+
+/* Streams ids through the decoder; returns 0, or 1 after printing an error. */
+static int decode_ids(hg_decoder *dec, const int32_t *ids, size_t n, char *buf, size_t cap) {
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        if (hg_decoder_push(dec, ids[i], buf, cap, &k) != HG_OK) return cli_fail("tokenizer decode");
+        fwrite(buf, 1, k, stdout);
+    }
+    return 0;
+}
+
+static int run_decode(const tok_args *a) {
+    hg_tokenizer *tok;
+    hg_decoder *dec = NULL;
+    int rc = load(a, &tok);
+    if (rc) return rc;
+    size_t cap = hg_tokenizer_max_token_bytes(tok) + 4;
+    char *buf = malloc(cap);
+    if (!buf || hg_decoder_create(&dec, tok) != HG_OK) rc = cli_fail("tokenizer decode");
+    char *stdin_only[] = {"-"};
+    char **files = a->n_files ? a->files : stdin_only;
+    int n_files = a->n_files ? a->n_files : 1;
+    for (int i = 0; i < n_files && !rc; i++) {
+        size_t len, n = 0;
+        uint8_t *in = cli_read_input("tokenizer decode", files[i], &len);
+        int32_t *ids = in ? malloc((len / 2 + 1) * sizeof *ids) : NULL;
+        if (!ids) {
+            free(in);
+            rc = 1;
+            break;
+        }
+        if (a->binary) {
+            n = len / 4;
+            memcpy(ids, in, n * 4);
+        } else {
+            char *p = (char *)in, *end = (char *)in + len;
+            while (p < end && !rc) {
+                while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) p++;
+                if (p == end) break;
+                long v = 0;
+                char *q = p;
+                while (q < end && *q >= '0' && *q <= '9' && v < 1L << 31) v = v * 10 + (*q++ - '0');
+                if (q == p || (q < end && !(*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r'))) {
+                    fprintf(stderr, "handgrad tokenizer decode: %s: offset %zu: not an id\n", files[i],
+                            (size_t)(p - (char *)in));
+                    rc = 1;
+                }
+                ids[n++] = (int32_t)v;
+                p = q;
+            }
+        }
+        if (!rc) rc = decode_ids(dec, ids, n, buf, cap);
+        free(in);
+        free(ids);
+    }
+    size_t k;
+    if (!rc && hg_decoder_flush(dec, buf, cap, &k) == HG_OK) fwrite(buf, 1, k, stdout);
+    hg_decoder_free(dec);
+    free(buf);
+    hg_tokenizer_free(tok);
+    return rc;
+}
+
+static int run_train(const tok_args *a) {
+    if (!a->out || a->vocab_size <= 0 || a->n_files < 1) {
+        fprintf(stderr, "handgrad tokenizer train: needs --vocab-size N, --out DIR and at least one FILE\n");
+        return 2;
+    }
+    hg_bpe_trainer *tr;
+    hg_tokenizer *tok = NULL;
+    if (hg_bpe_trainer_create(&tr, a->vocab_size) != HG_OK) return cli_fail("tokenizer train");
+    int rc = 0;
+    size_t total = 0;
+    for (int i = 0; i < a->n_files && !rc; i++) {
+        size_t len;
+        uint8_t *text = cli_read_input("tokenizer train", a->files[i], &len);
+        if (!text) rc = 1;
+        else if (hg_bpe_trainer_add(tr, text, len) != HG_OK) rc = cli_fail("tokenizer train");
+        total += text ? len : 0;
+        free(text);
+    }
+    if (!rc && hg_bpe_trainer_finish(tr, &tok) != HG_OK) {
+        fprintf(stderr, "handgrad tokenizer train: %s (%s%s)\n", hg_last_error(), a->files[0],
+                a->n_files > 1 ? " and the other files" : "");
+        rc = 1;
+    }
+    if (!rc && mkdir(a->out, 0777) != 0 && !(access(a->out, F_OK) == 0)) {
+        fprintf(stderr, "handgrad tokenizer train: %s: cannot create the folder\n", a->out);
+        rc = 1;
+    }
+    if (!rc && hg_tokenizer_save_hf(tok, a->out) != HG_OK) rc = cli_fail("tokenizer train");
+    if (!rc)
+        fprintf(stderr, "tokenizer train: %zu bytes, %d ids (asked for %d) -> %s/vocab.json, %s/merges.txt\n", total,
+                hg_tokenizer_vocab_size(tok), a->vocab_size, a->out, a->out);
+    hg_tokenizer_free(tok);
+    hg_bpe_trainer_free(tr);
+    return rc;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int run_bench(const tok_args *a) {
+    if (a->n_files != 1 || a->threads < 1 || a->repeat < 1) {
+        fprintf(stderr, "handgrad tokenizer bench: needs one FILE, --threads >= 1, --repeat >= 1\n");
+        return 2;
+    }
+    hg_tokenizer *tok;
+    int rc = load(a, &tok);
+    if (rc) return rc;
+    size_t len;
+    uint8_t *text = cli_read_input("tokenizer bench", a->files[0], &len);
+    /* Documents: the parts between <|endoftext|> markers. */
+    size_t n_docs = 0, cap_docs = 1;
+    for (size_t i = 0; text && i + 13 <= len;) {
+        uint8_t *m = memmem(text + i, len - i, "<|endoftext|>", 13);
+        if (!m) break;
+        cap_docs++;
+        i = (size_t)(m - text) + 13;
+    }
+    size_t *doc_start = text ? malloc(cap_docs * sizeof *doc_start) : NULL;
+    size_t *doc_len = text ? malloc(cap_docs * sizeof *doc_len) : NULL;
+    int32_t *ids = text ? malloc((len ? len : 1) * sizeof *ids) : NULL;
+    if (!ids || !doc_start || !doc_len) rc = 1;
+    for (size_t i = 0; !rc && i <= len;) {
+        uint8_t *m = memmem(text + i, len - i, "<|endoftext|>", 13);
+        size_t end = m ? (size_t)(m - text) : len;
+        doc_start[n_docs] = i;
+        doc_len[n_docs++] = end - i;
+        if (!m) break;
+        i = end + 13;
+    }
+    double best = 1e30;
+    size_t tokens = 0;
+    for (int r = 0; r < a->repeat && !rc; r++) {
+        double t0 = now_seconds();
+        size_t count = 0;
+        int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(a->threads) reduction(+ : count, failed)
+        for (size_t d = 0; d < n_docs; d++) {
+            size_t k = 0;
+            failed += hg_tokenizer_encode(tok, text + doc_start[d], doc_len[d], 0, ids + doc_start[d], doc_len[d],
+                                          &k) != HG_OK;
+            count += k;
+        }
+        double dt = now_seconds() - t0;
+        if (failed) rc = cli_fail("tokenizer bench");
+        if (dt < best) best = dt;
+        tokens = count;
+    }
+    if (!rc)
+        printf("{\"bytes\": %zu, \"documents\": %zu, \"tokens\": %zu, \"threads\": %d, \"seconds\": %.4f, "
+               "\"mb_per_s\": %.2f}\n",
+               len, n_docs, tokens, a->threads, best, (double)len / best / 1e6);
+    free(text);
+    free(ids);
+    free(doc_start);
+    free(doc_len);
+    hg_tokenizer_free(tok);
+    return rc;
+}
+
+int cmd_tokenizer(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(usage_text, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *action = argv[1];
+    tok_args a;
+    int rc = parse_args(argc - 1, argv + 1, &a);
+    if (rc >= 0) return rc;
+    if (!strcmp(action, "encode")) return run_encode(&a);
+    if (!strcmp(action, "decode")) return run_decode(&a);
+    if (!strcmp(action, "train")) return run_train(&a);
+    if (!strcmp(action, "bench")) return run_bench(&a);
+    fprintf(stderr, "handgrad tokenizer: unknown action '%s'\n%s", action, usage_text);
+    return 2;
+}

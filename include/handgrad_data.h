@@ -1,0 +1,206 @@
+/* handgrad_data.h - tokenizer, token shards and the batch loader of libhandgrad.
+ *
+ * Tokenizer. GPT-2's byte-level BPE: text is split by GPT-2's pre-tokenization
+ * pattern (PCRE2), each piece's bytes start as byte tokens and pairs merge lowest rank
+ * first. Loads Hugging Face vocabularies (vocab.json + merges.txt) and tiktoken rank
+ * files (gpt2.tiktoken), trains new ones, saves in the Hugging Face format. Encoded ids
+ * equal tiktoken's for a tiktoken file. <|endoftext|> is a special token: encoding
+ * ordinary text never produces it, unless HG_ENCODE_ALLOW_SPECIAL is passed.
+ *
+ * Shards. `handgrad prepare` (hg_prepare_files) writes token shards: a 64-byte header
+ * (magic "HGTOKENS", version, token width, count, V) then the tokens, see
+ * docs/formats.md. The loader also reads nanoGPT's raw uint16 train.bin/val.bin and
+ * llm.c's shards.
+ *
+ * Loader. Maps shards and fills caller buffers with (B, T) inputs and the (B, T)
+ * targets shifted by one, from windows of T+1 tokens; sequential or seeded shuffled
+ * order, disjoint slices per rank, an exact resume position, no allocation per batch.
+ *
+ * Example: tokenize, then read batches.
+ *
+ *     hg_tokenizer *tok;
+ *     if (hg_tokenizer_load(&tok, "assets/gpt2.tiktoken") != HG_OK) {
+ *         fprintf(stderr, "%s\n", hg_last_error());
+ *         return 1;
+ *     }
+ *     int32_t ids[64];
+ *     size_t n;
+ *     hg_tokenizer_encode(tok, "Hello world", 11, 0, ids, 64, &n); // 15496 995
+ *
+ *     hg_loader_options o = hg_loader_options_default();
+ *     o.batch = 4; o.seq_len = 64; o.shuffle = 1; o.seed = 1;
+ *     hg_loader *ld;
+ *     hg_loader_open_glob(&ld, "data/kjv/train_*.bin", &o);
+ *     int32_t x[4 * 64], y[4 * 64];                 // (B, T) each
+ *     for (int step = 0; step < 100; step++) hg_loader_next(ld, x, y);
+ *     hg_loader_position pos = hg_loader_tell(ld);  // save with the checkpoint
+ *     hg_loader_close(ld);
+ *     hg_tokenizer_free(tok);
+ *
+ * Every call that can fail returns hg_status; hg_last_error() then names the file
+ * and the line or byte offset at fault. */
+#ifndef HANDGRAD_DATA_H
+#define HANDGRAD_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handgrad.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------- tokenizer */
+
+typedef struct hg_tokenizer hg_tokenizer;
+
+/* Loads by path: a .tiktoken file; a vocab.json (merges.txt beside it); or a folder
+ * holding vocab.json and merges.txt. */
+hg_status hg_tokenizer_load(hg_tokenizer **out, const char *path);
+/* Hugging Face format. The entry "<|endoftext|>" in vocab.json is the special token.
+ * Pairs merge by their line in merges.txt. */
+hg_status hg_tokenizer_load_hf(hg_tokenizer **out, const char *vocab_json, const char *merges_txt);
+/* tiktoken format: one "base64(bytes) rank" per line; the id of a token is its rank.
+ * Adds <|endoftext|> with the id after the last rank (50256 for GPT-2). Encoding
+ * follows tiktoken: a piece that is a whole token is that token, otherwise adjacent
+ * parts whose concatenation is a token merge, lowest rank first. */
+hg_status hg_tokenizer_load_tiktoken(hg_tokenizer **out, const char *path);
+/* Writes dir/vocab.json and dir/merges.txt (the folder must exist). */
+hg_status hg_tokenizer_save_hf(const hg_tokenizer *tok, const char *dir);
+void hg_tokenizer_free(hg_tokenizer *tok);
+
+int hg_tokenizer_vocab_size(const hg_tokenizer *tok); /* V: ids are in [0, V) */
+int32_t hg_tokenizer_eot(const hg_tokenizer *tok);    /* <|endoftext|>'s id, or -1 */
+size_t hg_tokenizer_max_token_bytes(const hg_tokenizer *tok);
+/* The bytes of one token (not NUL-terminated; valid while tok lives). */
+hg_status hg_tokenizer_token_bytes(const hg_tokenizer *tok, int32_t id, const uint8_t **bytes, size_t *len);
+
+#define HG_ENCODE_ALLOW_SPECIAL 1 /* "<|endoftext|>" in the text becomes the eot id */
+
+/* Encodes len bytes of text (any bytes; invalid UTF-8 is encoded as bytes) into ids;
+ * *n_ids receives the count. A text of len bytes gives at most len ids, and cap must be
+ * at least len. Safe to call from many threads on one tokenizer. */
+hg_status hg_tokenizer_encode(const hg_tokenizer *tok, const void *text, size_t len, int flags,
+                              int32_t *ids, size_t cap, size_t *n_ids);
+/* Decodes n ids to bytes. Writes at most cap bytes and sets *n_bytes to the full
+ * length, as snprintf does: the output is whole when *n_bytes <= cap. */
+hg_status hg_tokenizer_decode(const hg_tokenizer *tok, const int32_t *ids, size_t n, void *out,
+                              size_t cap, size_t *n_bytes);
+
+/* Streaming decoder: decodes one id at a time and holds back the bytes of a UTF-8
+ * character that is not complete yet, so that each chunk it gives out can be printed.
+ * The chunks, followed by the flush, always add up to hg_tokenizer_decode's bytes. */
+typedef struct hg_decoder hg_decoder;
+hg_status hg_decoder_create(hg_decoder **out, const hg_tokenizer *tok);
+/* out must hold hg_tokenizer_max_token_bytes(tok) + 3 bytes. */
+hg_status hg_decoder_push(hg_decoder *dec, int32_t id, void *out, size_t cap, size_t *n_bytes);
+/* Gives out the held-back bytes (at most 3). */
+hg_status hg_decoder_flush(hg_decoder *dec, void *out, size_t cap, size_t *n_bytes);
+void hg_decoder_free(hg_decoder *dec);
+
+/* BPE training: add texts, then finish with a tokenizer of vocab_size ids: 256 byte
+ * tokens (in GPT-2's byte order), vocab_size - 257 merges, and <|endoftext|> last.
+ * Texts are pre-tokenized as in encoding; "<|endoftext|>" in a text separates
+ * documents and is not learned. The most frequent pair merges first; ties go to the
+ * smaller (left id, right id). Fewer merges are learned when no pair is left. */
+typedef struct hg_bpe_trainer hg_bpe_trainer;
+hg_status hg_bpe_trainer_create(hg_bpe_trainer **out, int vocab_size);
+hg_status hg_bpe_trainer_add(hg_bpe_trainer *tr, const void *text, size_t len);
+hg_status hg_bpe_trainer_finish(hg_bpe_trainer *tr, hg_tokenizer **out);
+void hg_bpe_trainer_free(hg_bpe_trainer *tr);
+
+/* ---------------------------------------------------------------- shards */
+
+typedef enum hg_shard_format {
+    HG_SHARD_AUTO = 0, /* by header: handgrad, then llm.c; else a .bin file is nanoGPT */
+    HG_SHARD_HANDGRAD, /* "HGTOKENS" header, uint16 or uint32 tokens */
+    HG_SHARD_LLMC,     /* 256 int32 header (20240520, 1, count), uint16 tokens */
+    HG_SHARD_NANOGPT,  /* no header, uint16 tokens */
+} hg_shard_format;
+
+typedef struct hg_shard_info {
+    hg_shard_format format;
+    int token_bytes;   /* 2 or 4 */
+    uint64_t n_tokens;
+    int vocab_size;    /* V recorded in a handgrad header; 0 when the format has none */
+} hg_shard_info;
+
+/* Reads and checks a shard's header and length. */
+hg_status hg_shard_inspect(const char *path, hg_shard_format format, hg_shard_info *out);
+
+/* --------------------------------------------------------------- prepare */
+
+/* Progress of a long job; bytes of input done so far out of total. */
+typedef void hg_progress_fn(void *ctx, uint64_t bytes_done, uint64_t bytes_total, uint64_t tokens_done);
+
+typedef struct hg_prepare_options {
+    const char *out_dir;   /* created if missing; shards train_NNNNNN.bin, val_NNNNNN.bin */
+    double val_fraction;   /* in [0, 1): the last fraction of the input bytes, from a line
+                              start (val is empty when no line starts there) */
+    uint64_t shard_tokens; /* most tokens in one shard */
+    int threads;           /* encoding threads; 0 means all cores */
+    hg_progress_fn *progress; /* may be NULL */
+    void *progress_ctx;
+} hg_prepare_options;
+
+hg_prepare_options hg_prepare_options_default(void); /* val 0.05, 100M tokens a shard */
+
+typedef struct hg_prepare_stats {
+    uint64_t bytes, documents, train_tokens, val_tokens;
+    int train_shards, val_shards;
+} hg_prepare_stats;
+
+/* Tokenizes the input files into shards. Each file, and each part of a file between
+ * "<|endoftext|>" markers, is one document; every document starts with the eot
+ * token. The split into train and val is by position: val is the tail of the input
+ * from the first line start at or after (1 - val_fraction) of its bytes. */
+hg_status hg_prepare_files(const hg_tokenizer *tok, const char *const *inputs, int n_inputs,
+                           const hg_prepare_options *opt, hg_prepare_stats *stats);
+
+/* ---------------------------------------------------------------- loader */
+
+typedef struct hg_loader_options {
+    int batch;           /* B */
+    int seq_len;         /* T: windows are T+1 tokens; windows follow each other every
+                            T tokens within a shard and never cross shards */
+    int rank, world_size;/* this process's slice: batches are disjoint across ranks */
+    int shuffle;         /* 0: windows in order; 1: a seeded permutation per epoch */
+    uint64_t seed;
+    int vocab_size;      /* V: a token >= V is an error naming file and offset; 0 takes
+                            V from the handgrad header, else 65536 for uint16 formats */
+    hg_shard_format format;
+} hg_loader_options;
+
+hg_loader_options hg_loader_options_default(void); /* B=1, T=1024, rank 0 of 1, in order */
+
+/* Where the loader stands: the next batch is batch `batch` of epoch `epoch`. */
+typedef struct hg_loader_position {
+    uint64_t epoch;
+    uint64_t batch;
+} hg_loader_position;
+
+typedef struct hg_loader hg_loader;
+
+/* Maps the shards (in the order given) and checks their headers. Fails when there is
+ * not one full batch for every rank: B * world_size windows of T+1 tokens. */
+hg_status hg_loader_open(hg_loader **out, const char *const *paths, int n_paths, const hg_loader_options *opt);
+/* The shards that match a glob pattern, in sorted order. */
+hg_status hg_loader_open_glob(hg_loader **out, const char *pattern, const hg_loader_options *opt);
+/* Fills tokens (B, T) and targets (B, T) (targets[t] = tokens[t+1] of each window) and
+ * advances; after the last batch of an epoch comes the first of the next. */
+hg_status hg_loader_next(hg_loader *ld, int32_t *tokens, int32_t *targets);
+hg_loader_position hg_loader_tell(const hg_loader *ld);
+/* Continues exactly from a position that hg_loader_tell gave with the same shards and
+ * options. */
+hg_status hg_loader_seek(hg_loader *ld, hg_loader_position pos);
+hg_status hg_loader_reset(hg_loader *ld); /* back to batch 0 of epoch 0 */
+uint64_t hg_loader_batches_per_epoch(const hg_loader *ld);
+uint64_t hg_loader_tokens(const hg_loader *ld); /* tokens in all shards */
+void hg_loader_close(hg_loader *ld);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HANDGRAD_DATA_H */

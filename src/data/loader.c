@@ -1,0 +1,221 @@
+/* The batch loader: maps token shards and cuts (B, T+1) windows out of them.
+ *
+ * Windows: a shard of n tokens holds floor((n - 1) / T) windows; window k covers
+ * tokens [k*T, k*T + T] (so neighbours share one token) and windows never cross
+ * shards. All shards' windows are numbered 0..W-1 in shard order.
+ * Order: an epoch has floor(W / (B * world_size)) batches. Batch s of rank r takes
+ * the slots j = (s * world_size + r) * B + b, b < B, and slot j reads window
+ * perm(j): the identity, or with shuffle a seeded permutation of [0, W) that changes
+ * every epoch. Slots are disjoint across ranks, so are the windows they read.
+ * The permutation is a 4-round Feistel network on the smallest even power of two >= W,
+ * walking cycles until the value falls below W: no table, so nothing is allocated
+ * per epoch or per batch. */
+#define _POSIX_C_SOURCE 200809L
+#include <glob.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "data/fileio.h"
+#include "data/shard.h"
+
+typedef struct loader_shard {
+    char *path;
+    const uint8_t *map;
+    size_t map_len;
+    const uint8_t *tokens; /* map + header */
+    size_t header;         /* bytes before the first token */
+    hg_shard_info info;
+    uint32_t vocab;        /* tokens must be < vocab */
+    uint64_t first_window; /* number of windows in earlier shards */
+} loader_shard;
+
+struct hg_loader {
+    hg_loader_options opt;
+    loader_shard *shards;
+    int n_shards;
+    uint64_t n_windows, n_tokens, batches_per_epoch;
+    int half_bits;         /* Feistel halves: the domain is 2^(2*half_bits) >= W */
+    uint64_t keys[4];      /* round keys of the current epoch */
+    hg_loader_position pos;
+};
+
+hg_loader_options hg_loader_options_default(void) {
+    return (hg_loader_options){.batch = 1, .seq_len = 1024, .rank = 0, .world_size = 1};
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void loader_epoch_keys(hg_loader *ld) {
+    uint64_t s = ld->opt.seed ^ (ld->pos.epoch * 0xD1B54A32D192ED03ull);
+    for (int i = 0; i < 4; i++) ld->keys[i] = splitmix64(&s);
+}
+
+static uint64_t feistel(const hg_loader *ld, uint64_t x) {
+    int h = ld->half_bits;
+    uint64_t mask = (1ull << h) - 1, l = x >> h, r = x & mask;
+    for (int i = 0; i < 4; i++) {
+        uint64_t f = r ^ ld->keys[i];
+        f = (f ^ (f >> 31)) * 0x7FB5D329728EA185ull;
+        f = (f ^ (f >> 27)) * 0x81DADEF4BC2DD44Dull;
+        uint64_t nl = r;
+        r = l ^ ((f ^ (f >> 33)) & mask);
+        l = nl;
+    }
+    return l << h | r;
+}
+
+static uint64_t loader_window_of_slot(const hg_loader *ld, uint64_t j) {
+    if (!ld->opt.shuffle) return j;
+    do j = feistel(ld, j);
+    while (j >= ld->n_windows);
+    return j;
+}
+
+void hg_loader_close(hg_loader *ld) {
+    if (!ld) return;
+    for (int i = 0; i < ld->n_shards; i++) {
+        file_unmap(ld->shards[i].map, ld->shards[i].map_len);
+        free(ld->shards[i].path);
+    }
+    free(ld->shards);
+    free(ld);
+}
+
+static hg_status loader_check_options(const hg_loader_options *o) {
+    if (o->batch < 1) return hg_fail(HG_ERR_INVALID, "batch: %d; must be >= 1", o->batch);
+    if (o->seq_len < 1) return hg_fail(HG_ERR_INVALID, "seq_len: %d; must be >= 1", o->seq_len);
+    if (o->world_size < 1) return hg_fail(HG_ERR_INVALID, "world_size: %d; must be >= 1", o->world_size);
+    if (o->rank < 0 || o->rank >= o->world_size)
+        return hg_fail(HG_ERR_INVALID, "rank: %d; must be in [0, world_size = %d)", o->rank, o->world_size);
+    if (o->vocab_size < 0) return hg_fail(HG_ERR_INVALID, "vocab_size: %d; must be >= 0", o->vocab_size);
+    if (o->format < HG_SHARD_AUTO || o->format > HG_SHARD_NANOGPT)
+        return hg_fail(HG_ERR_INVALID, "format: %d is not an hg_shard_format", (int)o->format);
+    return HG_OK;
+}
+
+hg_status hg_loader_open(hg_loader **out, const char *const *paths, int n_paths, const hg_loader_options *opt) {
+    *out = NULL;
+    HG_TRY(loader_check_options(opt));
+    if (n_paths < 1) return hg_fail(HG_ERR_INVALID, "paths: no shards given");
+    hg_loader *ld = calloc(1, sizeof *ld);
+    if (!ld || !(ld->shards = calloc((size_t)n_paths, sizeof *ld->shards))) {
+        free(ld);
+        return hg_fail(HG_ERR_NOMEM, "loader: out of memory");
+    }
+    ld->opt = *opt;
+    uint64_t T = (uint64_t)opt->seq_len;
+    for (int i = 0; i < n_paths; i++) {
+        loader_shard *sh = &ld->shards[i];
+        ld->n_shards = i + 1;
+        sh->path = strdup(paths[i]);
+        if (!sh->path) {
+            hg_loader_close(ld);
+            return hg_fail(HG_ERR_NOMEM, "loader: out of memory");
+        }
+        hg_status s = file_map(paths[i], &sh->map, &sh->map_len);
+        if (s == HG_OK) s = shard_parse(sh->map, sh->map_len, paths[i], opt->format, &sh->info, &sh->header);
+        if (s != HG_OK) {
+            hg_loader_close(ld);
+            return s;
+        }
+        sh->tokens = sh->map + sh->header;
+        sh->vocab = opt->vocab_size        ? (uint32_t)opt->vocab_size
+                    : sh->info.vocab_size  ? (uint32_t)sh->info.vocab_size
+                    : sh->info.token_bytes == 2 ? 65536u
+                                                : (uint32_t)INT32_MAX;
+        sh->first_window = ld->n_windows;
+        ld->n_windows += sh->info.n_tokens > 0 ? (sh->info.n_tokens - 1) / T : 0;
+        ld->n_tokens += sh->info.n_tokens;
+    }
+    uint64_t per_batch = (uint64_t)opt->batch * (uint64_t)opt->world_size;
+    ld->batches_per_epoch = ld->n_windows / per_batch;
+    if (ld->batches_per_epoch == 0) {
+        hg_status s = hg_fail(HG_ERR_INVALID,
+                              "%s%s: %llu tokens make %llu windows of T+1 = %llu tokens; one batch for %d rank(s) "
+                              "needs B * world_size = %llu",
+                              paths[0], n_paths > 1 ? " and the other shards" : "", (unsigned long long)ld->n_tokens,
+                              (unsigned long long)ld->n_windows, (unsigned long long)T + 1, opt->world_size,
+                              (unsigned long long)per_batch);
+        hg_loader_close(ld);
+        return s;
+    }
+    while ((1ull << (2 * ld->half_bits)) < ld->n_windows) ld->half_bits++;
+    if (ld->half_bits == 0) ld->half_bits = 1;
+    loader_epoch_keys(ld);
+    *out = ld;
+    return HG_OK;
+}
+
+hg_status hg_loader_open_glob(hg_loader **out, const char *pattern, const hg_loader_options *opt) {
+    *out = NULL;
+    glob_t g;
+    int rc = glob(pattern, 0, NULL, &g);
+    if (rc == GLOB_NOMATCH) return hg_fail(HG_ERR_IO, "%s: no file matches", pattern);
+    if (rc != 0) return hg_fail(HG_ERR_IO, "%s: cannot list the files", pattern);
+    hg_status s = g.gl_pathc > (size_t)INT32_MAX
+                      ? hg_fail(HG_ERR_INVALID, "%s: too many files", pattern)
+                      : hg_loader_open(out, (const char *const *)g.gl_pathv, (int)g.gl_pathc, opt);
+    globfree(&g);
+    return s;
+}
+
+/* The shard holding window w: the last shard whose first_window <= w. */
+static const loader_shard *loader_shard_of(const hg_loader *ld, uint64_t w) {
+    int lo = 0, hi = ld->n_shards - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (ld->shards[mid].first_window <= w) lo = mid;
+        else hi = mid - 1;
+    }
+    /* A shard with no windows shares first_window with the next one, and the search
+     * takes the last of equals, so it lands on the shard that holds windows. */
+    return &ld->shards[lo];
+}
+
+hg_status hg_loader_next(hg_loader *ld, int32_t *tokens, int32_t *targets) {
+    int B = ld->opt.batch, T = ld->opt.seq_len;
+    uint64_t base = (ld->pos.batch * (uint64_t)ld->opt.world_size + (uint64_t)ld->opt.rank) * (uint64_t)B;
+    for (int b = 0; b < B; b++) {
+        uint64_t w = loader_window_of_slot(ld, base + (uint64_t)b);
+        const loader_shard *sh = loader_shard_of(ld, w);
+        uint64_t start = (w - sh->first_window) * (uint64_t)T;
+        int width = sh->info.token_bytes;
+        for (int t = 0; t <= T; t++) {
+            uint32_t v = shard_token(sh->tokens, width, start + (uint64_t)t);
+            if (v >= sh->vocab)
+                return hg_fail(HG_ERR_FORMAT, "%s: offset %llu: token %u is not below the vocabulary size %u", sh->path,
+                               (unsigned long long)(sh->header + (start + (uint64_t)t) * (uint64_t)width), v,
+                               sh->vocab);
+            if (t < T) tokens[(size_t)b * T + t] = (int32_t)v;
+            if (t > 0) targets[(size_t)b * T + t - 1] = (int32_t)v;
+        }
+    }
+    if (++ld->pos.batch == ld->batches_per_epoch) {
+        ld->pos.batch = 0;
+        ld->pos.epoch++;
+        loader_epoch_keys(ld);
+    }
+    return HG_OK;
+}
+
+hg_loader_position hg_loader_tell(const hg_loader *ld) { return ld->pos; }
+
+hg_status hg_loader_seek(hg_loader *ld, hg_loader_position pos) {
+    if (pos.batch >= ld->batches_per_epoch)
+        return hg_fail(HG_ERR_INVALID, "pos.batch: %llu; an epoch of these shards has %llu batches",
+                       (unsigned long long)pos.batch, (unsigned long long)ld->batches_per_epoch);
+    ld->pos = pos;
+    loader_epoch_keys(ld);
+    return HG_OK;
+}
+
+hg_status hg_loader_reset(hg_loader *ld) { return hg_loader_seek(ld, (hg_loader_position){0, 0}); }
+
+uint64_t hg_loader_batches_per_epoch(const hg_loader *ld) { return ld->batches_per_epoch; }
+uint64_t hg_loader_tokens(const hg_loader *ld) { return ld->n_tokens; }

@@ -1,0 +1,15 @@
+/* Vocabulary parsers over memory buffers (the file loaders and the fuzz targets call
+ * these). name is the file name used in messages. */
+#ifndef HG_DATA_VOCAB_H
+#define HG_DATA_VOCAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handgrad_data.h"
+
+hg_status vocab_parse_tiktoken(hg_tokenizer **out, const uint8_t *buf, size_t len, const char *name);
+hg_status vocab_parse_hf(hg_tokenizer **out, const uint8_t *json, size_t json_len, const char *json_name,
+                         const uint8_t *merges, size_t merges_len, const char *merges_name);
+
+#endif
