@@ -8,12 +8,11 @@
  *   backward - one head, which owns its dQ, dK and dV rows: no atomics, and results do
  *              not depend on scheduling.
  * Scratch: KT and VT for all heads, (B*NH, hs, Tp) each, plus per-thread tiles. */
-#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
-#include "backend/cpu/vmath.h"
 #include "backend/cpu/tile.h"
+#include "backend/cpu/vecmath.h"
 
 #define BQ 64 /* query rows per block */
 #define BK 64 /* keys per block */
@@ -87,17 +86,23 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                         memset(row, 0, sizeof(float) * BK);
                         continue;
                     }
+                    /* Full-width loops with the hidden keys masked, so no scalar tail runs
+                     * on the diagonal blocks (hidden scores are finite: real scores, or
+                     * 0 against the zero padding of KT). A compare, not fmaxf: x86 has no
+                     * instruction with fmaxf's NaN rule, so fmaxf stays a scalar call. */
                     float bmax = -INFINITY;
                     #pragma omp simd reduction(max : bmax)
-                    for (int c = 0; c < n; c++) bmax = vmax(bmax, row[c] * scale);
-                    float mnew = vmax(mx[r], bmax), corr = expf(mx[r] - mnew), sum = 0.0f;
+                    for (int c = 0; c < BK; c++) {
+                        float v = c < n ? row[c] * scale : -INFINITY;
+                        bmax = v > bmax ? v : bmax;
+                    }
+                    float mnew = fmaxf(mx[r], bmax), corr = expf(mx[r] - mnew), sum = 0.0f;
                     #pragma omp simd reduction(+ : sum)
-                    for (int c = 0; c < n; c++) {
-                        float p = expf(row[c] * scale - mnew);
+                    for (int c = 0; c < BK; c++) {
+                        float p = c < n ? expf(row[c] * scale - mnew) : 0.0f;
                         row[c] = p;
                         sum += p;
                     }
-                    for (int c = n; c < BK; c++) row[c] = 0.0f;
                     l[r] = l[r] * corr + sum;
                     mx[r] = mnew;
                     float *o = O + r * hs;

@@ -5,17 +5,16 @@
  * then dx = dlogits @ wte and dwte += dlogits^T @ x (oneDNN). Only one (chunk, Vp)
  * buffer exists; normalised probabilities are never stored. Padded vocabulary columns
  * (>= V) score nothing and get zero gradient. */
-#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
-#include "backend/cpu/vmath.h"
+#include "backend/cpu/vecmath.h"
 
 /* Loss of one row of logits, and its gradient over the row in place when dscale != 0. */
 static float row_loss(float *z, int V, int Vp, int target, float dscale, int backward) {
-    float mx = -INFINITY;
+    float mx = -INFINITY; /* a compare, not fmaxf, which would stay a scalar call */
     #pragma omp simd reduction(max : mx)
-    for (int c = 0; c < V; c++) mx = vmax(mx, z[c]);
+    for (int c = 0; c < V; c++) mx = z[c] > mx ? z[c] : mx;
     float sum = 0.0f;
     #pragma omp simd reduction(+ : sum)
     for (int c = 0; c < V; c++) sum += expf(z[c] - mx);

@@ -1,0 +1,225 @@
+/* Double-precision reference ops for test_ops (see ops_reference.h). */
+#include "ops_reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+double ref_dropout_scale(const hg_dropout *d, uint64_t i) {
+    if (!hg_dropout_on(d)) return 1.0;
+    return hg_dropout_scale(d, i) == 0.0f ? 0.0 : 1.0 / (1.0 - (double)d->p);
+}
+
+void ref_encoder_forward(double *out, const int32_t *tokens, const double *wte, const double *wpe,
+                         int B, int T, int C, const hg_dropout *drop) {
+    for (int n = 0; n < B * T; n++)
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)n * C + c;
+            out[i] = (wte[(size_t)tokens[n] * C + c] + wpe[(size_t)(n % T) * C + c]) * ref_dropout_scale(drop, i);
+        }
+}
+
+void ref_layernorm_row(double *out, double *mean, double *rstd, const double *x, const double *w,
+                       const double *b, int C) {
+    double m = 0.0, var = 0.0;
+    for (int c = 0; c < C; c++) m += x[c];
+    m /= C;
+    for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+    var /= C;
+    double s = 1.0 / sqrt(var + (double)HG_LAYERNORM_EPS);
+    for (int c = 0; c < C; c++) out[c] = (x[c] - m) * s * w[c] + b[c];
+    *mean = m;
+    *rstd = s;
+}
+
+void ref_layernorm_backward(double *dinp, double *dw, double *db, const double *dout,
+                            const double *inp, const double *w, int N, int C) {
+    double *xh = malloc(sizeof(double) * (size_t)C), *tmp = malloc(sizeof(double) * (size_t)C);
+    for (int c = 0; c < C; c++) dw[c] = db[c] = 0.0;
+    for (int n = 0; n < N; n++) {
+        const double *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+        double m, s;
+        ref_layernorm_row(tmp, &m, &s, x, w, w, C);
+        double mg = 0.0, mgx = 0.0;
+        for (int c = 0; c < C; c++) {
+            xh[c] = (x[c] - m) * s;
+            mg += dy[c] * w[c];
+            mgx += dy[c] * w[c] * xh[c];
+        }
+        mg /= C;
+        mgx /= C;
+        for (int c = 0; c < C; c++) {
+            dinp[(size_t)n * C + c] = s * (dy[c] * w[c] - mg - xh[c] * mgx);
+            dw[c] += dy[c] * xh[c];
+            db[c] += dy[c];
+        }
+    }
+    free(xh);
+    free(tmp);
+}
+
+void ref_matmul_forward(double *out, double *mag, const double *inp, const double *w,
+                        const double *bias, int M, int K, int N) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = bias ? bias[n] : 0.0, a = bias ? fabs(bias[n]) : 0.0;
+            for (int k = 0; k < K; k++) {
+                acc += inp[(size_t)m * K + k] * w[(size_t)k * N + n];
+                a += fabs(inp[(size_t)m * K + k] * w[(size_t)k * N + n]);
+            }
+            out[(size_t)m * N + n] = acc;
+            if (mag) mag[(size_t)m * N + n] = a;
+        }
+}
+
+void ref_matmul_backward(double *dinp, double *dw, double *dbias, const double *dout,
+                         const double *inp, const double *w, int M, int K, int N) {
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {
+            double acc = 0.0;
+            for (int n = 0; n < N; n++) acc += dout[(size_t)m * N + n] * w[(size_t)k * N + n];
+            dinp[(size_t)m * K + k] = acc;
+        }
+    for (size_t i = 0; i < (size_t)K * N; i++) dw[i] = 0.0;
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++) dw[(size_t)k * N + n] += inp[(size_t)m * K + k] * dout[(size_t)m * N + n];
+    if (dbias)
+        for (int n = 0; n < N; n++) {
+            dbias[n] = 0.0;
+            for (int m = 0; m < M; m++) dbias[n] += dout[(size_t)m * N + n];
+        }
+}
+
+#define GELU_K 0.79788456080286535588 /* sqrt(2/pi) */
+#define GELU_A 0.044715
+
+double ref_gelu(double x) { return 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_A * x * x * x))); }
+
+double ref_gelu_grad(double x) {
+    double th = tanh(GELU_K * (x + GELU_A * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GELU_K * (1.0 + 3.0 * GELU_A * x * x);
+}
+
+/* Keys query t may see: all T, or 0..t when causal. */
+static int keys_seen(const hg_attention_shape *s, int t) { return s->causal ? t + 1 : s->T; }
+
+void ref_attention_row(double *out, double *lse, const double *qkv, const hg_attention_shape *s,
+                       int b, int h, int t) {
+    const int T = s->T, hs = s->hs, C = s->NH * hs, nk = keys_seen(s, t);
+    const double scale = 1.0 / sqrt((double)hs);
+    const double *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+    double *p = malloc(sizeof(double) * (size_t)nk), mx = -INFINITY, sum = 0.0;
+    for (int j = 0; j < nk; j++) {
+        const double *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+        double dot = 0.0;
+        for (int d = 0; d < hs; d++) dot += q[d] * k[d];
+        p[j] = dot * scale;
+        if (p[j] > mx) mx = p[j];
+    }
+    for (int j = 0; j < nk; j++) sum += (p[j] = exp(p[j] - mx));
+    for (int d = 0; d < hs; d++) out[d] = 0.0;
+    for (int j = 0; j < nk; j++) {
+        const double *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
+        for (int d = 0; d < hs; d++) out[d] += p[j] / sum * v[d];
+    }
+    *lse = mx + log(sum);
+    free(p);
+}
+
+void ref_attention_forward(double *out, double *lse, const double *qkv, const hg_attention_shape *s) {
+    const int T = s->T, hs = s->hs, C = s->NH * hs;
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->NH; h++)
+            for (int t = 0; t < T; t++)
+                ref_attention_row(out + ((size_t)b * T + t) * C + h * hs, &lse[((size_t)b * s->NH + h) * T + t], qkv, s, b, h, t);
+}
+
+void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
+                            const hg_attention_shape *s) {
+    const int T = s->T, hs = s->hs, C = s->NH * hs;
+    const double scale = 1.0 / sqrt((double)hs);
+    double *P = malloc(sizeof(double) * (size_t)T), *dP = malloc(sizeof(double) * (size_t)T);
+    double *o = malloc(sizeof(double) * (size_t)hs);
+    memset(dqkv, 0, sizeof(double) * (size_t)s->B * T * 3 * C);
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->NH; h++)
+            for (int t = 0; t < T; t++) {
+                const size_t row = ((size_t)b * T + t) * 3 * C + h * hs;
+                const double *q = qkv + row, *g = dout + ((size_t)b * T + t) * C + h * hs;
+                double lse, D = 0.0;
+                int nk = keys_seen(s, t);
+                ref_attention_row(o, &lse, qkv, s, b, h, t);
+                for (int j = 0; j < nk; j++) {
+                    const double *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs, *v = k + C;
+                    double dot = 0.0, dpv = 0.0;
+                    for (int d = 0; d < hs; d++) dot += q[d] * k[d], dpv += g[d] * v[d];
+                    P[j] = exp(dot * scale - lse);
+                    dP[j] = dpv;
+                    D += P[j] * dpv;
+                }
+                for (int j = 0; j < nk; j++) {
+                    const size_t krow = ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    double ds = P[j] * (dP[j] - D) * scale;
+                    for (int d = 0; d < hs; d++) {
+                        dqkv[row + d] += ds * qkv[krow + d];
+                        dqkv[krow + d] += ds * q[d];
+                        dqkv[krow + C + d] += P[j] * g[d];
+                    }
+                }
+            }
+    free(P);
+    free(dP);
+    free(o);
+}
+
+void ref_logits_row(double *z, const double *x, const double *wte, int V, int C) {
+    for (int v = 0; v < V; v++) {
+        double acc = 0.0;
+        for (int c = 0; c < C; c++) acc += x[c] * wte[(size_t)v * C + c];
+        z[v] = acc;
+    }
+}
+
+static double row_lse(const double *z, int V) {
+    double mx = -INFINITY, sum = 0.0;
+    for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+    for (int v = 0; v < V; v++) sum += exp(z[v] - mx);
+    return mx + log(sum);
+}
+
+double ref_row_loss(const double *z, int V, int target) {
+    return target < 0 ? 0.0 : row_lse(z, V) - z[target];
+}
+
+void ref_classifier_backward(double *dx, double *dwte, const double *x, const double *wte,
+                             const int32_t *targets, int N, int C, int V, int Vp, double dscale) {
+    double *z = malloc(sizeof(double) * (size_t)V);
+    memset(dx, 0, sizeof(double) * (size_t)N * C);
+    memset(dwte, 0, sizeof(double) * (size_t)Vp * C);
+    for (int n = 0; n < N; n++) {
+        if (targets[n] < 0) continue;
+        const double *xr = x + (size_t)n * C;
+        ref_logits_row(z, xr, wte, V, C);
+        double lse = row_lse(z, V);
+        for (int v = 0; v < V; v++) {
+            double dz = (exp(z[v] - lse) - (v == targets[n])) * dscale;
+            for (int c = 0; c < C; c++) {
+                dx[(size_t)n * C + c] += dz * wte[(size_t)v * C + c];
+                dwte[(size_t)v * C + c] += dz * xr[c];
+            }
+        }
+    }
+    free(z);
+}
+
+void ref_adamw(double *p, double *m, double *v, const float *g, size_t n, const hg_adamw_update *u) {
+    const double b1 = u->beta1, b2 = u->beta2;
+    for (size_t i = 0; i < n; i++) {
+        double gi = (double)g[i] * u->grad_scale;
+        p[i] -= (double)u->lr * u->weight_decay * p[i];
+        m[i] = b1 * m[i] + (1.0 - b1) * gi;
+        v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+        p[i] -= ((double)u->lr / u->bias_correction1) * m[i] / (sqrt(v[i]) / sqrt((double)u->bias_correction2) + u->eps);
+    }
+}

@@ -1,0 +1,60 @@
+/* Double-precision reference ops for test_ops: plain loops that follow each contract in
+ * src/ops/<op>.h literally, with no blocking, no fusion and no fp32 anywhere. Forwards feed
+ * the finite differences; the analytic backwards give full-tensor comparisons and are
+ * themselves checked against the finite differences.
+ *
+ * Legend as in src/ops/README.md: B batch, T time, C channels, V vocab, Vp padded vocab,
+ * NH heads, hs head size, N = B*T rows. */
+#ifndef HG_TESTS_OPS_REFERENCE_H
+#define HG_TESTS_OPS_REFERENCE_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+/* 0 or 1/(1-p) for element i: the kernel's mask (hg_dropout_scale), the scale in double. */
+double ref_dropout_scale(const hg_dropout *d, uint64_t i);
+
+/* out (B,T,C) = dropout(wte[tokens] + wpe[t]). */
+void ref_encoder_forward(double *out, const int32_t *tokens, const double *wte, const double *wpe,
+                         int B, int T, int C, const hg_dropout *drop);
+
+/* One row: out (C), mean, rstd of x (C). */
+void ref_layernorm_row(double *out, double *mean, double *rstd, const double *x, const double *w,
+                       const double *b, int C);
+/* dinp (N,C), dw (C), db (C) = gradients of sum(out * dout), written (not accumulated). */
+void ref_layernorm_backward(double *dinp, double *dw, double *db, const double *dout,
+                            const double *inp, const double *w, int N, int C);
+
+/* out (M,N) = inp (M,K) @ w (K,N) + bias; mag (M,N) = sum_k |inp||w| + |bias|, the
+ * scale of a dot product's rounding error. bias and mag may be NULL. */
+void ref_matmul_forward(double *out, double *mag, const double *inp, const double *w,
+                        const double *bias, int M, int K, int N);
+/* dinp (M,K) = dout @ w^T; dw (K,N) = inp^T @ dout; dbias (N) = column sums (may be NULL). */
+void ref_matmul_backward(double *dinp, double *dw, double *dbias, const double *dout,
+                         const double *inp, const double *w, int M, int K, int N);
+
+double ref_gelu(double x);
+double ref_gelu_grad(double x);
+
+/* Query row t of head (b, h): out (hs) and its log-sum-exp. qkv (B,T,3C). */
+void ref_attention_row(double *out, double *lse, const double *qkv, const hg_attention_shape *s,
+                       int b, int h, int t);
+/* out (B,T,C), lse (B,NH,T). */
+void ref_attention_forward(double *out, double *lse, const double *qkv, const hg_attention_shape *s);
+/* dqkv (B,T,3C) = gradient of sum(out * dout). */
+void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
+                            const hg_attention_shape *s);
+
+/* z (V) = x (C) @ wte[:V]^T: one row of logits (padded rows of wte never score). */
+void ref_logits_row(double *z, const double *x, const double *wte, int V, int C);
+/* Cross-entropy of one row of logits: lse(z) - z[target] (0 when target < 0). */
+double ref_row_loss(const double *z, int V, int target);
+/* Gradients of dscale * sum of the losses: dx (N,C) and dwte (Vp,C), written. */
+void ref_classifier_backward(double *dx, double *dwte, const double *x, const double *wte,
+                             const int32_t *targets, int N, int C, int V, int Vp, double dscale);
+
+/* AdamW as documented in src/ops/adamw.h, in double, on double state. */
+void ref_adamw(double *p, double *m, double *v, const float *g, size_t n, const hg_adamw_update *u);
+
+#endif

@@ -1,0 +1,108 @@
+/* Op tests, part 5: blockwise attention, forward (out and lse) and backward (dqkv),
+ * causal and not, with head sizes 16 to 128, T not a multiple of the 64-row blocks,
+ * and fewer heads (B * NH) than threads. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ops_reference.h"
+#include "ops_util.h"
+#include "test_ops.h"
+
+typedef struct att_ctx {
+    double *qkv, *row;
+    const double *R;
+    const hg_attention_shape *s;
+} att_ctx;
+
+/* L = sum(out * R) over the rows element i of qkv moves: a query its own row; a key or
+ * value every row of its head that sees it. */
+static double att_loss(void *v, size_t i) {
+    att_ctx *c = v;
+    const hg_attention_shape *s = c->s;
+    const int C = s->NH * s->hs, T = s->T;
+    int j = (int)(i % (3 * (size_t)C)), bt = (int)(i / (3 * (size_t)C)), b = bt / T, t = bt % T;
+    int part = j / C, h = (j % C) / s->hs;
+    int t0 = part == 0 || s->causal ? t : 0, t1 = part == 0 ? t + 1 : T;
+    double L = 0.0, lse;
+    for (int tt = t0; tt < t1; tt++) {
+        ref_attention_row(c->row, &lse, c->qkv, s, b, h, tt);
+        for (int d = 0; d < s->hs; d++) L += c->row[d] * c->R[((size_t)b * T + tt) * C + h * s->hs + d];
+    }
+    return L;
+}
+
+static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int hs, int causal, size_t nfd) {
+    const hg_attention_shape s = {.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal};
+    const int C = NH * hs;
+    const size_t NQ = (size_t)B * T * 3 * C, NO = (size_t)B * T * C, NL = (size_t)B * NH * T;
+    trng r = trng_seed(900 + (uint64_t)T * 4 + (uint64_t)hs + (uint64_t)causal);
+    float *qkv = fvec(NQ), *R = fvec(NO);
+    /* q and k in [-2, 2]: scaled scores of a few units, softmaxes neither flat nor one-hot */
+    for (size_t i = 0; i < NQ; i++) qkv[i] = (float)(i % (3 * (size_t)C) < 2 * (size_t)C ? trng_range(&r, -2, 2) : trng_range(&r, -1, 1));
+    fill(R, NO, &r, -1, 1);
+    double *qkvd = dvec(NQ), *Rd = dvec(NO), *out_ref = dvec(NO), *lse_ref = dvec(NL), *g = dvec(NQ);
+    widen(qkvd, qkv, NQ), widen(Rd, R, NO);
+    ref_attention_forward(out_ref, lse_ref, qkvd, &s);
+    ref_attention_backward(g, Rd, qkvd, &s);
+    double sg = rms(g, NQ);
+
+    size_t k, *idx = sample_indices(NQ, nfd, 41, &k);
+    double *fd = dvec(k), *row = dvec(hs);
+    att_ctx ctx = {qkvd, row, Rd, &s};
+    for (size_t j = 0; j < k; j++) fd[j] = fd_central(qkvd, idx[j], FD_H, att_loss, &ctx);
+    char tag[128], name[192];
+    snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d hs=%d %s", B, T, NH, hs, causal ? "causal" : "full");
+    snprintf(name, sizeof name, "%s ref dqkv vs fd", tag);
+    check_failures += check_grad_d(name, g, fd, idx, k, NULL, sg, FD_TOL);
+
+    float *out[2] = {fvec(NO), fvec(NO)}, *lse[2] = {fvec(NL), fvec(NL)}, *dqkv[2] = {fvec(NQ), fvec(NQ)};
+    for (int kb = 0; kb < OPS_NBE; kb++) {
+        hg_backend *be = bes[kb];
+        use_backend(be);
+        size_t bytes = be->ops->attention_scratch_bytes(be, &s);
+        float *scratch = fvec(bytes / sizeof(float));
+        snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d hs=%d %s threads=%d", B, T, NH, hs, causal ? "causal" : "full", be->threads);
+        for (int run = 0; run < 2; run++) {
+            poison(out[run], NO), poison(lse[run], NL), poison(scratch, bytes / sizeof(float));
+            CHECK_OK(be->ops->attention_forward(be, out[run], lse[run], qkv, &s, scratch));
+        }
+        for (int run = 0; run < 2; run++) {
+            poison(dqkv[run], NQ), poison(scratch, bytes / sizeof(float));
+            CHECK_OK(be->ops->attention_backward(be, dqkv[run], R, qkv, out[0], lse[0], &s, scratch));
+        }
+        snprintf(name, sizeof name, "%s out", tag);
+        check_failures += check_bitwise(name, out[0], out[1], NO) + check_finite(name, out[0], NO);
+        /* out is a convex combination of v rows (|v| <= 1): its error is the scores'
+         * (hs-term dots of size ~|q||k|/sqrt(hs) ~ 5, so ~sqrt(hs) u * 5 relative in
+         * each p) plus the T-term weighted sum: 4e-6 absolute, ~10x what is seen */
+        check_failures += check_vec(name, out[0], out_ref, NULL, NO, 0.0, 4e-6);
+        snprintf(name, sizeof name, "%s lse", tag);
+        check_failures += check_bitwise(name, lse[0], lse[1], NL) + check_finite(name, lse[0], NL);
+        check_failures += check_vec(name, lse[0], lse_ref, NULL, NL, 4e-6, 4e-6);
+        snprintf(name, sizeof name, "%s dqkv", tag);
+        check_failures += check_bitwise(name, dqkv[0], dqkv[1], NQ) + check_finite(name, dqkv[0], NQ);
+        /* dq, dk, dv: T-term sums of products of the recomputed P (fp32, errors as
+         * above) against the tensor's rms: 2e-5 */
+        check_failures += check_grad(name, dqkv[0], NULL, g, NULL, NQ, NULL, sg, 2e-5);
+        check_failures += check_grad(name, dqkv[0], NULL, fd, idx, k, NULL, sg, 2e-5);
+        check_failures += check_rel_l2(name, dqkv[0], NULL, g, NQ, 5e-6);
+        free(scratch);
+    }
+    for (int run = 0; run < 2; run++) free(out[run]), free(lse[run]), free(dqkv[run]);
+    free(qkv), free(R), free(qkvd), free(Rd), free(out_ref), free(lse_ref), free(g), free(idx), free(fd), free(row);
+}
+
+int test_ops_attention(hg_backend *bes[OPS_NBE]) {
+    test_attention(bes, 2, 37, 3, 32, 1, 200);  /* the model's shape: one partial block */
+    test_attention(bes, 2, 37, 3, 32, 0, 200);
+    test_attention(bes, 1, 100, 1, 16, 1, 150); /* one head for two threads; two blocks */
+    test_attention(bes, 1, 65, 2, 16, 1, 150);  /* a last block of one row */
+    test_attention(bes, 1, 130, 2, 64, 0, 120); /* three blocks, non-causal */
+    test_attention(bes, 1, 130, 1, 128, 1, 100);
+    test_attention(bes, 2, 100, 1, 128, 0, 100);
+    test_attention(bes, 1, 1, 2, 16, 1, 100);   /* T = 1: out = v */
+    return check_failures;
+}
