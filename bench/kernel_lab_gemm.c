@@ -130,6 +130,10 @@ int main(int argc, char **argv) {
         {"fc dW", C, F, N, 1, 0, 1},           {"fc.proj dW", F, C, N, 1, 0, 1},
         {"lm_head chunk", chunk, Vp, C, 0, 1, 0}, {"lm_head dX", chunk, C, Vp, 0, 0, 0},
         {"lm_head dW", Vp, C, chunk, 1, 0, 1},
+        {"lm_head 2chunk", 2 * chunk, Vp, C, 0, 1, 0}, {"lm_head 2dX", 2 * chunk, C, Vp, 0, 0, 0},
+        {"lm_head 2dW", Vp, C, 2 * chunk, 1, 0, 1},
+        {"lm_head 4chunk", 4 * chunk, Vp, C, 0, 1, 0}, {"lm_head 4dX", 4 * chunk, C, Vp, 0, 0, 0},
+        {"lm_head 4dW", Vp, C, 4 * chunk, 1, 0, 1},
     };
     int widths[] = {1 << 30, 384, 768, 1024, 1536};
     dnnl_engine_create(&eng, dnnl_cpu, 0);

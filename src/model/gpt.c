@@ -11,8 +11,11 @@
 #include "core/error.h"
 #include "core/rng.h"
 
-/* Largest classifier chunk: (chunk, Vp) floats. 64 MiB holds 333 rows of GPT-2's vocab. */
-#define CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
+/* Largest classifier chunk: (chunk, Vp) floats. 128 MiB holds 667 rows of GPT-2's vocab.
+ * Each chunk's dwte += dlogits^T x reads and writes all of dwte, so larger chunks cost
+ * less traffic, and its K = chunk runs faster (190-198 GFLOP/s at 256, 205-212 at 512+,
+ * bench/kernel_lab_gemm.c). */
+#define CLASSIFIER_CHUNK_BYTES ((size_t)128 << 20)
 
 hg_options hg_options_default(void) {
     hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0};

@@ -10,27 +10,31 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vecmath.h"
 
-/* Loss of one row of logits, and its gradient over the row in place when dscale != 0. */
+/* Loss of one row of logits; when training, its gradient over the row in place: the
+ * exponentials are written once and scaled by dscale / sum afterwards. */
 static float row_loss(float *z, int V, int Vp, int target, float dscale, int backward) {
     float mx = -INFINITY; /* a compare, not fmaxf, which would stay a scalar call */
     #pragma omp simd reduction(max : mx)
     for (int c = 0; c < V; c++) mx = z[c] > mx ? z[c] : mx;
-    float sum = 0.0f;
-    #pragma omp simd reduction(+ : sum)
-    for (int c = 0; c < V; c++) sum += expf(z[c] - mx);
-    float lse = mx + logf(sum);
-    float loss = target >= 0 ? lse - z[target] : 0.0f;
-    if (backward) {
-        if (target < 0) {
-            memset(z, 0, sizeof(float) * (size_t)Vp);
-        } else {
-            #pragma omp simd
-            for (int c = 0; c < V; c++) z[c] = expf(z[c] - lse) * dscale;
-            for (int c = V; c < Vp; c++) z[c] = 0.0f;
-            z[target] -= dscale;
+    float zt = target >= 0 ? z[target] : 0.0f, sum = 0.0f;
+    if (backward && target >= 0) {
+        #pragma omp simd reduction(+ : sum)
+        for (int c = 0; c < V; c++) {
+            float e = expf(z[c] - mx);
+            z[c] = e;
+            sum += e;
         }
+        float scale = dscale / sum;
+        #pragma omp simd
+        for (int c = 0; c < V; c++) z[c] *= scale;
+        for (int c = V; c < Vp; c++) z[c] = 0.0f;
+        z[target] -= dscale;
+    } else {
+        #pragma omp simd reduction(+ : sum)
+        for (int c = 0; c < V; c++) sum += expf(z[c] - mx);
+        if (backward) memset(z, 0, sizeof(float) * (size_t)Vp); /* an ignored target */
     }
-    return loss;
+    return target >= 0 ? mx + logf(sum) - zt : 0.0f;
 }
 
 hg_status cpu_classifier(hg_backend *be, const hg_classifier_args *a) {

@@ -6,8 +6,9 @@
  *
  * Why N is split: on the development machine (Zen 4, oneDNN 2.6) the brgemm matmul
  * runs wide outputs (N >= 2048) at 130-160 GFLOP/s but blocks of <= 1536 columns at
- * 190-215 (bench/kernel_lab gemm). Each block is an independent product over the full
- * K, so results do not depend on the split. */
+ * 190-215, and a very deep product (the classifier's dx, K = 50304, N = 768) at 135-185
+ * whole but 210-220 in blocks of 384 (bench/kernel_lab_gemm.c). Each block is an
+ * independent product over the full K. */
 #include <dnnl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 #include "core/timer.h"
 
 #define GEMM_MAX_BLOCK_N 1536
+#define GEMM_DEEP_K 16384      /* K at which blocks narrow to GEMM_DEEP_BLOCK_N */
+#define GEMM_DEEP_BLOCK_N 384
 
 typedef struct gemm_prim {
     dnnl_primitive_t prim;
@@ -154,7 +157,8 @@ static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entr
     gemm_entry *e = &c->entries[c->count];
     memset(e, 0, sizeof *e);
     e->desc = *d;
-    int nsplit = (d->N + GEMM_MAX_BLOCK_N - 1) / GEMM_MAX_BLOCK_N;
+    int max_block = d->K >= GEMM_DEEP_K ? GEMM_DEEP_BLOCK_N : GEMM_MAX_BLOCK_N;
+    int nsplit = (d->N + max_block - 1) / max_block;
     e->block_n = (d->N + nsplit - 1) / nsplit;
     if (nsplit > 1) e->block_n = (e->block_n + 15) / 16 * 16;
     e->nfull = d->N / e->block_n;
