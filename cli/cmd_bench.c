@@ -110,7 +110,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "handgrad bench: %s%s\n", st == HG_ERR_NOMEM ? "skipped: " : "", hg_last_error());
         return st == HG_ERR_NOMEM ? 0 : 2;
     }
-    threads = hg_model_options(m)->threads ? hg_model_options(m)->threads : threads;
+    threads = hg_model_options(m)->threads;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)B * T), *tgt = malloc(sizeof(int32_t) * (size_t)B * T);
     double *times = malloc(sizeof(double) * (size_t)steps);
     if (!tok || !tgt || !times) {
@@ -147,9 +147,8 @@ int cmd_bench(int argc, char **argv) {
         long long rss = (long long)ru.ru_maxrss * 1024;
         double gflop = hg_train_flops(&cfg, B, T) / 1e9;
         double achieved = gflop / res[PASS_STEP].mean, tps = (double)B * T / res[PASS_STEP].mean;
-        int nt = threads > 0 ? threads : hg_model_options(m)->threads;
         if (json) {
-            printf("{\"model\": \"%s\", \"batch\": %d, \"ctx\": %d, \"threads\": %d, ", model, B, T, nt);
+            printf("{\"model\": \"%s\", \"batch\": %d, \"ctx\": %d, \"threads\": %d, ", model, B, T, threads);
             const char *names[] = {"forward", "forward_backward", "train_step"};
             for (int p = 0; p < 3; p++)
                 printf("\"%s\": {\"mean_s\": %.6f, \"std_s\": %.6f}, ", names[p], res[p].mean, res[p].std);
@@ -157,7 +156,7 @@ int cmd_bench(int argc, char **argv) {
                    "\"sgemm_peak_gflops\": %.2f, \"peak_fraction\": %.4f, \"peak_rss_bytes\": %lld}\n",
                    tps, gflop, achieved, peak, achieved / peak, rss);
         } else {
-            printf("handgrad bench: %s, batch %d, ctx %d, %d threads, warmup %d, steps %d\n", model, B, T, nt, warmup, steps);
+            printf("handgrad bench: %s, batch %d, ctx %d, %d threads, warmup %d, steps %d\n", model, B, T, threads, warmup, steps);
             printf("  %-18s %10s %10s\n", "pass", "mean (s)", "std (s)");
             printf("  %-18s %10.4f %10.4f\n", "forward", res[0].mean, res[0].std);
             printf("  %-18s %10.4f %10.4f\n", "forward+backward", res[1].mean, res[1].std);

@@ -88,7 +88,8 @@ typedef struct hg_options {
     int batch;    /* B: largest batch a call may pass */
     int seq_len;  /* T: largest sequence length a call may pass (<= Tmax) */
     int training; /* 1: allocate grads, AdamW state and per-layer activations */
-    int threads;  /* OpenMP threads for this model's calls; 0 means all cores */
+    int threads;  /* OpenMP threads for this model's calls; 0 means all cores (resolved
+                     to the core count in hg_model_options) */
     uint64_t seed;/* parameter init and dropout masks */
 } hg_options;
 

@@ -196,6 +196,7 @@ void hg_model_free(hg_model *m) {
     }
     hg_table_free(&m->params);
     hg_table_free(&m->acts);
+    free(m->host_losses);
     free(m);
 }
 
@@ -220,9 +221,12 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     m->Vp = gpt_padded_vocab(cfg);
     m->hs = cfg->d_model / cfg->n_head;
     m->threads = resolve_threads(&opt);
+    m->opt.threads = m->threads;
     m->plan = plan;
     m->train_mode = opt.training;
-    hg_status st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->acts, &m->chunk);
+    m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
+    hg_status st = m->host_losses ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
+    if (st == HG_OK) st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->acts, &m->chunk);
     if (st == HG_OK) st = hg_backend_cpu_create(&m->be, m->threads);
     if (st != HG_OK) {
         hg_model_free(m);

@@ -57,17 +57,18 @@ enum gpt_act {
     GPT_ACTS
 };
 
-typedef enum gpt_phase { PHASE_NONE, PHASE_FORWARD, PHASE_CLASSIFIER_DONE } gpt_phase;
+typedef enum gpt_phase { PHASE_NONE, PHASE_FORWARD } gpt_phase;
 
 struct hg_model {
     hg_config cfg;
     hg_options opt;
-    int F, Vp, hs, threads, chunk;
+    int F, Vp, hs, threads, chunk; /* threads: opt.threads resolved (0 -> all cores) */
     hg_backend *be;
     hg_table params;            /* parameter specs; grads, m, v share the layout */
     float *param, *grad, *adam_m, *adam_v;
     hg_table acts;              /* activation and scratch specs */
     void *act;
+    float *host_losses;         /* (B*T) per-token losses, downloaded for the mean */
     hg_memory_plan plan;
     /* state of the step in progress */
     int B, T, has_targets;

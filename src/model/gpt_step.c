@@ -1,6 +1,5 @@
 /* Forward and backward through the GPT-2 model, backend-agnostic: every op goes through
  * the backend's table (src/ops/ for the contracts). Nothing here allocates. */
-#include <omp.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -9,17 +8,6 @@
 #define OPS (m->be->ops)
 #define P(l, k) gpt_param(m, m->param, GPT_P_LAYER(l, k))
 #define G(l, k) gpt_param(m, m->grad, GPT_P_LAYER(l, k))
-
-/* Each public call runs with the model's thread count, which oneDNN reads from OpenMP. */
-typedef struct thread_scope {
-    int saved;
-} thread_scope;
-static thread_scope threads_enter(const hg_model *m) {
-    thread_scope s = {omp_get_max_threads()};
-    omp_set_num_threads(m->threads);
-    return s;
-}
-static void threads_leave(thread_scope s) { omp_set_num_threads(s.saved); }
 
 static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
     hg_dropout d = {m->train_mode ? m->cfg.dropout : 0.0f, m->opt.seed, m->rng_step, site};
@@ -160,7 +148,8 @@ static hg_status stage_inputs(hg_model *m, const int32_t *tokens, const int32_t 
 
 /* Mean loss over the targets that count (0 when every target is ignored). */
 static float mean_loss(hg_model *m) {
-    const float *losses = gpt_act(m, A_LOSSES, 0);
+    float *losses = m->host_losses;
+    m->be->ops->download(m->be, losses, gpt_act(m, A_LOSSES, 0), sizeof(float) * (size_t)m->B * m->T);
     double sum = 0.0;
     for (int i = 0; i < m->B * m->T; i++) sum += losses[i];
     return m->loss_scale_n > 0 ? (float)(sum / m->loss_scale_n) : 0.0f;
@@ -171,11 +160,8 @@ hg_status hg_forward(hg_model *m, const int32_t *tokens, const int32_t *targets,
     if (!m) return hg_fail(HG_ERR_INVALID, "model is NULL");
     m->phase = PHASE_NONE;
     HG_TRY(stage_inputs(m, tokens, targets, B, T));
-    thread_scope ts = threads_enter(m);
-    hg_status st = gpt_forward_body(m);
-    if (st == HG_OK) st = gpt_classifier(m, 0, 0.0f, logits);
-    threads_leave(ts);
-    HG_TRY(st);
+    HG_TRY(gpt_forward_body(m));
+    HG_TRY(gpt_classifier(m, 0, 0.0f, logits));
     m->phase = PHASE_FORWARD;
     if (loss) *loss = targets ? mean_loss(m) : 0.0f;
     return HG_OK;
@@ -192,12 +178,9 @@ hg_status hg_backward(hg_model *m, float grad_scale) {
     if (m->phase != PHASE_FORWARD || !m->has_targets)
         return hg_fail(HG_ERR_STATE, "hg_backward needs a preceding hg_forward with targets");
     if (!(grad_scale == grad_scale)) return hg_fail(HG_ERR_INVALID, "grad_scale is NaN");
-    thread_scope ts = threads_enter(m);
-    hg_status st = gpt_classifier(m, 1, grad_scale, NULL);
-    if (st == HG_OK) st = gpt_backward_body(m);
-    threads_leave(ts);
     m->phase = PHASE_NONE;
-    return st;
+    HG_TRY(gpt_classifier(m, 1, grad_scale, NULL));
+    return gpt_backward_body(m);
 }
 
 hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
@@ -207,12 +190,9 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
     if (!(grad_scale == grad_scale)) return hg_fail(HG_ERR_INVALID, "grad_scale is NaN");
     m->phase = PHASE_NONE;
     HG_TRY(stage_inputs(m, tokens, targets, B, T));
-    thread_scope ts = threads_enter(m);
-    hg_status st = gpt_forward_body(m);
-    if (st == HG_OK) st = gpt_classifier(m, 1, grad_scale, NULL);
-    if (st == HG_OK) st = gpt_backward_body(m);
-    threads_leave(ts);
-    HG_TRY(st);
+    HG_TRY(gpt_forward_body(m));
+    HG_TRY(gpt_classifier(m, 1, grad_scale, NULL));
+    HG_TRY(gpt_backward_body(m));
     if (loss) *loss = mean_loss(m);
     return HG_OK;
 }

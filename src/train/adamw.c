@@ -1,7 +1,6 @@
 /* The optimizer step: global-norm clipping, then AdamW over every parameter tensor,
  * with decoupled weight decay on 2-D weight matrices only. */
 #include <math.h>
-#include <omp.h>
 
 #include "core/error.h"
 #include "model/gpt.h"
@@ -41,15 +40,12 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
         .bias_correction2 = (float)(1.0 - pow(a->beta2, (double)m->adam_t)),
         .grad_scale = (float)(clip < 1.0 ? clip : 1.0),
     };
-    int saved = omp_get_max_threads();
-    omp_set_num_threads(m->threads);
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
         u.weight_decay = (s->flags & HG_SPEC_DECAY) ? a->weight_decay : 0.0f;
         be->ops->adamw(be, gpt_param(m, m->param, i), gpt_param(m, m->grad, i), gpt_param(m, m->adam_m, i),
                        gpt_param(m, m->adam_v, i), (size_t)s->alloc, &u);
     }
-    omp_set_num_threads(saved);
     if (grad_norm) *grad_norm = (float)norm;
     return HG_OK;
 }

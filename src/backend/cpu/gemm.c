@@ -10,6 +10,7 @@
  * whole but 210-220 in blocks of 384 (bench/kernel_lab_gemm.c). Each block is an
  * independent product over the full K. */
 #include <dnnl.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,9 +193,8 @@ static hg_status prim_run(cpu_gemm_cache *c, gemm_prim *p, const float *A, const
     return HG_OK;
 }
 
-hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const float *B,
-                   const float *bias, float *C) {
-    cpu_gemm_cache *c = cpu_of(be)->gemm;
+static hg_status gemm_blocks(cpu_gemm_cache *c, const cpu_gemm_desc *d, const float *A, const float *B,
+                             const float *bias, float *C) {
     gemm_entry *e = NULL;
     HG_TRY(entry_find(c, d, &e));
     for (int blk = 0; blk <= e->nfull; blk++) {
@@ -205,6 +205,17 @@ hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const
         HG_TRY(prim_run(c, p, A, Bb, bias ? bias + c0 : NULL, C + c0));
     }
     return HG_OK;
+}
+
+/* oneDNN takes its thread count from OpenMP, both when a primitive is created and when
+ * it runs, so the backend's count is set around the call and the caller's restored. */
+hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const float *B,
+                   const float *bias, float *C) {
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(be->threads);
+    hg_status st = gemm_blocks(cpu_of(be)->gemm, d, A, B, bias, C);
+    omp_set_num_threads(saved);
+    return st;
 }
 
 /* ---- the sgemm ceiling ---- */
