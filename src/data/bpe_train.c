@@ -153,20 +153,9 @@ static hg_status word_add(hg_bpe_trainer *tr, const uint8_t *p, size_t n) {
 
 static hg_status trainer_add_ordinary(hg_bpe_trainer *tr, const uint8_t *text, size_t len) {
     if (!len) return HG_OK;
-    const uint8_t *subject = text;
-    uint8_t *subst = NULL;
-    size_t valid = utf8_valid_prefix(text, len);
-    if (valid < len) { /* as in encoding: invalid bytes split like '#' */
-        subst = malloc(len);
-        if (!subst) return hg_fail(HG_ERR_NOMEM, "trainer: out of memory");
-        memcpy(subst, text, len);
-        for (size_t i = valid; i < len;) {
-            int k = utf8_seq_len(text + i, len - i);
-            if (!k) subst[i] = '#';
-            i += k ? (size_t)k : 1;
-        }
-        subject = subst;
-    }
+    const uint8_t *subject;
+    uint8_t *subst;
+    HG_TRY(pretok_subject(text, len, &subject, &subst));
     pretok_iter it;
     hg_status s = pretok_iter_init(&it, &tr->pre, subject, len);
     size_t a, b;

@@ -3,6 +3,8 @@
 #include "data/pretok.h"
 
 #include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "data/utf8.h"
@@ -73,4 +75,21 @@ int pretok_iter_next(pretok_iter *it, size_t *start, size_t *end) {
     *end = e;
     it->pos = e;
     return 1;
+}
+
+hg_status pretok_subject(const uint8_t *text, size_t len, const uint8_t **subject, uint8_t **owned) {
+    *subject = text;
+    *owned = NULL;
+    size_t valid = utf8_valid_prefix(text, len);
+    if (valid == len) return HG_OK;
+    uint8_t *copy = malloc(len);
+    if (!copy) return hg_fail(HG_ERR_NOMEM, "out of memory for %zu bytes of text", len);
+    memcpy(copy, text, len);
+    for (size_t i = valid; i < len;) {
+        int k = utf8_seq_len(text + i, len - i);
+        if (!k) copy[i] = '#';
+        i += k ? (size_t)k : 1;
+    }
+    *subject = *owned = copy;
+    return HG_OK;
 }

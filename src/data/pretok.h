@@ -30,6 +30,12 @@ typedef struct pretok_iter {
     size_t n, pos;
 } pretok_iter;
 
+/* The subject PCRE2 matches for arbitrary bytes: the text itself when it is valid
+ * UTF-8, else a copy with each invalid byte replaced by '#', so that an invalid byte
+ * splits like a character that is no letter, number or space. Piece offsets are the
+ * same in both. *owned is the copy to free, or NULL. */
+hg_status pretok_subject(const uint8_t *text, size_t len, const uint8_t **subject, uint8_t **owned);
+
 hg_status pretok_iter_init(pretok_iter *it, const pretok *p, const uint8_t *subject, size_t n);
 /* Sets the next piece [*start, *end); returns 0 at the end of the subject. */
 int pretok_iter_next(pretok_iter *it, size_t *start, size_t *end);

@@ -255,20 +255,9 @@ hg_status tok_encode_ordinary(const hg_tokenizer *t, const uint8_t *text, size_t
     /* The pattern runs on valid UTF-8. Each invalid byte stands in as '#', a character
      * that is neither letter, number nor space, as Python's surrogateescape makes it;
      * BPE then runs on the original bytes. */
-    const uint8_t *subject = text;
-    uint8_t *subst = NULL;
-    size_t valid = utf8_valid_prefix(text, len);
-    if (valid < len) {
-        subst = malloc(len);
-        if (!subst) return hg_fail(HG_ERR_NOMEM, "text: out of memory for %zu bytes", len);
-        memcpy(subst, text, len);
-        for (size_t i = valid; i < len;) {
-            int k = utf8_seq_len(text + i, len - i);
-            if (!k) subst[i] = '#';
-            i += k ? (size_t)k : 1;
-        }
-        subject = subst;
-    }
+    const uint8_t *subject;
+    uint8_t *subst;
+    HG_TRY(pretok_subject(text, len, &subject, &subst));
     pretok_iter it;
     hg_status s = pretok_iter_init(&it, &t->pre, subject, len);
     size_t count = 0, a, b;
