@@ -85,6 +85,7 @@ static void bad_calls(void) {
     int32_t tok[32], tgt[32];
     for (int i = 0; i < 32; i++) tok[i] = (i * 37) % 1000, tgt[i] = (i * 101) % 1000;
     float loss0 = NAN, loss = NAN;
+    CHECK_FAILS(hg_backward(m, 1.0f), HG_ERR_STATE, "hg_forward"); /* no forward yet */
     CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss0, NULL));
 
     CHECK_FAILS(hg_backward(NULL, 1.0f), HG_ERR_INVALID, "model");
@@ -104,7 +105,6 @@ static void bad_calls(void) {
     CHECK_FAILS(hg_forward(m, tok, tgt, 2, 0, &loss, NULL), HG_ERR_INVALID, "T must be");
     CHECK_FAILS(hg_forward(m, NULL, tgt, 2, 16, &loss, NULL), HG_ERR_INVALID, "tokens");
     CHECK_FAILS(hg_forward_backward(m, tok, NULL, 2, 16, 1.0f, &loss), HG_ERR_INVALID, "targets");
-    CHECK_FAILS(hg_backward(m, 1.0f), HG_ERR_STATE, "hg_forward");
     CHECK_FAILS(hg_forward_backward(m, tok, tgt, 2, 16, NAN, &loss), HG_ERR_INVALID, "grad_scale");
 
     hg_adamw a = hg_adamw_default();
@@ -124,6 +124,13 @@ static void bad_calls(void) {
     CHECK_FAILS(hg_param_find(m, "h.9.ln_1.weight", &p), HG_ERR_INVALID, "h.9.ln_1.weight");
     CHECK_FAILS(hg_param_at(m, 10000, &p), HG_ERR_INVALID, "10000");
 
+    /* a refused call does not cancel a pending backward */
+    CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));
+    tok[0] = -5;
+    CHECK_FAILS(hg_forward(m, tok, tgt, 2, 16, &loss, NULL), HG_ERR_INVALID, "tokens[b=0, t=0]");
+    tok[0] = 0;
+    CHECK_OK(hg_backward(m, 1.0f));
+
     /* after all that, the model computes exactly what it did before */
     CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));
     CHECK(loss == loss0);
@@ -137,6 +144,7 @@ static void bad_calls(void) {
     CHECK_FAILS(hg_set_train_mode(m, 1), HG_ERR_STATE, "training=1");
     CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));
     CHECK(loss == loss0); /* an inference model computes the same forward */
+    CHECK_FAILS(hg_backward(m, 1.0f), HG_ERR_STATE, "training=0");
     hg_model_free(m);
 }
 

@@ -158,8 +158,8 @@ static float mean_loss(hg_model *m) {
 hg_status hg_forward(hg_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                      float *loss, float *logits) {
     if (!m) return hg_fail(HG_ERR_INVALID, "model is NULL");
-    m->phase = PHASE_NONE;
     HG_TRY(stage_inputs(m, tokens, targets, B, T));
+    m->phase = PHASE_NONE;
     HG_TRY(gpt_forward_body(m));
     HG_TRY(gpt_classifier(m, 0, 0.0f, logits));
     m->phase = PHASE_FORWARD;
@@ -188,8 +188,8 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
     HG_TRY(check_trainable(m));
     if (!targets) return hg_fail(HG_ERR_INVALID, "targets is NULL: training needs targets");
     if (!(grad_scale == grad_scale)) return hg_fail(HG_ERR_INVALID, "grad_scale is NaN");
-    m->phase = PHASE_NONE;
     HG_TRY(stage_inputs(m, tokens, targets, B, T));
+    m->phase = PHASE_NONE;
     HG_TRY(gpt_forward_body(m));
     HG_TRY(gpt_classifier(m, 1, grad_scale, NULL));
     HG_TRY(gpt_backward_body(m));
