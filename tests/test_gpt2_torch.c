@@ -32,19 +32,11 @@ static double *read_f64(hg_st_file *f, const char *name, int64_t n) {
     return out;
 }
 
-static int meta_int(const cJSON *j, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!cJSON_IsNumber(v)) {
-        fprintf(stderr, "fixture: config has no '%s'\n", key);
-        exit(1);
-    }
-    return v->valueint;
-}
-
+/* A number from a metadata JSON object (config or adamw); a fixture without it is broken. */
 static double meta_num(const cJSON *j, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!cJSON_IsNumber(v)) {
-        fprintf(stderr, "fixture: adamw has no '%s'\n", key);
+        fprintf(stderr, "fixture: metadata has no number '%s'\n", key);
         exit(1);
     }
     return v->valuedouble;
@@ -73,12 +65,12 @@ static void compare(const char *what, const float *got, const double *want, cons
 static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T) {
     cJSON *c = cJSON_Parse(hg_st_metadata(f, "config"));
     CHECK(c != NULL);
-    cfg->vocab_size = meta_int(c, "vocab_size");
-    cfg->max_seq_len = meta_int(c, "max_seq_len");
-    cfg->n_layer = meta_int(c, "n_layer");
-    cfg->n_head = meta_int(c, "n_head");
-    cfg->d_model = meta_int(c, "d_model");
-    cfg->d_ff = meta_int(c, "d_ff");
+    cfg->vocab_size = (int)meta_num(c, "vocab_size");
+    cfg->max_seq_len = (int)meta_num(c, "max_seq_len");
+    cfg->n_layer = (int)meta_num(c, "n_layer");
+    cfg->n_head = (int)meta_num(c, "n_head");
+    cfg->d_model = (int)meta_num(c, "d_model");
+    cfg->d_ff = (int)meta_num(c, "d_ff");
     cfg->dropout = 0.0f;
     cJSON_Delete(c);
     *B = atoi(hg_st_metadata(f, "batch"));
