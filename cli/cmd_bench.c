@@ -6,20 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "commands.h"
 #include "handgrad.h"
+#include "core/timer.h"
 
 typedef struct timing {
     double mean, std;
 } timing;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static timing stats(const double *x, int n) {
     timing t = {0, 0};
@@ -130,9 +124,9 @@ int cmd_bench(int argc, char **argv) {
     for (int p = 0; p < 3 && !rc; p++) {
         for (int w = 0; w < warmup && !rc; w++) rc = run_pass(m, (pass)p, tok, tgt, B, T, &adamw);
         for (int s = 0; s < steps && !rc; s++) {
-            double t0 = now();
+            double t0 = hg_now();
             rc = run_pass(m, (pass)p, tok, tgt, B, T, &adamw);
-            times[s] = now() - t0;
+            times[s] = hg_now() - t0;
         }
         res[p] = stats(times, steps);
     }

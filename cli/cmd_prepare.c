@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_io.h"
 #include "commands.h"
 #include "handgrad_data.h"
+#include "core/timer.h"
 
 static const char *usage_text =
     "usage: handgrad prepare --tokenizer PATH --out DIR [options] FILE...\n"
@@ -26,12 +26,6 @@ static const char *usage_text =
     "  --threads N          encoding threads (default: all cores)\n"
     "  --quiet              no progress\n";
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct progress_state {
     double start, last;
     int tty;
@@ -39,7 +33,7 @@ typedef struct progress_state {
 
 static void progress_print(void *ctx, uint64_t done, uint64_t total, uint64_t tokens) {
     progress_state *p = ctx;
-    double t = now_seconds();
+    double t = hg_now();
     if (done < total && t - p->last < (p->tty ? 0.5 : 5.0)) return;
     p->last = t;
     double el = t - p->start;
@@ -77,7 +71,7 @@ int cmd_prepare(int argc, char **argv) {
     }
     hg_tokenizer *tok;
     if (hg_tokenizer_load(&tok, tok_path) != HG_OK) return cli_fail("prepare");
-    progress_state ps = {now_seconds(), now_seconds(), isatty(2)};
+    progress_state ps = {hg_now(), hg_now(), isatty(2)};
     if (!quiet) {
         o.progress = progress_print;
         o.progress_ctx = &ps;
@@ -87,7 +81,7 @@ int cmd_prepare(int argc, char **argv) {
     if (hg_prepare_files(tok, (const char *const *)argv + optind, argc - optind, &o, &st) != HG_OK) {
         rc = cli_fail("prepare");
     } else {
-        double el = now_seconds() - ps.start;
+        double el = hg_now() - ps.start;
         fprintf(stderr,
                 "prepare: %llu bytes, %llu documents -> train %llu tokens in %d shard(s), val %llu tokens in %d "
                 "shard(s), in %s/ (%.2f s, %.1f MB/s)\n",

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_io.h"
 #include "commands.h"
 #include "handgrad_data.h"
+#include "core/timer.h"
 
 static const char *usage_text =
     "usage: handgrad tokenizer encode --tokenizer PATH [--allow-special] [--binary] [FILE...]\n"
@@ -203,12 +203,6 @@ static int run_train(const tok_args *a) {
     return rc;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int run_bench(const tok_args *a) {
     if (a->n_files != 1 || a->threads < 1 || a->repeat < 1) {
         fprintf(stderr, "handgrad tokenizer bench: needs one FILE, --threads >= 1, --repeat >= 1\n");
@@ -242,7 +236,7 @@ static int run_bench(const tok_args *a) {
     double best = 1e30;
     size_t tokens = 0;
     for (int r = 0; r < a->repeat && !rc; r++) {
-        double t0 = now_seconds();
+        double t0 = hg_now();
         size_t count = 0;
         int failed = 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(a->threads) reduction(+ : count, failed)
@@ -252,7 +246,7 @@ static int run_bench(const tok_args *a) {
                                           &k) != HG_OK;
             count += k;
         }
-        double dt = now_seconds() - t0;
+        double dt = hg_now() - t0;
         if (failed) rc = cli_fail("tokenizer bench");
         if (dt < best) best = dt;
         tokens = count;

@@ -36,7 +36,7 @@ static inline hg_u32x4 hg_philox(uint64_t seed, uint32_t c0, uint32_t c1, uint32
 static inline float hg_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
 
 /* Streams: the third counter word says what a draw is for, so streams never overlap. */
-enum { HG_RNG_INIT = 1, HG_RNG_DROPOUT = 2, HG_RNG_DATA = 3, HG_RNG_SAMPLE = 4 };
+enum { HG_RNG_INIT = 1, HG_RNG_DROPOUT = 2 };
 
 /* Standard normal for element i of tensor `tensor` (Box-Muller on one Philox block). */
 static inline float hg_rng_normal(uint64_t seed, uint32_t tensor, uint64_t i) {
