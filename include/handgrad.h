@@ -84,6 +84,28 @@ int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding)
 
 /* --------------------------------------------------------------- options */
 
+/* Where a model runs. A CUDA model keeps its parameters, gradients, optimizer state and
+ * activations in GPU memory (see hg_param_info); everything else in this API is the
+ * same. HG_DEVICE_CUDA needs a build with the CUDA backend and an sm_90 (Hopper) GPU;
+ * otherwise hg_model_create fails with HG_ERR_UNSUPPORTED and says why. */
+typedef enum hg_device { HG_DEVICE_CPU = 0, HG_DEVICE_CUDA = 1 } hg_device;
+
+/* Numerics of a model (docs/cuda.md). The CPU runs fp32 only.
+ *  FP32: everything in fp32 (CUDA's checking mode: fp32 GEMMs, no TF32).
+ *  BF16: CUDA mixed precision: weights and activations in bf16 for compute; fp32 master
+ *        weights, gradients, AdamW moments, LayerNorm/softmax statistics and every
+ *        reduction's accumulator. The optimizer updates the fp32 masters and writes the
+ *        bf16 copy (rounded to nearest, or stochastically with HG_FLAG_STOCHASTIC_ROUNDING).
+ *  FP16: reserved (needs dynamic loss scaling); refused with HG_ERR_UNSUPPORTED. */
+typedef enum hg_precision { HG_PRECISION_FP32 = 0, HG_PRECISION_BF16 = 1, HG_PRECISION_FP16 = 2 } hg_precision;
+
+/* hg_options.flags */
+enum {
+    HG_FLAG_CUDA_GRAPHS = 1u << 0,         /* CUDA: replay hg_forward_backward as a CUDA graph
+                                              (used while dropout is off; docs/cuda.md) */
+    HG_FLAG_STOCHASTIC_ROUNDING = 1u << 1, /* BF16: stochastic rounding of the weight copy */
+};
+
 typedef struct hg_options {
     int batch;    /* B: largest batch a call may pass */
     int seq_len;  /* T: largest sequence length a call may pass (<= Tmax) */
@@ -91,14 +113,18 @@ typedef struct hg_options {
     int threads;  /* OpenMP threads for this model's calls; 0 means all cores (resolved
                      to the core count in hg_model_options) */
     uint64_t seed;/* parameter init and dropout masks */
+    hg_device device;       /* HG_DEVICE_CPU (default) or HG_DEVICE_CUDA */
+    hg_precision precision; /* HG_PRECISION_FP32 (default) or, on CUDA, HG_PRECISION_BF16 */
+    unsigned flags;         /* HG_FLAG_* */
 } hg_options;
 
-hg_options hg_options_default(void); /* B=1, T=Tmax, training=1, threads=0, seed=0 */
+hg_options hg_options_default(void); /* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32 */
 
 /* ---------------------------------------------------------------- memory */
 
 typedef struct hg_memory_plan {
-    size_t params;      /* parameters (fp32, padded vocab) */
+    size_t params;      /* parameters (fp32, padded vocab), plus their bf16 compute copy
+                           under HG_PRECISION_BF16 */
     size_t grads;       /* parameter gradients */
     size_t optimizer;   /* AdamW m and v */
     size_t activations; /* stored activations for backward, sized from (B, T) */
@@ -107,7 +133,8 @@ typedef struct hg_memory_plan {
     size_t total;
 } hg_memory_plan;
 
-/* Bytes that hg_model_create(cfg, opt) would allocate, computed without allocating. */
+/* Bytes that hg_model_create(cfg, opt) would allocate (on opt.device), computed without
+ * allocating. */
 hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt, hg_memory_plan *out);
 /* Bytes of memory this process may still use (MemAvailable, or the cgroup limit). */
 size_t hg_memory_available(void);
@@ -118,7 +145,8 @@ typedef struct hg_model hg_model;
 
 /* Creates a model with freshly initialised parameters (GPT-2 init: N(0, 0.02), residual
  * projections scaled by 1/sqrt(2L), LayerNorm weight 1, biases 0). Refuses with
- * HG_ERR_NOMEM, before allocating, when the plan does not fit in available memory. */
+ * HG_ERR_NOMEM, before allocating, when the plan does not fit in available memory (GPU
+ * memory for a CUDA model). */
 hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options *opt);
 void hg_model_free(hg_model *m);
 
@@ -178,11 +206,13 @@ typedef struct hg_param_info {
     int ndim;
     int64_t shape[HG_MAX_DIMS];
     int64_t numel;
-    float *data;       /* row-major, shape as above */
+    float *data;       /* row-major, shape as above (the fp32 master weights) */
     float *grad;       /* same layout; NULL in an inference model */
     float *adam_m;     /* AdamW first moment; NULL in an inference model */
     float *adam_v;     /* AdamW second moment; NULL in an inference model */
     int decay;         /* 1 if weight decay applies (2-D matrices) */
+    hg_device device;  /* where data..adam_v live: with HG_DEVICE_CUDA they are GPU
+                          addresses; copy with hg_param_read / hg_param_write */
 } hg_param_info;
 
 /* Parameter tensors, in this order per the HF naming, with shapes:
@@ -203,6 +233,12 @@ typedef struct hg_param_info {
 int hg_param_count(const hg_model *m);
 hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out);
 hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out);
+
+/* Copies parameter `index`'s values (numel fp32) between the model and host memory, on
+ * any device. Writing HG_PARAM_DATA also refreshes the compute copy (bf16). */
+typedef enum hg_param_part { HG_PARAM_DATA, HG_PARAM_GRAD, HG_PARAM_ADAM_M, HG_PARAM_ADAM_V } hg_param_part;
+hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float *host);
+hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float *host);
 
 /* RNG stream position for dropout (advances once per training forward), so a
  * resumed run regenerates the same masks. */

@@ -78,7 +78,7 @@ need "gelu backward" gelu.c.o '^cpu_gelu_backward' $Z "zmm arithmetic"
 need "attention forward" attention.c.o '^cpu_attention_forward' $Z "zmm arithmetic"
 need "attention backward" attention.c.o '^cpu_attention_backward' $Z "zmm arithmetic"
 need "tile kernel" tile_avx512.c.o '.' $Z "zmm arithmetic"
-need "adamw" adamw.c.o '^cpu_adamw' $Z "zmm arithmetic"
+need "adamw" adamw.c.o '^(cpu_adamw|adamw_tensor)' $Z "zmm arithmetic"
 need "sumsq" adamw.c.o '^cpu_sumsq' $Z "zmm arithmetic"
 need "classifier softmax" classifier.c.o '^(row_loss|cpu_classifier)' $Z "zmm arithmetic"
 

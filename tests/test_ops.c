@@ -241,12 +241,18 @@ static void test_adamw(hg_backend *bes[OPS_NBE], float lr, float wd, float gs, i
         sp[i] = fabs(decayed) + fabs(decayed - p[i]);
     }
     float *pk[2] = {fvec(N), fvec(N)}, *mk[2] = {fvec(N), fvec(N)}, *vk[2] = {fvec(N), fvec(N)};
+    hg_table tab; /* one tensor, decayed */
+    hg_table_init(&tab);
+    int64_t shape[1] = {N};
+    CHECK(hg_table_add(&tab, "p", 1, shape, 0, 1, sizeof(float), HG_SPEC_DECAY) == 0);
+    hg_table_layout(&tab);
     for (int k = 0; k < OPS_NBE; k++) {
         hg_backend *be = bes[k];
         use_backend(be);
         for (int run = 0; run < 2; run++) {
             memcpy(pk[run], p0, sizeof(float) * N), memcpy(mk[run], m0, sizeof(float) * N), memcpy(vk[run], v0, sizeof(float) * N);
-            be->ops->adamw(be, pk[run], g, mk[run], vk[run], N, &u);
+            hg_adamw_args a = {.p = pk[run], .g = g, .m = mk[run], .v = vk[run], .params = &tab, .weights = &tab, .u = u};
+            be->ops->adamw(be, &a);
         }
         char name[128];
         snprintf(name, sizeof name, "adamw lr=%g wd=%g gs=%g t=%d threads=%d", lr, wd, gs, t, be->threads);
@@ -259,6 +265,7 @@ static void test_adamw(hg_backend *bes[OPS_NBE], float lr, float wd, float gs, i
          * and the decay: 16u of |p decayed| + |update| */
         check_failures += check_vec(name, pk[0], p, sp, N, 16 * U32, 0.0);
     }
+    hg_table_free(&tab);
     for (int run = 0; run < 2; run++) free(pk[run]), free(mk[run]), free(vk[run]);
     free(p0), free(g), free(m0), free(v0), free(p), free(m), free(v), free(sp), free(sm);
 }

@@ -7,6 +7,7 @@
 #define HG_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "handgrad.h"
 #include "ops/adamw.h"
@@ -17,34 +18,58 @@
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct hg_backend_ops hg_backend_ops;
+
+/* Element types. Pointers to weights and activations are declared float * everywhere;
+ * they hold elements of the backend's compute type: fp32 on the CPU, bf16 in a CUDA
+ * backend with HG_PRECISION_BF16. Parameter gradients, the fp32 parameters (masters),
+ * AdamW moments, LayerNorm mean/rstd, attention lse and losses are always fp32. */
+static inline size_t hg_precision_bytes(hg_precision p) { return p == HG_PRECISION_FP32 ? 4 : 2; }
 
 struct hg_backend {
     const hg_backend_ops *ops;
-    int threads; /* worker threads the ops may use */
-    void *impl;  /* backend-private state */
+    int threads;            /* host worker threads the ops may use */
+    hg_precision precision; /* the compute type of weights and activations */
+    unsigned flags;         /* hg_options.flags */
+    void *impl;             /* backend-private state */
 };
 
 struct hg_backend_ops {
     const char *name;
+    size_t classifier_chunk_bytes; /* largest (chunk, Vp) logits buffer the classifier wants */
     void (*destroy)(hg_backend *be);
 
     /* memory: device allocations for tables and scratch (never called inside a step) */
     void *(*alloc)(hg_backend *be, size_t bytes);
     void (*free)(hg_backend *be, void *p);
+    size_t (*mem_available)(hg_backend *be); /* bytes the backend may still allocate */
     void (*zero)(hg_backend *be, void *p, size_t bytes);
     void (*upload)(hg_backend *be, void *dst, const void *host_src, size_t bytes);
     void (*download)(hg_backend *be, void *host_dst, const void *src, size_t bytes);
-    void (*sync)(hg_backend *be);
+    /* dst (n, compute type) = src (n, fp32): the compute copy of parameters */
+    void (*to_compute)(hg_backend *be, void *dst, const float *src, size_t n);
+    /* Waits for queued work; reports the first failure of any op since the last sync
+     * (ops that return void record theirs here). */
+    hg_status (*sync)(hg_backend *be);
+    /* Runs body(ctx), which issues ops only. A backend may record it once and replay it
+     * while `key` is unchanged (a CUDA graph). NULL: the model calls body directly. */
+    hg_status (*run_graph)(hg_backend *be, uint64_t key, hg_status (*body)(void *ctx), void *ctx);
 
     hg_encoder_forward_fn *encoder_forward;
     hg_encoder_backward_fn *encoder_backward;
     hg_layernorm_forward_fn *layernorm_forward;
     hg_residual_layernorm_forward_fn *residual_layernorm_forward;
     hg_layernorm_backward_fn *layernorm_backward;
+    hg_layernorm_scratch_fn *layernorm_scratch_bytes;
     hg_dropout_backward_fn *dropout_backward;
     hg_matmul_forward_fn *matmul_forward;
     hg_matmul_backward_fn *matmul_backward;
+    hg_matmul_gelu_forward_fn *matmul_gelu_forward;
+    hg_matmul_gelu_backward_fn *matmul_gelu_backward;
     hg_gelu_forward_fn *gelu_forward;
     hg_gelu_backward_fn *gelu_backward;
     hg_attention_forward_fn *attention_forward;
@@ -55,9 +80,25 @@ struct hg_backend_ops {
     hg_sumsq_fn *sumsq;
 };
 
+/* The backend for opt->device and opt->precision: the CPU, or CUDA when this build has it
+ * and a usable GPU is present (HG_ERR_UNSUPPORTED otherwise, saying why). */
+hg_status hg_backend_create(hg_backend **out, const hg_options *opt, int threads);
+/* The op table for a device, for size queries before any backend exists (NULL when this
+ * build lacks it). Size queries read only ops, threads and precision of the backend. */
+const hg_backend_ops *hg_backend_ops_for(hg_device device);
+
 /* The CPU backend: fp32, OpenMP over `threads` threads, oneDNN for GEMMs. */
 hg_status hg_backend_cpu_create(hg_backend **out, int threads);
-/* Its op table, for size queries before any backend exists. */
 const hg_backend_ops *hg_backend_cpu_ops(void);
+
+#ifdef HG_HAVE_CUDA
+/* The CUDA backend (src/backend/cuda): device 0, checked for sm_90. */
+hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_precision precision, unsigned flags);
+const hg_backend_ops *hg_backend_cuda_ops(void);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

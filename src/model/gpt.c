@@ -11,14 +11,9 @@
 #include "core/error.h"
 #include "core/rng.h"
 
-/* Largest classifier chunk: (chunk, Vp) floats. 128 MiB holds 667 rows of GPT-2's vocab.
- * Each chunk's dwte += dlogits^T x reads and writes all of dwte, so larger chunks cost
- * less traffic, and its K = chunk runs faster (190-198 GFLOP/s at 256, 205-212 at 512+,
- * bench/kernel_lab_gemm.c). */
-#define CLASSIFIER_CHUNK_BYTES ((size_t)128 << 20)
-
 hg_options hg_options_default(void) {
-    hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0};
+    hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0,
+                    .device = HG_DEVICE_CPU, .precision = HG_PRECISION_FP32, .flags = 0};
     return o;
 }
 
@@ -29,35 +24,39 @@ static int add(hg_table *t, const char *name, int ndim, int64_t d0, int64_t d1, 
 }
 
 /* Adds "h.{layer}.{suffix}" with shape (d0) or (d0, d1). */
-static int add_layer(hg_table *t, int layer, const char *suffix, int ndim, int64_t d0, int64_t d1, unsigned flags) {
+static int add_layer(hg_table *t, int layer, const char *suffix, int ndim, int64_t d0, int64_t d1, size_t E,
+                     unsigned flags) {
     char name[64];
     snprintf(name, sizeof name, "h.%d.%s", layer, suffix);
-    return add(t, name, ndim, d0, d1, 0, 1, 4, flags) >= 0;
+    return add(t, name, ndim, d0, d1, 0, 1, E, flags) >= 0;
 }
 
-/* The parameter table, in Hugging Face order; enum gpt_layer_param follows it. */
-static int build_param_table(const hg_config *c, hg_table *t) {
+/* The parameter table, in Hugging Face order, with E-byte elements (4 for the fp32
+ * buffers; the compute type's size for the weight copy); enum gpt_layer_param follows it. */
+static int build_param_table(const hg_config *c, hg_table *t, size_t E) {
     int64_t C = c->d_model, F = gpt_dff(c), V = c->vocab_size, Vp = gpt_padded_vocab(c);
-    if (add(t, "wte.weight", 2, V, C, Vp * C, 1, 4, HG_SPEC_DECAY) < 0) return 0;
-    if (add(t, "wpe.weight", 2, c->max_seq_len, C, 0, 1, 4, HG_SPEC_DECAY) < 0) return 0;
+    if (add(t, "wte.weight", 2, V, C, Vp * C, 1, E, HG_SPEC_DECAY) < 0) return 0;
+    if (add(t, "wpe.weight", 2, c->max_seq_len, C, 0, 1, E, HG_SPEC_DECAY) < 0) return 0;
     for (int l = 0; l < c->n_layer; l++) {
-        if (!add_layer(t, l, "ln_1.weight", 1, C, 1, 0) || !add_layer(t, l, "ln_1.bias", 1, C, 1, 0) ||
-            !add_layer(t, l, "attn.c_attn.weight", 2, C, 3 * C, HG_SPEC_DECAY) ||
-            !add_layer(t, l, "attn.c_attn.bias", 1, 3 * C, 1, 0) ||
-            !add_layer(t, l, "attn.c_proj.weight", 2, C, C, HG_SPEC_DECAY) ||
-            !add_layer(t, l, "attn.c_proj.bias", 1, C, 1, 0) || !add_layer(t, l, "ln_2.weight", 1, C, 1, 0) ||
-            !add_layer(t, l, "ln_2.bias", 1, C, 1, 0) || !add_layer(t, l, "mlp.c_fc.weight", 2, C, F, HG_SPEC_DECAY) ||
-            !add_layer(t, l, "mlp.c_fc.bias", 1, F, 1, 0) ||
-            !add_layer(t, l, "mlp.c_proj.weight", 2, F, C, HG_SPEC_DECAY) ||
-            !add_layer(t, l, "mlp.c_proj.bias", 1, C, 1, 0))
+        if (!add_layer(t, l, "ln_1.weight", 1, C, 1, E, 0) || !add_layer(t, l, "ln_1.bias", 1, C, 1, E, 0) ||
+            !add_layer(t, l, "attn.c_attn.weight", 2, C, 3 * C, E, HG_SPEC_DECAY) ||
+            !add_layer(t, l, "attn.c_attn.bias", 1, 3 * C, 1, E, 0) ||
+            !add_layer(t, l, "attn.c_proj.weight", 2, C, C, E, HG_SPEC_DECAY) ||
+            !add_layer(t, l, "attn.c_proj.bias", 1, C, 1, E, 0) || !add_layer(t, l, "ln_2.weight", 1, C, 1, E, 0) ||
+            !add_layer(t, l, "ln_2.bias", 1, C, 1, E, 0) ||
+            !add_layer(t, l, "mlp.c_fc.weight", 2, C, F, E, HG_SPEC_DECAY) ||
+            !add_layer(t, l, "mlp.c_fc.bias", 1, F, 1, E, 0) ||
+            !add_layer(t, l, "mlp.c_proj.weight", 2, F, C, E, HG_SPEC_DECAY) ||
+            !add_layer(t, l, "mlp.c_proj.bias", 1, C, 1, E, 0))
             return 0;
     }
-    return add(t, "ln_f.weight", 1, C, 1, 0, 1, 4, 0) >= 0 && add(t, "ln_f.bias", 1, C, 1, 0, 1, 4, 0) >= 0;
+    return add(t, "ln_f.weight", 1, C, 1, 0, 1, E, 0) >= 0 && add(t, "ln_f.bias", 1, C, 1, 0, 1, E, 0) >= 0;
 }
 
-/* The activation table; its order must match enum gpt_act. */
-static int build_act_table(const hg_config *c, const hg_options *o, int threads, hg_table *t,
-                           size_t attention_scratch, int chunk) {
+/* The activation table; its order must match enum gpt_act. E is the compute type's size;
+ * statistics, ids and losses are 4 bytes; the two op scratches are sized in bytes. */
+static int build_act_table(const hg_config *c, const hg_options *o, hg_table *t, size_t E,
+                           size_t attention_scratch, size_t reduce_scratch, int chunk) {
     int64_t C = c->d_model, F = gpt_dff(c), L = c->n_layer, N = (int64_t)o->batch * o->seq_len;
     int64_t Vp = gpt_padded_vocab(c), NH = c->n_head;
     int64_t layers = o->training ? L : 1, bw = o->training ? 1 : 0;
@@ -65,38 +64,39 @@ static int build_act_table(const hg_config *c, const hg_options *o, int threads,
     int ok = 1;
     ok &= add(t, "tokens", 1, N, 1, 0, 1, 4, 0) == A_TOKENS;
     ok &= add(t, "targets", 1, N, 1, 0, 1, 4, 0) == A_TARGETS;
-    ok &= add(t, "residual", 2, N, C, 0, o->training ? L + 1 : 2, 4, 0) == A_RESIDUAL;
-    ok &= add(t, "ln1", 2, N, C, 0, layers, 4, 0) == A_LN1;
+    ok &= add(t, "residual", 2, N, C, 0, o->training ? L + 1 : 2, E, 0) == A_RESIDUAL;
+    ok &= add(t, "ln1", 2, N, C, 0, layers, E, 0) == A_LN1;
     ok &= add(t, "ln1.mean", 1, N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
     ok &= add(t, "ln1.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
-    ok &= add(t, "qkv", 2, N, 3 * C, 0, layers, 4, 0) == A_QKV;
-    ok &= add(t, "atty", 2, N, C, 0, layers, 4, 0) == A_ATTY;
+    ok &= add(t, "qkv", 2, N, 3 * C, 0, layers, E, 0) == A_QKV;
+    ok &= add(t, "atty", 2, N, C, 0, layers, E, 0) == A_ATTY;
     ok &= add(t, "lse", 2, NH, N, 0, layers, 4, 0) == A_LSE;
-    ok &= add(t, "residual2", 2, N, C, 0, layers, 4, 0) == A_RESIDUAL2;
-    ok &= add(t, "ln2", 2, N, C, 0, layers, 4, 0) == A_LN2;
+    ok &= add(t, "residual2", 2, N, C, 0, layers, E, 0) == A_RESIDUAL2;
+    ok &= add(t, "ln2", 2, N, C, 0, layers, E, 0) == A_LN2;
     ok &= add(t, "ln2.mean", 1, N, 1, 0, layers, 4, 0) == A_LN2_MEAN;
     ok &= add(t, "ln2.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN2_RSTD;
-    ok &= add(t, "fch", 2, N, F, 0, layers, 4, 0) == A_FCH;
-    ok &= add(t, "lnf", 2, N, C, 0, 1, 4, 0) == A_LNF;
+    ok &= add(t, "fch", 2, N, F, 0, layers, E, 0) == A_FCH;
+    ok &= add(t, "lnf", 2, N, C, 0, 1, E, 0) == A_LNF;
     ok &= add(t, "lnf.mean", 1, N, 1, 0, 1, 4, 0) == A_LNF_MEAN;
     ok &= add(t, "lnf.rstd", 1, N, 1, 0, 1, 4, 0) == A_LNF_RSTD;
     ok &= add(t, "losses", 1, N, 1, 0, 1, 4, 0) == A_LOSSES;
-    ok &= add(t, "scratch.proj", 2, N, C, 0, 1, 4, 0) == S_PROJ;
-    ok &= add(t, "scratch.gelu", 2, N, F, 0, 1, 4, 0) == S_GELU;
-    ok &= add(t, "scratch.logits", 2, chunk, Vp, 0, 1, 4, 0) == S_LOGITS;
+    ok &= add(t, "scratch.proj", 2, N, C, 0, 1, E, 0) == S_PROJ;
+    ok &= add(t, "scratch.gelu", 2, N, F, 0, 1, E, 0) == S_GELU;
+    ok &= add(t, "scratch.logits", 2, chunk, Vp, 0, 1, E, 0) == S_LOGITS;
     ok &= add(t, "scratch.attention", 1, (int64_t)attention_scratch, 1, 0, 1, 1, 0) == S_ATTENTION;
-    ok &= add(t, "scratch.dresidual", 2, bw * N, C, 0, 1, 4, 0) == S_DRES;
-    ok &= add(t, "scratch.dbranch", 2, c->dropout > 0 ? bw * N : 0, C, 0, 1, 4, 0) == S_DBRANCH;
-    ok &= add(t, "scratch.dln", 2, bw * N, C, 0, 1, 4, 0) == S_DLN;
-    ok &= add(t, "scratch.datty", 2, bw * N, C, 0, 1, 4, 0) == S_DATTY;
-    ok &= add(t, "scratch.dwide", 2, bw * N, wide, 0, 1, 4, 0) == S_DWIDE;
-    ok &= add(t, "scratch.reduce", 2, bw * threads, 2 * C, 0, 1, 4, 0) == S_REDUCE;
+    ok &= add(t, "scratch.dresidual", 2, bw * N, C, 0, 1, E, 0) == S_DRES;
+    ok &= add(t, "scratch.dbranch", 2, c->dropout > 0 ? bw * N : 0, C, 0, 1, E, 0) == S_DBRANCH;
+    ok &= add(t, "scratch.dln", 2, bw * N, C, 0, 1, E, 0) == S_DLN;
+    ok &= add(t, "scratch.datty", 2, bw * N, C, 0, 1, E, 0) == S_DATTY;
+    ok &= add(t, "scratch.dwide", 2, bw * N, wide, 0, 1, E, 0) == S_DWIDE;
+    ok &= add(t, "scratch.reduce", 1, bw * (int64_t)reduce_scratch, 1, 0, 1, 1, 0) == S_REDUCE;
     return ok;
 }
 
-static int classifier_chunk(const hg_config *c, int64_t N) {
+/* Rows per classifier chunk: as many as the backend's chunk budget holds, balanced. */
+static int classifier_chunk(const hg_config *c, int64_t N, size_t budget, size_t E) {
     int64_t Vp = gpt_padded_vocab(c);
-    int64_t max_rows = (int64_t)(CLASSIFIER_CHUNK_BYTES / ((size_t)Vp * sizeof(float)));
+    int64_t max_rows = (int64_t)(budget / ((size_t)Vp * E));
     if (max_rows < 16) max_rows = 16;
     int64_t nchunks = (N + max_rows - 1) / max_rows;
     return (int)((N + nchunks - 1) / nchunks);
@@ -104,21 +104,29 @@ static int classifier_chunk(const hg_config *c, int64_t N) {
 
 static int resolve_threads(const hg_options *o) { return o->threads > 0 ? o->threads : omp_get_num_procs(); }
 
-hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads,
-                           hg_table *params, hg_table *acts, int *chunk) {
+hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
+                           hg_table *weights, hg_table *acts, int *chunk) {
     int64_t N = (int64_t)opt->batch * opt->seq_len;
-    *chunk = classifier_chunk(cfg, N);
+    const hg_backend_ops *ops = hg_backend_ops_for(opt->device);
+    if (!ops) return hg_fail(HG_ERR_UNSUPPORTED, "device: this build has no CUDA backend");
+    hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision};
+    size_t E = hg_precision_bytes(opt->precision);
+    *chunk = classifier_chunk(cfg, N, ops->classifier_chunk_bytes, E);
     hg_attention_shape as = {opt->batch, opt->seq_len, cfg->n_head, cfg->d_model / cfg->n_head, 1};
-    hg_backend probe = {.ops = hg_backend_cpu_ops(), .threads = threads};
-    size_t att = probe.ops->attention_scratch_bytes(&probe, &as);
+    size_t att = ops->attention_scratch_bytes(&probe, &as);
+    size_t red = ops->layernorm_scratch_bytes(&probe, (int)N, cfg->d_model);
     hg_table_init(params);
+    hg_table_init(weights);
     hg_table_init(acts);
-    if (!build_param_table(cfg, params) || !build_act_table(cfg, opt, threads, acts, att, *chunk)) {
+    if (!build_param_table(cfg, params, 4) || !build_param_table(cfg, weights, E) ||
+        !build_act_table(cfg, opt, acts, E, att, red, *chunk)) {
         hg_table_free(params);
+        hg_table_free(weights);
         hg_table_free(acts);
         return hg_fail(HG_ERR_NOMEM, "out of memory building the model's tables");
     }
     hg_table_layout(params);
+    hg_table_layout(weights);
     hg_table_layout(acts);
     return HG_OK;
 }
@@ -133,6 +141,14 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
         return hg_fail(HG_ERR_INVALID, "batch*seq_len = %lld tokens is too many for one step", (long long)o->batch * o->seq_len);
     if (o->threads < 0 || o->threads > 1024) return hg_fail(HG_ERR_INVALID, "threads must be in [0, 1024], got %d", o->threads);
     if (o->training != 0 && o->training != 1) return hg_fail(HG_ERR_INVALID, "training must be 0 or 1, got %d", o->training);
+    if (o->device != HG_DEVICE_CPU && o->device != HG_DEVICE_CUDA)
+        return hg_fail(HG_ERR_INVALID, "device must be HG_DEVICE_CPU or HG_DEVICE_CUDA, got %d", (int)o->device);
+    if (o->precision != HG_PRECISION_FP32 && o->precision != HG_PRECISION_BF16 && o->precision != HG_PRECISION_FP16)
+        return hg_fail(HG_ERR_INVALID, "precision must be HG_PRECISION_FP32, _BF16 or _FP16, got %d", (int)o->precision);
+    if (o->precision == HG_PRECISION_FP16)
+        return hg_fail(HG_ERR_UNSUPPORTED, "precision: fp16 (with dynamic loss scaling) is not implemented; use bf16");
+    if (o->device == HG_DEVICE_CPU && o->precision != HG_PRECISION_FP32)
+        return hg_fail(HG_ERR_UNSUPPORTED, "precision: the CPU backend runs fp32 only");
     return HG_OK;
 }
 
@@ -146,11 +162,12 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     if (!cfg || !opt_in || !out) return hg_fail(HG_ERR_INVALID, "hg_memory_required: NULL argument");
     hg_options opt = normalised(cfg, opt_in);
     HG_TRY(check_options(cfg, &opt));
-    hg_table p, a;
+    hg_table p, w, a;
     int chunk;
-    HG_TRY(gpt_build_tables(cfg, &opt, resolve_threads(&opt), &p, &a, &chunk));
+    HG_TRY(gpt_build_tables(cfg, &opt, resolve_threads(&opt), &p, &w, &a, &chunk));
+    size_t copy = opt.precision == HG_PRECISION_FP32 ? 0 : w.bytes;
     memset(out, 0, sizeof *out);
-    out->params = p.bytes;
+    out->params = p.bytes + copy;
     if (opt.training) {
         out->grads = p.bytes;
         out->optimizer = 2 * p.bytes;
@@ -161,20 +178,32 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
         if (!strncmp(s->name, "scratch.", 8)) out->scratch += bytes;
         else out->activations += bytes;
     }
-    out->total = a.bytes + p.bytes * (opt.training ? 4 : 1);
+    out->total = a.bytes + p.bytes * (opt.training ? 4 : 1) + copy;
     hg_table_free(&p);
+    hg_table_free(&w);
     hg_table_free(&a);
     return HG_OK;
 }
 
+/* The compute copy of tensor i from its fp32 parameters (a no-op when they are one). */
+static void refresh_weight(hg_model *m, int i) {
+    if (m->weight == (void *)m->param) return;
+    m->be->ops->to_compute(m->be, gpt_weight(m, i), gpt_param(m, m->param, i), (size_t)m->params.specs[i].alloc);
+}
+
 /* GPT-2 initialisation, element by element from the counter-based RNG, so the result
- * does not depend on the thread count. */
-static void init_params(hg_model *m) {
+ * does not depend on the thread count. Written in place on the CPU, staged through host
+ * memory and uploaded on other devices. */
+static hg_status init_params(hg_model *m) {
     const hg_config *c = &m->cfg;
     float proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);
+    int staged = m->opt.device != HG_DEVICE_CPU;
+    float *host = staged ? hg_aligned_alloc(m->params.bytes) : m->param;
+    if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory staging %zu bytes of parameters", m->params.bytes);
+    if (staged) memset(host, 0, m->params.bytes);
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
-        float *p = gpt_param(m, m->param, i);
+        float *p = gpt_param(m, host, i);
         int is_bias = strstr(s->name, ".bias") != NULL;
         int is_ln = strstr(s->name, "ln_") != NULL;
         int is_proj = strstr(s->name, "c_proj.weight") != NULL;
@@ -184,17 +213,25 @@ static void init_params(hg_model *m) {
         for (int64_t j = 0; j < s->numel; j++)
             p[j] = is_ln && !is_bias ? 1.0f : is_bias ? 0.0f : std * hg_rng_normal(seed, (uint32_t)i, (uint64_t)j);
     }
+    if (staged) {
+        m->be->ops->upload(m->be, m->param, host, m->params.bytes);
+        hg_aligned_free(host);
+    }
+    for (int i = 0; i < m->params.count; i++) refresh_weight(m, i);
+    return m->be->ops->sync(m->be);
 }
 
 void hg_model_free(hg_model *m) {
     if (!m) return;
     if (m->be) {
-        void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, m->act};
+        void *copy = m->weight != (void *)m->param ? m->weight : NULL;
+        void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, copy, m->act};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) m->be->ops->free(m->be, bufs[i]);
         m->be->ops->destroy(m->be);
     }
     hg_table_free(&m->params);
+    hg_table_free(&m->weights);
     hg_table_free(&m->acts);
     free(m->host_losses);
     free(m);
@@ -206,13 +243,6 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     hg_options opt = normalised(cfg, opt_in);
     hg_memory_plan plan;
     HG_TRY(hg_memory_required(cfg, &opt, &plan));
-    size_t avail = hg_memory_available();
-    if (plan.total > avail)
-        return hg_fail(HG_ERR_NOMEM, "model needs %.2f GiB (params %.2f, grads+optimizer %.2f, activations %.2f, "
-                       "scratch %.2f) but only %.2f GiB is available",
-                       plan.total / 1073741824.0, plan.params / 1073741824.0,
-                       (plan.grads + plan.optimizer) / 1073741824.0, plan.activations / 1073741824.0,
-                       plan.scratch / 1073741824.0, avail / 1073741824.0);
     hg_model *m = calloc(1, sizeof *m);
     if (!m) return hg_fail(HG_ERR_NOMEM, "out of memory for the model struct");
     m->cfg = *cfg;
@@ -224,10 +254,21 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     m->opt.threads = m->threads;
     m->plan = plan;
     m->train_mode = opt.training;
-    m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
-    hg_status st = m->host_losses ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
-    if (st == HG_OK) st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->acts, &m->chunk);
-    if (st == HG_OK) st = hg_backend_cpu_create(&m->be, m->threads);
+    hg_status st = hg_backend_create(&m->be, &opt, m->threads);
+    if (st == HG_OK) {
+        size_t avail = m->be->ops->mem_available(m->be);
+        if (plan.total > avail)
+            st = hg_fail(HG_ERR_NOMEM, "model needs %.2f GiB (params %.2f, grads+optimizer %.2f, activations %.2f, "
+                         "scratch %.2f) but only %.2f GiB of %s memory is available",
+                         plan.total / 1073741824.0, plan.params / 1073741824.0,
+                         (plan.grads + plan.optimizer) / 1073741824.0, plan.activations / 1073741824.0,
+                         plan.scratch / 1073741824.0, avail / 1073741824.0, m->be->ops->name);
+    }
+    if (st == HG_OK) {
+        m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
+        if (!m->host_losses) st = hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
+    }
+    if (st == HG_OK) st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->weights, &m->acts, &m->chunk);
     if (st != HG_OK) {
         hg_model_free(m);
         return st;
@@ -241,15 +282,19 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
         else be->ops->zero(be, *bufs[i], m->params.bytes);
     }
     if (st == HG_OK) {
+        m->weight = opt.precision == HG_PRECISION_FP32 ? (void *)m->param : be->ops->alloc(be, m->weights.bytes);
+        if (!m->weight) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of weights", m->weights.bytes);
+    }
+    if (st == HG_OK) {
         m->act = be->ops->alloc(be, m->acts.bytes);
         if (!m->act) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of activations", m->acts.bytes);
         else be->ops->zero(be, m->act, m->acts.bytes);
     }
+    if (st == HG_OK) st = init_params(m);
     if (st != HG_OK) {
         hg_model_free(m);
         return st;
     }
-    init_params(m);
     *out = m;
     return HG_OK;
 }
@@ -277,6 +322,7 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
         out->adam_v = gpt_param(m, m->adam_v, index);
     }
     out->decay = (s->flags & HG_SPEC_DECAY) != 0;
+    out->device = m->opt.device;
     return HG_OK;
 }
 
@@ -285,6 +331,33 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
     int i = hg_table_find(&m->params, name);
     if (i < 0) return hg_fail(HG_ERR_INVALID, "no parameter named '%s'", name);
     return hg_param_at(m, i, out);
+}
+
+/* *out = the fp32 tensor `index` of the buffer holding `part`. */
+static hg_status param_part(const hg_model *m, int index, hg_param_part part, const void *host, float **out) {
+    if (!m || !host) return hg_fail(HG_ERR_INVALID, "hg_param_read/write: NULL argument");
+    if (index < 0 || index >= m->params.count)
+        return hg_fail(HG_ERR_INVALID, "parameter index %d is out of range [0, %d)", index, m->params.count);
+    if ((unsigned)part > HG_PARAM_ADAM_V) return hg_fail(HG_ERR_INVALID, "part %d is not an hg_param_part", (int)part);
+    float *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v};
+    if (!bufs[part]) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no gradients or moments");
+    *out = gpt_param(m, bufs[part], index);
+    return HG_OK;
+}
+
+hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float *host) {
+    float *src = NULL;
+    HG_TRY(param_part(m, index, part, host, &src));
+    m->be->ops->download(m->be, host, src, sizeof(float) * (size_t)m->params.specs[index].numel);
+    return m->be->ops->sync(m->be);
+}
+
+hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float *host) {
+    float *dst = NULL;
+    HG_TRY(param_part(m, index, part, host, &dst));
+    m->be->ops->upload(m->be, dst, host, sizeof(float) * (size_t)m->params.specs[index].numel);
+    if (part == HG_PARAM_DATA) refresh_weight(m, index);
+    return m->be->ops->sync(m->be);
 }
 
 hg_status hg_set_train_mode(hg_model *m, int on) {

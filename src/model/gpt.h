@@ -24,7 +24,9 @@ enum gpt_layer_param {
 #define GPT_P_LNF_B(L) (3 + (L) * GPT_LAYER_PARAMS)
 
 /* Activations and scratch, in table order. Stored tensors have one copy per layer in a
- * training model and one shared copy in an inference model. */
+ * training model and one shared copy in an inference model. Activations are in the
+ * backend's compute type (backend.h); tokens, targets, mean, rstd, lse and losses are
+ * int32 or fp32 on every backend. */
 enum gpt_act {
     A_TOKENS,    /* (N) int32 */
     A_TARGETS,   /* (N) int32 */
@@ -53,7 +55,7 @@ enum gpt_act {
     S_DLN,       /* (N, C) gradient of a LayerNorm output (backward only) */
     S_DATTY,     /* (N, C) (backward only) */
     S_DWIDE,     /* (N, max(F, 3C)) dGELU, then dQKV (backward only) */
-    S_REDUCE,    /* (threads, 2C) LayerNorm backward partial sums (backward only) */
+    S_REDUCE,    /* LayerNorm backward partial sums, layernorm_scratch_bytes (backward only) */
     GPT_ACTS
 };
 
@@ -66,6 +68,9 @@ struct hg_model {
     hg_backend *be;
     hg_table params;            /* parameter specs; grads, m, v share the layout */
     float *param, *grad, *adam_m, *adam_v;
+    hg_table weights;           /* the same specs in the compute type: the layout of weight */
+    void *weight;               /* the weights the ops read: param itself in fp32, else a
+                                   bf16 copy that the optimizer refreshes */
     hg_table acts;              /* activation and scratch specs */
     void *act;
     float *host_losses;         /* (B*T) per-token losses, downloaded for the mean */
@@ -77,14 +82,20 @@ struct hg_model {
     uint32_t rng_step;          /* dropout masks of the last training forward */
     int64_t adam_t;
     float loss_scale_n;         /* targets that count in the mean of the last forward */
+    float grad_scale;           /* hg_forward_backward's, for the recorded training pass */
 };
 
-/* Builds both tables for (cfg, opt) without allocating. */
-hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads,
-                           hg_table *params, hg_table *acts, int *chunk);
+/* Builds the tables for (cfg, opt) without allocating. */
+hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
+                           hg_table *weights, hg_table *acts, int *chunk);
 
+/* Tensor idx of the fp32 buffers (param, grad, adam_m, adam_v). */
 static inline float *gpt_param(const hg_model *m, float *buf, int idx) {
     return (float *)hg_table_ptr(&m->params, buf, idx, 0);
+}
+/* Tensor idx of the weights the ops read, in the compute type. */
+static inline float *gpt_weight(const hg_model *m, int idx) {
+    return (float *)hg_table_ptr(&m->weights, m->weight, idx, 0);
 }
 static inline void *gpt_act(const hg_model *m, int a, int layer) {
     return hg_table_ptr(&m->acts, m->act, a, layer);

@@ -6,7 +6,7 @@
 #include "model/gpt.h"
 
 #define OPS (m->be->ops)
-#define P(l, k) gpt_param(m, m->param, GPT_P_LAYER(l, k))
+#define P(l, k) gpt_weight(m, GPT_P_LAYER(l, k))
 #define G(l, k) gpt_param(m, m->grad, GPT_P_LAYER(l, k))
 
 static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
@@ -27,7 +27,7 @@ hg_status gpt_forward_body(hg_model *m) {
 
     hg_dropout d0 = dropout_site(m, 0);
     OPS->encoder_forward(be, gpt_act(m, A_RESIDUAL, 0), gpt_act(m, A_TOKENS, 0),
-                         gpt_param(m, m->param, GPT_P_WTE), gpt_param(m, m->param, GPT_P_WPE), B, T, C, &d0);
+                         gpt_weight(m, GPT_P_WTE), gpt_weight(m, GPT_P_WPE), B, T, C, &d0);
     OPS->layernorm_forward(be, gpt_act(m, A_LN1, 0), gpt_act(m, A_LN1_MEAN, 0), gpt_act(m, A_LN1_RSTD, 0),
                            gpt_act(m, A_RESIDUAL, 0), P(0, LP_LN1_W), P(0, LP_LN1_B), N, C);
     for (int l = 0; l < L; l++) {
@@ -40,14 +40,13 @@ hg_status gpt_forward_body(hg_model *m) {
         hg_dropout da = dropout_site(m, 1 + 2 * l);
         OPS->residual_layernorm_forward(be, res2, ln2, gpt_act(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
                                         res, proj, P(l, LP_LN2_W), P(l, LP_LN2_B), N, C, &da);
-        HG_TRY(OPS->matmul_forward(be, fch, ln2, P(l, LP_FC_W), P(l, LP_FC_B), N, C, F));
-        OPS->gelu_forward(be, gelu, fch, (size_t)N * F);
+        HG_TRY(OPS->matmul_gelu_forward(be, gelu, fch, ln2, P(l, LP_FC_W), P(l, LP_FC_B), N, C, F));
         HG_TRY(OPS->matmul_forward(be, proj, gelu, P(l, LP_FC_PROJ_W), P(l, LP_FC_PROJ_B), N, F, C));
         /* the residual add fused with the next LayerNorm: layer l+1's ln_1, or ln_f */
         hg_dropout dm = dropout_site(m, 2 + 2 * l);
         int last = l == L - 1;
-        const float *w = last ? gpt_param(m, m->param, GPT_P_LNF_W(L)) : P(l + 1, LP_LN1_W);
-        const float *b = last ? gpt_param(m, m->param, GPT_P_LNF_B(L)) : P(l + 1, LP_LN1_B);
+        const float *w = last ? gpt_weight(m, GPT_P_LNF_W(L)) : P(l + 1, LP_LN1_W);
+        const float *b = last ? gpt_weight(m, GPT_P_LNF_B(L)) : P(l + 1, LP_LN1_B);
         OPS->residual_layernorm_forward(be, gpt_act(m, A_RESIDUAL, l + 1),
                                         last ? gpt_act(m, A_LNF, 0) : gpt_act(m, A_LN1, l + 1),
                                         last ? gpt_act(m, A_LNF_MEAN, 0) : gpt_act(m, A_LN1_MEAN, l + 1),
@@ -61,7 +60,7 @@ hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *log
     const int N = m->B * m->T;
     hg_classifier_args a = {
         .N = N, .C = m->cfg.d_model, .V = m->cfg.vocab_size, .Vp = m->Vp, .chunk = m->chunk,
-        .x = gpt_act(m, A_LNF, 0), .wte = gpt_param(m, m->param, GPT_P_WTE),
+        .x = gpt_act(m, A_LNF, 0), .wte = gpt_weight(m, GPT_P_WTE),
         .targets = m->has_targets ? gpt_act(m, A_TARGETS, 0) : NULL,
         .losses = m->has_targets ? gpt_act(m, A_LOSSES, 0) : NULL, .logits = logits,
         .scratch = gpt_act(m, S_LOGITS, 0),
@@ -90,17 +89,16 @@ hg_status gpt_backward_body(hg_model *m) {
     float *dres = gpt_act(m, S_DRES, 0), *dln = gpt_act(m, S_DLN, 0), *datty = gpt_act(m, S_DATTY, 0);
     float *dwide = gpt_act(m, S_DWIDE, 0), *gelu = gpt_act(m, S_GELU, 0), *reduce = gpt_act(m, S_REDUCE, 0);
 
-    OPS->zero(be, dres, sizeof(float) * (size_t)N * C);
+    OPS->zero(be, dres, hg_precision_bytes(be->precision) * (size_t)N * C);
     OPS->layernorm_backward(be, dres, gpt_param(m, m->grad, GPT_P_LNF_W(L)), gpt_param(m, m->grad, GPT_P_LNF_B(L)),
-                            dln, gpt_act(m, A_RESIDUAL, L), gpt_param(m, m->param, GPT_P_LNF_W(L)),
+                            dln, gpt_act(m, A_RESIDUAL, L), gpt_weight(m, GPT_P_LNF_W(L)),
                             gpt_act(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);
     for (int l = L - 1; l >= 0; l--) {
         float *fch = gpt_act(m, A_FCH, l), *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
-        /* MLP: c_proj, GELU (recomputed), c_fc, ln_2 */
+        /* MLP: c_proj and GELU (recomputed), c_fc, ln_2 */
         const float *dmlp = branch_grad(m, dres, 2 + 2 * l);
-        OPS->gelu_forward(be, gelu, fch, (size_t)N * F);
-        HG_TRY(OPS->matmul_backward(be, dwide, G(l, LP_FC_PROJ_W), G(l, LP_FC_PROJ_B), dmlp, gelu, P(l, LP_FC_PROJ_W), N, F, C));
-        OPS->gelu_backward(be, dwide, fch, dwide, (size_t)N * F);
+        HG_TRY(OPS->matmul_gelu_backward(be, dwide, G(l, LP_FC_PROJ_W), G(l, LP_FC_PROJ_B), gelu, dmlp, fch,
+                                         P(l, LP_FC_PROJ_W), N, F, C));
         HG_TRY(OPS->matmul_backward(be, dln, G(l, LP_FC_W), G(l, LP_FC_B), dwide, gpt_act(m, A_LN2, l), P(l, LP_FC_W), N, C, F));
         OPS->layernorm_backward(be, dres, G(l, LP_LN2_W), G(l, LP_LN2_B), dln, gpt_act(m, A_RESIDUAL2, l), P(l, LP_LN2_W),
                                 gpt_act(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l), N, C, reduce);
@@ -146,13 +144,20 @@ static hg_status stage_inputs(hg_model *m, const int32_t *tokens, const int32_t 
     return HG_OK;
 }
 
-/* Mean loss over the targets that count (0 when every target is ignored). */
-static float mean_loss(hg_model *m) {
-    float *losses = m->host_losses;
-    m->be->ops->download(m->be, losses, gpt_act(m, A_LOSSES, 0), sizeof(float) * (size_t)m->B * m->T);
-    double sum = 0.0;
-    for (int i = 0; i < m->B * m->T; i++) sum += losses[i];
-    return m->loss_scale_n > 0 ? (float)(sum / m->loss_scale_n) : 0.0f;
+/* Waits for the step's work; *loss (when not NULL) = the mean loss over the targets that
+ * count (0 when every target is ignored). */
+static hg_status finish(hg_model *m, float *loss) {
+    if (loss) {
+        float *losses = m->host_losses;
+        m->be->ops->download(m->be, losses, gpt_act(m, A_LOSSES, 0), sizeof(float) * (size_t)m->B * m->T);
+    }
+    HG_TRY(m->be->ops->sync(m->be));
+    if (loss) {
+        double sum = 0.0;
+        for (int i = 0; i < m->B * m->T; i++) sum += m->host_losses[i];
+        *loss = m->loss_scale_n > 0 ? (float)(sum / m->loss_scale_n) : 0.0f;
+    }
+    return HG_OK;
 }
 
 hg_status hg_forward(hg_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
@@ -162,8 +167,9 @@ hg_status hg_forward(hg_model *m, const int32_t *tokens, const int32_t *targets,
     m->phase = PHASE_NONE;
     HG_TRY(gpt_forward_body(m));
     HG_TRY(gpt_classifier(m, 0, 0.0f, logits));
+    HG_TRY(finish(m, targets ? loss : NULL));
     m->phase = PHASE_FORWARD;
-    if (loss) *loss = targets ? mean_loss(m) : 0.0f;
+    if (loss && !targets) *loss = 0.0f;
     return HG_OK;
 }
 
@@ -180,7 +186,29 @@ hg_status hg_backward(hg_model *m, float grad_scale) {
     if (!(grad_scale == grad_scale)) return hg_fail(HG_ERR_INVALID, "grad_scale is NaN");
     m->phase = PHASE_NONE;
     HG_TRY(gpt_classifier(m, 1, grad_scale, NULL));
+    HG_TRY(gpt_backward_body(m));
+    return finish(m, NULL);
+}
+
+/* The training pass after stage_inputs: what a backend may record as one graph. */
+static hg_status train_body(void *ctx) {
+    hg_model *m = ctx;
+    HG_TRY(gpt_forward_body(m));
+    HG_TRY(gpt_classifier(m, 1, m->grad_scale, NULL));
     return gpt_backward_body(m);
+}
+
+/* A graph bakes in every op argument, so it is replayed only while they are unchanged:
+ * the shape, the loss normaliser and the gradient scale. Dropout masks change every step
+ * (rng_step is an argument), so a step with dropout runs without a graph. */
+static int graph_key(const hg_model *m, uint64_t *key) {
+    if (!m->be->ops->run_graph || !(m->opt.flags & HG_FLAG_CUDA_GRAPHS)) return 0;
+    if (m->train_mode && m->cfg.dropout > 0.0f) return 0;
+    uint32_t n, g;
+    memcpy(&n, &m->loss_scale_n, 4);
+    memcpy(&g, &m->grad_scale, 4);
+    *key = ((uint64_t)m->B << 32 | (uint64_t)m->T) ^ ((uint64_t)n << 32 | g) * 0x9E3779B97F4A7C15ull;
+    return 1;
 }
 
 hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
@@ -190,15 +218,15 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
     if (!(grad_scale == grad_scale)) return hg_fail(HG_ERR_INVALID, "grad_scale is NaN");
     HG_TRY(stage_inputs(m, tokens, targets, B, T));
     m->phase = PHASE_NONE;
-    HG_TRY(gpt_forward_body(m));
-    HG_TRY(gpt_classifier(m, 1, grad_scale, NULL));
-    HG_TRY(gpt_backward_body(m));
-    if (loss) *loss = mean_loss(m);
-    return HG_OK;
+    m->grad_scale = grad_scale;
+    uint64_t key;
+    if (graph_key(m, &key)) HG_TRY(m->be->ops->run_graph(m->be, key, train_body, m));
+    else HG_TRY(train_body(m));
+    return finish(m, loss);
 }
 
 hg_status hg_zero_grad(hg_model *m) {
     HG_TRY(check_trainable(m));
-    m->be->ops->zero(m->be, m->grad, m->params.bytes);
+    m->be->ops->zero(m->be, m->grad, m->params.bytes); /* a failure shows at the next sync */
     return HG_OK;
 }

@@ -4,20 +4,38 @@
 #define HG_OPS_ADAMW_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "core/table.h"
 
 typedef struct hg_backend hg_backend;
 
 typedef struct hg_adamw_update {
-    float lr, beta1, beta2, eps, weight_decay; /* weight_decay 0 for non-decayed tensors */
+    float lr, beta1, beta2, eps, weight_decay; /* weight_decay: for HG_SPEC_DECAY tensors */
     float bias_correction1, bias_correction2;  /* 1 - beta^t */
     float grad_scale;                          /* clip coefficient, applied to g on the fly */
 } hg_adamw_update;
 
-/* Over n elements, with g' = g * grad_scale (PyTorch's AdamW order):
+/* One AdamW step over every tensor of a parameter table, in one pass (one launch on a
+ * GPU). Per element, with g' = g * grad_scale (PyTorch's AdamW order):
  *   p -= lr * wd * p;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
- *   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
-typedef void hg_adamw_fn(hg_backend *be, float *p, const float *g, float *m, float *v, size_t n,
-                         const hg_adamw_update *u);
+ *   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps),
+ * wd = u.weight_decay on tensors flagged HG_SPEC_DECAY and 0 on the others; every
+ * element up to a spec's alloc is updated. */
+typedef struct hg_adamw_args {
+    float *p;                 /* fp32 parameters (the masters), `params` layout */
+    const float *g;           /* fp32 gradients, same layout */
+    float *m, *v;             /* fp32 moments, same layout */
+    void *w;                  /* compute copy (`weights` layout) written from the new p in
+                                 the backend's compute type, or NULL (p is the compute copy) */
+    const hg_table *params, *weights;
+    hg_adamw_update u;
+    int stochastic;           /* round w stochastically: Philox(seed, element, step) */
+    uint64_t seed;
+    uint32_t step;
+} hg_adamw_args;
+
+typedef void hg_adamw_fn(hg_backend *be, const hg_adamw_args *a);
 /* *out = sum of x^2 over n elements, accumulated in double. */
 typedef void hg_sumsq_fn(hg_backend *be, const float *x, size_t n, double *out);
 

@@ -2,6 +2,8 @@
 #ifndef HG_OPS_LAYERNORM_H
 #define HG_OPS_LAYERNORM_H
 
+#include <stddef.h>
+
 #include "ops/dropout.h"
 
 typedef struct hg_backend hg_backend;
@@ -18,13 +20,15 @@ typedef void hg_residual_layernorm_forward_fn(hg_backend *be, float *res_out, fl
                                               const float *delta, const float *w, const float *b,
                                               int N, int C, const hg_dropout *drop);
 /* One pass per row: dinp (N,C) += dx; dw (C) += ...; db (C) += ... (dinp accumulates:
- * it is the residual stream's gradient). inp is the LayerNorm input. scratch holds
- * 2*C floats per thread for the partial sums of dw and db, reduced in thread order so
- * results do not depend on scheduling. */
+ * it is the residual stream's gradient). inp is the LayerNorm input. scratch
+ * (layernorm_scratch_bytes) holds partial sums of dw and db (2*C floats per thread on
+ * the CPU, per block on a GPU), reduced in a fixed order so results do not depend on
+ * scheduling. */
 typedef void hg_layernorm_backward_fn(hg_backend *be, float *dinp, float *dw, float *db,
                                       const float *dout, const float *inp, const float *w,
                                       const float *mean, const float *rstd, int N, int C,
                                       float *scratch);
+typedef size_t hg_layernorm_scratch_fn(hg_backend *be, int N, int C);
 /* dbranch (n) = dropout'(dres): the gradient reaching a dropped-out branch output. */
 typedef void hg_dropout_backward_fn(hg_backend *be, float *dbranch, const float *dres, size_t n,
                                     const hg_dropout *drop);

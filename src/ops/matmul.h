@@ -15,4 +15,15 @@ typedef hg_status hg_matmul_backward_fn(hg_backend *be, float *dinp, float *dw, 
                                         const float *dout, const float *inp, const float *w,
                                         int M, int K, int N);
 
+/* The MLP's first layer and its activation: pre (M,N) = inp @ w + bias (kept for backward),
+ * out (M,N) = GELU(pre). A backend may run GELU in the GEMM's epilogue. */
+typedef hg_status hg_matmul_gelu_forward_fn(hg_backend *be, float *out, float *pre, const float *inp,
+                                            const float *w, const float *bias, int M, int K, int N);
+/* Backward of a layer whose input was GELU(pre): act (M,K) = GELU(pre) is recomputed into
+ * scratch; dw (K,N) += act^T @ dout; dbias (N) += column sums of dout;
+ * dpre (M,K) = (dout @ w^T) * GELU'(pre). dpre may not alias pre or act. */
+typedef hg_status hg_matmul_gelu_backward_fn(hg_backend *be, float *dpre, float *dw, float *dbias,
+                                             float *act, const float *dout, const float *pre,
+                                             const float *w, int M, int K, int N);
+
 #endif

@@ -29,23 +29,24 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
     hg_backend *be = m->be;
     double sumsq;
     be->ops->sumsq(be, m->grad, m->params.bytes / sizeof(float), &sumsq);
+    HG_TRY(be->ops->sync(be));
     double norm = sqrt(sumsq);
     if (!isfinite(norm)) return hg_fail(HG_ERR_INVALID, "the gradient norm is not finite (%g); the step was not taken", norm);
     /* PyTorch's clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)) */
     double clip = a->grad_clip > 0 ? a->grad_clip / (norm + 1e-6) : 1.0;
     m->adam_t++;
-    hg_adamw_update u = {
-        .lr = a->lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps,
-        .bias_correction1 = (float)(1.0 - pow(a->beta1, (double)m->adam_t)),
-        .bias_correction2 = (float)(1.0 - pow(a->beta2, (double)m->adam_t)),
-        .grad_scale = (float)(clip < 1.0 ? clip : 1.0),
+    hg_adamw_args args = {
+        .p = m->param, .g = m->grad, .m = m->adam_m, .v = m->adam_v,
+        .w = m->weight != (void *)m->param ? m->weight : NULL,
+        .params = &m->params, .weights = &m->weights,
+        .u = {.lr = a->lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps, .weight_decay = a->weight_decay,
+              .bias_correction1 = (float)(1.0 - pow(a->beta1, (double)m->adam_t)),
+              .bias_correction2 = (float)(1.0 - pow(a->beta2, (double)m->adam_t)),
+              .grad_scale = (float)(clip < 1.0 ? clip : 1.0)},
+        .stochastic = (m->opt.flags & HG_FLAG_STOCHASTIC_ROUNDING) != 0,
+        .seed = m->opt.seed, .step = (uint32_t)m->adam_t,
     };
-    for (int i = 0; i < m->params.count; i++) {
-        const hg_tensor_spec *s = &m->params.specs[i];
-        u.weight_decay = (s->flags & HG_SPEC_DECAY) ? a->weight_decay : 0.0f;
-        be->ops->adamw(be, gpt_param(m, m->param, i), gpt_param(m, m->grad, i), gpt_param(m, m->adam_m, i),
-                       gpt_param(m, m->adam_v, i), (size_t)s->alloc, &u);
-    }
+    be->ops->adamw(be, &args); /* a failure shows at the next sync */
     if (grad_norm) *grad_norm = (float)norm;
     return HG_OK;
 }

@@ -3,10 +3,10 @@
 
 #include "backend/cpu/cpu.h"
 
-void cpu_adamw(hg_backend *be, float *p, const float *g, float *m, float *v, size_t n,
-               const hg_adamw_update *u) {
+static void adamw_tensor(hg_backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                         const hg_adamw_update *u, float wd) {
     const float b1 = u->beta1, b2 = u->beta2, gs = u->grad_scale;
-    const float decay = 1.0f - u->lr * u->weight_decay;
+    const float decay = 1.0f - u->lr * wd;
     const float step = u->lr / u->bias_correction1, inv_sqrt_bc2 = 1.0f / sqrtf(u->bias_correction2);
     #pragma omp parallel for simd schedule(static) num_threads(be->threads)
     for (size_t i = 0; i < n; i++) {
@@ -16,6 +16,16 @@ void cpu_adamw(hg_backend *be, float *p, const float *g, float *m, float *v, siz
         m[i] = mi;
         v[i] = vi;
         p[i] = p[i] * decay - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + u->eps);
+    }
+}
+
+/* fp32 only: p is the compute copy, so a->w is NULL. */
+void cpu_adamw(hg_backend *be, const hg_adamw_args *a) {
+    for (int i = 0; i < a->params->count; i++) {
+        const hg_tensor_spec *s = &a->params->specs[i];
+        size_t o = s->offset / sizeof(float);
+        float wd = (s->flags & HG_SPEC_DECAY) ? a->u.weight_decay : 0.0f;
+        adamw_tensor(be, a->p + o, a->g + o, a->m + o, a->v + o, (size_t)s->alloc, &a->u, wd);
     }
 }
 

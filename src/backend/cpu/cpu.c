@@ -41,25 +41,50 @@ static void cpu_copy(hg_backend *be, void *dst, const void *src, size_t bytes) {
     memcpy(dst, src, bytes);
 }
 
-static void cpu_sync(hg_backend *be) { (void)be; }
+static hg_status cpu_sync(hg_backend *be) {
+    (void)be;
+    return HG_OK;
+}
+
+static size_t cpu_mem_available(hg_backend *be) {
+    (void)be;
+    return hg_memory_available();
+}
+
+static void cpu_to_compute(hg_backend *be, void *dst, const float *src, size_t n) {
+    (void)be;
+    memcpy(dst, src, n * sizeof(float));
+}
+
+/* Each chunk's dwte += dlogits^T x reads and writes all of dwte, so larger chunks cost
+ * less traffic, and its K = chunk runs faster (190-198 GFLOP/s at 256, 205-212 at 512+,
+ * bench/kernel_lab_gemm.c). 128 MiB holds 667 rows of GPT-2's vocabulary. */
+#define CLASSIFIER_CHUNK_BYTES ((size_t)128 << 20)
 
 static const hg_backend_ops cpu_ops = {
     .name = "cpu",
+    .classifier_chunk_bytes = CLASSIFIER_CHUNK_BYTES,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .mem_available = cpu_mem_available,
     .zero = cpu_zero,
     .upload = cpu_copy,
     .download = cpu_copy,
+    .to_compute = cpu_to_compute,
     .sync = cpu_sync,
+    .run_graph = NULL,
     .encoder_forward = cpu_encoder_forward,
     .encoder_backward = cpu_encoder_backward,
     .layernorm_forward = cpu_layernorm_forward,
     .residual_layernorm_forward = cpu_residual_layernorm_forward,
     .layernorm_backward = cpu_layernorm_backward,
+    .layernorm_scratch_bytes = cpu_layernorm_scratch_bytes,
     .dropout_backward = cpu_dropout_backward,
     .matmul_forward = cpu_matmul_forward,
     .matmul_backward = cpu_matmul_backward,
+    .matmul_gelu_forward = cpu_matmul_gelu_forward,
+    .matmul_gelu_backward = cpu_matmul_gelu_backward,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
     .attention_forward = cpu_attention_forward,
@@ -82,6 +107,7 @@ hg_status hg_backend_cpu_create(hg_backend **out, int threads) {
     }
     be->ops = &cpu_ops;
     be->threads = threads;
+    be->precision = HG_PRECISION_FP32;
     be->impl = s;
     hg_status st = cpu_gemm_cache_create(&s->gemm);
     if (st != HG_OK) {

@@ -91,6 +91,11 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
     }
 }
 
+size_t cpu_layernorm_scratch_bytes(hg_backend *be, int N, int C) {
+    (void)N;
+    return (size_t)be->threads * 2 * (size_t)C * sizeof(float);
+}
+
 void cpu_dropout_backward(hg_backend *be, float *dbranch, const float *dres, size_t n,
                           const hg_dropout *drop) {
     #pragma omp parallel for schedule(static) num_threads(be->threads)
