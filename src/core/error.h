@@ -10,6 +10,10 @@
 #include <assert.h>
 #include "handgrad.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #define HG_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
@@ -27,5 +31,9 @@ void hg_clear_error(void);
     } while (0)
 
 #define HG_ASSERT(cond) assert(cond)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,11 +9,19 @@
 #include <math.h>
 #include <stdint.h>
 
+/* The CUDA backend calls the same functions on the GPU, so its dropout masks and
+ * rounding draws are the CPU's bit for bit. */
+#ifdef __CUDACC__
+#define HG_HOST_DEVICE __host__ __device__
+#else
+#define HG_HOST_DEVICE
+#endif
+
 typedef struct hg_u32x4 {
     uint32_t v[4];
 } hg_u32x4;
 
-static inline hg_u32x4 hg_philox(uint64_t seed, uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3) {
+HG_HOST_DEVICE static inline hg_u32x4 hg_philox(uint64_t seed, uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3) {
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
     uint32_t x0 = c0, x1 = c1, x2 = c2, x3 = c3;
     for (int r = 0; r < 10; r++) {
@@ -33,10 +41,10 @@ static inline hg_u32x4 hg_philox(uint64_t seed, uint32_t c0, uint32_t c1, uint32
 }
 
 /* Uniform in [0, 1) from 24 random bits. */
-static inline float hg_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+HG_HOST_DEVICE static inline float hg_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
 
 /* Streams: the third counter word says what a draw is for, so streams never overlap. */
-enum { HG_RNG_INIT = 1, HG_RNG_DROPOUT = 2 };
+enum { HG_RNG_INIT = 1, HG_RNG_DROPOUT = 2, HG_RNG_ROUNDING = 3 };
 
 /* Standard normal for element i of tensor `tensor` (Box-Muller on one Philox block). */
 static inline float hg_rng_normal(uint64_t seed, uint32_t tensor, uint64_t i) {

@@ -16,6 +16,10 @@
 
 #include "handgrad.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define HG_ALIGN 64 /* bytes: a cache line, and an AVX-512 vector */
 
 enum {
@@ -58,5 +62,9 @@ static inline void *hg_table_ptr(const hg_table *t, void *base, int i, int64_t c
 /* Aligned allocation for table bases and scratch (never used inside a step). */
 void *hg_aligned_alloc(size_t bytes);
 void hg_aligned_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,10 +15,10 @@ typedef struct hg_dropout {
     uint32_t site; /* 0: embeddings, 1+2l: attention output of layer l, 2+2l: MLP output */
 } hg_dropout;
 
-static inline int hg_dropout_on(const hg_dropout *d) { return d && d->p > 0.0f; }
+HG_HOST_DEVICE static inline int hg_dropout_on(const hg_dropout *d) { return d && d->p > 0.0f; }
 
 /* 0 or 1/(1-p) for element i; four consecutive elements share one Philox block. */
-static inline float hg_dropout_scale(const hg_dropout *d, uint64_t i) {
+HG_HOST_DEVICE static inline float hg_dropout_scale(const hg_dropout *d, uint64_t i) {
     hg_u32x4 r = hg_philox(d->seed, (uint32_t)(i >> 2), d->site, HG_RNG_DROPOUT | (uint32_t)(i >> 34) << 8, d->step);
     return hg_u32_to_unit(r.v[i & 3]) < d->p ? 0.0f : 1.0f / (1.0f - d->p);
 }

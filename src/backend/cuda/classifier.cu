@@ -1,0 +1,89 @@
+/* The lm_head and cross-entropy on the GPU, in chunks of rows.
+ *
+ * Per chunk: logits (chunk, Vp) = x @ wte^T (cuBLASLt, T); then one block per row reads
+ * its logits once for an online max and sum of exponentials (fp32), writes the loss,
+ * and, when training, writes the gradient (softmax - onehot) * dscale over the logits
+ * in place on a second read: normalised probabilities are never stored. Then
+ * dx = dlogits @ wte (T) and dwte += dlogits^T @ x (fp32, accumulated). Padded
+ * vocabulary columns (>= V) score nothing and get zero gradient. When the caller wants
+ * logits (hg_forward), each chunk is copied to its host buffer. */
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+
+enum { CE_THREADS = 512 };
+
+/* (max, sum of exp(x - max)) pairs, combined. */
+__device__ __forceinline__ void lse_combine(float &m, float &s, float m2, float s2) {
+    float mx = fmaxf(m, m2);
+    if (mx == -INFINITY) return;
+    s = s * __expf(m - mx) + s2 * __expf(m2 - mx);
+    m = mx;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(CE_THREADS)
+    cross_entropy_kernel(T *logits, float *losses, const int32_t *targets, int V, int Vp, float dscale, int backward) {
+    __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
+    T *z = logits + (size_t)blockIdx.x * Vp;
+    int target = targets[blockIdx.x];
+    float m = -INFINITY, s = 0.0f;
+    for (int c = threadIdx.x; c < V; c += CE_THREADS) lse_combine(m, s, to_f(z[c]), 1.0f);
+    for (int o = 16; o > 0; o >>= 1) lse_combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = m, ss[threadIdx.x / 32] = s;
+    __syncthreads();
+    m = sm[0], s = ss[0];
+    for (int w = 1; w < CE_THREADS / 32; w++) lse_combine(m, s, sm[w], ss[w]);
+    float lse = m + logf(s);
+    if (threadIdx.x == 0) losses[blockIdx.x] = target >= 0 ? lse - to_f(z[target]) : 0.0f;
+    __syncthreads(); /* z[target] is read before it is overwritten */
+    if (!backward) return;
+    for (int c = threadIdx.x; c < Vp; c += CE_THREADS) {
+        float d = 0.0f;
+        if (target >= 0 && c < V) d = (__expf(to_f(z[c]) - lse) - (c == target ? 1.0f : 0.0f)) * dscale;
+        z[c] = from_f<T>(d);
+    }
+}
+
+/* rows x V of a (rows, Vp) chunk of T to fp32 host memory at dst. bf16 arrives packed at
+ * the start of dst's own region and is widened in place from the back, which never
+ * overwrites an element not yet read (element i moves from byte 2i to byte 4i). */
+static hg_status copy_logits(hg_backend *be, float *dst, const void *src, int rows, int V, int Vp) {
+    size_t E = hg_precision_bytes(be->precision);
+    cudaStream_t st = cuda_stream(be);
+    HG_TRY(cuda_check(be, cudaMemcpy2DAsync(dst, V * E, src, Vp * E, V * E, rows, cudaMemcpyDeviceToHost, st), "cudaMemcpy2DAsync (logits)"));
+    HG_TRY(cuda_check(be, cudaStreamSynchronize(st), "cudaStreamSynchronize (logits)"));
+    if (E == 4) return HG_OK;
+    const uint16_t *h = (const uint16_t *)dst;
+    for (size_t i = (size_t)rows * V; i-- > 0;) {
+        uint32_t bits = (uint32_t)h[i] << 16;
+        memcpy(&dst[i], &bits, 4);
+    }
+    return HG_OK;
+}
+
+extern "C" hg_status cuda_classifier(hg_backend *be, const hg_classifier_args *a) {
+    CUDA_OP("classifier");
+    const int C = a->C, V = a->V, Vp = a->Vp, backward = a->dx != NULL;
+    const size_t E = hg_precision_bytes(be->precision);
+    const char *x = (const char *)a->x;
+    char *dx = (char *)a->dx;
+    for (int r0 = 0; r0 < a->N; r0 += a->chunk) {
+        int m = a->N - r0 < a->chunk ? a->N - r0 : a->chunk;
+        const char *xc = x + (size_t)r0 * C * E;
+        cuda_gemm_desc fwd = {m, Vp, C, 0, 1, C, C, Vp, 0, 0, EPI_NONE};
+        HG_TRY(cuda_gemm(be, &fwd, xc, a->wte, a->scratch, NULL, NULL));
+        if (a->logits) HG_TRY(copy_logits(be, a->logits + (size_t)r0 * V, a->scratch, m, V, Vp));
+        if (a->targets) {
+            CUDA_DISPATCH(be, cross_entropy_kernel<T><<<m, CE_THREADS, 0, cuda_stream(be)>>>(
+                                  (T *)a->scratch, a->losses + r0, a->targets + r0, V, Vp, a->dscale, backward));
+            HG_TRY(cuda_launched(be, "cross_entropy_kernel"));
+        }
+        if (!backward) continue;
+        cuda_gemm_desc ddx = {m, C, Vp, 0, 0, Vp, C, C, 0, 0, EPI_NONE};
+        HG_TRY(cuda_gemm(be, &ddx, a->scratch, a->wte, dx + (size_t)r0 * C * E, NULL, NULL));
+        cuda_gemm_desc dw = {Vp, C, m, 1, 0, Vp, C, C, 1, 1, EPI_NONE};
+        HG_TRY(cuda_gemm(be, &dw, a->scratch, xc, a->dwte, NULL, NULL));
+    }
+    return HG_OK;
+}

@@ -1,0 +1,188 @@
+/* CUDA backend internals shared by its op files: state, error checks, element types,
+ * launch helpers and the cuBLASLt GEMM.
+ *
+ * Legend as in src/ops/README.md. T is the compute type (float or __nv_bfloat16) of
+ * weights and activations; gradients of parameters, statistics and accumulators are
+ * float. Every op runs on the backend's one stream; nothing here synchronises except
+ * download, sumsq and sync. */
+#ifndef HG_BACKEND_CUDA_H
+#define HG_BACKEND_CUDA_H
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+/* ---- state ---- */
+
+typedef struct cuda_gemm_cache cuda_gemm_cache;
+
+typedef struct cuda_state {
+    int device, sm_count;
+    size_t smem_optin;            /* largest dynamic shared memory a block may ask for */
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_workspace;           /* cuBLASLt's workspace, CUDA_LT_WORKSPACE bytes */
+    cuda_gemm_cache *gemm;        /* heuristic results per GEMM shape (gemm.cu) */
+    void *work;                   /* backend scratch for reductions, grown outside capture */
+    size_t work_bytes;
+    double *host_sum;             /* pinned: sumsq's result */
+    /* the first failure since the last sync */
+    hg_status err;
+    char errmsg[512];
+    /* CUDA graph of the training pass (cuda.cu: cuda_run_graph) */
+    int capturing;
+    cudaGraphExec_t graph;
+    uint64_t graph_key, last_key;
+    /* AdamW's tensor list on the device (adamw.cu), built on the first step */
+    void *adam_segs;
+    const hg_table *adam_table;
+    int adam_count;
+} cuda_state;
+
+#define CUDA_LT_WORKSPACE ((size_t)32 << 20)
+
+static inline cuda_state *cuda_of(hg_backend *be) { return (cuda_state *)be->impl; }
+static inline cudaStream_t cuda_stream(hg_backend *be) { return cuda_of(be)->stream; }
+
+/* ---- errors: every CUDA and cuBLASLt call is checked ---- */
+
+/* Records the first failure (for the next sync) and returns HG_ERR_BACKEND with the
+ * message set; HG_OK when e is cudaSuccess. */
+hg_status cuda_check(hg_backend *be, cudaError_t e, const char *what);
+hg_status cuda_check_lt(hg_backend *be, cublasStatus_t e, const char *what);
+/* After a launch: the launch error, if any, recorded as above. */
+static inline hg_status cuda_launched(hg_backend *be, const char *kernel) {
+    return cuda_check(be, cudaGetLastError(), kernel);
+}
+/* Records a failure that is not a CUDA error code (e.g. an unsupported shape). */
+hg_status cuda_fail(hg_backend *be, hg_status st, const char *fmt, ...) HG_PRINTF(3, 4);
+
+/* Backend scratch of at least `bytes`, or NULL with the failure recorded. Grows only
+ * outside graph capture (the first, eager, run of a shape allocates). */
+void *cuda_work(hg_backend *be, size_t bytes);
+
+/* ---- profiling: an NVTX range around each op, so Nsight shows ops ---- */
+
+struct cuda_range {
+    explicit cuda_range(const char *name) { nvtxRangePushA(name); }
+    ~cuda_range() { nvtxRangePop(); }
+    cuda_range(const cuda_range &) = delete;
+    cuda_range &operator=(const cuda_range &) = delete;
+};
+#define CUDA_OP(name) cuda_range cuda_op_range_(name)
+
+/* ---- element types ---- */
+
+typedef __nv_bfloat16 bf16;
+
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+static inline cudaDataType_t cuda_type(hg_precision p) { return p == HG_PRECISION_FP32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+/* Calls f.template operator()<T>() with T the backend's compute type. */
+#define CUDA_DISPATCH(be, ...)                                                   \
+    do {                                                                         \
+        if ((be)->precision == HG_PRECISION_FP32) {                              \
+            typedef float T;                                                     \
+            __VA_ARGS__;                                                         \
+        } else {                                                                 \
+            typedef bf16 T;                                                      \
+            __VA_ARGS__;                                                         \
+        }                                                                        \
+    } while (0)
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+static inline unsigned cuda_blocks(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* ---- GEMM (gemm.cu): row-major, as cpu_gemm_desc ---- */
+
+typedef enum cuda_epilogue {
+    EPI_NONE,      /* D = alpha op(A) op(B) + beta C */
+    EPI_BIAS,      /* + bias (N) */
+    EPI_GELU_AUX,  /* aux = AB + bias; D = GELU(aux) */
+    EPI_DGELU,     /* D = (AB) * GELU'(aux) */
+} cuda_epilogue;
+
+/* D (M,N) = op(A) @ op(B) with A (M,K) stored row-major with row stride lda, or (K,M)
+ * when trans_a; B (K,N) with stride ldb, or (N,K) when trans_b; D with stride ldd.
+ * A and B are compute-type T; D is T, or fp32 when out_fp32 (then accumulate adds into
+ * it: the dW += GEMMs). bias (N) and aux (M,N, stride ldd) are T. */
+typedef struct cuda_gemm_desc {
+    int M, N, K;
+    int trans_a, trans_b;
+    int lda, ldb, ldd;
+    int out_fp32, accumulate;
+    cuda_epilogue epilogue;
+} cuda_gemm_desc;
+
+/* Runs the GEMM through cuBLASLt. When cuBLASLt has no kernel for an epilogue, runs it
+ * unfused (the plain GEMM, then bias/GELU/dGELU kernels), so callers need not care. */
+hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D,
+                    const void *bias, void *aux);
+hg_status cuda_gemm_cache_create(cuda_gemm_cache **out);
+void cuda_gemm_cache_free(cuda_gemm_cache *c);
+
+/* Elementwise helpers used by the unfused fallbacks (gelu.cu). */
+hg_status cuda_bias_add(hg_backend *be, void *out, const void *bias, int M, int N, int ld);
+hg_status cuda_gelu_inplace(hg_backend *be, void *out, void *pre, int M, int N, int ld);
+hg_status cuda_dgelu_inplace(hg_backend *be, void *d, const void *pre, int M, int N, int ld);
+
+/* dst (N) += column sums of src (M,N) in T, accumulated in fp32, in a fixed order
+ * (matmul.cu). */
+hg_status cuda_bias_backward(hg_backend *be, float *dbias, const void *src, int M, int N);
+
+/* ---- the ops, one file each ---- */
+
+extern "C" {
+hg_encoder_forward_fn cuda_encoder_forward;
+hg_encoder_backward_fn cuda_encoder_backward;
+hg_layernorm_forward_fn cuda_layernorm_forward;
+hg_residual_layernorm_forward_fn cuda_residual_layernorm_forward;
+hg_layernorm_backward_fn cuda_layernorm_backward;
+hg_layernorm_scratch_fn cuda_layernorm_scratch_bytes;
+hg_dropout_backward_fn cuda_dropout_backward;
+hg_matmul_forward_fn cuda_matmul_forward;
+hg_matmul_backward_fn cuda_matmul_backward;
+hg_matmul_gelu_forward_fn cuda_matmul_gelu_forward;
+hg_matmul_gelu_backward_fn cuda_matmul_gelu_backward;
+hg_gelu_forward_fn cuda_gelu_forward;
+hg_gelu_backward_fn cuda_gelu_backward;
+hg_attention_forward_fn cuda_attention_forward;
+hg_attention_backward_fn cuda_attention_backward;
+hg_attention_scratch_fn cuda_attention_scratch_bytes;
+hg_classifier_fn cuda_classifier;
+hg_adamw_fn cuda_adamw;
+hg_sumsq_fn cuda_sumsq;
+}
+
+/* dst (n, T) = src (n, fp32) (adamw.cu). */
+void cuda_to_compute(hg_backend *be, void *dst, const float *src, size_t n);
+/* fp32 attention: simple kernels, one warp per row (attention_fp32.cu); D (B,NH,T) scratch. */
+hg_status cuda_attention_fp32_forward(hg_backend *be, float *out, float *lse, const float *qkv, const hg_attention_shape *s);
+hg_status cuda_attention_fp32_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                       const float *lse, const hg_attention_shape *s, float *D);
+/* Raises the dynamic shared-memory limit of the attention kernels (attention.cu). */
+hg_status cuda_attention_init(hg_backend *be);
+void cuda_adamw_free(hg_backend *be);
+
+#endif

@@ -1,0 +1,94 @@
+/* GELU (tanh approximation) on the GPU, forward and backward, and the elementwise
+ * epilogues the GEMM falls back to when cuBLASLt cannot fuse them. fp32 math, tanhf at
+ * full precision (no fast-math), so fp32 mode tracks the CPU closely. */
+#include "backend/cuda/cuda.h"
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+__device__ __forceinline__ float gelu_f(float x) { return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x))); }
+
+__device__ __forceinline__ float gelu_grad_f(float x) {
+    float th = tanhf(GELU_K * (x + GELU_A * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+}
+
+template <typename T>
+__global__ void gelu_forward_kernel(T *out, const T *inp, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = from_f<T>(gelu_f(to_f(inp[i])));
+}
+
+/* dinp may alias dout. */
+template <typename T>
+__global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dinp[i] = from_f<T>(gelu_grad_f(to_f(inp[i])) * to_f(dout[i]));
+}
+
+static unsigned grid_for(hg_backend *be, size_t n) {
+    size_t cap = (size_t)cuda_of(be)->sm_count * 16, want = (n + 255) / 256;
+    return (unsigned)(want < cap ? (want ? want : 1) : cap);
+}
+
+extern "C" void cuda_gelu_forward(hg_backend *be, float *out, const float *inp, size_t n) {
+    CUDA_OP("gelu_forward");
+    CUDA_DISPATCH(be, gelu_forward_kernel<T><<<grid_for(be, n), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)inp, n));
+    cuda_launched(be, "gelu_forward_kernel");
+}
+
+extern "C" void cuda_gelu_backward(hg_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    CUDA_OP("gelu_backward");
+    CUDA_DISPATCH(be, gelu_backward_kernel<T><<<grid_for(be, n), 256, 0, cuda_stream(be)>>>((T *)dinp, (const T *)inp,
+                                                                                            (const T *)dout, n));
+    cuda_launched(be, "gelu_backward_kernel");
+}
+
+/* ---- unfused epilogues on an (M, N) matrix with row stride ld ---- */
+
+template <typename T>
+__global__ void bias_add_kernel(T *out, const T *bias, int M, int N, int ld) {
+    size_t n = (size_t)M * N;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / N, c = i % N;
+        out[r * ld + c] = from_f<T>(to_f(out[r * ld + c]) + to_f(bias[c]));
+    }
+}
+
+/* pre stays; out = GELU(pre). */
+template <typename T>
+__global__ void gelu_epilogue_kernel(T *out, const T *pre, int M, int N, int ld) {
+    size_t n = (size_t)M * N;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t j = i / N * ld + i % N;
+        out[j] = from_f<T>(gelu_f(to_f(pre[j])));
+    }
+}
+
+template <typename T>
+__global__ void dgelu_epilogue_kernel(T *d, const T *pre, int M, int N, int ld) {
+    size_t n = (size_t)M * N;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t j = i / N * ld + i % N;
+        d[j] = from_f<T>(to_f(d[j]) * gelu_grad_f(to_f(pre[j])));
+    }
+}
+
+hg_status cuda_bias_add(hg_backend *be, void *out, const void *bias, int M, int N, int ld) {
+    if (!bias) return HG_OK;
+    CUDA_DISPATCH(be, bias_add_kernel<T><<<grid_for(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)bias, M,
+                                                                                                    N, ld));
+    return cuda_launched(be, "bias_add_kernel");
+}
+
+hg_status cuda_gelu_inplace(hg_backend *be, void *out, void *pre, int M, int N, int ld) {
+    CUDA_DISPATCH(be, gelu_epilogue_kernel<T><<<grid_for(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)pre,
+                                                                                                         M, N, ld));
+    return cuda_launched(be, "gelu_epilogue_kernel");
+}
+
+hg_status cuda_dgelu_inplace(hg_backend *be, void *d, const void *pre, int M, int N, int ld) {
+    CUDA_DISPATCH(be, dgelu_epilogue_kernel<T><<<grid_for(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)d, (const T *)pre,
+                                                                                                          M, N, ld));
+    return cuda_launched(be, "dgelu_epilogue_kernel");
+}

@@ -1,0 +1,180 @@
+/* GEMMs through cuBLASLt, row-major as the rest of handgrad.
+ *
+ * cuBLASLt is column-major: a row-major (R, C) matrix with row stride ld is the
+ * column-major (C, R) matrix with leading dimension ld. So row-major D = op(A) op(B) is
+ * column-major D^T = op(B)^T op(A)^T: cuBLASLt's A is our B, its B is our A, its m is
+ * our N and its n our M, with the transposes carried over unchanged.
+ *
+ * Bias and GELU run in cuBLASLt's epilogue (BIAS, GELU_AUX_BIAS, DGELU); cuBLASLt's
+ * GELU is the tanh approximation, as ours. When its heuristic offers no kernel for an
+ * epilogue, the GEMM runs plain and small kernels (gelu.cu) apply the epilogue.
+ * The heuristic's choice is cached per shape, transposes, types, epilogue and pointer
+ * alignment (the alignment limits which kernels are valid). Accumulation is fp32
+ * (CUBLAS_COMPUTE_32F; no TF32 in fp32 mode). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+
+typedef struct gemm_key {
+    cuda_gemm_desc d;
+    int precision;
+    int align[4]; /* bytes: A, B, C/D, aux */
+} gemm_key;
+
+typedef struct gemm_entry {
+    gemm_key key;
+    int found; /* 0: cuBLASLt has no kernel for this key */
+    cublasLtMatmulAlgo_t algo;
+} gemm_entry;
+
+enum { GEMM_CACHE = 512 };
+
+struct cuda_gemm_cache {
+    int count;
+    gemm_entry e[GEMM_CACHE];
+};
+
+hg_status cuda_gemm_cache_create(cuda_gemm_cache **out) {
+    *out = (cuda_gemm_cache *)calloc(1, sizeof **out);
+    return *out ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory for the GEMM cache");
+}
+
+void cuda_gemm_cache_free(cuda_gemm_cache *c) { free(c); }
+
+static int alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    int al = 256;
+    while (al > 1 && a % (uintptr_t)al) al >>= 1;
+    return al;
+}
+
+/* The descriptors of one call, destroyed together. */
+typedef struct lt_call {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulPreference_t pref;
+} lt_call;
+
+static void lt_call_free(lt_call *k) {
+    if (k->pref) cublasLtMatmulPreferenceDestroy(k->pref);
+    if (k->c) cublasLtMatrixLayoutDestroy(k->c);
+    if (k->b) cublasLtMatrixLayoutDestroy(k->b);
+    if (k->a) cublasLtMatrixLayoutDestroy(k->a);
+    if (k->op) cublasLtMatmulDescDestroy(k->op);
+}
+
+#define LT(call) HG_TRY(cuda_check_lt(be, (call), #call))
+
+static hg_status lt_call_init(hg_backend *be, lt_call *k, const cuda_gemm_desc *d, const gemm_key *key,
+                              const void *bias, void *aux) {
+    cudaDataType_t t = cuda_type(be->precision), dt = d->out_fp32 ? CUDA_R_32F : t;
+    cublasOperation_t opa = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(cublasLtMatmulDescCreate(&k->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    /* ours B as theirs A: (N, K) after op; ours A as theirs B: (K, M) after op */
+    LT(cublasLtMatrixLayoutCreate(&k->a, t, d->trans_b ? d->K : d->N, d->trans_b ? d->N : d->K, d->ldb));
+    LT(cublasLtMatrixLayoutCreate(&k->b, t, d->trans_a ? d->M : d->K, d->trans_a ? d->K : d->M, d->lda));
+    LT(cublasLtMatrixLayoutCreate(&k->c, dt, d->N, d->M, d->ldd));
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (d->epilogue == EPI_BIAS) epi = CUBLASLT_EPILOGUE_BIAS;
+    if (d->epilogue == EPI_GELU_AUX) epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (d->epilogue == EPI_DGELU) epi = CUBLASLT_EPILOGUE_DGELU;
+    LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (d->epilogue == EPI_BIAS || d->epilogue == EPI_GELU_AUX) {
+        LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t));
+    }
+    if (d->epilogue == EPI_GELU_AUX || d->epilogue == EPI_DGELU) {
+        int64_t ld = d->ldd;
+        LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+        LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+        LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &t, sizeof t));
+    }
+    LT(cublasLtMatmulPreferenceCreate(&k->pref));
+    size_t ws = CUDA_LT_WORKSPACE;
+    LT(cublasLtMatmulPreferenceSetAttribute(k->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    uint32_t al[4] = {(uint32_t)key->align[1], (uint32_t)key->align[0], (uint32_t)key->align[2], (uint32_t)key->align[2]};
+    LT(cublasLtMatmulPreferenceSetAttribute(k->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]));
+    LT(cublasLtMatmulPreferenceSetAttribute(k->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]));
+    LT(cublasLtMatmulPreferenceSetAttribute(k->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
+    LT(cublasLtMatmulPreferenceSetAttribute(k->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]));
+    return HG_OK;
+}
+
+/* *algo = the cached (or newly found) kernel for key; *found = 0 when cuBLASLt has none. */
+static hg_status find_algo(hg_backend *be, lt_call *k, const gemm_key *key, cublasLtMatmulAlgo_t *algo, int *found) {
+    cuda_gemm_cache *c = cuda_of(be)->gemm;
+    for (int i = 0; i < c->count; i++)
+        if (!memcmp(&c->e[i].key, key, sizeof *key)) {
+            *algo = c->e[i].algo;
+            *found = c->e[i].found;
+            return HG_OK;
+        }
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    int n = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cuda_of(be)->lt, k->op, k->a, k->b, k->c, k->c, k->pref, 1, &res, &n);
+    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) HG_TRY(cuda_check_lt(be, st, "cublasLtMatmulAlgoGetHeuristic"));
+    *found = st == CUBLAS_STATUS_SUCCESS && n > 0;
+    *algo = res.algo;
+    if (c->count < GEMM_CACHE) c->e[c->count++] = (gemm_entry){*key, *found, res.algo};
+    return HG_OK;
+}
+
+static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D,
+                                     const void *bias, void *aux, int *ran) {
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.d = *d;
+    key.precision = (int)be->precision;
+    key.align[0] = alignment(A);
+    key.align[1] = alignment(B);
+    key.align[2] = alignment(D);
+    key.align[3] = aux ? alignment(aux) : 0;
+    lt_call k;
+    memset(&k, 0, sizeof k);
+    hg_status st = lt_call_init(be, &k, d, &key, bias, aux);
+    cublasLtMatmulAlgo_t algo;
+    int found = 0;
+    if (st == HG_OK) st = find_algo(be, &k, &key, &algo, &found);
+    *ran = 0;
+    if (st == HG_OK && found) {
+        float alpha = 1.0f, beta = d->accumulate ? 1.0f : 0.0f;
+        cuda_state *s = cuda_of(be);
+        st = cuda_check_lt(be, cublasLtMatmul(s->lt, k.op, &alpha, B, k.a, A, k.b, &beta, D, k.c, D, k.c, &algo,
+                                              s->lt_workspace, CUDA_LT_WORKSPACE, s->stream),
+                           "cublasLtMatmul");
+        *ran = st == HG_OK;
+    }
+    lt_call_free(&k);
+    return st;
+}
+
+hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D, const void *bias,
+                    void *aux) {
+    int ran = 0;
+    HG_TRY(gemm_plain_or_fused(be, d, A, B, D, bias, aux, &ran));
+    if (ran) return HG_OK;
+    if (d->epilogue == EPI_NONE)
+        return cuda_fail(be, HG_ERR_BACKEND, "cuBLASLt has no kernel for a %dx%dx%d GEMM (trans %d%d, ld %d %d %d)", d->M, d->N,
+                         d->K, d->trans_a, d->trans_b, d->lda, d->ldb, d->ldd);
+    /* unfused: the plain GEMM, then the epilogue as its own pass */
+    cuda_gemm_desc plain = *d;
+    plain.epilogue = EPI_NONE;
+    switch (d->epilogue) {
+    case EPI_BIAS:
+        HG_TRY(cuda_gemm(be, &plain, A, B, D, NULL, NULL));
+        return cuda_bias_add(be, D, bias, d->M, d->N, d->ldd);
+    case EPI_GELU_AUX:
+        HG_TRY(cuda_gemm(be, &plain, A, B, aux, NULL, NULL));
+        HG_TRY(cuda_bias_add(be, aux, bias, d->M, d->N, d->ldd));
+        return cuda_gelu_inplace(be, D, aux, d->M, d->N, d->ldd);
+    case EPI_DGELU:
+        HG_TRY(cuda_gemm(be, &plain, A, B, D, NULL, NULL));
+        return cuda_dgelu_inplace(be, D, aux, d->M, d->N, d->ldd);
+    case EPI_NONE: break;
+    }
+    return HG_OK;
+}
