@@ -52,6 +52,13 @@ static void bad_configs(void) {
     c = good, c.n_head = 7;
     o.threads = 1;
     CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "n_head");
+    o.device = (hg_device)7;
+    CHECK_FAILS(hg_model_create(&m, &good, &o), HG_ERR_INVALID, "device");
+    o.device = HG_DEVICE_CPU, o.precision = HG_PRECISION_BF16;
+    CHECK_FAILS(hg_model_create(&m, &good, &o), HG_ERR_UNSUPPORTED, "precision");
+    o.precision = HG_PRECISION_FP16;
+    CHECK_FAILS(hg_model_create(&m, &good, &o), HG_ERR_UNSUPPORTED, "fp16");
+    CHECK(m == NULL);
 }
 
 /* A model that cannot fit is refused before anything is allocated. */
@@ -123,6 +130,13 @@ static void bad_calls(void) {
     hg_param_info p;
     CHECK_FAILS(hg_param_find(m, "h.9.ln_1.weight", &p), HG_ERR_INVALID, "h.9.ln_1.weight");
     CHECK_FAILS(hg_param_at(m, 10000, &p), HG_ERR_INVALID, "10000");
+    float row[96];
+    CHECK_FAILS(hg_param_read(m, -1, HG_PARAM_GRAD, row), HG_ERR_INVALID, "-1");
+    CHECK_FAILS(hg_param_write(m, 2, (hg_param_part)9, row), HG_ERR_INVALID, "part");
+    CHECK_FAILS(hg_param_write(m, 2, HG_PARAM_DATA, NULL), HG_ERR_INVALID, "NULL");
+    /* a read then write of the same values leaves the model as it was */
+    CHECK_OK(hg_param_read(m, 2, HG_PARAM_DATA, row)); /* h.0.ln_1.weight (96) */
+    CHECK_OK(hg_param_write(m, 2, HG_PARAM_DATA, row));
 
     /* a refused call does not cancel a pending backward */
     CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));

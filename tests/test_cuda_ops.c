@@ -1,0 +1,423 @@
+/* Every CUDA op against the CPU backend (which tests/test_ops.c holds to float64
+ * references), in fp32 and in bf16, on random inputs that are never zero, with the GPU's
+ * outputs poisoned (NaN) before each op and odd shapes (T=37, C=96, NH=3, V=1000, chunks
+ * that do not divide N). In bf16 the inputs are first rounded to bf16 on the host, so
+ * both backends see the same values and the differences are the GPU's own roundings.
+ *
+ * Tolerances are on ||gpu - cpu|| / ||cpu||, per compute type:
+ *  - fp32: 1e-5 (different summation orders; fp32 GEMMs without TF32), exact ops 1e-6;
+ *  - bf16: 1e-2 where one rounding to bf16 (2^-9 relative) of an output or of an operand
+ *    computed on the GPU (GELU's output, dlogits) is all there is; 2e-2 where bf16
+ *    intermediates feed further arithmetic (LayerNorm backward, GELU backward); 3e-2
+ *    for attention backward (P and dS are bf16 operands of the second products); fp32
+ *    outputs computed from exact inputs (statistics, lse, dW of a plain layer) 1e-4.
+ * These figures are first guesses, not yet measured (no GPU was available when they were
+ * written); docs/cuda.md lists checking them as part of the first GPU session.
+ *
+ * Skips (exit 77) when there is no CUDA device. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_util.h"
+#include "ops_util.h"
+
+static int failures;
+
+static double tol(hg_backend *gpu, double fp32, double bf16) { return gpu->precision == HG_PRECISION_FP32 ? fp32 : bf16; }
+
+/* Random values in [lo, hi), rounded to what the GPU's compute type can hold. */
+static float *rvec(hg_backend *gpu, size_t n, trng *r, double lo, double hi) {
+    float *x = fvec(n);
+    fill(x, n, r, lo, hi);
+    round_for(gpu, x, n);
+    return x;
+}
+
+static float *copy_of(const float *x, size_t n) {
+    float *y = fvec(n);
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+/* The GPU buffer d (n elements) against the CPU's want. */
+static void check(hg_backend *gpu, const char *what, const void *d, const float *want, size_t n, int compute, double t) {
+    float *got = fvec(n);
+    dev_to_host(gpu, got, d, n, compute);
+    failures += compare(what, got, want, n, t);
+    free(got);
+}
+
+static void sync_or_fail(hg_backend *gpu, const char *what) {
+    if (gpu->ops->sync(gpu) != HG_OK) {
+        printf("  FAIL %s: %s\n", what, hg_last_error());
+        failures++;
+    }
+}
+
+/* ---- encoder and dropout masks ---- */
+
+static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p) {
+    const int B = 3, T = 37, C = 96, V = 1000, Tmax = 64, N = B * T;
+    trng r = trng_seed(11);
+    float *wte = rvec(gpu, (size_t)V * C, &r, -1, 1), *wpe = rvec(gpu, (size_t)Tmax * C, &r, -1, 1);
+    float *dout = rvec(gpu, (size_t)N * C, &r, -1, 1);
+    float *dwte0 = rvec(gpu, (size_t)V * C, &r, -1, 1), *dwpe0 = rvec(gpu, (size_t)Tmax * C, &r, -1, 1);
+    int32_t *tok = ivec(N);
+    for (int i = 0; i < N; i++) tok[i] = trng_int(&r, V);
+    hg_dropout drop = {p, 7, 3, 0};
+    float *out = fvec((size_t)N * C), *dwte = copy_of(dwte0, (size_t)V * C), *dwpe = copy_of(dwpe0, (size_t)Tmax * C);
+    cpu->ops->encoder_forward(cpu, out, tok, wte, wpe, B, T, C, &drop);
+    cpu->ops->encoder_backward(cpu, dwte, dwpe, dout, tok, B, T, C, &drop);
+
+    void *d_tok = dev_bytes(gpu, tok, sizeof(int32_t) * N), *d_out = dev_poison(gpu, (size_t)N * C, 1);
+    void *d_dwte = dev_from(gpu, dwte0, (size_t)V * C, 0), *d_dwpe = dev_from(gpu, dwpe0, (size_t)Tmax * C, 0);
+    gpu->ops->encoder_forward(gpu, d_out, d_tok, dev_from(gpu, wte, (size_t)V * C, 1), dev_from(gpu, wpe, (size_t)Tmax * C, 1), B,
+                              T, C, &drop);
+    gpu->ops->encoder_backward(gpu, d_dwte, d_dwpe, dev_from(gpu, dout, (size_t)N * C, 1), d_tok, B, T, C, &drop);
+    sync_or_fail(gpu, "encoder");
+    char name[64];
+    snprintf(name, sizeof name, "encoder_forward p=%.1f", (double)p);
+    float *got = fvec((size_t)N * C);
+    dev_to_host(gpu, got, d_out, (size_t)N * C, 1);
+    failures += compare(name, got, out, (size_t)N * C, tol(gpu, 1e-6, 1e-2));
+    int mask_diff = 0; /* the same Philox counters: the same elements dropped */
+    for (int i = 0; i < N * C; i++) mask_diff += (got[i] == 0.0f) != (out[i] == 0.0f);
+    if (mask_diff) printf("  FAIL %s: %d elements dropped on one backend only\n", name, mask_diff), failures++;
+    free(got);
+    check(gpu, "encoder_backward dwte (atomics)", d_dwte, dwte, (size_t)V * C, 0, 1e-5);
+    check(gpu, "encoder_backward dwpe", d_dwpe, dwpe, (size_t)Tmax * C, 0, 1e-5);
+    dev_free_all(gpu);
+    free(wte), free(wpe), free(dout), free(dwte0), free(dwpe0), free(tok), free(out), free(dwte), free(dwpe);
+}
+
+/* ---- LayerNorm, residual + LayerNorm with dropout, backward, dropout backward ---- */
+
+static void test_layernorm(hg_backend *cpu, hg_backend *gpu, int C) {
+    const int N = 111;
+    const size_t NC = (size_t)N * C;
+    trng r = trng_seed(21 + (uint64_t)C);
+    float *x = rvec(gpu, NC, &r, -1.5, 2.5), *delta = rvec(gpu, NC, &r, -1, 1), *w = rvec(gpu, C, &r, 0.5, 1.5);
+    float *b = rvec(gpu, C, &r, -0.5, 0.5), *dout = rvec(gpu, NC, &r, -1, 1), *dinp0 = rvec(gpu, NC, &r, -1, 1);
+    float *dw0 = rvec(gpu, C, &r, -1, 1), *db0 = rvec(gpu, C, &r, -1, 1);
+    hg_dropout drop = {0.1f, 5, 2, 3};
+    float *out = fvec(NC), *mean = fvec(N), *rstd = fvec(N), *res = fvec(NC), *out2 = fvec(NC), *mean2 = fvec(N), *rstd2 = fvec(N);
+    float *dinp = copy_of(dinp0, NC), *dw = copy_of(dw0, C), *db = copy_of(db0, C), *dbr = fvec(NC);
+    float *scratch = fvec(cpu->ops->layernorm_scratch_bytes(cpu, N, C) / sizeof(float));
+    cpu->ops->layernorm_forward(cpu, out, mean, rstd, x, w, b, N, C);
+    cpu->ops->residual_layernorm_forward(cpu, res, out2, mean2, rstd2, x, delta, w, b, N, C, &drop);
+    cpu->ops->layernorm_backward(cpu, dinp, dw, db, dout, x, w, mean, rstd, N, C, scratch);
+    cpu->ops->dropout_backward(cpu, dbr, dout, NC, &drop);
+
+    void *dx = dev_from(gpu, x, NC, 1), *dwt = dev_from(gpu, w, C, 1), *dbt = dev_from(gpu, b, C, 1);
+    void *d_out = dev_poison(gpu, NC, 1), *d_mean = dev_poison(gpu, N, 0), *d_rstd = dev_poison(gpu, N, 0);
+    void *d_res = dev_poison(gpu, NC, 1), *d_out2 = dev_poison(gpu, NC, 1), *d_mean2 = dev_poison(gpu, N, 0),
+         *d_rstd2 = dev_poison(gpu, N, 0);
+    void *d_dinp = dev_from(gpu, dinp0, NC, 1), *d_dw = dev_from(gpu, dw0, C, 0), *d_db = dev_from(gpu, db0, C, 0);
+    void *d_dout = dev_from(gpu, dout, NC, 1), *d_dbr = dev_poison(gpu, NC, 1);
+    void *d_scr = dev_poison(gpu, gpu->ops->layernorm_scratch_bytes(gpu, N, C) / sizeof(float), 0);
+    gpu->ops->layernorm_forward(gpu, d_out, d_mean, d_rstd, dx, dwt, dbt, N, C);
+    gpu->ops->residual_layernorm_forward(gpu, d_res, d_out2, d_mean2, d_rstd2, dx, dev_from(gpu, delta, NC, 1), dwt, dbt, N, C,
+                                         &drop);
+    /* backward from the CPU's statistics, so only the backward is under test */
+    gpu->ops->layernorm_backward(gpu, d_dinp, d_dw, d_db, d_dout, dx, dwt, dev_from(gpu, mean, N, 0), dev_from(gpu, rstd, N, 0), N,
+                                 C, d_scr);
+    gpu->ops->dropout_backward(gpu, d_dbr, d_dout, NC, &drop);
+    sync_or_fail(gpu, "layernorm");
+    printf("  layernorm C=%d\n", C);
+    check(gpu, "layernorm_forward out", d_out, out, NC, 1, tol(gpu, 1e-5, 1e-2));
+    check(gpu, "layernorm_forward mean", d_mean, mean, N, 0, 1e-5);
+    check(gpu, "layernorm_forward rstd", d_rstd, rstd, N, 0, 1e-5);
+    check(gpu, "residual_layernorm_forward res (dropout 0.1)", d_res, res, NC, 1, tol(gpu, 1e-6, 1e-2));
+    check(gpu, "residual_layernorm_forward out", d_out2, out2, NC, 1, tol(gpu, 1e-5, 1e-2));
+    check(gpu, "residual_layernorm_forward mean", d_mean2, mean2, N, 0, tol(gpu, 1e-5, 2e-3));
+    check(gpu, "residual_layernorm_forward rstd", d_rstd2, rstd2, N, 0, tol(gpu, 1e-5, 2e-3));
+    check(gpu, "layernorm_backward dinp (accumulated)", d_dinp, dinp, NC, 1, tol(gpu, 1e-5, 2e-2));
+    check(gpu, "layernorm_backward dw", d_dw, dw, C, 0, 1e-4);
+    check(gpu, "layernorm_backward db", d_db, db, C, 0, 1e-4);
+    check(gpu, "dropout_backward", d_dbr, dbr, NC, 1, tol(gpu, 1e-6, 1e-2));
+    dev_free_all(gpu);
+    free(x), free(delta), free(w), free(b), free(dout), free(dinp0), free(dw0), free(db0), free(out), free(mean), free(rstd);
+    free(res), free(out2), free(mean2), free(rstd2), free(dinp), free(dw), free(db), free(dbr), free(scratch);
+}
+
+/* ---- linear layers: plain and with GELU, forward and backward; GELU alone ---- */
+
+static void test_matmul(hg_backend *cpu, hg_backend *gpu, int M, int K, int N, int gelu) {
+    trng r = trng_seed(31 + (uint64_t)(M + K + N + gelu));
+    size_t MK = (size_t)M * K, KN = (size_t)K * N, MN = (size_t)M * N;
+    float *inp = rvec(gpu, MK, &r, -1, 1), *w = rvec(gpu, KN, &r, -0.2, 0.2), *bias = rvec(gpu, N, &r, -0.5, 0.5);
+    float *dout = rvec(gpu, MN, &r, -1, 1), *dw0 = rvec(gpu, KN, &r, -1, 1), *db0 = rvec(gpu, N, &r, -1, 1);
+    float *out = fvec(MN), *pre = fvec(MN), *dinp = fvec(MK), *dw = copy_of(dw0, KN), *db = copy_of(db0, N), *act = fvec(MK);
+    char name[96];
+    void *d_inp = dev_from(gpu, inp, MK, 1), *d_w = dev_from(gpu, w, KN, 1), *d_b = dev_from(gpu, bias, N, 1);
+    void *d_dout = dev_from(gpu, dout, MN, 1), *d_dw = dev_from(gpu, dw0, KN, 0), *d_db = dev_from(gpu, db0, N, 0);
+    void *d_out = dev_poison(gpu, MN, 1), *d_pre = dev_poison(gpu, MN, 1), *d_dinp = dev_poison(gpu, MK, 1);
+    hg_status st = HG_OK;
+    if (!gelu) {
+        cpu->ops->matmul_forward(cpu, out, inp, w, bias, M, K, N);
+        cpu->ops->matmul_backward(cpu, dinp, dw, db, dout, inp, w, M, K, N);
+        st = gpu->ops->matmul_forward(gpu, d_out, d_inp, d_w, d_b, M, K, N);
+        if (st == HG_OK) st = gpu->ops->matmul_backward(gpu, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, M, K, N);
+    } else {
+        /* forward: the MLP's c_fc (K -> N); backward: a c_proj whose input was GELU(pre),
+         * pre (M,K) being the inp above */
+        cpu->ops->matmul_gelu_forward(cpu, out, pre, inp, w, bias, M, K, N);
+        float *wp = w; /* (K, N) serves as the c_proj weight of a K -> N layer */
+        cpu->ops->matmul_gelu_backward(cpu, dinp, dw, db, act, dout, inp, wp, M, K, N);
+        st = gpu->ops->matmul_gelu_forward(gpu, d_out, d_pre, d_inp, d_w, d_b, M, K, N);
+        void *d_act = dev_poison(gpu, MK, 1);
+        if (st == HG_OK) st = gpu->ops->matmul_gelu_backward(gpu, d_dinp, d_dw, d_db, d_act, d_dout, d_inp, d_w, M, K, N);
+        snprintf(name, sizeof name, "matmul_gelu_backward act %dx%d", M, K);
+        if (st == HG_OK) check(gpu, name, d_act, act, MK, 1, tol(gpu, 1e-5, 1e-2));
+    }
+    if (st != HG_OK) {
+        printf("  FAIL matmul %dx%dx%d: %s\n", M, K, N, hg_last_error());
+        failures++;
+    } else {
+        sync_or_fail(gpu, "matmul");
+        const char *op = gelu ? "matmul_gelu" : "matmul";
+        snprintf(name, sizeof name, "%s_forward out %dx%dx%d", op, M, K, N);
+        check(gpu, name, d_out, out, MN, 1, tol(gpu, 1e-5, 1e-2));
+        if (gelu) {
+            snprintf(name, sizeof name, "%s_forward pre", op);
+            check(gpu, name, d_pre, pre, MN, 1, tol(gpu, 1e-5, 1e-2));
+        }
+        snprintf(name, sizeof name, "%s_backward dinp", op);
+        check(gpu, name, d_dinp, dinp, MK, 1, tol(gpu, 1e-5, gelu ? 2e-2 : 1e-2));
+        snprintf(name, sizeof name, "%s_backward dw (accumulated)", op);
+        check(gpu, name, d_dw, dw, KN, 0, tol(gpu, 1e-5, gelu ? 1e-2 : 1e-4)); /* GELU's output is a bf16 operand */
+        snprintf(name, sizeof name, "%s_backward dbias (accumulated)", op);
+        check(gpu, name, d_db, db, N, 0, 1e-5);
+    }
+    dev_free_all(gpu);
+    free(inp), free(w), free(bias), free(dout), free(dw0), free(db0), free(out), free(pre), free(dinp), free(dw), free(db), free(act);
+}
+
+static void test_gelu(hg_backend *cpu, hg_backend *gpu) {
+    const size_t n = 10007;
+    trng r = trng_seed(41);
+    float *x = rvec(gpu, n, &r, -5, 5), *g = rvec(gpu, n, &r, -1, 1), *out = fvec(n), *din = fvec(n);
+    cpu->ops->gelu_forward(cpu, out, x, n);
+    cpu->ops->gelu_backward(cpu, din, x, g, n);
+    void *d_x = dev_from(gpu, x, n, 1), *d_out = dev_poison(gpu, n, 1), *d_din = dev_from(gpu, g, n, 1);
+    gpu->ops->gelu_forward(gpu, d_out, d_x, n);
+    gpu->ops->gelu_backward(gpu, d_din, d_x, d_din, n); /* in place, as the contract allows */
+    sync_or_fail(gpu, "gelu");
+    check(gpu, "gelu_forward", d_out, out, n, 1, tol(gpu, 1e-6, 1e-2));
+    check(gpu, "gelu_backward (in place)", d_din, din, n, 1, tol(gpu, 1e-6, 1e-2));
+    dev_free_all(gpu);
+    free(x), free(g), free(out), free(din);
+}
+
+/* ---- attention ---- */
+
+static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int hs, int causal) {
+    hg_attention_shape s = {B, T, NH, hs, causal};
+    const int C = NH * hs;
+    const size_t n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    trng r = trng_seed(51 + (uint64_t)(T * hs + causal));
+    float *qkv = rvec(gpu, n3, &r, -1.5, 1.5), *dout = rvec(gpu, n1, &r, -1, 1);
+    float *out = fvec(n1), *lse = fvec(nl), *dqkv = fvec(n3);
+    void *scr = malloc(cpu->ops->attention_scratch_bytes(cpu, &s) + 64);
+    hg_status st = cpu->ops->attention_forward(cpu, out, lse, qkv, &s, scr);
+    if (st == HG_OK) st = cpu->ops->attention_backward(cpu, dqkv, dout, qkv, out, lse, &s, scr);
+    if (st != HG_OK) printf("  FAIL cpu attention: %s\n", hg_last_error()), failures++;
+    void *d_qkv = dev_from(gpu, qkv, n3, 1), *d_out = dev_poison(gpu, n1, 1), *d_lse = dev_poison(gpu, nl, 0);
+    void *d_dqkv = dev_poison(gpu, n3, 1);
+    void *d_scr = dev_poison(gpu, gpu->ops->attention_scratch_bytes(gpu, &s) / sizeof(float) + 1, 0);
+    st = gpu->ops->attention_forward(gpu, d_out, d_lse, d_qkv, &s, d_scr);
+    if (st == HG_OK) st = gpu->ops->attention_backward(gpu, d_dqkv, dev_from(gpu, dout, n1, 1), d_qkv, d_out, d_lse, &s, d_scr);
+    char name[96];
+    if (st != HG_OK) {
+        printf("  FAIL attention B=%d T=%d NH=%d hs=%d: %s\n", B, T, NH, hs, hg_last_error());
+        failures++;
+    } else {
+        sync_or_fail(gpu, "attention");
+        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d hs=%d%s", B, T, NH, hs, causal ? "" : " full");
+        check(gpu, name, d_out, out, n1, 1, tol(gpu, 1e-5, 1e-2));
+        check(gpu, "attention_forward lse", d_lse, lse, nl, 0, tol(gpu, 1e-5, 1e-4));
+        check(gpu, "attention_backward dqkv", d_dqkv, dqkv, n3, 1, tol(gpu, 1e-5, 3e-2));
+    }
+    dev_free_all(gpu);
+    free(qkv), free(dout), free(out), free(lse), free(dqkv), free(scr);
+}
+
+/* ---- classifier ---- */
+
+static void test_classifier(hg_backend *cpu, hg_backend *gpu, int backward) {
+    const int N = 111, C = 96, V = 1000, Vp = 1024, chunk = 40;
+    const size_t NC = (size_t)N * C, VC = (size_t)Vp * C;
+    trng r = trng_seed(61 + (uint64_t)backward);
+    float *x = rvec(gpu, NC, &r, -1, 1), *wte = rvec(gpu, VC, &r, -0.3, 0.3), *dwte0 = rvec(gpu, VC, &r, -1, 1);
+    for (size_t i = (size_t)V * C; i < VC; i++) wte[i] *= 10.0f; /* padding that would dominate if it scored */
+    int32_t *tg = ivec(N);
+    for (int n = 0; n < N; n++) tg[n] = n % 7 == 3 ? -1 : trng_int(&r, V);
+    float *losses = fvec(N), *logits = fvec((size_t)N * V), *dx = fvec(NC), *dwte = copy_of(dwte0, VC);
+    float *scr = fvec((size_t)chunk * Vp);
+    hg_classifier_args a = {.N = N, .C = C, .V = V, .Vp = Vp, .chunk = chunk, .x = x, .wte = wte, .targets = tg,
+                            .losses = losses, .logits = backward ? NULL : logits, .dscale = 0.7f,
+                            .dx = backward ? dx : NULL, .dwte = backward ? dwte : NULL, .scratch = scr};
+    hg_status st = cpu->ops->classifier(cpu, &a);
+    float *g_logits = fvec((size_t)N * V);
+    for (size_t i = 0; i < (size_t)N * V; i++) g_logits[i] = NAN;
+    void *d_losses = dev_poison(gpu, N, 0), *d_dx = dev_poison(gpu, NC, 1), *d_dwte = dev_from(gpu, dwte0, VC, 0);
+    hg_classifier_args ga = a;
+    ga.x = dev_from(gpu, x, NC, 1);
+    ga.wte = dev_from(gpu, wte, VC, 1);
+    ga.targets = dev_bytes(gpu, tg, sizeof(int32_t) * N);
+    ga.losses = d_losses;
+    ga.logits = backward ? NULL : g_logits; /* host memory, as the contract says */
+    ga.dx = backward ? d_dx : NULL;
+    ga.dwte = backward ? d_dwte : NULL;
+    ga.scratch = dev_poison(gpu, (size_t)chunk * Vp, 1);
+    if (st == HG_OK) st = gpu->ops->classifier(gpu, &ga);
+    if (st != HG_OK) {
+        printf("  FAIL classifier: %s\n", hg_last_error());
+        failures++;
+    } else {
+        sync_or_fail(gpu, "classifier");
+        check(gpu, backward ? "classifier losses (backward pass)" : "classifier losses", d_losses, losses, N, 0, tol(gpu, 1e-5, 1e-2));
+        if (!backward) failures += compare("classifier logits (to host)", g_logits, logits, (size_t)N * V, tol(gpu, 1e-5, 1e-2));
+        if (backward) {
+            check(gpu, "classifier dx", d_dx, dx, NC, 1, tol(gpu, 1e-5, 2e-2));
+            check(gpu, "classifier dwte (accumulated)", d_dwte, dwte, VC, 0, tol(gpu, 1e-5, 1e-2));
+        }
+    }
+    dev_free_all(gpu);
+    free(x), free(wte), free(dwte0), free(tg), free(losses), free(logits), free(dx), free(dwte), free(scr), free(g_logits);
+}
+
+/* ---- AdamW over a table, its bf16 copy (nearest and stochastic), sumsq ---- */
+
+static void test_adamw(hg_backend *cpu, hg_backend *gpu) {
+    hg_table tab, wtab;
+    hg_table_init(&tab), hg_table_init(&wtab);
+    const int64_t sizes[3] = {1237, 96, 5000};
+    const unsigned flags[3] = {HG_SPEC_DECAY, 0, HG_SPEC_DECAY};
+    size_t E = hg_precision_bytes(gpu->precision);
+    for (int i = 0; i < 3; i++) {
+        hg_table_add(&tab, "t", 1, &sizes[i], 0, 1, 4, flags[i]);
+        hg_table_add(&wtab, "t", 1, &sizes[i], 0, 1, E, flags[i]);
+    }
+    hg_table_layout(&tab), hg_table_layout(&wtab);
+    size_t n = tab.bytes / 4;
+    trng r = trng_seed(71);
+    float *p = fvec(n), *g = fvec(n), *m = fvec(n), *v = fvec(n);
+    fill(p, n, &r, -1, 1), fill(g, n, &r, -1, 1), fill(m, n, &r, -0.1, 0.1), fill(v, n, &r, 1e-4, 1e-2);
+    float *p0 = copy_of(p, n), *m0 = copy_of(m, n), *v0 = copy_of(v, n);
+    hg_adamw_args a = {.p = p, .g = g, .m = m, .v = v, .params = &tab, .weights = &tab,
+                       .u = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                             .bias_correction1 = 0.271f, .bias_correction2 = 0.142625f, .grad_scale = 0.6f}};
+    cpu->ops->adamw(cpu, &a);
+    hg_adamw_args ga = a;
+    ga.p = dev_from(gpu, p0, n, 0), ga.g = dev_from(gpu, g, n, 0), ga.m = dev_from(gpu, m0, n, 0), ga.v = dev_from(gpu, v0, n, 0);
+    ga.weights = &wtab;
+    ga.w = gpu->precision == HG_PRECISION_FP32 ? NULL : dev_poison(gpu, wtab.bytes / E, 1);
+    gpu->ops->adamw(gpu, &ga);
+    sync_or_fail(gpu, "adamw");
+    check(gpu, "adamw p", ga.p, p, n, 0, 1e-6);
+    check(gpu, "adamw m", ga.m, m, n, 0, 1e-6);
+    check(gpu, "adamw v", ga.v, v, n, 0, 1e-6);
+    if (ga.w) { /* the copy is the GPU's own p rounded to nearest, tensor by tensor */
+        float *gp = fvec(n), *w = fvec(wtab.bytes / E), *want = fvec(wtab.bytes / E);
+        dev_to_host(gpu, gp, ga.p, n, 0);
+        dev_to_host(gpu, w, ga.w, wtab.bytes / E, 1);
+        int bad = 0;
+        for (int i = 0; i < 3; i++)
+            for (int64_t j = 0; j < sizes[i]; j++)
+                bad += w[wtab.specs[i].offset / E + j] != bf16_round(gp[tab.specs[i].offset / 4 + j]);
+        printf("  %-4s adamw bf16 copy = round-to-nearest of p (%d mismatches)\n", bad ? "FAIL" : "ok", bad);
+        failures += bad > 0;
+        free(gp), free(w), free(want);
+    }
+    dev_free_all(gpu);
+    hg_table_free(&tab), hg_table_free(&wtab);
+    free(p), free(g), free(m), free(v), free(p0), free(m0), free(v0);
+}
+
+/* With lr = 0 the masters stay put and the copy is a pure rounding: x = 1 + 2^-10 lies
+ * 1/8 of the way from 1 to the next bf16 (1 + 2^-7), so stochastic rounding must give
+ * only those two values, with mean x. */
+static void test_stochastic_rounding(hg_backend *gpu) {
+    if (gpu->precision != HG_PRECISION_BF16) return;
+    const int64_t n = 1 << 16;
+    hg_table tab, wtab;
+    hg_table_init(&tab), hg_table_init(&wtab);
+    hg_table_add(&tab, "t", 1, &n, 0, 1, 4, 0), hg_table_add(&wtab, "t", 1, &n, 0, 1, 2, 0);
+    hg_table_layout(&tab), hg_table_layout(&wtab);
+    const float x = 1.0f + 1.0f / 1024.0f, up = 1.0f + 1.0f / 128.0f;
+    float *p = fvec(n), *z = fvec(n), *w = fvec(n);
+    for (int64_t i = 0; i < n; i++) p[i] = x, z[i] = 1e-30f;
+    hg_adamw_args a = {.p = dev_from(gpu, p, n, 0), .g = dev_from(gpu, z, n, 0), .m = dev_from(gpu, z, n, 0),
+                       .v = dev_from(gpu, z, n, 0), .w = dev_poison(gpu, n, 1), .params = &tab, .weights = &wtab,
+                       .u = {.lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .bias_correction1 = 1.0f,
+                             .bias_correction2 = 1.0f, .grad_scale = 1.0f},
+                       .stochastic = 1, .seed = 99, .step = 1};
+    gpu->ops->adamw(gpu, &a);
+    sync_or_fail(gpu, "adamw stochastic");
+    dev_to_host(gpu, w, a.w, n, 1);
+    double mean = 0.0;
+    int other = 0;
+    for (int64_t i = 0; i < n; i++) {
+        mean += w[i];
+        other += w[i] != 1.0f && w[i] != up;
+    }
+    mean /= (double)n;
+    /* the mean of n draws: sd = (up - 1) sqrt(p (1-p) / n) = 1.0e-5; 6 sd */
+    int bad = other > 0 || fabs(mean - x) > 6e-5;
+    printf("  %-4s stochastic rounding: mean %.7f for %.7f, %d values off the two neighbours\n", bad ? "FAIL" : "ok", mean, (double)x,
+           other);
+    failures += bad;
+    dev_free_all(gpu);
+    hg_table_free(&tab), hg_table_free(&wtab);
+    free(p), free(z), free(w);
+}
+
+static void test_sumsq(hg_backend *cpu, hg_backend *gpu) {
+    const size_t n = 200003;
+    trng r = trng_seed(81);
+    float *x = fvec(n);
+    fill(x, n, &r, -2, 2);
+    double want, got;
+    cpu->ops->sumsq(cpu, x, n, &want);
+    gpu->ops->sumsq(gpu, dev_from(gpu, x, n, 0), n, &got);
+    sync_or_fail(gpu, "sumsq");
+    int bad = !(fabs(got - want) <= 1e-12 * want);
+    printf("  %-4s sumsq %.17g, cpu %.17g\n", bad ? "FAIL" : "ok", got, want);
+    failures += bad;
+    dev_free_all(gpu);
+    free(x);
+}
+
+int main(void) {
+    static const hg_precision precisions[] = {HG_PRECISION_FP32, HG_PRECISION_BF16};
+    for (int k = 0; k < 2; k++) {
+        hg_backend *gpu = cuda_backend_or_skip(precisions[k]), *cpu = NULL;
+        if (hg_backend_cpu_create(&cpu, 2) != HG_OK) return 1;
+        printf("%s:\n", precisions[k] == HG_PRECISION_FP32 ? "fp32" : "bf16");
+        test_encoder(cpu, gpu, 0.0f);
+        test_encoder(cpu, gpu, 0.1f);
+        test_layernorm(cpu, gpu, 96);
+        test_layernorm(cpu, gpu, 768);
+        test_matmul(cpu, gpu, 111, 96, 288, 0);
+        test_matmul(cpu, gpu, 111, 384, 96, 0);
+        test_matmul(cpu, gpu, 111, 96, 384, 1);
+        test_gelu(cpu, gpu);
+        test_attention(cpu, gpu, 2, 37, 3, 32, 1);
+        test_attention(cpu, gpu, 1, 130, 2, 64, 1);
+        test_attention(cpu, gpu, 2, 70, 1, 128, 1);
+        test_attention(cpu, gpu, 1, 100, 2, 64, 0);
+        test_attention(cpu, gpu, 1, 64, 4, 16, 1);
+        test_classifier(cpu, gpu, 0);
+        test_classifier(cpu, gpu, 1);
+        test_adamw(cpu, gpu);
+        test_stochastic_rounding(gpu);
+        test_sumsq(cpu, gpu);
+        cpu->ops->destroy(cpu);
+        gpu->ops->destroy(gpu);
+    }
+    printf(failures ? "%d check(s) failed\n" : "ok\n", failures);
+    return failures ? 1 : 0;
+}
