@@ -34,6 +34,8 @@ static void usage(FILE *f) {
             "  --warmup N       untimed steps first (default 1)\n"
             "  --steps N        timed repetitions of each pass (default 3)\n"
             "  --seed S         parameter init seed (default 1)\n"
+            "  --device D       cpu (default) or cuda\n"
+            "  --precision P    fp32 (default) or bf16 (cuda only)\n"
             "  --json           one JSON object instead of a table\n");
 }
 
@@ -59,7 +61,7 @@ static int run_pass(hg_model *m, pass p, const int32_t *tok, const int32_t *tgt,
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *model = "small";
+    const char *model = "small", *device = "cpu", *precision = "fp32";
     int B = 4, T = 256, threads = 0, warmup = 1, steps = 3, json = 0;
     unsigned long long seed = 1;
     static const struct option opts[] = {
@@ -67,6 +69,7 @@ int cmd_bench(int argc, char **argv) {
         {"ctx", required_argument, 0, 't'},   {"threads", required_argument, 0, 'n'},
         {"warmup", required_argument, 0, 'w'}, {"steps", required_argument, 0, 's'},
         {"seed", required_argument, 0, 'S'},  {"json", no_argument, 0, 'j'},
+        {"device", required_argument, 0, 'D'}, {"precision", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -80,6 +83,8 @@ int cmd_bench(int argc, char **argv) {
         case 's': steps = atoi(optarg); break;
         case 'S': seed = strtoull(optarg, NULL, 10); break;
         case 'j': json = 1; break;
+        case 'D': device = optarg; break;
+        case 'P': precision = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -98,6 +103,8 @@ int cmd_bench(int argc, char **argv) {
     opt.seq_len = T;
     opt.threads = threads;
     opt.seed = seed;
+    opt.device = !strcmp(device, "cuda") ? HG_DEVICE_CUDA : !strcmp(device, "cpu") ? HG_DEVICE_CPU : (hg_device)-1;
+    opt.precision = !strcmp(precision, "bf16") ? HG_PRECISION_BF16 : !strcmp(precision, "fp32") ? HG_PRECISION_FP32 : (hg_precision)-1;
     hg_model *m;
     hg_status st = hg_model_create(&m, &cfg, &opt);
     if (st != HG_OK) {
@@ -131,7 +138,8 @@ int cmd_bench(int argc, char **argv) {
         res[p] = stats(times, steps);
     }
     double peak = 0;
-    if (!rc && hg_sgemm_peak_gflops(threads, &peak) != HG_OK) {
+    opt.threads = threads;
+    if (!rc && hg_gemm_peak_gflops(&opt, &peak) != HG_OK) {
         fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
         rc = 1;
     }
@@ -142,7 +150,8 @@ int cmd_bench(int argc, char **argv) {
         double gflop = hg_train_flops(&cfg, B, T) / 1e9;
         double achieved = gflop / res[PASS_STEP].mean, tps = (double)B * T / res[PASS_STEP].mean;
         if (json) {
-            printf("{\"model\": \"%s\", \"batch\": %d, \"ctx\": %d, \"threads\": %d, ", model, B, T, threads);
+            printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"batch\": %d, \"ctx\": %d, \"threads\": %d, ",
+                   model, device, precision, B, T, threads);
             const char *names[] = {"forward", "forward_backward", "train_step"};
             for (int p = 0; p < 3; p++)
                 printf("\"%s\": {\"mean_s\": %.6f, \"std_s\": %.6f}, ", names[p], res[p].mean, res[p].std);

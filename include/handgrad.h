@@ -254,6 +254,10 @@ double hg_train_flops(const hg_config *cfg, int B, int T);
 /* A large oneDNN sgemm timed on `threads` threads (0: all), in GFLOP/s: the machine's
  * practical ceiling, measured in the same process as what it is compared with. */
 hg_status hg_sgemm_peak_gflops(int threads, double *gflops);
+/* The same ceiling for opt->device and opt->precision: the sgemm above on the CPU; on
+ * CUDA the median of ten 8192^3 cuBLASLt GEMMs on random data in the model's precision
+ * (fp32 accumulation), timed with CUDA events. */
+hg_status hg_gemm_peak_gflops(const hg_options *opt, double *gflops);
 
 #ifdef __cplusplus
 }

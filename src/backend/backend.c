@@ -27,3 +27,13 @@ hg_status hg_backend_create(hg_backend **out, const hg_options *opt, int threads
                    "on a machine with the CUDA toolkit)");
 #endif
 }
+
+hg_status hg_gemm_peak_gflops(const hg_options *opt, double *gflops) {
+    if (!opt || !gflops) return hg_fail(HG_ERR_INVALID, "hg_gemm_peak_gflops: NULL argument");
+    if (opt->device == HG_DEVICE_CPU) return hg_sgemm_peak_gflops(opt->threads, gflops);
+#ifdef HG_HAVE_CUDA
+    return hg_cuda_gemm_peak_gflops(opt->precision, gflops);
+#else
+    return hg_fail(HG_ERR_UNSUPPORTED, "device: this build has no CUDA backend");
+#endif
+}

@@ -95,6 +95,8 @@ const hg_backend_ops *hg_backend_cpu_ops(void);
 /* The CUDA backend (src/backend/cuda): device 0, checked for sm_90. */
 hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_precision precision, unsigned flags);
 const hg_backend_ops *hg_backend_cuda_ops(void);
+/* hg_gemm_peak_gflops on the GPU (gemm.cu). */
+hg_status hg_cuda_gemm_peak_gflops(hg_precision precision, double *gflops);
 #endif
 
 #ifdef __cplusplus

@@ -46,7 +46,8 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
         .stochastic = (m->opt.flags & HG_FLAG_STOCHASTIC_ROUNDING) != 0,
         .seed = m->opt.seed, .step = (uint32_t)m->adam_t,
     };
-    be->ops->adamw(be, &args); /* a failure shows at the next sync */
+    be->ops->adamw(be, &args);
+    HG_TRY(be->ops->sync(be)); /* the step is done when the call returns, as every step call */
     if (grad_norm) *grad_norm = (float)norm;
     return HG_OK;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "core/rng.h"
 
 typedef struct gemm_key {
     cuda_gemm_desc d;
@@ -177,4 +178,61 @@ hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, cons
     case EPI_NONE: break;
     }
     return HG_OK;
+}
+
+/* ---- the GEMM ceiling: hg_gemm_peak_gflops ---- */
+
+/* x (n) uniform in [-1, 1) from Philox: random data (zeros run faster than real data). */
+template <typename T>
+__global__ void fill_uniform_kernel(T *x, size_t n, uint32_t stream) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        hg_u32x4 r = hg_philox(1, (uint32_t)i, (uint32_t)(i >> 32), 0x100 + stream, 0);
+        x[i] = from_f<T>(2.0f * hg_u32_to_unit(r.v[0]) - 1.0f);
+    }
+}
+
+static hg_status gemm_peak(hg_backend *be, double *gflops) {
+    enum { NDIM = 8192, WARMUP = 3, REPS = 10 };
+    const size_t n = (size_t)NDIM * NDIM, E = hg_precision_bytes(be->precision);
+    cudaStream_t st = cuda_stream(be);
+    void *m[3] = {NULL, NULL, NULL};
+    cudaEvent_t ev[REPS + 1] = {};
+    hg_status s = HG_OK;
+    for (int i = 0; i < 3 && s == HG_OK; i++) s = cuda_check(be, cudaMalloc(&m[i], n * E), "cudaMalloc (GEMM ceiling)");
+    for (int i = 0; i < 2 && s == HG_OK; i++) {
+        CUDA_DISPATCH(be, fill_uniform_kernel<T><<<1024, 256, 0, st>>>((T *)m[i], n, (uint32_t)i));
+        s = cuda_launched(be, "fill_uniform_kernel");
+    }
+    for (int i = 0; i <= REPS && s == HG_OK; i++) s = cuda_check(be, cudaEventCreate(&ev[i]), "cudaEventCreate");
+    cuda_gemm_desc d = {NDIM, NDIM, NDIM, 0, 0, NDIM, NDIM, NDIM, 0, 0, EPI_NONE};
+    for (int i = 0; i < WARMUP && s == HG_OK; i++) s = cuda_gemm(be, &d, m[0], m[1], m[2], NULL, NULL);
+    for (int i = 0; i < REPS && s == HG_OK; i++) {
+        s = cuda_check(be, cudaEventRecord(ev[i], st), "cudaEventRecord");
+        if (s == HG_OK) s = cuda_gemm(be, &d, m[0], m[1], m[2], NULL, NULL);
+        if (s == HG_OK && i == REPS - 1) s = cuda_check(be, cudaEventRecord(ev[REPS], st), "cudaEventRecord");
+    }
+    if (s == HG_OK) s = cuda_check(be, cudaEventSynchronize(ev[REPS]), "cudaEventSynchronize");
+    float ms[REPS];
+    for (int i = 0; i < REPS && s == HG_OK; i++) s = cuda_check(be, cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]), "cudaEventElapsedTime");
+    if (s == HG_OK) {
+        for (int i = 1; i < REPS; i++) /* insertion sort for the median */
+            for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+                float t = ms[j];
+                ms[j] = ms[j - 1], ms[j - 1] = t;
+            }
+        double med = 0.5 * (ms[REPS / 2 - 1] + ms[REPS / 2]) * 1e-3;
+        *gflops = 2.0 * NDIM * (double)NDIM * NDIM / med / 1e9;
+    }
+    for (int i = 0; i <= REPS; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    for (int i = 0; i < 3; i++) cudaFree(m[i]);
+    return s;
+}
+
+extern "C" hg_status hg_cuda_gemm_peak_gflops(hg_precision precision, double *gflops) {
+    hg_backend *be = NULL;
+    HG_TRY(hg_backend_cuda_create(&be, 1, precision, 0));
+    hg_status s = gemm_peak(be, gflops);
+    be->ops->destroy(be);
+    return s;
 }
