@@ -36,6 +36,7 @@ static void usage(FILE *f) {
             "  --seed S         parameter init seed (default 1)\n"
             "  --device D       cpu (default) or cuda\n"
             "  --precision P    fp32 (default) or bf16 (cuda only)\n"
+            "  --cuda-graphs    replay the training pass as a CUDA graph\n"
             "  --json           one JSON object instead of a table\n");
 }
 
@@ -62,7 +63,7 @@ static int run_pass(hg_model *m, pass p, const int32_t *tok, const int32_t *tgt,
 
 int cmd_bench(int argc, char **argv) {
     const char *model = "small", *device = "cpu", *precision = "fp32";
-    int B = 4, T = 256, threads = 0, warmup = 1, steps = 3, json = 0;
+    int B = 4, T = 256, threads = 0, warmup = 1, steps = 3, json = 0, graphs = 0;
     unsigned long long seed = 1;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"batch", required_argument, 0, 'b'},
@@ -70,6 +71,7 @@ int cmd_bench(int argc, char **argv) {
         {"warmup", required_argument, 0, 'w'}, {"steps", required_argument, 0, 's'},
         {"seed", required_argument, 0, 'S'},  {"json", no_argument, 0, 'j'},
         {"device", required_argument, 0, 'D'}, {"precision", required_argument, 0, 'P'},
+        {"cuda-graphs", no_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -85,6 +87,7 @@ int cmd_bench(int argc, char **argv) {
         case 'j': json = 1; break;
         case 'D': device = optarg; break;
         case 'P': precision = optarg; break;
+        case 'G': graphs = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -104,6 +107,7 @@ int cmd_bench(int argc, char **argv) {
     opt.threads = threads;
     opt.seed = seed;
     opt.device = !strcmp(device, "cuda") ? HG_DEVICE_CUDA : !strcmp(device, "cpu") ? HG_DEVICE_CPU : (hg_device)-1;
+    opt.flags = graphs ? HG_FLAG_CUDA_GRAPHS : 0;
     opt.precision = !strcmp(precision, "bf16") ? HG_PRECISION_BF16 : !strcmp(precision, "fp32") ? HG_PRECISION_FP32 : (hg_precision)-1;
     hg_model *m;
     hg_status st = hg_model_create(&m, &cfg, &opt);

@@ -1,0 +1,120 @@
+/* Times handgrad's CUDA flash attention (bf16) forward and forward+backward over the
+ * attention sweep: T from 512 to 16384, head sizes 64 and 128, causal, d_model 2048
+ * (NH = 2048 / hs) and B*T = 16384 tokens. One JSON object per line, the fields that
+ * bench/compare_torch_cuda.py reads:
+ *   {"impl", "T", "hs", "B", "NH", "causal", "forward_ms", "forward_backward_ms",
+ *    "forward_tflops", "forward_backward_tflops", "bytes"}
+ * FLOPs are counted as FlashAttention's benchmarks count them: forward 4 B NH T^2 hs,
+ * halved when causal; backward 2.5x forward. bytes: every buffer the op reads or writes
+ * (qkv, out, lse, dout, dqkv) plus its scratch: all it allocates.
+ * Timing: the median over 5 batches of the mean of `reps` calls, synchronised around
+ * each batch, after two untimed calls. Usage: attention_cuda [--reps N] [--T T --hs D]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "core/timer.h"
+
+static hg_backend *be;
+
+static void die(const char *what) {
+    fprintf(stderr, "attention_cuda: %s: %s\n", what, hg_last_error());
+    exit(1);
+}
+
+static void *dev(size_t bytes) {
+    void *p = be->ops->alloc(be, bytes);
+    if (!p) {
+        fprintf(stderr, "attention_cuda: out of GPU memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* n random bf16 values in [-1, 1) at d. */
+static void fill(void *d, size_t n, unsigned seed) {
+    float *h = malloc(n * sizeof(float)), *tmp = dev(n * sizeof(float));
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        h[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    be->ops->upload(be, tmp, h, n * sizeof(float));
+    be->ops->to_compute(be, d, tmp, n);
+    if (be->ops->sync(be) != HG_OK) die("fill");
+    be->ops->free(be, tmp);
+    free(h);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct bufs {
+    void *qkv, *out, *lse, *dout, *dqkv, *scratch;
+} bufs;
+
+static hg_status pass(const hg_attention_shape *s, const bufs *b, int backward) {
+    HG_TRY(be->ops->attention_forward(be, b->out, b->lse, b->qkv, s, b->scratch));
+    if (backward) HG_TRY(be->ops->attention_backward(be, b->dqkv, b->dout, b->qkv, b->out, b->lse, s, b->scratch));
+    return HG_OK;
+}
+
+/* Median over 5 batches of the mean seconds per call. */
+static double time_pass(const hg_attention_shape *s, const bufs *b, int backward, int reps) {
+    for (int i = 0; i < 2; i++)
+        if (pass(s, b, backward) != HG_OK) die("attention");
+    if (be->ops->sync(be) != HG_OK) die("sync");
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        double t0 = hg_now();
+        for (int i = 0; i < reps; i++)
+            if (pass(s, b, backward) != HG_OK) die("attention");
+        if (be->ops->sync(be) != HG_OK) die("sync");
+        t[k] = (hg_now() - t0) / reps;
+    }
+    qsort(t, 5, sizeof t[0], cmp_double);
+    return t[2];
+}
+
+static void run(int T, int hs, int reps) {
+    const int C = 2048, NH = C / hs, B = 16384 / T > 0 ? 16384 / T : 1;
+    hg_attention_shape s = {B, T, NH, hs, 1};
+    size_t n = (size_t)B * T * C, E = 2, scratch = be->ops->attention_scratch_bytes(be, &s);
+    bufs b = {dev(3 * n * E), dev(n * E), dev((size_t)B * NH * T * 4), dev(n * E), dev(3 * n * E), dev(scratch)};
+    fill(b.qkv, 3 * n, 1);
+    fill(b.dout, n, 2);
+    double fwd = time_pass(&s, &b, 0, reps), fb = time_pass(&s, &b, 1, reps);
+    double flops = 4.0 * B * NH * (double)T * T * hs * 0.5;
+    size_t bytes = 3 * n * E * 2 + 2 * n * E + (size_t)B * NH * T * 4 + scratch;
+    printf("{\"impl\": \"handgrad\", \"T\": %d, \"hs\": %d, \"B\": %d, \"NH\": %d, \"causal\": 1, \"forward_ms\": %.4f, "
+           "\"forward_backward_ms\": %.4f, \"forward_tflops\": %.2f, \"forward_backward_tflops\": %.2f, \"bytes\": %zu}\n",
+           T, hs, B, NH, fwd * 1e3, fb * 1e3, flops / fwd / 1e12, 3.5 * flops / fb / 1e12, bytes);
+    fflush(stdout);
+    void *all[] = {b.qkv, b.out, b.lse, b.dout, b.dqkv, b.scratch};
+    for (int i = 0; i < 6; i++) be->ops->free(be, all[i]);
+}
+
+int main(int argc, char **argv) {
+    int reps = 10, T = 0, hs = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--T")) T = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--hs")) hs = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "usage: attention_cuda [--reps N] [--T T --hs D]\n");
+            return 2;
+        }
+    }
+    if (hg_backend_cuda_create(&be, 1, HG_PRECISION_BF16, 0) != HG_OK) die("CUDA backend");
+    if (T > 0 && hs > 0) run(T, hs, reps);
+    else
+        for (int h = 64; h <= 128; h *= 2)
+            for (int t = 512; t <= 16384; t *= 2) run(t, h, reps);
+    be->ops->destroy(be);
+    return 0;
+}
