@@ -51,6 +51,11 @@ void *cuda_work(hg_backend *be, size_t bytes) {
     }
     if (s->work && cuda_check(be, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize") != HG_OK) return NULL;
     if (s->work) cudaFree(s->work);
+    if (s->graph) { /* it holds the old address */
+        cudaGraphExecDestroy(s->graph);
+        s->graph = NULL;
+        s->last_key = 0;
+    }
     s->work = NULL;
     s->work_bytes = 0;
     if (cuda_check(be, cudaMalloc(&s->work, bytes), "cudaMalloc (backend scratch)") != HG_OK) return NULL;
@@ -172,8 +177,8 @@ static hg_status check_device(cudaDeviceProp *prop) {
     e = cudaGetDeviceProperties(prop, 0);
     if (e != cudaSuccess)
         return hg_fail(HG_ERR_BACKEND, "CUDA: cudaGetDeviceProperties failed: %s", cudaGetErrorString(e));
-    if (prop->major != 9)
-        return hg_fail(HG_ERR_UNSUPPORTED, "device: GPU 0 is %s (sm_%d%d); this build has kernels for sm_90 (Hopper: H100, H200) only",
+    if (prop->major < 9) /* sm_90a code runs on Hopper; later GPUs JIT the compute_90 PTX (untested) */
+        return hg_fail(HG_ERR_UNSUPPORTED, "device: GPU 0 is %s (sm_%d%d); this build needs sm_90 (Hopper: H100, H200) or newer",
                        prop->name, prop->major, prop->minor);
     return HG_OK;
 }
