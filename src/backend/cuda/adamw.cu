@@ -90,7 +90,10 @@ static hg_status upload_segments(hg_backend *be, const hg_table *params, const h
     }
     size_t bytes = sizeof *h * (size_t)params->count;
     hg_status st = cuda_check(be, cudaMalloc(&s->adam_segs, bytes), "cudaMalloc (AdamW tensor list)");
-    if (st == HG_OK) st = cuda_check(be, cudaMemcpy(s->adam_segs, h, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (AdamW tensor list)");
+    /* on the backend's stream (a non-blocking one: the legacy stream would not order it) */
+    if (st == HG_OK)
+        st = cuda_check(be, cudaMemcpyAsync(s->adam_segs, h, bytes, cudaMemcpyHostToDevice, s->stream), "cudaMemcpyAsync (AdamW tensor list)");
+    if (st == HG_OK) st = cuda_check(be, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
     free(h);
     if (st != HG_OK) return st;
     s->adam_table = params;
