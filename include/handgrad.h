@@ -86,7 +86,7 @@ int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding)
 
 /* Where a model runs. A CUDA model keeps its parameters, gradients, optimizer state and
  * activations in GPU memory (see hg_param_info); everything else in this API is the
- * same. HG_DEVICE_CUDA needs a build with the CUDA backend and an sm_90 (Hopper) GPU;
+ * same. HG_DEVICE_CUDA needs a build with the CUDA backend and a Hopper (sm_90) or newer GPU;
  * otherwise hg_model_create fails with HG_ERR_UNSUPPORTED and says why. */
 typedef enum hg_device { HG_DEVICE_CPU = 0, HG_DEVICE_CUDA = 1 } hg_device;
 

@@ -92,7 +92,7 @@ hg_status hg_backend_cpu_create(hg_backend **out, int threads);
 const hg_backend_ops *hg_backend_cpu_ops(void);
 
 #ifdef HG_HAVE_CUDA
-/* The CUDA backend (src/backend/cuda): device 0, checked for sm_90. */
+/* The CUDA backend (src/backend/cuda): device 0, checked for sm_90 or newer. */
 hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_precision precision, unsigned flags);
 const hg_backend_ops *hg_backend_cuda_ops(void);
 /* hg_gemm_peak_gflops on the GPU (gemm.cu). */
