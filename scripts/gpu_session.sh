@@ -7,7 +7,7 @@
 #   bench-train      GPT-2 small B=8/16/32: handgrad vs torch eager/compile  (~8 min)
 #   bench-attention  flash attention sweep vs SDPA's four backends           (~5 min)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 part=${1:?usage: scripts/gpu_session.sh check|sanitize|bench-train|bench-attention}
 out=${OUT:-gpu-out}
 mkdir -p "$out"

@@ -17,7 +17,7 @@ typedef struct hg_classifier_args {
     const float *wte;      /* (Vp, C); rows >= V are padding and never score */
     const int32_t *targets;/* (N) or NULL; -1 is ignored */
     float *losses;         /* (N) out: per-row loss, 0 where ignored; NULL without targets */
-    float *logits;         /* (N, V) out, or NULL */
+    float *logits;         /* (N, V) fp32 out, in host memory on every backend, or NULL */
     /* backward, when dx != NULL: dlogits = (softmax - onehot) * dscale on rows with a target */
     float dscale;
     float *dx;             /* (N, C) written */
