@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Builds what a GPU session runs, here (no GPU needed), and packs it with the shared
 # libraries the GPU machine lacks (oneDNN, PCRE2, cJSON, OpenCL's loader, libgomp) into
-# .gpu/ (ignored by .gitignore; the device tool carries it when the call names it). cuBLASLt and the CUDA
-# runtime are not packed: the GPU machine's CUDA 13 toolkit has them.
+# .gpu/bundle.tar.gz (ignored by .gitignore; the device tool carries .gpu when a call names
+# it). cuBLASLt and the CUDA runtime are not packed: the GPU machine's toolkit has them.
 # Portable ISA (no -march=native): the GPU machine's CPU is not this one.
 # Usage: scripts/gpu_bundle.sh [build-dir]   (default build-gpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-gpu}
 scripts/build.sh "$dir" -DHANDGRAD_NATIVE=OFF -DHANDGRAD_CUDA=ON
-rm -rf .gpu
-mkdir -p .gpu/lib
-cp "$dir/handgrad" "$dir/tests/test_cuda_ops" "$dir/tests/test_cuda_model" "$dir/bench/attention_cuda" .gpu/
-strip --strip-debug .gpu/handgrad .gpu/test_cuda_ops .gpu/test_cuda_model .gpu/attention_cuda
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/lib"
+cp "$dir/handgrad" "$dir/tests/test_cuda_ops" "$dir/tests/test_cuda_model" "$dir/bench/attention_cuda" "$stage/"
+strip --strip-debug "$stage"/handgrad "$stage"/test_cuda_ops "$stage"/test_cuda_model "$stage"/attention_cuda
 for lib in libdnnl.so.2 libpcre2-8.so.0 libcjson.so.1 libOpenCL.so.1 libgomp.so.1; do
-  path=$(ldd .gpu/handgrad | awk -v l="$lib" '$1 == l { print $3 }')
-  [ -n "$path" ] && cp -L "$path" .gpu/lib/
+  path=$(ldd "$stage/handgrad" | awk -v l="$lib" '$1 == l { print $3 }')
+  [ -n "$path" ] && cp -L "$path" "$stage/lib/"
 done
+# compressed: the working tree and what a call carries share a 64 MiB limit
+rm -rf .gpu
+mkdir -p .gpu
+tar -czf .gpu/bundle.tar.gz -C "$stage" .
 du -sh .gpu
 echo "carry .gpu with the run: scripts/gpu_session.sh check|sanitize|bench-train|bench-attention"

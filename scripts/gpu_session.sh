@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU session's work, in parts that each fit one 10-minute device call (docs/cuda.md).
 # Runs on the GPU machine from the repository root, with .gpu/ carried (made here by
-# scripts/gpu_bundle.sh); logs and results go to $OUT (default gpu-out/).
+# scripts/gpu_bundle.sh; unpacked to /tmp/handgrad-gpu); logs and results go to $OUT
+# (default gpu-out/).
 #   check            GPU facts, the gpu-labelled tests, a GPT-2 small step   (~3 min)
 #   sanitize         compute-sanitizer memcheck and racecheck on the op tests (~5 min)
 #   bench-train      GPT-2 small B=8/16/32: handgrad vs torch eager/compile  (~8 min)
@@ -11,10 +12,12 @@ cd "$(dirname "$0")/.." || exit 2
 part=${1:?usage: scripts/gpu_session.sh check|sanitize|bench-train|bench-attention}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-[ -x .gpu/handgrad ] || { echo "gpu_session: .gpu/ is missing: run scripts/gpu_bundle.sh here and carry .gpu"; exit 2; }
+[ -f .gpu/bundle.tar.gz ] || { echo "gpu_session: .gpu/ is missing: run scripts/gpu_bundle.sh here and carry .gpu"; exit 2; }
+bin=/tmp/handgrad-gpu
+rm -rf "$bin" && mkdir -p "$bin" && tar -xzf .gpu/bundle.tar.gz -C "$bin" || exit 2
 # cuBLASLt and cudart: the toolkit's, else PyTorch's wheels
 pylibs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + "/**/libcublasLt.so*", recursive=True) + glob.glob(d + "/**/libcudart.so*", recursive=True)})))' 2>/dev/null)
-export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${pylibs}:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$bin/lib:/usr/local/cuda/lib64:${pylibs}:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
 status=0
 step() { # step NAME CMD...: runs CMD, log in $out/NAME.log, keeps going on failure
@@ -30,21 +33,21 @@ step() { # step NAME CMD...: runs CMD, log in $out/NAME.log, keeps going on fail
 case $part in
 check)
   step gpu nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  step ldd ldd .gpu/handgrad
-  step test_cuda_ops .gpu/test_cuda_ops
-  step test_cuda_model .gpu/test_cuda_model
-  step bench_small .gpu/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5
-  step bench_small_fp32 .gpu/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision fp32 --warmup 1 --steps 2
+  step ldd ldd "$bin"/handgrad
+  step test_cuda_ops "$bin"/test_cuda_ops
+  step test_cuda_model "$bin"/test_cuda_model
+  step bench_small "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5
+  step bench_small_fp32 "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision fp32 --warmup 1 --steps 2
   ;;
 sanitize)
-  step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 .gpu/test_cuda_ops
-  step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 .gpu/test_cuda_ops
+  step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bin"/test_cuda_ops
+  step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$bin"/test_cuda_ops
   ;;
 bench-train)
-  step train python3 bench/compare_torch_cuda.py --part train --handgrad .gpu/handgrad --out "$out"
+  step train python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out"
   ;;
 bench-attention)
-  step attention python3 bench/compare_torch_cuda.py --part attention --attention-bin .gpu/attention_cuda --out "$out"
+  step attention python3 bench/compare_torch_cuda.py --part attention --attention-bin "$bin"/attention_cuda --out "$out"
   ;;
 *) echo "gpu_session: unknown part '$part'"; exit 2 ;;
 esac
