@@ -176,8 +176,7 @@ __global__ void to_compute_kernel(T *dst, const float *src, size_t n) {
 }
 
 void cuda_to_compute(hg_backend *be, void *dst, const float *src, size_t n) {
-    size_t blocks = (n + 255) / 256, cap = (size_t)cuda_of(be)->sm_count * 16;
-    CUDA_DISPATCH(be, to_compute_kernel<T><<<(unsigned)(blocks < cap ? (blocks ? blocks : 1) : cap), 256, 0, cuda_stream(be)>>>(
+    CUDA_DISPATCH(be, to_compute_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>(
                           (T *)dst, src, n));
     cuda_launched(be, "to_compute_kernel");
 }

@@ -114,6 +114,19 @@ __device__ __forceinline__ float warp_max(float v) {
 
 static inline unsigned cuda_blocks(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
 
+/* Blocks of 256 threads for a grid-stride loop over n elements: one per 256, at most 16
+ * per multiprocessor, at least one. */
+static inline unsigned cuda_grid(hg_backend *be, size_t n) {
+    size_t cap = (size_t)cuda_of(be)->sm_count * 16, want = (n + 255) / 256;
+    return (unsigned)(want < cap ? (want ? want : 1) : cap);
+}
+
+/* Dropout settings by value for a kernel argument (off when d is NULL). */
+static inline hg_dropout cuda_dropout(const hg_dropout *d) {
+    hg_dropout off = {0.0f, 0, 0, 0};
+    return d ? *d : off;
+}
+
 /* ---- GEMM (gemm.cu): row-major, as cpu_gemm_desc ---- */
 
 typedef enum cuda_epilogue {

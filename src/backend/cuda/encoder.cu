@@ -46,33 +46,23 @@ __global__ void encoder_backward_wpe_kernel(float *dwpe, const T *dout, int B, i
     }
 }
 
-static unsigned grid_for(hg_backend *be, size_t n) {
-    size_t cap = (size_t)cuda_of(be)->sm_count * 16, want = (n + 255) / 256;
-    return (unsigned)(want < cap ? (want ? want : 1) : cap);
-}
-
-static hg_dropout drop_or_off(const hg_dropout *d) {
-    hg_dropout off = {0.0f, 0, 0, 0};
-    return d ? *d : off;
-}
-
 extern "C" void cuda_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                                      int T_, int C, const hg_dropout *drop) {
     CUDA_OP("encoder_forward");
     size_t n = (size_t)B * T_ * C;
-    CUDA_DISPATCH(be, encoder_forward_kernel<T><<<grid_for(be, n), 256, 0, cuda_stream(be)>>>(
-                          (T *)out, tokens, (const T *)wte, (const T *)wpe, B * T_, T_, C, drop_or_off(drop)));
+    CUDA_DISPATCH(be, encoder_forward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>(
+                          (T *)out, tokens, (const T *)wte, (const T *)wpe, B * T_, T_, C, cuda_dropout(drop)));
     cuda_launched(be, "encoder_forward_kernel");
 }
 
 extern "C" void cuda_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
                                       int T_, int C, const hg_dropout *drop) {
     CUDA_OP("encoder_backward");
-    hg_dropout d = drop_or_off(drop);
-    CUDA_DISPATCH(be, encoder_backward_wte_kernel<T><<<grid_for(be, (size_t)B * T_ * C), 256, 0, cuda_stream(be)>>>(
+    hg_dropout d = cuda_dropout(drop);
+    CUDA_DISPATCH(be, encoder_backward_wte_kernel<T><<<cuda_grid(be, (size_t)B * T_ * C), 256, 0, cuda_stream(be)>>>(
                           dwte, (const T *)dout, tokens, B * T_, C, d));
     if (cuda_launched(be, "encoder_backward_wte_kernel") != HG_OK) return;
-    CUDA_DISPATCH(be, encoder_backward_wpe_kernel<T><<<grid_for(be, (size_t)T_ * C), 256, 0, cuda_stream(be)>>>(
+    CUDA_DISPATCH(be, encoder_backward_wpe_kernel<T><<<cuda_grid(be, (size_t)T_ * C), 256, 0, cuda_stream(be)>>>(
                           dwpe, (const T *)dout, B, T_, C, d));
     cuda_launched(be, "encoder_backward_wpe_kernel");
 }

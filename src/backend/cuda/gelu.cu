@@ -26,20 +26,15 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, size_
         dinp[i] = from_f<T>(gelu_grad_f(to_f(inp[i])) * to_f(dout[i]));
 }
 
-static unsigned grid_for(hg_backend *be, size_t n) {
-    size_t cap = (size_t)cuda_of(be)->sm_count * 16, want = (n + 255) / 256;
-    return (unsigned)(want < cap ? (want ? want : 1) : cap);
-}
-
 extern "C" void cuda_gelu_forward(hg_backend *be, float *out, const float *inp, size_t n) {
     CUDA_OP("gelu_forward");
-    CUDA_DISPATCH(be, gelu_forward_kernel<T><<<grid_for(be, n), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)inp, n));
+    CUDA_DISPATCH(be, gelu_forward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)inp, n));
     cuda_launched(be, "gelu_forward_kernel");
 }
 
 extern "C" void cuda_gelu_backward(hg_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
     CUDA_OP("gelu_backward");
-    CUDA_DISPATCH(be, gelu_backward_kernel<T><<<grid_for(be, n), 256, 0, cuda_stream(be)>>>((T *)dinp, (const T *)inp,
+    CUDA_DISPATCH(be, gelu_backward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)dinp, (const T *)inp,
                                                                                             (const T *)dout, n));
     cuda_launched(be, "gelu_backward_kernel");
 }
@@ -76,19 +71,19 @@ __global__ void dgelu_epilogue_kernel(T *d, const T *pre, int M, int N, int ld) 
 
 hg_status cuda_bias_add(hg_backend *be, void *out, const void *bias, int M, int N, int ld) {
     if (!bias) return HG_OK;
-    CUDA_DISPATCH(be, bias_add_kernel<T><<<grid_for(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)bias, M,
+    CUDA_DISPATCH(be, bias_add_kernel<T><<<cuda_grid(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)bias, M,
                                                                                                     N, ld));
     return cuda_launched(be, "bias_add_kernel");
 }
 
 hg_status cuda_gelu_inplace(hg_backend *be, void *out, void *pre, int M, int N, int ld) {
-    CUDA_DISPATCH(be, gelu_epilogue_kernel<T><<<grid_for(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)pre,
+    CUDA_DISPATCH(be, gelu_epilogue_kernel<T><<<cuda_grid(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)pre,
                                                                                                          M, N, ld));
     return cuda_launched(be, "gelu_epilogue_kernel");
 }
 
 hg_status cuda_dgelu_inplace(hg_backend *be, void *d, const void *pre, int M, int N, int ld) {
-    CUDA_DISPATCH(be, dgelu_epilogue_kernel<T><<<grid_for(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)d, (const T *)pre,
+    CUDA_DISPATCH(be, dgelu_epilogue_kernel<T><<<cuda_grid(be, (size_t)M * N), 256, 0, cuda_stream(be)>>>((T *)d, (const T *)pre,
                                                                                                           M, N, ld));
     return cuda_launched(be, "dgelu_epilogue_kernel");
 }

@@ -107,11 +107,6 @@ __global__ void dropout_backward_kernel(T *dbranch, const T *dres, size_t n, hg_
 
 static unsigned row_blocks(int N) { return (unsigned)((N + LN_WARPS - 1) / LN_WARPS); }
 
-static hg_dropout drop_or_off(const hg_dropout *d) {
-    hg_dropout off = {0.0f, 0, 0, 0};
-    return d ? *d : off;
-}
-
 extern "C" void cuda_layernorm_forward(hg_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                                        const float *b, int N, int C) {
     CUDA_OP("layernorm_forward");
@@ -126,7 +121,7 @@ extern "C" void cuda_residual_layernorm_forward(hg_backend *be, float *res_out, 
     CUDA_OP("residual_layernorm_forward");
     CUDA_DISPATCH(be, residual_layernorm_forward_kernel<T><<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
                           (T *)res_out, (T *)out, mean, rstd, (const T *)res_in, (const T *)delta, (const T *)w, (const T *)b, N,
-                          C, drop_or_off(drop)));
+                          C, cuda_dropout(drop)));
     cuda_launched(be, "residual_layernorm_forward_kernel");
 }
 
@@ -147,8 +142,7 @@ extern "C" void cuda_layernorm_backward(hg_backend *be, float *dinp, float *dw, 
 
 extern "C" void cuda_dropout_backward(hg_backend *be, float *dbranch, const float *dres, size_t n, const hg_dropout *drop) {
     CUDA_OP("dropout_backward");
-    unsigned blocks = (unsigned)((n + 255) / 256 < (size_t)cuda_of(be)->sm_count * 16 ? (n + 255) / 256 : (size_t)cuda_of(be)->sm_count * 16);
-    CUDA_DISPATCH(be, dropout_backward_kernel<T><<<blocks ? blocks : 1, 256, 0, cuda_stream(be)>>>((T *)dbranch, (const T *)dres, n,
-                                                                                                   drop_or_off(drop)));
+    CUDA_DISPATCH(be, dropout_backward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)dbranch, (const T *)dres, n,
+                                                                                                   cuda_dropout(drop)));
     cuda_launched(be, "dropout_backward_kernel");
 }
