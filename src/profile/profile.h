@@ -48,7 +48,7 @@ void prof_record_region(const hg_model *m, prof_kind kind, double t0);
 #if HG_PROFILE
 #define PROF_ON(m) ((m)->prof != NULL)
 #else
-#define PROF_ON(m) 0
+#define PROF_ON(m) ((void)(m), 0)
 #endif
 
 static inline double prof_begin(const hg_model *m) { return PROF_ON(m) ? hg_now() : 0.0; }
