@@ -45,11 +45,6 @@ static int by_total(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-static const char *pass_name(hg_prof_pass p) {
-    static const char *names[] = {"forward", "backward", "optimizer", "step"};
-    return names[p];
-}
-
 /* Groups the op events of timed steps by name; rows sorted by total time, largest first. */
 static op_row *op_rows(const prof_run *r, int *nrows) {
     op_row *rows = calloc((size_t)r->nev + 1, sizeof *rows);
@@ -144,12 +139,6 @@ static void layer_times(const prof_run *r, double *fwd, double *bwd) {
     }
 }
 
-static void layer_name(char *buf, size_t n, int slot, int L) {
-    if (slot == 0) snprintf(buf, n, "embedding");
-    else if (slot == L + 1) snprintf(buf, n, "classifier");
-    else snprintf(buf, n, "block %d", slot - 1);
-}
-
 static void print_tables(const prof_run *r, op_row *rows, int nrows) {
     const int L = r->cfg.n_layer;
     totals t = totals_of(r);
@@ -171,7 +160,7 @@ static void print_tables(const prof_run *r, op_row *rows, int nrows) {
                "bwd/fwd", "share");
         for (int s = 0; s < L + 2; s++) {
             char name[32];
-            layer_name(name, sizeof name, s, L);
+            profile_layer_name(name, sizeof name, s - 1, L);
             printf("  %-12s %10.3f %10.3f %10.3f %8.2f %6.1f%%\n", name, 1e3 * fwd[s], 1e3 * bwd[s],
                    1e3 * (fwd[s] + bwd[s]), fwd[s] > 0 ? bwd[s] / fwd[s] : 0.0, 100 * (fwd[s] + bwd[s]) / t.step_mean);
         }
@@ -216,7 +205,7 @@ static cJSON *json_tables(const prof_run *r, op_row *rows, int nrows) {
         row_stats s = stats_of(&rows[k]);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", rows[k].name);
-        cJSON_AddStringToObject(o, "pass", pass_name(rows[k].pass));
+        cJSON_AddStringToObject(o, "pass", profile_pass_name(rows[k].pass));
         cJSON_AddBoolToObject(o, "gemm", rows[k].gemm);
         cJSON_AddNumberToObject(o, "time_pct", 100 * rows[k].total / (t.ops * r->steps));
         cJSON_AddNumberToObject(o, "total_s", rows[k].total);
@@ -235,7 +224,7 @@ static cJSON *json_tables(const prof_run *r, op_row *rows, int nrows) {
         layer_times(r, fwd, bwd);
         for (int s = 0; s < L + 2; s++) {
             char name[32];
-            layer_name(name, sizeof name, s, L);
+            profile_layer_name(name, sizeof name, s - 1, L);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "name", name);
             cJSON_AddNumberToObject(o, "layer", s - 1);

@@ -9,6 +9,18 @@
 
 typedef struct cJSON cJSON;
 
+static inline const char *profile_pass_name(hg_prof_pass p) {
+    static const char *names[] = {"forward", "backward", "optimizer", "step"};
+    return names[p];
+}
+
+/* "embedding" (layer -1), "block l", or "classifier" (layer L). */
+static inline void profile_layer_name(char *buf, size_t n, int layer, int L) {
+    if (layer == -1) snprintf(buf, n, "embedding");
+    else if (layer == L) snprintf(buf, n, "classifier");
+    else snprintf(buf, n, "block %d", layer);
+}
+
 /* One profiled run: the model, and the events of its timed steps. */
 typedef struct prof_run {
     const char *preset;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_io.h"
 #include "profile.h"
 #include "svg.h"
 
@@ -56,14 +57,19 @@ typedef struct curve {
     int nbuf;
 } curve;
 
+/* Returns 0, or 1 with the error printed. */
 static int curve_build(const prof_run *r, curve *c) {
     int step = r->steps - 1;
     memset(c, 0, sizeof *c);
     c->nbuf = hg_buffer_count(r->m);
-    if (hg_profiler_memory_curve(r->p, step, NULL, 0, &c->n) != HG_OK) return 1;
+    if (hg_profiler_memory_curve(r->p, step, NULL, 0, &c->n) != HG_OK) return cli_fail("profile");
     c->pts = malloc(sizeof *c->pts * (size_t)c->n);
     c->holders = malloc(sizeof(size_t) * (size_t)c->nbuf);
-    if (!c->pts || !c->holders || hg_profiler_memory_curve(r->p, step, c->pts, c->n, &c->n) != HG_OK) return 1;
+    if (!c->pts || !c->holders) {
+        fprintf(stderr, "handgrad profile: out of memory\n");
+        return 1;
+    }
+    if (hg_profiler_memory_curve(r->p, step, c->pts, c->n, &c->n) != HG_OK) return cli_fail("profile");
     c->cls_first = -1;
     for (int k = 0; k < c->n; k++) {
         if (c->pts[k].bytes > c->pts[c->peak].bytes) c->peak = k;
@@ -72,7 +78,9 @@ static int curve_build(const prof_run *r, curve *c) {
             c->cls_last = k;
         }
     }
-    return hg_profiler_live_buffers(r->p, step, c->pts[c->peak].event, c->holders, c->nbuf) != HG_OK;
+    if (hg_profiler_live_buffers(r->p, step, c->pts[c->peak].event, c->holders, c->nbuf) != HG_OK)
+        return cli_fail("profile");
+    return 0;
 }
 
 static void curve_free(curve *c) {
@@ -141,7 +149,6 @@ int profile_memory(const prof_run *r, const prof_rss *rss, FILE *f, cJSON *json,
     }
     curve c;
     if (curve_build(r, &c)) {
-        fprintf(stderr, "handgrad profile: memory curve: %s\n", hg_last_error());
         curve_free(&c);
         return 1;
     }
@@ -221,9 +228,7 @@ int profile_memory(const prof_run *r, const prof_rss *rss, FILE *f, cJSON *json,
                     after[e->pass == HG_PASS_BACKWARD] = c.pts[k].bytes / MIB;
             }
             char name[32];
-            if (slot == -1) snprintf(name, sizeof name, "embedding");
-            else if (slot == L) snprintf(name, sizeof name, "classifier");
-            else snprintf(name, sizeof name, "block %d", slot);
+            profile_layer_name(name, sizeof name, slot, L);
             fprintf(f, "  %-12s %16.1f %16.1f\n", name, after[0], after[1]);
         }
     }

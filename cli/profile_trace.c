@@ -11,17 +11,12 @@
 
 #include "profile.h"
 
-static const char *pass_name(hg_prof_pass p) {
-    static const char *names[] = {"forward", "backward", "optimizer", "step"};
-    return names[p];
-}
-
 static void add_event(cJSON *list, const prof_run *r, const hg_prof_event *e, int pid) {
     /* whole nanoseconds, so a child's end never rounds past its parent's */
     long long t0 = llround(e->start * 1e9), t1 = llround(e->end * 1e9);
     cJSON *o = cJSON_CreateObject(), *args;
     cJSON_AddStringToObject(o, "name", e->name);
-    cJSON_AddStringToObject(o, "cat", e->region ? "region" : pass_name(e->pass));
+    cJSON_AddStringToObject(o, "cat", e->region ? "region" : profile_pass_name(e->pass));
     cJSON_AddStringToObject(o, "ph", "X");
     cJSON_AddNumberToObject(o, "ts", (double)t0 / 1e3);
     cJSON_AddNumberToObject(o, "dur", (double)(t1 - t0) / 1e3);
@@ -29,15 +24,11 @@ static void add_event(cJSON *list, const prof_run *r, const hg_prof_event *e, in
     cJSON_AddNumberToObject(o, "tid", e->thread);
     args = cJSON_AddObjectToObject(o, "args");
     cJSON_AddNumberToObject(args, "step", e->step);
-    cJSON_AddStringToObject(args, "pass", pass_name(e->pass));
+    cJSON_AddStringToObject(args, "pass", profile_pass_name(e->pass));
     if (!e->region) {
         char layer[32];
-        int L = r->cfg.n_layer;
-        if (e->layer == -1) snprintf(layer, sizeof layer, "embedding");
-        else if (e->layer == L) snprintf(layer, sizeof layer, "classifier");
-        else if (e->layer >= 0) snprintf(layer, sizeof layer, "block %d", e->layer);
-        else layer[0] = 0;
-        if (layer[0]) cJSON_AddStringToObject(args, "layer", layer);
+        profile_layer_name(layer, sizeof layer, e->layer, r->cfg.n_layer);
+        if (e->layer >= -1) cJSON_AddStringToObject(args, "layer", layer);
         cJSON_AddStringToObject(args, "shape", e->shape);
         if (e->flops > 0) cJSON_AddNumberToObject(args, "gflop", e->flops / 1e9);
         cJSON_AddNumberToObject(args, "mbytes", e->bytes / 1e6);
