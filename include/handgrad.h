@@ -252,7 +252,7 @@ typedef struct hg_prof_event {
 } hg_prof_event;
 
 /* max_events: the buffer's size; events past it are counted (hg_profiler_dropped) and
- * not kept. About 420 events per GPT-2 small training step. */
+ * not kept. 368 events per GPT-2 small training step. */
 hg_status hg_profiler_create(hg_profiler **out, int max_events);
 void hg_profiler_free(hg_profiler *p);
 /* Attach p to m (NULL detaches). A profiler may serve several models and threads. */

@@ -5,7 +5,7 @@
  *    forward to exactly the sum of the stored activations, falls through backward, and
  *    ends holding only what the last op reads (the tokens);
  *  - the Chrome trace parses, its slices nest on each thread's track, and per step the
- *    op slices add up to the step slice within 5%;
+ *    op slices add up to the step slice within 5% (retried on a loaded machine: below);
  *  - an unwritable --trace or --memory-plot path fails before the run starts.
  * Skipped (77) in a build with HANDGRAD_PROFILE=OFF. */
 #include <cjson/cJSON.h>
@@ -178,8 +178,9 @@ static int by_start(const void *a, const void *b) {
     return (x->end < y->end) - (x->end > y->end); /* the longer (the parent) first */
 }
 
-/* Slices on each track nest: each lies inside the one open before it, or after it. */
-static void check_trace(const char *path, int steps) {
+/* Slices on each track nest: each lies inside the one open before it, or after it.
+ * Returns the number of steps whose op slices miss the step slice by more than 5%. */
+static int check_trace(const char *path, int steps) {
     char *text = slurp(path);
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     CHECK(root != NULL);
@@ -219,6 +220,7 @@ static void check_trace(const char *path, int steps) {
         if (depth < 16) stack[depth++] = i;
     }
     CHECK(bad == 0);
+    int missed = 0;
     for (int st = 0; st < steps; st++) {
         double step = 0, ops = 0;
         for (int i = 0; i < ns; i++) {
@@ -226,12 +228,16 @@ static void check_trace(const char *path, int steps) {
             if (!strcmp(s[i].name, "step")) step = s[i].end - s[i].ts;
             else if (strcmp(s[i].cat, "region")) ops += s[i].end - s[i].ts;
         }
-        if (!(ops <= step && ops >= 0.95 * step)) fprintf(stderr, "step %d: ops %.1f us of %.1f us\n", st, ops, step);
-        CHECK(step > 0 && ops <= step && ops >= 0.95 * step);
+        CHECK(step > 0 && ops <= step);
+        if (ops < 0.95 * step) {
+            fprintf(stderr, "step %d: op slices cover %.1f us of %.1f us\n", st, ops, step);
+            missed++;
+        }
     }
     free(s);
     cJSON_Delete(root);
     free(text);
+    return missed;
 }
 
 static void test_cli(const char *cli) {
@@ -241,9 +247,18 @@ static void test_cli(const char *cli) {
     snprintf(plot, sizeof plot, "%s/memory.svg", dir);
     snprintf(cmd, sizeof cmd, "%s profile --model tiny --batch 4 --ctx 64 --threads 2 --warmup 1 --steps 3 --json "
              "--trace %s --memory-plot %s", cli, trace, plot);
-    int st;
-    char *out = run(cmd, &st);
-    CHECK(out && st == 0);
+    /* Outside ops a step spends ~0.05% of its time here, but the calling thread being
+     * descheduled between two ops on a loaded machine leaves a gap of a time slice, so
+     * the 5% sum may be retried twice; nesting and everything else is checked each run. */
+    int st, missed = 1;
+    char *out = NULL;
+    for (int attempt = 0; attempt < 3 && missed; attempt++) {
+        free(out);
+        out = run(cmd, &st);
+        CHECK(out && st == 0);
+        missed = check_trace(trace, 3);
+    }
+    CHECK(missed == 0);
     cJSON *j = out ? cJSON_Parse(out) : NULL;
     CHECK(j != NULL);
     const cJSON *ops = cJSON_GetObjectItemCaseSensitive(j, "ops"), *layers = cJSON_GetObjectItemCaseSensitive(j, "layers");
@@ -262,7 +277,6 @@ static void test_cli(const char *cli) {
     CHECK(cJSON_IsObject(mem) && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mem, "curve")) > 20);
     cJSON_Delete(j);
     free(out);
-    check_trace(trace, 3);
     char *svg = slurp(plot);
     CHECK(svg && !strncmp(svg, "<svg", 4) && strstr(svg, "backward") && strstr(svg, "peak"));
     free(svg);
