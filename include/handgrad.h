@@ -209,6 +209,89 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
 uint64_t hg_model_rng_counter(const hg_model *m);
 hg_status hg_model_set_rng_counter(hg_model *m, uint64_t counter);
 
+/* -------------------------------------------------------------- profiler
+ *
+ * A profiler records one event per op call (and per region: step, forward, classifier,
+ * backward, optimizer) of the models it is attached to, into a buffer allocated when it
+ * is created: recording allocates nothing and a step runs unchanged. With no profiler
+ * attached an op pays one predictable branch; a build with HANDGRAD_PROFILE=OFF has no
+ * hooks at all and hg_model_set_profiler returns HG_ERR_UNSUPPORTED.
+ *
+ *     hg_profiler *p;
+ *     hg_profiler_create(&p, 100000);
+ *     hg_model_set_profiler(m, p);
+ *     hg_profiler_step_begin(p);
+ *     hg_zero_grad(m); hg_forward_backward(m, ...); hg_optimizer_step(m, ...);
+ *     hg_profiler_step_end(p);
+ *     for (int i = 0; i < hg_profiler_count(p); i++) hg_profiler_event(p, i, &ev);
+ */
+
+typedef struct hg_profiler hg_profiler;
+
+typedef enum hg_prof_pass {
+    HG_PASS_FORWARD, HG_PASS_BACKWARD, HG_PASS_OPTIMIZER,
+    HG_PASS_STEP, /* the step region itself */
+} hg_prof_pass;
+
+typedef struct hg_prof_event {
+    const char *name;    /* op and pass, e.g. "matmul c_fc backward", "adamw"; a region:
+                            "step", "forward", "classifier", "backward", "optimizer" */
+    int region;          /* 1: a region enclosing op events; 0: one op call */
+    hg_prof_pass pass;
+    int gemm;            /* 1: a GEMM op (matmuls, classifier) */
+    int flop_bound;      /* 1: rate it in FLOP/s; 0: in bytes/s (a memory-bound op) */
+    int step;            /* index of the enclosing hg_profiler_step_begin, -1 outside steps */
+    int layer;           /* 0..L-1 a block (ln_f counts to the last), -1 the embedding,
+                            L the classifier, -2 none */
+    int thread;          /* OS id of the calling thread */
+    double start, end;   /* seconds since hg_profiler_create or hg_profiler_reset */
+    double flops;        /* floating-point operations executed (recomputation included) */
+    double bytes;        /* bytes the op must read and write, each tensor counted once */
+    int param;           /* adamw: the parameter's index (hg_param_at); else -1 */
+    char shape[64];      /* e.g. "1024x768 @ 768x3072" */
+} hg_prof_event;
+
+/* max_events: the buffer's size; events past it are counted (hg_profiler_dropped) and
+ * not kept. 368 events per GPT-2 small training step. */
+hg_status hg_profiler_create(hg_profiler **out, int max_events);
+void hg_profiler_free(hg_profiler *p);
+/* Attach p to m (NULL detaches). A profiler may serve several models and threads. */
+hg_status hg_model_set_profiler(hg_model *m, hg_profiler *p);
+/* Forgets all events and restarts the clock and the step count. */
+void hg_profiler_reset(hg_profiler *p);
+/* Marks of a step, from the thread that runs it: the step region and event.step. */
+void hg_profiler_step_begin(hg_profiler *p);
+void hg_profiler_step_end(hg_profiler *p);
+int hg_profiler_count(const hg_profiler *p);
+int64_t hg_profiler_dropped(const hg_profiler *p);
+/* Events in the order they ended (an op before the regions enclosing it). */
+hg_status hg_profiler_event(const hg_profiler *p, int index, hg_prof_event *out);
+
+/* Buffers of a model's activation table: stored activations and per-op scratch. */
+typedef struct hg_buffer_info {
+    const char *name;    /* e.g. "qkv", "scratch.logits" */
+    int scratch;         /* 1: a per-op temporary, allocated for the whole run */
+    int64_t copies;      /* one per layer for a stored activation in a training model */
+    size_t bytes;        /* all copies */
+} hg_buffer_info;
+int hg_buffer_count(const hg_model *m);
+hg_status hg_buffer_at(const hg_model *m, int index, hg_buffer_info *out);
+/* Bytes the backend allocated at first use, outside the plan (oneDNN's GEMM scratchpad). */
+size_t hg_model_workspace_bytes(const hg_model *m);
+
+/* The live-activation curve of recorded step `step`: for each of its forward and
+ * backward op events, in order, the event's index and the bytes of stored activations
+ * live while it runs (produced by it or earlier, and read by it or later), derived from
+ * the buffers each op touched. Writes min(cap, ops) points; *n receives the op count. */
+typedef struct hg_live_point {
+    int event;
+    size_t bytes;
+} hg_live_point;
+hg_status hg_profiler_memory_curve(const hg_profiler *p, int step, hg_live_point *points, int cap, int *n);
+/* Live bytes of each buffer (hg_buffer_at order, nbuffers entries) during op event
+ * `event` of step `step`, for a breakdown of the peak. */
+hg_status hg_profiler_live_buffers(const hg_profiler *p, int step, int event, size_t *bytes, int nbuffers);
+
 /* --------------------------------------------------------------- numbers */
 
 /* FLOPs of one training step over B*T tokens: 6*N*tokens + 12*L*C*T*tokens, with N

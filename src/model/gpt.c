@@ -258,6 +258,20 @@ const hg_config *hg_model_config(const hg_model *m) { return &m->cfg; }
 const hg_options *hg_model_options(const hg_model *m) { return &m->opt; }
 hg_memory_plan hg_model_memory(const hg_model *m) { return m->plan; }
 
+int hg_buffer_count(const hg_model *m) { return m ? m->acts.count : 0; }
+
+hg_status hg_buffer_at(const hg_model *m, int index, hg_buffer_info *out) {
+    if (!m || !out) return hg_fail(HG_ERR_INVALID, "hg_buffer_at: NULL argument");
+    if (index < 0 || index >= m->acts.count)
+        return hg_fail(HG_ERR_INVALID, "buffer index %d is out of range [0, %d)", index, m->acts.count);
+    const hg_tensor_spec *s = &m->acts.specs[index];
+    *out = (hg_buffer_info){.name = s->name, .scratch = !strncmp(s->name, "scratch.", 8), .copies = s->copies,
+                            .bytes = (size_t)s->alloc * s->elem_size * (size_t)s->copies};
+    return HG_OK;
+}
+
+size_t hg_model_workspace_bytes(const hg_model *m) { return m ? m->be->ops->workspace_bytes(m->be) : 0; }
+
 int hg_param_count(const hg_model *m) { return m ? m->params.count : 0; }
 
 hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {

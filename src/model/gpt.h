@@ -77,6 +77,7 @@ struct hg_model {
     uint32_t rng_step;          /* dropout masks of the last training forward */
     int64_t adam_t;
     float loss_scale_n;         /* targets that count in the mean of the last forward */
+    hg_profiler *prof;          /* attached profiler, or NULL (profile/profile.h) */
 };
 
 /* Builds both tables for (cfg, opt) without allocating. */

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "model/gpt.h"
+#include "model/gpt_ops.h"
 
 hg_adamw hg_adamw_default(void) {
     hg_adamw a = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
@@ -22,13 +23,18 @@ static hg_status check_adamw(const hg_adamw *a) {
     return HG_OK;
 }
 
+/* The block a parameter belongs to (ln_f: the last), -1 for the embeddings. */
+static int param_layer(const hg_model *m, int i) {
+    int l = (i - GPT_P_LAYER(0, 0)) / GPT_LAYER_PARAMS;
+    return i < GPT_P_LAYER(0, 0) ? -1 : l < m->cfg.n_layer ? l : m->cfg.n_layer - 1;
+}
+
 hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
     if (!m || !a) return hg_fail(HG_ERR_INVALID, "hg_optimizer_step: NULL argument");
     if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
     HG_TRY(check_adamw(a));
-    hg_backend *be = m->be;
-    double sumsq;
-    be->ops->sumsq(be, m->grad, m->params.bytes / sizeof(float), &sumsq);
+    double t0 = prof_begin(m), sumsq;
+    op_sumsq(m, m->grad, m->params.bytes / sizeof(float), &sumsq);
     double norm = sqrt(sumsq);
     if (!isfinite(norm)) return hg_fail(HG_ERR_INVALID, "the gradient norm is not finite (%g); the step was not taken", norm);
     /* PyTorch's clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)) */
@@ -43,9 +49,10 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
         u.weight_decay = (s->flags & HG_SPEC_DECAY) ? a->weight_decay : 0.0f;
-        be->ops->adamw(be, gpt_param(m, m->param, i), gpt_param(m, m->grad, i), gpt_param(m, m->adam_m, i),
-                       gpt_param(m, m->adam_v, i), (size_t)s->alloc, &u);
+        op_adamw(m, i, param_layer(m, i), gpt_param(m, m->param, i), gpt_param(m, m->grad, i),
+                 gpt_param(m, m->adam_m, i), gpt_param(m, m->adam_v, i), (size_t)s->alloc, &u);
     }
+    prof_region(m, PROF_OPTIMIZER, t0);
     if (grad_norm) *grad_norm = (float)norm;
     return HG_OK;
 }
