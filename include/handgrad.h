@@ -235,6 +235,21 @@ hg_status hg_sample(float *logits, int V, const hg_sampling *s, uint64_t *rng, i
  * inference model). Empties dst's KV cache. */
 hg_status hg_model_copy_params(hg_model *dst, const hg_model *src);
 
+/* ---------------------------------------------------- Hugging Face GPT-2 */
+
+/* A Hugging Face GPT-2 folder holds config.json, model.safetensors (names with or
+ * without "transformer.", Conv1D weights (in, out), lm_head.weight absent or equal to
+ * wte.weight) and the tokenizer's vocab.json and merges.txt (hg_tokenizer_load(dir)).
+ * Mapping and accepted fields: docs/formats.md. */
+
+/* Reads config.json; refuses a field handgrad cannot compute (e.g. activation_function
+ * other than gelu_new, layer_norm_epsilon other than 1e-5), naming it. */
+hg_status hg_hf_config_load(const char *path, hg_config *out);
+/* Creates a model from DIR/config.json and DIR/model.safetensors. opt as for
+ * hg_model_create (seq_len 0: n_positions). Every tensor must be there with its exact
+ * shape, and no other; the message names the file and tensor. */
+hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *opt);
+
 /* --------------------------------------------------------------- numbers */
 
 /* FLOPs of one training step over B*T tokens: 6*N*tokens + 12*L*C*T*tokens, with N
