@@ -250,6 +250,58 @@ hg_status hg_hf_config_load(const char *path, hg_config *out);
  * shape, and no other; the message names the file and tensor. */
 hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *opt);
 
+/* ----------------------------------------------------------- checkpoints */
+
+/* Weights are a safetensors file: one F32 tensor per parameter under its Hugging Face
+ * name and shape (hg_param_info; no lm_head, it is tied to wte), metadata "format"
+ * "handgrad-weights", "version" "1" and "config" (the hg_config as JSON). The optimizer
+ * state is a second file: "m.<name>" and "v.<name>" (AdamW's moments) and the step,
+ * RNG counter and data position in its metadata. Every write goes to a temporary name,
+ * is fsync'd and renamed into place, so a failed write leaves the old file whole.
+ * Layout and fields: docs/formats.md. */
+
+/* Writes the parameters to path. */
+hg_status hg_model_save(const hg_model *m, const char *path);
+/* Reads a weights file's config (the shape fields and dropout). */
+hg_status hg_checkpoint_config(const char *path, hg_config *out);
+/* Loads parameters saved from a model of the same shape; the model is unchanged when the
+ * file is refused (another shape, a missing tensor, a dtype other than F32). */
+hg_status hg_model_load(hg_model *m, const char *path);
+
+/* What a training run needs, besides the weights, to continue exactly. */
+typedef struct hg_train_state {
+    int64_t step;              /* training steps done (skipped ones included) */
+    uint64_t tokens;           /* training tokens consumed */
+    uint64_t epoch, batch;     /* the next training batch (hg_loader_position) */
+    int B, T;                  /* loader geometry the position refers to, */
+    int world_size;            /* and the ranks that read it */
+    uint64_t seed;             /* the run's seed (data order, dropout) */
+} hg_train_state;
+
+/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. */
+hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *s, const char *path);
+/* Restores them into a training model of the same shape, and fills *s. */
+hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *s);
+
+/* A run folder holds checkpoints DIR/ckpt_NNNNNNNN/ (model.safetensors,
+ * optimizer.safetensors and the run's own files). A checkpoint is written into
+ * ckpt_NNNNNNNN.tmp/ and renamed when whole, so a folder under its final name is
+ * complete. begin creates the temporary folder (tmp_dir receives its path); commit
+ * syncs and renames it (replacing a checkpoint of the same step); abort removes it. */
+hg_status hg_checkpoint_begin(const char *run_dir, int64_t step, char *tmp_dir, size_t cap);
+hg_status hg_checkpoint_commit(const char *run_dir, int64_t step, const char *tmp_dir);
+void hg_checkpoint_abort(const char *tmp_dir);
+/* Removes all but the newest keep checkpoints, and leftover temporary folders. */
+hg_status hg_checkpoint_prune(const char *run_dir, int keep);
+/* The newest complete checkpoint folder in run_dir; HG_ERR_IO when there is none. */
+hg_status hg_checkpoint_latest(const char *run_dir, char *ckpt_dir, size_t cap, int64_t *step);
+/* The weights file behind path: a .safetensors file, a checkpoint folder, or a run
+ * folder (its newest checkpoint). */
+hg_status hg_checkpoint_resolve(const char *path, char *weights, size_t cap);
+
+/* Writes a whole file atomically (temporary name, fsync, rename, fsync the folder). */
+hg_status hg_write_file_atomic(const char *path, const void *data, size_t len);
+
 /* --------------------------------------------------------------- numbers */
 
 /* FLOPs of one training step over B*T tokens: 6*N*tokens + 12*L*C*T*tokens, with N
