@@ -213,7 +213,8 @@ hg_status hg_model_set_rng_counter(hg_model *m, uint64_t counter);
 
 /* KV-cache inference on a model created with training=0 and batch=1: its seq_len is
  * the cache length, and the cache is part of its activation memory (nothing is
- * allocated per token). Each appended token costs O(cache length), not a full forward. */
+ * allocated per token). Each appended token costs O(cache length), not a full forward.
+ * Reset the cache after changing the parameters (hg_model_copy_params does). */
 hg_status hg_kv_reset(hg_model *m); /* empty the cache */
 /* Appends n tokens to the cache (a prefill when n > 1) and writes the logits (V floats)
  * of the last one; fails with HG_ERR_INVALID, cache unchanged, when the cache would

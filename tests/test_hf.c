@@ -205,7 +205,7 @@ static void unprefixed_twice(cJSON *h) {
     cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(h, "transformer.wpe.weight");
     cJSON_AddItemToObject(h, "wpe.weight", t);
     cJSON *dup = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(h, "transformer.ln_f.bias"), 1);
-    cJSON_DetachItemFromObjectCaseSensitive(h, "transformer.ln_f.bias");
+    cJSON_DeleteItemFromObjectCaseSensitive(h, "transformer.ln_f.bias");
     cJSON_AddItemToObject(h, "ln_f.bias", dup);
 }
 static void empty_head(cJSON *h) {
