@@ -221,6 +221,47 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
 uint64_t hg_model_rng_counter(const hg_model *m);
 hg_status hg_model_set_rng_counter(hg_model *m, uint64_t counter);
 
+/* ------------------------------------------------------------ generation */
+
+/* KV-cache inference on a model created with training=0 and batch=1: its seq_len is
+ * the cache length, and the cache is part of its activation memory (nothing is
+ * allocated per token). Each appended token costs O(cache length), not a full forward. */
+hg_status hg_kv_reset(hg_model *m); /* empty the cache */
+/* Appends n tokens to the cache (a prefill when n > 1) and writes the logits (V floats)
+ * of the last one; fails with HG_ERR_INVALID, cache unchanged, when the cache would
+ * exceed seq_len. */
+hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits);
+int hg_kv_length(const hg_model *m);
+
+typedef struct hg_sampling {
+    float temperature; /* 0: greedy (argmax, lowest id on ties) */
+    int top_k;         /* keep the k most likely tokens (and ties with the k-th); 0: off */
+    float top_p;       /* keep the fewest most likely tokens whose probability sums to
+                          >= top_p (and ties); 0 or 1: off */
+} hg_sampling;
+/* Samples one id from logits (V floats, modified in place; -inf allowed, NaN and +inf
+ * are errors). rng is the caller's state: a seed to start, advanced by each draw, so a
+ * seed gives the same sequence on every machine. */
+hg_status hg_sample(float *logits, int V, const hg_sampling *s, uint64_t *rng, int32_t *out);
+/* Copies every parameter from src into dst (same config; e.g. a training model into an
+ * inference model). Empties dst's KV cache. */
+hg_status hg_model_copy_params(hg_model *dst, const hg_model *src);
+
+/* ---------------------------------------------------- Hugging Face GPT-2 */
+
+/* A Hugging Face GPT-2 folder holds config.json, model.safetensors (names with or
+ * without "transformer.", Conv1D weights (in, out), lm_head.weight absent or equal to
+ * wte.weight) and the tokenizer's vocab.json and merges.txt (hg_tokenizer_load(dir)).
+ * Mapping and accepted fields: docs/formats.md. */
+
+/* Reads config.json; refuses a field handgrad cannot compute (e.g. activation_function
+ * other than gelu_new, layer_norm_epsilon other than 1e-5), naming it. */
+hg_status hg_hf_config_load(const char *path, hg_config *out);
+/* Creates a model from DIR/config.json and DIR/model.safetensors. opt as for
+ * hg_model_create (seq_len 0: n_positions). Every tensor must be there with its exact
+ * shape, and no other; the message names the file and tensor. */
+hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *opt);
+
 /* ----------------------------------------------------------- checkpoints */
 
 /* Weights are a safetensors file: one F32 tensor per parameter under its Hugging Face
