@@ -145,11 +145,8 @@ void train_log_step(train_log *l, const step_record *r) {
     double now = hg_now();
     int last = r->step == r->max_steps;
     char eta[32], tps[32], line[512];
-    duration(eta, sizeof eta, (double)(r->max_steps - r->step) * (r->tokens_per_s > 0 ? r->seconds : 0));
-    if (r->tokens_per_s > 0 && r->step < r->max_steps) {
-        double per_step = (double)r->tokens / (double)r->step; /* tokens per step */
-        duration(eta, sizeof eta, (double)(r->max_steps - r->step) * per_step / r->tokens_per_s);
-    }
+    double tokens_per_step = (double)r->tokens / (double)r->step;
+    duration(eta, sizeof eta, r->tokens_per_s > 0 ? (double)(r->max_steps - r->step) * tokens_per_step / r->tokens_per_s : NAN);
     rate(tps, sizeof tps, r->tokens_per_s);
     int w = snprintf(line, sizeof line, "loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.0f%% peak | ETA %s", r->loss,
                      r->lr, r->grad_norm, tps, 100 * r->peak_fraction, eta);
@@ -174,7 +171,8 @@ void train_log_step(train_log *l, const step_record *r) {
         fflush(stdout);
     } else {
         int due = l->print_every > 0 ? r->step % l->print_every == 0 : now - l->last_line >= 5.0;
-        if (!due && !last && r->step != 1 && !r->skipped) return;
+        if (!due && !last && l->lines && !r->skipped) return;
+        l->lines++;
         l->last_line = now;
         printf("step %lld/%lld | %s%s\n", (long long)r->step, (long long)r->max_steps, line,
                r->skipped ? " | skipped" : "");
@@ -214,7 +212,9 @@ void train_log_sample(train_log *l, int64_t step, const char *prompt, const char
     fflush(l->jsonl);
     free(s);
     cJSON_Delete(j);
-    train_log_say(l, "---- sample at step %lld ----\n%s%s\n----", (long long)step, prompt, text);
+    size_t n = strlen(text);
+    train_log_say(l, "---- sample at step %lld ----\n%s%s%s----", (long long)step, prompt, text,
+                  n && text[n - 1] == '\n' ? "" : "\n");
 }
 
 void train_log_plot(train_log *l, int force) {

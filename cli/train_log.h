@@ -25,6 +25,7 @@ typedef struct train_log {
     int nt, ct, nv, cv;
     int tty;                   /* stdout is a terminal: draw a bar */
     int bar_shown;
+    int64_t lines;             /* plain lines printed */
     int64_t print_every;
     double last_draw, last_line, last_plot;
 } train_log;
