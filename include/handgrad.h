@@ -164,10 +164,22 @@ typedef struct hg_adamw {
 hg_adamw hg_adamw_default(void); /* lr 3e-4, (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0 */
 
 /* One AdamW step over all parameters (PyTorch's AdamW numerics). grad_norm (may be
- * NULL) receives the global L2 norm of the gradients before clipping. */
+ * NULL) receives the global L2 norm of the gradients before clipping, also when the
+ * step is refused (HG_ERR_INVALID, nothing changed) because that norm is not finite. */
 hg_status hg_optimizer_step(hg_model *m, const hg_adamw *opt, float *grad_norm);
 /* Completed optimizer steps (AdamW's t). */
 int64_t hg_optimizer_steps(const hg_model *m);
+
+/* Learning rate at a step: linear warmup from lr/warmup_steps to lr over warmup_steps
+ * steps, then a decay to min_lr at total_steps (cosine or linear), or lr throughout
+ * (constant). step counts from 0; past total_steps the rate stays at min_lr. */
+typedef enum hg_lr_kind { HG_LR_COSINE, HG_LR_LINEAR, HG_LR_CONSTANT } hg_lr_kind;
+typedef struct hg_lr_schedule {
+    hg_lr_kind kind;
+    float lr, min_lr;
+    int64_t warmup_steps, total_steps;
+} hg_lr_schedule;
+float hg_lr_at(const hg_lr_schedule *s, int64_t step);
 
 /* ------------------------------------------------------------ parameters */
 
