@@ -122,8 +122,8 @@ static hg_status entries(const hg_model *m, float *buf, const char *prefix, hg_s
     return HG_OK;
 }
 
-static hg_status write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
-                               int nbufs, const char *const *meta, int n_meta) {
+hg_status ckpt_write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
+                             int nbufs, const char *const *meta, int n_meta) {
     int n = m->params.count;
     hg_st_entry *e = calloc((size_t)n * nbufs, sizeof *e);
     char(*names)[80] = calloc((size_t)n * nbufs, sizeof *names);
@@ -142,7 +142,7 @@ hg_status hg_model_save(const hg_model *m, const char *path) {
     const char *meta[] = {"format", CKPT_WEIGHTS_FORMAT, "version", CKPT_VERSION, "config", cfg};
     float *bufs[] = {m->param};
     const char *prefixes[] = {""};
-    hg_status s = write_tensors(m, path, bufs, prefixes, 1, meta, 3);
+    hg_status s = ckpt_write_tensors(m, path, bufs, prefixes, 1, meta, 3);
     free(cfg);
     return s;
 }
@@ -231,7 +231,7 @@ hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *st, const c
                           "world_size", v[8], "seed", v[9]};
     float *bufs[] = {m->adam_m, m->adam_v};
     const char *prefixes[] = {"m.", "v."};
-    hg_status s = write_tensors(m, path, bufs, prefixes, 2, meta, (int)(sizeof meta / sizeof meta[0] / 2));
+    hg_status s = ckpt_write_tensors(m, path, bufs, prefixes, 2, meta, (int)(sizeof meta / sizeof meta[0] / 2));
     free(cfg);
     return s;
 }
