@@ -134,8 +134,7 @@ static int load_tokenizer(trainer *t) {
     return 0;
 }
 
-/* The V a glob's shards were written with (0 when their format does not say), checking
- * that they agree with V. */
+/* Every shard of a glob whose header records a vocabulary size has V. */
 static int check_shards(const char *flag, const char *pattern, int V) {
     glob_t g;
     if (glob(pattern, 0, NULL, &g) != 0) return ERR("%s '%s': no file matches", flag, pattern);
@@ -149,6 +148,16 @@ static int check_shards(const char *flag, const char *pattern, int V) {
     }
     globfree(&g);
     return rc;
+}
+
+/* V recorded in the first shard matching a glob, or 0. */
+static int shard_vocab(const char *pattern) {
+    glob_t g;
+    hg_shard_info info = {0};
+    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    if (hg_shard_inspect(g.gl_pathv[0], HG_SHARD_AUTO, &info) != HG_OK) info.vocab_size = 0;
+    globfree(&g);
+    return info.vocab_size;
 }
 
 /* Compares explicit shape flags with a config loaded from a checkpoint. */
@@ -205,6 +214,7 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
         if (o->max_seq_len) c->max_seq_len = o->max_seq_len;
         if (o->vocab_size) c->vocab_size = o->vocab_size;
         else if (t->tok) c->vocab_size = hg_tokenizer_vocab_size(t->tok);
+        else c->vocab_size = shard_vocab(o->train);
         if (!c->vocab_size) return ERR("no vocabulary size: give --tokenizer or --vocab-size");
     }
     if (o->dropout >= 0) c->dropout = (float)o->dropout;
@@ -323,7 +333,7 @@ static hg_status train_step(trainer *t, step_record *r) {
     r->lr = hg_lr_at(&t->sched, t->step);
     hg_status s = hg_zero_grad(m);
     for (int k = 0; k < t->accum && s == HG_OK; k++) {
-        float l;
+        float l = 0.0f;
         s = hg_loader_next(t->train, t->x, t->y);
         if (s == HG_OK) s = hg_forward_backward(m, t->x, t->y, t->B, t->T, 1.0f / (float)t->accum, &l);
         loss += l;
@@ -368,7 +378,7 @@ static hg_status evaluate(trainer *t, double *out) {
     hg_status s = hg_set_train_mode(t->m, 0);
     if (s == HG_OK) s = hg_loader_reset(t->val);
     for (uint64_t i = 0; i < n && s == HG_OK; i++) {
-        float l;
+        float l = 0.0f;
         s = hg_loader_next(t->val, t->x, t->y);
         if (s == HG_OK) s = hg_forward(t->m, t->x, t->y, t->B, t->T, &l, NULL);
         sum += l;
@@ -526,10 +536,12 @@ static int run(trainer *t) {
     }
     train_log_plot(&t->log, 1);
     if (stop_signal) {
+        const char *sig = stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
         if (t->step > t->saved_step && save_checkpoint(t)) return 1;
-        train_log_say(&t->log, "stopped by %s at step %lld; checkpoint %s/ckpt_%08lld. Continue with: handgrad train --resume --out %s",
-                      stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)t->step, o->out,
-                      (long long)t->saved_step, o->out);
+        if (t->step == 0) train_log_say(&t->log, "stopped by %s before the first step", sig);
+        else
+            train_log_say(&t->log, "stopped by %s at step %lld; checkpoint %s/ckpt_%08lld. Continue with: handgrad "
+                          "train --resume --out %s", sig, (long long)t->step, o->out, (long long)t->saved_step, o->out);
     } else {
         train_log_say(&t->log, "done: %lld steps, %llu tokens. Log %s/train.jsonl, loss plot %s/loss.svg, checkpoint %s/ckpt_%08lld/",
                       (long long)t->step, (unsigned long long)t->tokens, o->out, o->out, o->out, (long long)t->saved_step);
@@ -559,8 +571,6 @@ static int setup(trainer *t, int argc, char **argv) {
     if (!o->resume && is_dir(o->out) && hg_checkpoint_latest(o->out, any, sizeof any, NULL) == HG_OK)
         return ERR("--out %s already holds checkpoints (%s): pass --resume to continue, or choose another folder",
                    o->out, any);
-    if (o->resume && !t->resumed_from[0])
-        printf("no checkpoint in %s yet: starting from step 0\n", o->out);
     char weights[PATH_MAX];
     if (load_tokenizer(t) || resolve_config(t, weights, sizeof weights) || plan(t)) return 1;
     if (o->sample_every && !t->tok) return ERR("--sample-every needs a tokenizer (--tokenizer PATH)");
@@ -576,10 +586,11 @@ static int setup(trainer *t, int argc, char **argv) {
     printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters; %s\n", t->cfg.n_layer, t->cfg.n_head,
            t->cfg.d_model, t->cfg.vocab_size, (double)hg_config_param_count(&t->cfg, 1) / 1e6,
            t->resumed_from[0] ? t->resumed_from : o->init_from ? o->init_from : o->init_from_hf ? o->init_from_hf : "new");
-    printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %d threads\n",
+    printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %d thread%s\n",
            (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
-           (long long)t->B * t->T * t->accum, (long long)t->max_steps, mo->threads);
+           (long long)t->B * t->T * t->accum, (long long)t->max_steps, mo->threads, mo->threads == 1 ? "" : "s");
     if (t->resumed_from[0]) printf("resuming at step %lld from %s\n", (long long)t->step, t->resumed_from);
+    else if (o->resume) printf("no checkpoint in %s yet: starting from step 0\n", o->out);
     fflush(stdout);
     return 0;
 }
