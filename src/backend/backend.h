@@ -53,6 +53,7 @@ struct hg_backend_ops {
     hg_attention_scratch_fn *attention_scratch_bytes;
     hg_classifier_forward_fn *classifier_forward;
     hg_classifier_backward_fn *classifier_backward;
+    hg_attention_cached_fn *attention_cached;
     hg_adamw_fn *adamw;
     hg_sumsq_fn *sumsq;
 };

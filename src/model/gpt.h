@@ -44,6 +44,7 @@ enum gpt_act {
     A_LNF_MEAN,  /* (N) */
     A_LNF_RSTD,  /* (N) */
     A_LOSSES,    /* (N) per-token loss */
+    A_KV,        /* (L, 2, NH, T, hs) key then value cache; inference models with B = 1 only */
     S_PROJ,      /* (N, C) output of a projection before its residual add */
     S_GELU,      /* (N, F) GELU output, forward and recomputed in backward */
     S_LOGITS,    /* (chunk, Vp) classifier chunk */
@@ -78,6 +79,7 @@ struct hg_model {
     int64_t adam_t;
     float loss_scale_n;         /* targets that count in the mean of the last forward */
     hg_profiler *prof;          /* attached profiler, or NULL (profile/profile.h) */
+    int kv_len;                 /* positions held in the KV cache */
 };
 
 /* Builds both tables for (cfg, opt) without allocating. */
@@ -91,8 +93,13 @@ static inline void *gpt_act(const hg_model *m, int a, int layer) {
     return hg_table_ptr(&m->acts, m->act, a, layer);
 }
 
-/* Forward through the layers to the final LayerNorm, for tokens already in A_TOKENS. */
-hg_status gpt_forward_body(hg_model *m);
+/* 1 when the model holds a KV cache (created with training=0 and batch=1). */
+int gpt_has_kv(const hg_options *o);
+
+/* Forward through the layers to the final LayerNorm, for the (B, T) tokens already in
+ * A_TOKENS. kv_pos < 0: the plain forward. kv_pos >= 0 (B = 1): the tokens sit at
+ * positions kv_pos.. and attend through the KV cache, which they are appended to. */
+hg_status gpt_forward_body(hg_model *m, int kv_pos);
 /* The classifier on A_LNF; with backward, also dx into S_DLN and dwte. */
 hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *logits);
 /* Backward from S_DLN (gradient at the final LayerNorm output) to the embeddings. */

@@ -1,5 +1,6 @@
 /* The optimizer step: global-norm clipping, then AdamW over every parameter tensor,
- * with decoupled weight decay on 2-D weight matrices only. */
+ * with decoupled weight decay on 2-D weight matrices only; and the learning-rate
+ * schedule. */
 #include <math.h>
 
 #include "core/error.h"
@@ -36,6 +37,7 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
     double t0 = prof_begin(m), sumsq;
     op_sumsq(m, m->grad, m->params.bytes / sizeof(float), &sumsq);
     double norm = sqrt(sumsq);
+    if (grad_norm) *grad_norm = (float)norm;
     if (!isfinite(norm)) return hg_fail(HG_ERR_INVALID, "the gradient norm is not finite (%g); the step was not taken", norm);
     /* PyTorch's clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)) */
     double clip = a->grad_clip > 0 ? a->grad_clip / (norm + 1e-6) : 1.0;
@@ -53,8 +55,17 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
                  gpt_param(m, m->adam_m, i), gpt_param(m, m->adam_v, i), (size_t)s->alloc, &u);
     }
     prof_region(m, PROF_OPTIMIZER, t0);
-    if (grad_norm) *grad_norm = (float)norm;
     return HG_OK;
 }
 
 int64_t hg_optimizer_steps(const hg_model *m) { return m ? m->adam_t : 0; }
+
+float hg_lr_at(const hg_lr_schedule *s, int64_t step) {
+    if (step < s->warmup_steps) return (float)((double)s->lr * (double)(step + 1) / (double)s->warmup_steps);
+    if (s->kind == HG_LR_CONSTANT) return s->lr;
+    int64_t span = s->total_steps - s->warmup_steps;
+    double p = span > 0 ? (double)(step - s->warmup_steps) / (double)span : 1.0;
+    if (p > 1.0) p = 1.0;
+    double w = s->kind == HG_LR_COSINE ? 0.5 * (1.0 + cos(3.14159265358979323846 * p)) : 1.0 - p;
+    return (float)((double)s->min_lr + w * ((double)s->lr - (double)s->min_lr));
+}

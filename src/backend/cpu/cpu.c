@@ -70,6 +70,7 @@ static const hg_backend_ops cpu_ops = {
     .attention_scratch_bytes = cpu_attention_scratch_bytes,
     .classifier_forward = cpu_classifier_forward,
     .classifier_backward = cpu_classifier_backward,
+    .attention_cached = cpu_attention_cached,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
 };
