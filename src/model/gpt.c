@@ -18,7 +18,7 @@
 #define CLASSIFIER_CHUNK_BYTES ((size_t)128 << 20)
 
 hg_options hg_options_default(void) {
-    hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0};
+    hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0, .shards = 1, .shard = 0};
     return o;
 }
 
@@ -133,13 +133,25 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
         return hg_fail(HG_ERR_INVALID, "batch*seq_len = %lld tokens is too many for one step", (long long)o->batch * o->seq_len);
     if (o->threads < 0 || o->threads > 1024) return hg_fail(HG_ERR_INVALID, "threads must be in [0, 1024], got %d", o->threads);
     if (o->training != 0 && o->training != 1) return hg_fail(HG_ERR_INVALID, "training must be 0 or 1, got %d", o->training);
+    if (o->shards < 0 || o->shards > 65536) return hg_fail(HG_ERR_INVALID, "shards must be in [0, 65536], got %d", o->shards);
+    if (o->shard < 0 || o->shard >= (o->shards > 1 ? o->shards : 1))
+        return hg_fail(HG_ERR_INVALID, "shard must be in [0, shards=%d), got %d", o->shards > 1 ? o->shards : 1, o->shard);
     return HG_OK;
 }
 
 static hg_options normalised(const hg_config *cfg, const hg_options *opt) {
     hg_options o = *opt;
     if (o.seq_len == 0) o.seq_len = cfg->max_seq_len;
+    if (o.shards == 0) o.shards = 1;
     return o;
+}
+
+void gpt_shard(size_t P, int shards, int shard, size_t *lo, size_t *n) {
+    size_t S = (P + (size_t)shards - 1) / (size_t)shards;
+    S = (S + 15) / 16 * 16;
+    size_t a = (size_t)shard * S < P ? (size_t)shard * S : P;
+    *lo = a;
+    *n = P - a < S ? P - a : S;
 }
 
 hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_memory_plan *out) {
@@ -152,8 +164,10 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     memset(out, 0, sizeof *out);
     out->params = p.bytes;
     if (opt.training) {
+        size_t lo, n;
+        gpt_shard(p.bytes / sizeof(float), opt.shards, opt.shard, &lo, &n);
         out->grads = p.bytes;
-        out->optimizer = 2 * p.bytes;
+        out->optimizer = 2 * n * sizeof(float);
     }
     for (int i = 0; i < a.count; i++) {
         const hg_tensor_spec *s = &a.specs[i];
@@ -161,7 +175,7 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
         if (!strncmp(s->name, "scratch.", 8)) out->scratch += bytes;
         else out->activations += bytes;
     }
-    out->total = a.bytes + p.bytes * (opt.training ? 4 : 1);
+    out->total = a.bytes + out->params + out->grads + out->optimizer;
     hg_table_free(&p);
     hg_table_free(&a);
     return HG_OK;
@@ -233,12 +247,14 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
         return st;
     }
     hg_backend *be = m->be;
+    gpt_shard(m->params.bytes / sizeof(float), opt.shards, opt.shard, &m->shard_lo, &m->shard_n);
     float **bufs[] = {&m->param, &m->grad, &m->adam_m, &m->adam_v};
+    size_t sizes[] = {m->params.bytes, m->params.bytes, m->shard_n * sizeof(float), m->shard_n * sizeof(float)};
     int nbufs = opt.training ? 4 : 1;
     for (int i = 0; i < nbufs && st == HG_OK; i++) {
-        *bufs[i] = be->ops->alloc(be, m->params.bytes);
-        if (!*bufs[i]) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of parameters", m->params.bytes);
-        else be->ops->zero(be, *bufs[i], m->params.bytes);
+        *bufs[i] = be->ops->alloc(be, sizes[i] ? sizes[i] : HG_ALIGN);
+        if (!*bufs[i]) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of parameters", sizes[i]);
+        else be->ops->zero(be, *bufs[i], sizes[i]);
     }
     if (st == HG_OK) {
         m->act = be->ops->alloc(be, m->acts.bytes);
@@ -271,8 +287,8 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
     for (int d = 0; d < s->ndim; d++) out->shape[d] = s->shape[d];
     out->numel = s->numel;
     out->data = gpt_param(m, m->param, index);
-    if (m->grad) {
-        out->grad = gpt_param(m, m->grad, index);
+    if (m->grad) out->grad = gpt_param(m, m->grad, index);
+    if (m->grad && m->opt.shards == 1) {
         out->adam_m = gpt_param(m, m->adam_m, index);
         out->adam_v = gpt_param(m, m->adam_v, index);
     }
@@ -285,6 +301,14 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
     int i = hg_table_find(&m->params, name);
     if (i < 0) return hg_fail(HG_ERR_INVALID, "no parameter named '%s'", name);
     return hg_param_at(m, i, out);
+}
+
+hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx) {
+    if (!m) return hg_fail(HG_ERR_INVALID, "hg_set_grad_ready_hook: NULL model");
+    if (fn && !m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no backward");
+    m->grad_ready = fn;
+    m->grad_ready_ctx = fn ? ctx : NULL;
+    return HG_OK;
 }
 
 hg_status hg_set_train_mode(hg_model *m, int on) {

@@ -94,6 +94,7 @@ hg_status gpt_backward_body(hg_model *m) {
     OPS->layernorm_backward(be, dres, gpt_param(m, m->grad, GPT_P_LNF_W(L)), gpt_param(m, m->grad, GPT_P_LNF_B(L)),
                             dln, gpt_act(m, A_RESIDUAL, L), gpt_param(m, m->param, GPT_P_LNF_W(L)),
                             gpt_act(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);
+    gpt_grad_ready(m, GPT_P_LNF_W(L), m->params.count);
     for (int l = L - 1; l >= 0; l--) {
         float *fch = gpt_act(m, A_FCH, l), *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
         /* MLP: c_proj, GELU (recomputed), c_fc, ln_2 */
@@ -111,10 +112,12 @@ hg_status gpt_backward_body(hg_model *m) {
         HG_TRY(OPS->matmul_backward(be, dln, G(l, LP_QKV_W), G(l, LP_QKV_B), dwide, gpt_act(m, A_LN1, l), P(l, LP_QKV_W), N, C, 3 * C));
         OPS->layernorm_backward(be, dres, G(l, LP_LN1_W), G(l, LP_LN1_B), dln, gpt_act(m, A_RESIDUAL, l), P(l, LP_LN1_W),
                                 gpt_act(m, A_LN1_MEAN, l), gpt_act(m, A_LN1_RSTD, l), N, C, reduce);
+        gpt_grad_ready(m, GPT_P_LAYER(l, 0), GPT_P_LAYER(l + 1, 0));
     }
     hg_dropout d0 = dropout_site(m, 0);
     OPS->encoder_backward(be, gpt_param(m, m->grad, GPT_P_WTE), gpt_param(m, m->grad, GPT_P_WPE), dres,
                           gpt_act(m, A_TOKENS, 0), B, T, C, &d0);
+    gpt_grad_ready(m, GPT_P_WTE, GPT_P_LAYER(0, 0));
     return HG_OK;
 }
 
