@@ -341,7 +341,10 @@ hg_status hg_dist_optimizer_set(hg_dist *d, int index, const float *mi, const fl
 
 void hg_dist_free(hg_dist *d) {
     if (!d) return;
-    if (d->m && d->m->grad_ready_ctx == d) hg_set_grad_ready_hook(d->m, NULL, NULL);
+    if (d->m && d->m->grad_ready_ctx == d) {
+        hg_set_grad_ready_hook(d->m, NULL, NULL);
+        d->m->dropout_seed = d->m->opt.seed;
+    }
     if (d->gshard) d->m->be->ops->free(d->m->be, d->gshard);
     free(d->shard_lo);
     free(d->buckets);
@@ -379,6 +382,8 @@ hg_status hg_dist_create(hg_dist **out, hg_comm *c, hg_model *m, const hg_dist_o
         hg_dist_free(d);
         return st;
     }
+    /* each rank draws its own dropout masks (rank 0 the same as a single process) */
+    m->dropout_seed = m->opt.seed ^ (c->rank ? fnv(FNV0, &c->rank, sizeof c->rank) : 0);
     d->stats.ranks = c->size;
     d->stats.bucket_bytes = o->bucket_bytes;
     d->stats.optimizer_bytes = 2 * m->shard_n * sizeof(float);

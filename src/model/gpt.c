@@ -238,6 +238,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     m->opt.threads = m->threads;
     m->plan = plan;
     m->train_mode = opt.training;
+    m->dropout_seed = opt.seed;
     m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
     hg_status st = m->host_losses ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
     if (st == HG_OK) st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->acts, &m->chunk);

@@ -78,6 +78,7 @@ struct hg_model {
     gpt_phase phase;
     int train_mode;
     uint32_t rng_step;          /* dropout masks of the last training forward */
+    uint64_t dropout_seed;      /* opt.seed; a rank's own stream under data parallelism */
     int64_t adam_t;
     float loss_scale_n;         /* targets that count in the mean of the last forward */
 };

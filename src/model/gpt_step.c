@@ -10,7 +10,7 @@
 #define G(l, k) gpt_param(m, m->grad, GPT_P_LAYER(l, k))
 
 static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
-    hg_dropout d = {m->train_mode ? m->cfg.dropout : 0.0f, m->opt.seed, m->rng_step, site};
+    hg_dropout d = {m->train_mode ? m->cfg.dropout : 0.0f, m->dropout_seed, m->rng_step, site};
     return d;
 }
 
