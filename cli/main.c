@@ -8,6 +8,7 @@ static const hg_command commands[] = {
     {"bench", "time forward, backward and a training step against the sgemm ceiling", cmd_bench},
     {"tokenizer", "encode, decode or train a byte-level BPE tokenizer", cmd_tokenizer},
     {"prepare", "tokenize text files into train and val token shards", cmd_prepare},
+    {"train", "train a model with progress, logs, a loss plot, checkpoints and resume", cmd_train},
     {NULL, NULL, NULL},
 };
 

@@ -176,10 +176,22 @@ typedef struct hg_adamw {
 hg_adamw hg_adamw_default(void); /* lr 3e-4, (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0 */
 
 /* One AdamW step over all parameters (PyTorch's AdamW numerics). grad_norm (may be
- * NULL) receives the global L2 norm of the gradients before clipping. */
+ * NULL) receives the global L2 norm of the gradients before clipping, also when the
+ * step is refused (HG_ERR_INVALID, nothing changed) because that norm is not finite. */
 hg_status hg_optimizer_step(hg_model *m, const hg_adamw *opt, float *grad_norm);
 /* Completed optimizer steps (AdamW's t). */
 int64_t hg_optimizer_steps(const hg_model *m);
+
+/* Learning rate at a step: linear warmup from lr/warmup_steps to lr over warmup_steps
+ * steps, then a decay to min_lr at total_steps (cosine or linear), or lr throughout
+ * (constant). step counts from 0; past total_steps the rate stays at min_lr. */
+typedef enum hg_lr_kind { HG_LR_COSINE, HG_LR_LINEAR, HG_LR_CONSTANT } hg_lr_kind;
+typedef struct hg_lr_schedule {
+    hg_lr_kind kind;
+    float lr, min_lr;
+    int64_t warmup_steps, total_steps;
+} hg_lr_schedule;
+float hg_lr_at(const hg_lr_schedule *s, int64_t step);
 
 /* ------------------------------------------------------------ parameters */
 
@@ -221,6 +233,99 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
  * resumed run regenerates the same masks. */
 uint64_t hg_model_rng_counter(const hg_model *m);
 hg_status hg_model_set_rng_counter(hg_model *m, uint64_t counter);
+
+/* ------------------------------------------------------------ generation */
+
+/* KV-cache inference on a model created with training=0 and batch=1: its seq_len is
+ * the cache length, and the cache is part of its activation memory (nothing is
+ * allocated per token). Each appended token costs O(cache length), not a full forward. */
+hg_status hg_kv_reset(hg_model *m); /* empty the cache */
+/* Appends n tokens to the cache (a prefill when n > 1) and writes the logits (V floats)
+ * of the last one; fails with HG_ERR_INVALID, cache unchanged, when the cache would
+ * exceed seq_len. */
+hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits);
+int hg_kv_length(const hg_model *m);
+
+typedef struct hg_sampling {
+    float temperature; /* 0: greedy (argmax, lowest id on ties) */
+    int top_k;         /* keep the k most likely tokens (and ties with the k-th); 0: off */
+    float top_p;       /* keep the fewest most likely tokens whose probability sums to
+                          >= top_p (and ties); 0 or 1: off */
+} hg_sampling;
+/* Samples one id from logits (V floats, modified in place; -inf allowed, NaN and +inf
+ * are errors). rng is the caller's state: a seed to start, advanced by each draw, so a
+ * seed gives the same sequence on every machine. */
+hg_status hg_sample(float *logits, int V, const hg_sampling *s, uint64_t *rng, int32_t *out);
+/* Copies every parameter from src into dst (same config; e.g. a training model into an
+ * inference model). Empties dst's KV cache. */
+hg_status hg_model_copy_params(hg_model *dst, const hg_model *src);
+
+/* ---------------------------------------------------- Hugging Face GPT-2 */
+
+/* A Hugging Face GPT-2 folder holds config.json, model.safetensors (names with or
+ * without "transformer.", Conv1D weights (in, out), lm_head.weight absent or equal to
+ * wte.weight) and the tokenizer's vocab.json and merges.txt (hg_tokenizer_load(dir)).
+ * Mapping and accepted fields: docs/formats.md. */
+
+/* Reads config.json; refuses a field handgrad cannot compute (e.g. activation_function
+ * other than gelu_new, layer_norm_epsilon other than 1e-5), naming it. */
+hg_status hg_hf_config_load(const char *path, hg_config *out);
+/* Creates a model from DIR/config.json and DIR/model.safetensors. opt as for
+ * hg_model_create (seq_len 0: n_positions). Every tensor must be there with its exact
+ * shape, and no other; the message names the file and tensor. */
+hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *opt);
+
+/* ----------------------------------------------------------- checkpoints */
+
+/* Weights are a safetensors file: one F32 tensor per parameter under its Hugging Face
+ * name and shape (hg_param_info; no lm_head, it is tied to wte), metadata "format"
+ * "handgrad-weights", "version" "1" and "config" (the hg_config as JSON). The optimizer
+ * state is a second file: "m.<name>" and "v.<name>" (AdamW's moments) and the step,
+ * RNG counter and data position in its metadata. Every write goes to a temporary name,
+ * is fsync'd and renamed into place, so a failed write leaves the old file whole.
+ * Layout and fields: docs/formats.md. */
+
+/* Writes the parameters to path. */
+hg_status hg_model_save(const hg_model *m, const char *path);
+/* Reads a weights file's config (the shape fields and dropout). */
+hg_status hg_checkpoint_config(const char *path, hg_config *out);
+/* Loads parameters saved from a model of the same shape; the model is unchanged when the
+ * file is refused (another shape, a missing tensor, a dtype other than F32). */
+hg_status hg_model_load(hg_model *m, const char *path);
+
+/* What a training run needs, besides the weights, to continue exactly. */
+typedef struct hg_train_state {
+    int64_t step;              /* training steps done (skipped ones included) */
+    uint64_t tokens;           /* training tokens consumed */
+    uint64_t epoch, batch;     /* the next training batch (hg_loader_position) */
+    int B, T;                  /* loader geometry the position refers to, */
+    int world_size;            /* and the ranks that read it */
+    uint64_t seed;             /* the run's seed (data order, dropout) */
+} hg_train_state;
+
+/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. */
+hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *s, const char *path);
+/* Restores them into a training model of the same shape, and fills *s. */
+hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *s);
+
+/* A run folder holds checkpoints DIR/ckpt_NNNNNNNN/ (model.safetensors,
+ * optimizer.safetensors and the run's own files). A checkpoint is written into
+ * ckpt_NNNNNNNN.tmp/ and renamed when whole, so a folder under its final name is
+ * complete. begin creates the temporary folder (tmp_dir receives its path); commit
+ * syncs and renames it (replacing a checkpoint of the same step); abort removes it. */
+hg_status hg_checkpoint_begin(const char *run_dir, int64_t step, char *tmp_dir, size_t cap);
+hg_status hg_checkpoint_commit(const char *run_dir, int64_t step, const char *tmp_dir);
+void hg_checkpoint_abort(const char *tmp_dir);
+/* Removes all but the newest keep checkpoints, and leftover temporary folders. */
+hg_status hg_checkpoint_prune(const char *run_dir, int keep);
+/* The newest complete checkpoint folder in run_dir; HG_ERR_IO when there is none. */
+hg_status hg_checkpoint_latest(const char *run_dir, char *ckpt_dir, size_t cap, int64_t *step);
+/* The weights file behind path: a .safetensors file, a checkpoint folder, or a run
+ * folder (its newest checkpoint). */
+hg_status hg_checkpoint_resolve(const char *path, char *weights, size_t cap);
+
+/* Writes a whole file atomically (temporary name, fsync, rename, fsync the folder). */
+hg_status hg_write_file_atomic(const char *path, const void *data, size_t len);
 
 /* --------------------------------------------------------------- numbers */
 

@@ -100,6 +100,9 @@ hg_status hg_dist_forward_backward(hg_dist *d, const int32_t *tokens, const int3
  * it, every rank holds the same parameters. */
 hg_status hg_dist_optimizer_step(hg_dist *d, const hg_adamw *a, float *grad_norm);
 
+/* Collective: finishes the gradient reduction and updates nothing (a skipped step). */
+hg_status hg_dist_drop_step(hg_dist *d);
+
 /* Collective: values[0..n) summed over ranks, in place (losses, stop flags). */
 hg_status hg_dist_sum(hg_dist *d, double *values, int n);
 /* Collective: rank 0's parameters copied to every rank (after loading a checkpoint on
@@ -113,6 +116,12 @@ hg_status hg_dist_optimizer_get(hg_dist *d, int index, int root, float *m, float
 /* Local: sets this rank's part of parameter `index`'s AdamW state from the whole
  * tensors; every rank passes the same tensors (read from one file). */
 hg_status hg_dist_optimizer_set(hg_dist *d, int index, const float *m, const float *v);
+
+/* Collective: writes the optimizer file (hg_optimizer_save's format, whole tensors) on
+ * rank 0, which alone needs `path`. With zero = 1 rank 0 gathers the slices, holding the
+ * whole AdamW state while it writes. hg_optimizer_load reads the file back on any number
+ * of ranks, each keeping its slice. Only rank 0's status says whether the write worked. */
+hg_status hg_dist_optimizer_save(hg_dist *d, const hg_train_state *st, const char *path);
 
 typedef struct hg_dist_stats {
     int ranks;

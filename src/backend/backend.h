@@ -50,6 +50,7 @@ struct hg_backend_ops {
     hg_attention_forward_fn *attention_forward;
     hg_attention_backward_fn *attention_backward;
     hg_attention_scratch_fn *attention_scratch_bytes;
+    hg_attention_cached_fn *attention_cached;
     hg_classifier_fn *classifier;
     hg_adamw_fn *adamw;
     hg_sumsq_fn *sumsq;

@@ -18,6 +18,7 @@
 #include "core/timer.h"
 #include "dist/comm.h"
 #include "model/gpt.h"
+#include "train/checkpoint.h"
 
 typedef struct bucket {
     size_t lo, n;      /* floats of the flat buffer */
@@ -263,6 +264,14 @@ hg_status hg_dist_optimizer_step(hg_dist *d, const hg_adamw *a, float *grad_norm
     return HG_OK;
 }
 
+hg_status hg_dist_drop_step(hg_dist *d) {
+    if (!d) return hg_fail(HG_ERR_INVALID, "hg_dist_drop_step: NULL hg_dist");
+    HG_TRY(hg_comm_check(d->c));
+    if (d->pending) HG_TRY(finish_reduction(d));
+    d->pending = 0;
+    return HG_OK;
+}
+
 /* ---- other collectives ---- */
 
 hg_status hg_dist_sum(hg_dist *d, double *values, int n) {
@@ -328,13 +337,30 @@ hg_status hg_dist_optimizer_set(hg_dist *d, int index, const float *mi, const fl
     if (!d || !mi || !vi) return hg_fail(HG_ERR_INVALID, "hg_dist_optimizer_set: NULL argument");
     size_t lo = 0, n = 0;
     HG_TRY(tensor_range(d, index, &lo, &n));
-    hg_model *m = d->m;
-    size_t a = lo > m->shard_lo ? lo : m->shard_lo;
-    size_t b = lo + n < m->shard_lo + m->shard_n ? lo + n : m->shard_lo + m->shard_n;
-    if (b <= a) return HG_OK;
-    m->be->ops->upload(m->be, m->adam_m + (a - m->shard_lo), mi + (a - lo), (b - a) * sizeof(float));
-    m->be->ops->upload(m->be, m->adam_v + (a - m->shard_lo), vi + (a - lo), (b - a) * sizeof(float));
+    gpt_moments_set(d->m, index, mi, vi);
     return HG_OK;
+}
+
+hg_status hg_dist_optimizer_save(hg_dist *d, const hg_train_state *st, const char *path) {
+    if (!d || !st || (d->c->rank == 0 && !path)) return hg_fail(HG_ERR_INVALID, "hg_dist_optimizer_save: NULL argument");
+    hg_model *m = d->m;
+    if (!d->o.zero) return d->c->rank == 0 ? hg_optimizer_save(m, st, path) : HG_OK;
+    /* rank 0 gathers the whole state, one tensor at a time, then writes it */
+    float *full = d->c->rank == 0 ? calloc(2, m->params.bytes) : NULL;
+    hg_status s = d->c->rank != 0 || full ? HG_OK : hg_fail(HG_ERR_NOMEM, "%s: out of memory gathering the optimizer state", path);
+    int failed = s != HG_OK;
+    double any = failed;
+    HG_TRY(hg_dist_sum(d, &any, 1)); /* all gather, or none */
+    if (any > 0) {
+        free(full);
+        return failed ? s : hg_fail(HG_ERR_NOMEM, "rank 0 could not gather the optimizer state");
+    }
+    float *mfull = full, *vfull = full ? full + m->params.bytes / sizeof(float) : NULL;
+    for (int i = 0; s == HG_OK && i < m->params.count; i++)
+        s = hg_dist_optimizer_get(d, i, 0, mfull ? gpt_param(m, mfull, i) : NULL, vfull ? gpt_param(m, vfull, i) : NULL);
+    if (s == HG_OK && full) s = ckpt_optimizer_write(m, st, path, mfull, vfull);
+    free(full);
+    return s;
 }
 
 /* ---- lifetime ---- */

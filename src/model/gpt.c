@@ -81,6 +81,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, int threads,
     ok &= add(t, "lnf.mean", 1, N, 1, 0, 1, 4, 0) == A_LNF_MEAN;
     ok &= add(t, "lnf.rstd", 1, N, 1, 0, 1, 4, 0) == A_LNF_RSTD;
     ok &= add(t, "losses", 1, N, 1, 0, 1, 4, 0) == A_LOSSES;
+    ok &= add(t, "kv_cache", 2, gpt_has_kv(o) ? 2 * N : 0, C, 0, L, 4, 0) == A_KV;
     ok &= add(t, "scratch.proj", 2, N, C, 0, 1, 4, 0) == S_PROJ;
     ok &= add(t, "scratch.gelu", 2, N, F, 0, 1, 4, 0) == S_GELU;
     ok &= add(t, "scratch.logits", 2, chunk, Vp, 0, 1, 4, 0) == S_LOGITS;
@@ -93,6 +94,8 @@ static int build_act_table(const hg_config *c, const hg_options *o, int threads,
     ok &= add(t, "scratch.reduce", 2, bw * threads, 2 * C, 0, 1, 4, 0) == S_REDUCE;
     return ok;
 }
+
+int gpt_has_kv(const hg_options *o) { return !o->training && o->batch == 1; }
 
 static int classifier_chunk(const hg_config *c, int64_t N) {
     int64_t Vp = gpt_padded_vocab(c);
@@ -304,11 +307,35 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
     return hg_param_at(m, i, out);
 }
 
+void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo) {
+    const hg_tensor_spec *s = &m->params.specs[i];
+    size_t lo = s->offset / sizeof(float), hi = lo + (size_t)s->numel;
+    size_t a = lo > m->shard_lo ? lo : m->shard_lo, b = hi < m->shard_lo + m->shard_n ? hi : m->shard_lo + m->shard_n;
+    if (b <= a) return;
+    m->be->ops->upload(m->be, m->adam_m + (a - m->shard_lo), mo + (a - lo), (b - a) * sizeof(float));
+    m->be->ops->upload(m->be, m->adam_v + (a - m->shard_lo), vo + (a - lo), (b - a) * sizeof(float));
+}
+
 hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx) {
     if (!m) return hg_fail(HG_ERR_INVALID, "hg_set_grad_ready_hook: NULL model");
     if (fn && !m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no backward");
     m->grad_ready = fn;
     m->grad_ready_ctx = fn ? ctx : NULL;
+    return HG_OK;
+}
+
+hg_status hg_model_copy_params(hg_model *dst, const hg_model *src) {
+    if (!dst || !src) return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: NULL model");
+    const hg_config *a = &dst->cfg, *b = &src->cfg;
+    if (a->vocab_size != b->vocab_size || a->max_seq_len != b->max_seq_len || a->n_layer != b->n_layer ||
+        a->n_head != b->n_head || a->d_model != b->d_model || dst->F != src->F)
+        return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: the models' configs differ (V %d/%d, Tmax %d/%d, L %d/%d, "
+                       "NH %d/%d, C %d/%d, F %d/%d)", a->vocab_size, b->vocab_size, a->max_seq_len, b->max_seq_len,
+                       a->n_layer, b->n_layer, a->n_head, b->n_head, a->d_model, b->d_model, dst->F, src->F);
+    /* Same config, same parameter table: one copy. Both models live on the CPU backend,
+     * whose download is a host copy; a device backend will need a device-to-device op. */
+    src->be->ops->download(src->be, dst->param, src->param, src->params.bytes);
+    dst->kv_len = 0; /* the cache held keys of the old weights */
     return HG_OK;
 }
 

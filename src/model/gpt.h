@@ -44,6 +44,7 @@ enum gpt_act {
     A_LNF_MEAN,  /* (N) */
     A_LNF_RSTD,  /* (N) */
     A_LOSSES,    /* (N) per-token loss */
+    A_KV,        /* (L, 2, NH, T, hs) key then value cache; inference models with B = 1 only */
     S_PROJ,      /* (N, C) output of a projection before its residual add */
     S_GELU,      /* (N, F) GELU output, forward and recomputed in backward */
     S_LOGITS,    /* (chunk, Vp) classifier chunk */
@@ -81,6 +82,7 @@ struct hg_model {
     uint64_t dropout_seed;      /* opt.seed; a rank's own stream under data parallelism */
     int64_t adam_t;
     float loss_scale_n;         /* targets that count in the mean of the last forward */
+    int kv_len;                 /* positions held in the KV cache */
 };
 
 /* Builds both tables for (cfg, opt) without allocating. */
@@ -90,6 +92,10 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
 /* Slice `shard` of `shards` of a flat buffer of P floats (P a multiple of 16): equal
  * slices of a multiple of 16 floats, the last ones shorter or empty. */
 void gpt_shard(size_t P, int shards, int shard, size_t *lo, size_t *n);
+
+/* Sets parameter i's AdamW moments from whole tensors (numel floats each, host memory):
+ * the part inside this model's slice [shard_lo, shard_lo + shard_n). */
+void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo);
 
 /* Reports to the gradient-ready hook that the gradients of parameters [first, end) of
  * the table are final (end == count reaches the end of the buffer). */
@@ -114,8 +120,13 @@ static inline void *gpt_act(const hg_model *m, int a, int layer) {
     return hg_table_ptr(&m->acts, m->act, a, layer);
 }
 
-/* Forward through the layers to the final LayerNorm, for tokens already in A_TOKENS. */
-hg_status gpt_forward_body(hg_model *m);
+/* 1 when the model holds a KV cache (created with training=0 and batch=1). */
+int gpt_has_kv(const hg_options *o);
+
+/* Forward through the layers to the final LayerNorm, for the (B, T) tokens already in
+ * A_TOKENS. kv_pos < 0: the plain forward. kv_pos >= 0 (B = 1): the tokens sit at
+ * positions kv_pos.. and attend through the KV cache, which they are appended to. */
+hg_status gpt_forward_body(hg_model *m, int kv_pos);
 /* The classifier on A_LNF; with backward, also dx into S_DLN and dwte. */
 hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *logits);
 /* Backward from S_DLN (gradient at the final LayerNorm output) to the embeddings. */

@@ -19,15 +19,17 @@ static hg_attention_shape attention_shape(const hg_model *m) {
     return s;
 }
 
-hg_status gpt_forward_body(hg_model *m) {
+hg_status gpt_forward_body(hg_model *m, int kv_pos) {
     const int B = m->B, T = m->T, N = B * T, C = m->cfg.d_model, F = m->F, L = m->cfg.n_layer;
     hg_backend *be = m->be;
     hg_attention_shape as = attention_shape(m);
+    hg_kv_shape ks = {kv_pos, T, m->opt.seq_len, m->cfg.n_head, m->hs};
     float *proj = gpt_act(m, S_PROJ, 0), *gelu = gpt_act(m, S_GELU, 0);
+    const float *wpe = gpt_param(m, m->param, GPT_P_WPE) + (size_t)(kv_pos > 0 ? kv_pos : 0) * C;
 
     hg_dropout d0 = dropout_site(m, 0);
     OPS->encoder_forward(be, gpt_act(m, A_RESIDUAL, 0), gpt_act(m, A_TOKENS, 0),
-                         gpt_param(m, m->param, GPT_P_WTE), gpt_param(m, m->param, GPT_P_WPE), B, T, C, &d0);
+                         gpt_param(m, m->param, GPT_P_WTE), wpe, B, T, C, &d0);
     OPS->layernorm_forward(be, gpt_act(m, A_LN1, 0), gpt_act(m, A_LN1_MEAN, 0), gpt_act(m, A_LN1_RSTD, 0),
                            gpt_act(m, A_RESIDUAL, 0), P(0, LP_LN1_W), P(0, LP_LN1_B), N, C);
     for (int l = 0; l < L; l++) {
@@ -35,7 +37,12 @@ hg_status gpt_forward_body(hg_model *m) {
         float *res = gpt_act(m, A_RESIDUAL, l), *res2 = gpt_act(m, A_RESIDUAL2, l);
         float *ln2 = gpt_act(m, A_LN2, l), *fch = gpt_act(m, A_FCH, l);
         HG_TRY(OPS->matmul_forward(be, qkv, ln1, P(l, LP_QKV_W), P(l, LP_QKV_B), N, C, 3 * C));
-        HG_TRY(OPS->attention_forward(be, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
+        if (kv_pos < 0) {
+            HG_TRY(OPS->attention_forward(be, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
+        } else {
+            float *kc = gpt_act(m, A_KV, l), *vc = kc + (size_t)ks.Tc * C;
+            HG_TRY(OPS->attention_cached(be, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
+        }
         HG_TRY(OPS->matmul_forward(be, proj, atty, P(l, LP_ATTN_PROJ_W), P(l, LP_ATTN_PROJ_B), N, C, C));
         hg_dropout da = dropout_site(m, 1 + 2 * l);
         OPS->residual_layernorm_forward(be, res2, ln2, gpt_act(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
@@ -163,7 +170,7 @@ hg_status hg_forward(hg_model *m, const int32_t *tokens, const int32_t *targets,
     if (!m) return hg_fail(HG_ERR_INVALID, "model is NULL");
     HG_TRY(stage_inputs(m, tokens, targets, B, T));
     m->phase = PHASE_NONE;
-    HG_TRY(gpt_forward_body(m));
+    HG_TRY(gpt_forward_body(m, -1));
     HG_TRY(gpt_classifier(m, 0, 0.0f, logits));
     m->phase = PHASE_FORWARD;
     if (loss) *loss = targets ? mean_loss(m) : 0.0f;
@@ -193,7 +200,7 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
     if (!(grad_scale == grad_scale)) return hg_fail(HG_ERR_INVALID, "grad_scale is NaN");
     HG_TRY(stage_inputs(m, tokens, targets, B, T));
     m->phase = PHASE_NONE;
-    HG_TRY(gpt_forward_body(m));
+    HG_TRY(gpt_forward_body(m, -1));
     HG_TRY(gpt_classifier(m, 1, grad_scale, NULL));
     HG_TRY(gpt_backward_body(m));
     if (loss) *loss = mean_loss(m);
@@ -203,5 +210,42 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
 hg_status hg_zero_grad(hg_model *m) {
     HG_TRY(check_trainable(m));
     m->be->ops->zero(m->be, m->grad, m->params.bytes);
+    return HG_OK;
+}
+
+/* ---- generation with the KV cache ---- */
+
+static hg_status check_kv(const hg_model *m) {
+    if (!m) return hg_fail(HG_ERR_INVALID, "model is NULL");
+    if (!gpt_has_kv(&m->opt))
+        return hg_fail(HG_ERR_STATE, "the KV cache needs a model created with training=0 and batch=1");
+    return HG_OK;
+}
+
+hg_status hg_kv_reset(hg_model *m) {
+    HG_TRY(check_kv(m));
+    m->kv_len = 0;
+    return HG_OK;
+}
+
+int hg_kv_length(const hg_model *m) { return m ? m->kv_len : 0; }
+
+hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits) {
+    HG_TRY(check_kv(m));
+    if (!logits) return hg_fail(HG_ERR_INVALID, "logits is NULL");
+    if (n <= 0 || n > m->opt.seq_len - m->kv_len)
+        return hg_fail(HG_ERR_INVALID, "n = %d new tokens do not fit the KV cache (%d of seq_len=%d used)", n,
+                       m->kv_len, m->opt.seq_len);
+    HG_TRY(stage_inputs(m, tokens, NULL, 1, n));
+    m->phase = PHASE_NONE;
+    HG_TRY(gpt_forward_body(m, m->kv_len));
+    const int C = m->cfg.d_model;
+    hg_classifier_args a = {
+        .N = 1, .C = C, .V = m->cfg.vocab_size, .Vp = m->Vp, .chunk = m->chunk,
+        .x = (const float *)gpt_act(m, A_LNF, 0) + (size_t)(n - 1) * C,
+        .wte = gpt_param(m, m->param, GPT_P_WTE), .logits = logits, .scratch = gpt_act(m, S_LOGITS, 0),
+    };
+    HG_TRY(OPS->classifier(m->be, &a));
+    m->kv_len += n;
     return HG_OK;
 }

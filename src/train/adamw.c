@@ -1,5 +1,6 @@
 /* The optimizer step: global-norm clipping, then AdamW over every parameter tensor,
- * with decoupled weight decay on 2-D weight matrices only. */
+ * with decoupled weight decay on 2-D weight matrices only; and the learning-rate
+ * schedule. */
 #include <math.h>
 
 #include "core/error.h"
@@ -26,6 +27,7 @@ hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float gr
                           const float *g, float *mom, float *var, float *norm_out) {
     HG_TRY(check_adamw(a));
     double norm = sqrt(sumsq) * grad_mult;
+    if (norm_out) *norm_out = (float)norm;
     if (!isfinite(norm)) return hg_fail(HG_ERR_INVALID, "the gradient norm is not finite (%g); the step was not taken", norm);
     /* PyTorch's clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)) */
     double clip = a->grad_clip > 0 ? a->grad_clip / (norm + 1e-6) : 1.0;
@@ -46,7 +48,6 @@ hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float gr
         u.weight_decay = (s->flags & HG_SPEC_DECAY) ? a->weight_decay : 0.0f;
         be->ops->adamw(be, m->param + a0, g + (a0 - lo), mom + (a0 - lo), var + (a0 - lo), a1 - a0, &u);
     }
-    if (norm_out) *norm_out = (float)norm;
     return HG_OK;
 }
 
@@ -63,3 +64,13 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
 }
 
 int64_t hg_optimizer_steps(const hg_model *m) { return m ? m->adam_t : 0; }
+
+float hg_lr_at(const hg_lr_schedule *s, int64_t step) {
+    if (step < s->warmup_steps) return (float)((double)s->lr * (double)(step + 1) / (double)s->warmup_steps);
+    if (s->kind == HG_LR_CONSTANT) return s->lr;
+    int64_t span = s->total_steps - s->warmup_steps;
+    double p = span > 0 ? (double)(step - s->warmup_steps) / (double)span : 1.0;
+    if (p > 1.0) p = 1.0;
+    double w = s->kind == HG_LR_COSINE ? 0.5 * (1.0 + cos(3.14159265358979323846 * p)) : 1.0 - p;
+    return (float)((double)s->min_lr + w * ((double)s->lr - (double)s->min_lr));
+}

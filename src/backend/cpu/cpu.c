@@ -65,6 +65,7 @@ static const hg_backend_ops cpu_ops = {
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
     .attention_scratch_bytes = cpu_attention_scratch_bytes,
+    .attention_cached = cpu_attention_cached,
     .classifier = cpu_classifier,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,

@@ -52,6 +52,7 @@ hg_gelu_backward_fn cpu_gelu_backward;
 hg_attention_forward_fn cpu_attention_forward;
 hg_attention_backward_fn cpu_attention_backward;
 hg_attention_scratch_fn cpu_attention_scratch_bytes;
+hg_attention_cached_fn cpu_attention_cached;
 hg_classifier_fn cpu_classifier;
 hg_adamw_fn cpu_adamw;
 hg_sumsq_fn cpu_sumsq;
