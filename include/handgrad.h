@@ -299,13 +299,16 @@ typedef struct hg_train_state {
     uint64_t tokens;           /* training tokens consumed */
     uint64_t epoch, batch;     /* the next training batch (hg_loader_position) */
     int B, T;                  /* loader geometry the position refers to, */
-    int world_size;            /* and the ranks that read it */
+    int world_size;            /* and the ranks that read it (B is the global batch:
+                                  each rank read B / world_size of it) */
     uint64_t seed;             /* the run's seed (data order, dropout) */
 } hg_train_state;
 
-/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. */
+/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. A
+ * ZeRO-1 model (shards > 1) saves with hg_dist_optimizer_save instead. */
 hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *s, const char *path);
-/* Restores them into a training model of the same shape, and fills *s. */
+/* Restores them into a training model of the same shape, and fills *s. The file holds
+ * whole tensors, so it loads on any number of ranks: a ZeRO-1 model keeps its slice. */
 hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *s);
 
 /* A run folder holds checkpoints DIR/ckpt_NNNNNNNN/ (model.safetensors,
