@@ -67,6 +67,9 @@ hg_status hg_comm_mpi_open(hg_comm **out);
 #endif
 #ifdef HANDGRAD_HAVE_NCCL
 hg_status hg_comm_nccl_open(hg_comm **out);
+/* The CUDA stream the gradients are computed on (a cudaStream_t); collectives wait for
+ * its queued work. Until set: the legacy default stream. */
+void hg_comm_nccl_set_stream(hg_comm *c, void *compute_stream);
 #endif
 
 #endif
