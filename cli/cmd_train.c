@@ -252,7 +252,6 @@ static int plan(trainer *t) {
         return ERR("both --max-steps and --max-tokens are set (one may come from --config or run.json); keep one");
     if (!o->max_steps && !o->max_tokens) return ERR("give --max-steps N or --max-tokens N");
     t->max_steps = o->max_steps ? o->max_steps : (o->max_tokens + total - 1) / total;
-    if (o->warmup_steps > t->max_steps) return ERR("--warmup-steps %lld exceeds the %lld training steps", (long long)o->warmup_steps, (long long)t->max_steps);
     t->sched = (hg_lr_schedule){
         .kind = !strcmp(o->lr_schedule, "linear") ? HG_LR_LINEAR : !strcmp(o->lr_schedule, "constant") ? HG_LR_CONSTANT : HG_LR_COSINE,
         .lr = (float)o->lr, .min_lr = (float)(o->min_lr >= 0 ? o->min_lr : o->lr / 10),
@@ -544,6 +543,7 @@ static int run(trainer *t) {
             train_log_say(&t->log, "handgrad train: stopping: %d steps in a row had a non-finite loss or gradient norm "
                           "(last at step %lld); try a lower --lr or --grad-clip. Last checkpoint: step %lld",
                           t->nan_streak, (long long)t->step, (long long)t->saved_step);
+            train_log_plot(&t->log, 1);
             return 1;
         }
         if (r.skipped)

@@ -9,6 +9,8 @@ static const hg_command commands[] = {
     {"tokenizer", "encode, decode or train a byte-level BPE tokenizer", cmd_tokenizer},
     {"prepare", "tokenize text files into train and val token shards", cmd_prepare},
     {"train", "train a model with progress, logs, a loss plot, checkpoints and resume", cmd_train},
+    {"generate", "continue a prompt with a model, streaming the text (KV cache)", cmd_generate},
+    {"export", "write a model as a Hugging Face GPT-2 folder", cmd_export},
     {NULL, NULL, NULL},
 };
 

@@ -310,6 +310,9 @@ int train_opts_parse(train_opts *o, int argc, char **argv, char *resumed_from, s
         } else if (c == ':') {
             fprintf(stderr, "handgrad train: option '%s' needs a value\n", argv[optind - 1]);
             rc = 1;
+        } else if (optarg && !strncmp(optarg, "--", 2)) {
+            fprintf(stderr, "handgrad train: option '--%s' needs a value, not '%s'\n", defs[c - 1000].name, optarg);
+            rc = 1;
         } else {
             const opt_def *d = &defs[c - 1000];
             which[count] = c - 1000;

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = hf_config_json(&cfg, -1);
     if (!text) return 0;
     if (hf_config_parse("again", text, strlen(text), &again) != HG_OK) __builtin_trap();
-    if (cfg.d_ff == 0) cfg.d_ff = 4 * cfg.d_model; /* written out as n_inner */
+    if (cfg.d_ff == 4 * cfg.d_model) cfg.d_ff = 0; /* written out as n_inner: null */
     if (memcmp(&cfg, &again, sizeof cfg)) __builtin_trap();
     free(text);
     return 0;

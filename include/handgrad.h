@@ -238,7 +238,8 @@ hg_status hg_model_set_rng_counter(hg_model *m, uint64_t counter);
 
 /* KV-cache inference on a model created with training=0 and batch=1: its seq_len is
  * the cache length, and the cache is part of its activation memory (nothing is
- * allocated per token). Each appended token costs O(cache length), not a full forward. */
+ * allocated per token). Each appended token costs O(cache length), not a full forward.
+ * Reset the cache after changing the parameters (hg_model_copy_params does). */
 hg_status hg_kv_reset(hg_model *m); /* empty the cache */
 /* Appends n tokens to the cache (a prefill when n > 1) and writes the logits (V floats)
  * of the last one; fails with HG_ERR_INVALID, cache unchanged, when the cache would
@@ -267,6 +268,8 @@ hg_status hg_model_copy_params(hg_model *dst, const hg_model *src);
  * wte.weight) and the tokenizer's vocab.json and merges.txt (hg_tokenizer_load(dir)).
  * Mapping and accepted fields: docs/formats.md. */
 
+typedef struct hg_tokenizer hg_tokenizer; /* handgrad_data.h */
+
 /* Reads config.json; refuses a field handgrad cannot compute (e.g. activation_function
  * other than gelu_new, layer_norm_epsilon other than 1e-5), naming it. */
 hg_status hg_hf_config_load(const char *path, hg_config *out);
@@ -274,6 +277,12 @@ hg_status hg_hf_config_load(const char *path, hg_config *out);
  * hg_model_create (seq_len 0: n_positions). Every tensor must be there with its exact
  * shape, and no other; the message names the file and tensor. */
 hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *opt);
+/* Writes such a folder, which transformers' GPT2LMHeadModel.from_pretrained loads:
+ * config.json, model.safetensors (F32, "transformer." names, no lm_head), and, when tok
+ * is given (its vocab size must be the model's), vocab.json, merges.txt and
+ * tokenizer_config.json. dir must not exist or be empty; the files are written into
+ * dir.tmp, which is renamed to dir when whole, so a failure leaves no partial folder. */
+hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir);
 
 /* ----------------------------------------------------------- checkpoints */
 

@@ -205,7 +205,7 @@ static void unprefixed_twice(cJSON *h) {
     cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(h, "transformer.wpe.weight");
     cJSON_AddItemToObject(h, "wpe.weight", t);
     cJSON *dup = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(h, "transformer.ln_f.bias"), 1);
-    cJSON_DetachItemFromObjectCaseSensitive(h, "transformer.ln_f.bias");
+    cJSON_DeleteItemFromObjectCaseSensitive(h, "transformer.ln_f.bias");
     cJSON_AddItemToObject(h, "ln_f.bias", dup);
 }
 static void empty_head(cJSON *h) {
@@ -213,8 +213,6 @@ static void empty_head(cJSON *h) {
 }
 
 static void test_bad_input(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/hg_test_hf_XXXXXX");
-    CHECK(mkdtemp(tmpdir) != NULL);
     reset_dir();
     hg_options o = inference();
     hg_model *m = NULL;
@@ -298,11 +296,76 @@ static void test_bad_input(void) {
     free(b);
     expect_fail("lm_head differs", HG_ERR_UNSUPPORTED, "lm_head.weight differs from wte.weight");
 
-    snprintf(path, sizeof path, "%s/config.json", tmpdir);
-    remove(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
-    remove(path);
-    rmdir(tmpdir);
+}
+
+/* Export: the folder holds transformers' names with the fixture's exact bytes, loads
+ * back to bitwise equal logits, and carries the tokenizer. Refusals leave nothing. */
+static void test_export(void) {
+    char dir[96], path[160];
+    snprintf(dir, sizeof dir, "%s/export", tmpdir);
+    hg_options o = inference();
+    hg_model *m = NULL, *back = NULL;
+    hg_tokenizer *tok = NULL, *tok2 = NULL;
+    CHECK_OK(hg_model_load_hf(&m, FIX, &o));
+    CHECK_OK(hg_tokenizer_load(&tok, FIX));
+    if (!m || !tok) return;
+    CHECK_OK(hg_model_save_hf(m, tok, dir));
+    CHECK_OK(hg_model_load_hf(&back, dir, &o));
+    CHECK_OK(hg_tokenizer_load(&tok2, dir));
+    if (!back || !tok2) return;
+    CHECK(!memcmp(hg_model_config(m), hg_model_config(back), sizeof(hg_config)));
+    CHECK(hg_tokenizer_vocab_size(tok2) == 320 && hg_tokenizer_eot(tok2) == hg_tokenizer_eot(tok));
+    float *a = malloc(sizeof(float) * 320 * 12), *b = malloc(sizeof(float) * 320 * 12);
+    CHECK_OK(hg_forward(m, ref_tokens, NULL, 1, n_tokens, NULL, a));
+    CHECK_OK(hg_forward(back, ref_tokens, NULL, 1, n_tokens, NULL, b));
+    CHECK(n_tokens == 12 && !memcmp(a, b, sizeof(float) * 320 * 12));
+    free(a), free(b);
+
+    hg_st_file *orig = NULL, *ex = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK_OK(hg_st_open(&ex, path));
+    CHECK_OK(hg_st_open(&orig, FIX "/model.safetensors"));
+    if (ex && orig) {
+        CHECK(hg_st_count(ex) == hg_st_count(orig) && hg_st_count(ex) == 28);
+        const char *fmt = hg_st_metadata(ex, "format");
+        CHECK(fmt && !strcmp(fmt, "pt"));
+        for (int i = 0; i < hg_st_count(orig); i++) {
+            const hg_st_tensor *t = hg_st_at(orig, i), *u = hg_st_find(ex, t->name);
+            CHECK(u != NULL);
+            if (u) CHECK(u->dtype == HG_ST_F32 && u->numel == t->numel && !memcmp(u->data, t->data, 4 * (size_t)t->numel));
+        }
+    }
+    hg_st_close(ex), hg_st_close(orig);
+    hg_config cfg;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    CHECK(access(path, R_OK) == 0);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    CHECK_OK(hg_hf_config_load(path, &cfg));
+
+    /* refused: a folder that is not empty (untouched), a tokenizer of another size (no
+     * folder left), a folder that cannot be made */
+    CHECK(hg_model_save_hf(m, tok, dir) == HG_ERR_IO && strstr(hg_last_error(), "not an empty folder"));
+    CHECK(access(path, R_OK) == 0);
+    hg_model *other = NULL;
+    hg_config odd;
+    CHECK_OK(hg_config_preset("odd", &odd));
+    CHECK_OK(hg_model_create(&other, &odd, &o));
+    snprintf(path, sizeof path, "%s/other", tmpdir);
+    CHECK(hg_model_save_hf(other, tok, path) == HG_ERR_INVALID && strstr(hg_last_error(), "vocab_size is 1000"));
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/config.json/x", dir);
+    CHECK(hg_model_save_hf(m, tok, path) == HG_ERR_IO);
+    snprintf(path, sizeof path, "%s/config.json/x.tmp", dir);
+    CHECK(access(path, F_OK) != 0);
+    hg_model_free(other);
+    const char *files[] = {"config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer_config.json"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        CHECK(remove(path) == 0);
+    }
+    CHECK(rmdir(dir) == 0); /* nothing else was written */
+    hg_tokenizer_free(tok), hg_tokenizer_free(tok2);
+    hg_model_free(m), hg_model_free(back);
 }
 
 /* F16 and BF16 weights convert exactly (the values were rounded to half by PyTorch). */
@@ -328,7 +391,16 @@ int main(void) {
     test_half();
     load_reference();
     test_import();
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/hg_test_hf_XXXXXX");
+    CHECK(mkdtemp(tmpdir) != NULL);
     test_bad_input();
+    test_export();
+    char path[128];
+    snprintf(path, sizeof path, "%s/config.json", tmpdir);
+    remove(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    remove(path);
+    CHECK(rmdir(tmpdir) == 0);
     hg_st_close(ref);
     CHECK_DONE();
 }

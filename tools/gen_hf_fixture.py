@@ -14,6 +14,9 @@
                    logits F64 (T, V)     the model's logits, computed in float64
                    greedy I32 (N,)       transformers' greedy continuation (float64, KV cache)
                    __metadata__          prompt, greedy_text (the continuation decoded)
+  hf_tiny_greedy.bin
+                   the bytes of the greedy continuation (byte-level BPE tokens are bytes;
+                   transformers' decode would replace invalid UTF-8), for the CLI test
   st_half.safetensors
                    f16, bf16 (64,)       half-precision values (normal, subnormal, zero, -0,
                    f16_f64, bf16_f64     +-inf, extremes) and their exact values as F64
@@ -43,6 +46,16 @@ PROMPT = "And God said, Let there be light"
 VOCAB = 320
 GREEDY_TOKENS = 12
 SEED = 2
+
+
+def byte_alphabet():
+    """GPT-2's byte alphabet: the printable Latin-1 bytes stand for themselves, the other 68
+    bytes, in order, for U+0100 onwards. Returns character -> byte."""
+    keep = [b for b in range(256) if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF]
+    out = {chr(b): b for b in keep}
+    others = [b for b in range(256) if b not in out.values()]
+    out.update({chr(0x100 + i): b for i, b in enumerate(others)})
+    return out
 
 
 def train_tokenizer(out):
@@ -111,6 +124,11 @@ def main():
               os.path.join(a.out_dir, "hf_tiny_reference.safetensors"),
               metadata={"prompt": PROMPT, "greedy_text": tok.decode(greedy.tolist()),
                         "generator": "tools/gen_hf_fixture.py"})
+
+    byte_of = byte_alphabet()
+    raw = b"".join(bytes(byte_of[ch] for ch in tok.convert_ids_to_tokens(i)) for i in greedy.tolist())
+    with open(os.path.join(a.out_dir, "hf_tiny_greedy.bin"), "wb") as f:
+        f.write(raw)
 
     # half precision, for the reader's conversions
     g = torch.Generator().manual_seed(5)

@@ -1,5 +1,6 @@
-/* Hugging Face GPT-2 directories: config.json to hg_config and back, and the weights of
- * model.safetensors into a model.
+/* Hugging Face GPT-2 directories: config.json to hg_config and back, the weights of
+ * model.safetensors into a model, and the export of a model (and tokenizer) as such a
+ * directory.
  *
  * handgrad's parameter table already uses GPT-2's names and Conv1D layouts (in, out), so
  * the mapping is by name: "transformer.h.0.attn.c_attn.weight" or "h.0.attn.c_attn.weight"
@@ -8,13 +9,17 @@
 #include "io/hf.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 #include "data/fileio.h"
+#include "io/atomic.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
 
@@ -121,7 +126,8 @@ char *hf_config_json(const hg_config *cfg, int eot) {
     cJSON_AddNumberToObject(j, "n_embd", cfg->d_model);
     cJSON_AddNumberToObject(j, "n_layer", cfg->n_layer);
     cJSON_AddNumberToObject(j, "n_head", cfg->n_head);
-    cJSON_AddNumberToObject(j, "n_inner", gpt_dff(cfg));
+    if (gpt_dff(cfg) == 4 * cfg->d_model) cJSON_AddNullToObject(j, "n_inner"); /* GPT-2's default: 4 n_embd */
+    else cJSON_AddNumberToObject(j, "n_inner", cfg->d_ff);
     cJSON_AddStringToObject(j, "activation_function", "gelu_new");
     cJSON_AddNumberToObject(j, "layer_norm_epsilon", HG_LAYERNORM_EPS);
     cJSON_AddNumberToObject(j, "resid_pdrop", cfg->dropout);
@@ -237,4 +243,87 @@ hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *op
     }
     *out = m;
     return HG_OK;
+}
+
+/* ---- export ---- */
+
+static const char tokenizer_config[] =
+    "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"model_max_length\": %d,\n  \"add_prefix_space\": false,\n"
+    "  \"bos_token\": \"<|endoftext|>\",\n  \"eos_token\": \"<|endoftext|>\",\n  \"unk_token\": \"<|endoftext|>\"\n}\n";
+
+/* The files of an export, written into the (new, empty) folder tmp. */
+static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const char *tmp, char *path, size_t cap) {
+    const int np = hg_param_count(m), eot = tok ? hg_tokenizer_eot(tok) : -1;
+    char *json = hf_config_json(&m->cfg, eot);
+    if (!json) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    snprintf(path, cap, "%s/config.json", tmp);
+    hg_status st = hg_write_file_atomic(path, json, strlen(json));
+    free(json);
+    HG_TRY(st);
+
+    /* the names save_pretrained writes: "transformer." + the parameter's name */
+    hg_st_entry *e = calloc((size_t)np, sizeof *e);
+    char (*names)[sizeof m->params.specs[0].name + sizeof PREFIX] = calloc((size_t)np, sizeof *names);
+    if (!e || !names) st = hg_fail(HG_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < np && st == HG_OK; i++) {
+        hg_param_info p;
+        hg_param_at(m, i, &p);
+        snprintf(names[i], sizeof names[i], PREFIX "%s", p.name);
+        e[i].name = names[i];
+        e[i].dtype = HG_ST_F32;
+        e[i].ndim = p.ndim;
+        memcpy(e[i].shape, p.shape, sizeof(int64_t) * (size_t)p.ndim);
+        e[i].data = p.data;
+    }
+    static const char *const meta[] = {"format", "pt"}; /* transformers checks it */
+    snprintf(path, cap, "%s/model.safetensors", tmp);
+    if (st == HG_OK) st = hg_st_write(path, e, np, meta, 1);
+    free(e);
+    free(names);
+    if (st != HG_OK || !tok) return st;
+
+    HG_TRY(hg_tokenizer_save_hf(tok, tmp));
+    char text[sizeof tokenizer_config + 16];
+    snprintf(text, sizeof text, tokenizer_config, m->cfg.max_seq_len);
+    snprintf(path, cap, "%s/tokenizer_config.json", tmp);
+    return hg_write_file_atomic(path, text, strlen(text));
+}
+
+hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir) {
+    if (!m || !dir) return hg_fail(HG_ERR_INVALID, "hg_model_save_hf: NULL argument");
+    if (tok && hg_tokenizer_vocab_size(tok) != m->cfg.vocab_size)
+        return hg_fail(HG_ERR_INVALID, "the tokenizer has %d ids but the model's vocab_size is %d",
+                       hg_tokenizer_vocab_size(tok), m->cfg.vocab_size);
+    if (tok && hg_tokenizer_eot(tok) < 0)
+        return hg_fail(HG_ERR_UNSUPPORTED, "the tokenizer has no <|endoftext|>, which GPT-2's tokenizer files need");
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        DIR *d = S_ISDIR(sb.st_mode) ? opendir(dir) : NULL;
+        int entries = 0;
+        for (struct dirent *de; d && (de = readdir(d));) entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+        if (d) closedir(d);
+        if (!d || entries) return hg_fail(HG_ERR_IO, "%s: exists and is not an empty folder", dir);
+    }
+    size_t cap = strlen(dir) + 64;
+    char *tmp = malloc(cap), *path = malloc(cap);
+    if (!tmp || !path) {
+        free(tmp), free(path);
+        return hg_fail(HG_ERR_NOMEM, "out of memory");
+    }
+    /* everything goes into DIR.tmp, which becomes DIR by one rename: a failure at any
+     * point leaves no DIR (or the empty one that was there) */
+    snprintf(tmp, cap, "%s.tmp", dir);
+    hg_remove_dir(tmp);
+    hg_status st = mkdir(tmp, 0777) == 0 ? HG_OK : hg_fail(HG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    if (st == HG_OK) st = write_files(m, tok, tmp, path, cap);
+    if (st == HG_OK && rename(tmp, dir) != 0)
+        st = hg_fail(HG_ERR_IO, "%s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
+    if (st == HG_OK) {
+        snprintf(path, cap, "%s/..", dir);
+        st = hg_fsync_dir(path);
+    } else {
+        hg_remove_dir(tmp);
+    }
+    free(tmp), free(path);
+    return st;
 }
