@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,18 @@
 #include "train_options.h"
 
 static char rank_tag[32]; /* " (rank r of N)" in errors when data parallel */
-#define ERR(...) (fprintf(stderr, "handgrad train%s: ", rank_tag), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), 1)
+
+/* One line on stderr, written whole so that ranks' lines do not interleave; returns 1. */
+__attribute__((format(printf, 1, 2))) static int err_line(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "handgrad train%s: %s\n", rank_tag, msg);
+    return 1;
+}
+#define ERR(...) err_line(__VA_ARGS__)
 
 typedef struct trainer {
     train_opts o;
