@@ -126,7 +126,7 @@ hg_status hg_dist_optimizer_save(hg_dist *d, const hg_train_state *st, const cha
 typedef struct hg_dist_stats {
     int ranks;
     int buckets;              /* gradient buckets per reduction */
-    size_t bucket_bytes;      /* largest bucket */
+    size_t bucket_bytes;      /* hg_dist_options.bucket_bytes */
     size_t optimizer_bytes;   /* AdamW state held by this rank */
     size_t grad_shard_bytes;  /* ZeRO-1's reduced gradient slice on this rank */
     /* the last step: */
