@@ -353,7 +353,7 @@ static hg_status train_step(trainer *t, step_record *r) {
     r->lr = hg_lr_at(&t->sched, t->step);
     hg_status s = hg_zero_grad(m);
     for (int k = 0; k < t->accum && s == HG_OK; k++) {
-        float l;
+        float l = 0;
         s = hg_loader_next(t->train, t->x, t->y);
         if (s == HG_OK)
             s = hg_dist_forward_backward(t->dist, t->x, t->y, t->Bl, t->T, 1.0f / (float)t->accum, k == t->accum - 1, &l);
@@ -404,7 +404,7 @@ static hg_status evaluate(trainer *t, double *out) {
     hg_status s = hg_set_train_mode(t->m, 0);
     if (s == HG_OK) s = hg_loader_reset(t->val);
     for (uint64_t i = 0; i < n && s == HG_OK; i++) {
-        float l;
+        float l = 0;
         s = hg_loader_next(t->val, t->x, t->y);
         if (s == HG_OK) s = hg_forward(t->m, t->x, t->y, t->Bl, t->T, &l, NULL);
         sum += l;
