@@ -91,16 +91,19 @@ typedef struct hg_options {
     int threads;  /* OpenMP threads for this model's calls; 0 means all cores (resolved
                      to the core count in hg_model_options) */
     uint64_t seed;/* parameter init and dropout masks */
+    /* ZeRO-1 (handgrad_dist.h): the AdamW state covers only slice `shard` of `shards`
+     * equal slices of the flat parameter buffer. 0 or 1 shards: the whole state. */
+    int shards, shard;
 } hg_options;
 
-hg_options hg_options_default(void); /* B=1, T=Tmax, training=1, threads=0, seed=0 */
+hg_options hg_options_default(void); /* B=1, T=Tmax, training=1, threads=0, seed=0, shards=1 */
 
 /* ---------------------------------------------------------------- memory */
 
 typedef struct hg_memory_plan {
     size_t params;      /* parameters (fp32, padded vocab) */
     size_t grads;       /* parameter gradients */
-    size_t optimizer;   /* AdamW m and v */
+    size_t optimizer;   /* AdamW m and v (this rank's slice with shards > 1) */
     size_t activations; /* stored activations for backward, sized from (B, T) */
     size_t scratch;     /* per-op temporaries: activation grads, classifier chunk,
                            attention tiles, GEMM scratch */
@@ -147,6 +150,15 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
 
 hg_status hg_zero_grad(hg_model *m);
 
+/* Gradient-ready hook, for overlapping communication with the backward pass. During
+ * each backward, fn(ctx, offset, count) is called on the calling thread each time a
+ * range of the flat gradient buffer is final: ln_f first, then each layer from the last
+ * to the first, then the embeddings. offset and count are in floats from the start of
+ * the buffer (hg_param_info.grad of parameter 0); the ranges of one backward tile the
+ * whole buffer downwards, the last one starting at 0. NULL fn removes the hook. */
+typedef void hg_grad_ready_fn(void *ctx, size_t offset_floats, size_t count_floats);
+hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx);
+
 /* Dropout on (1) or off (0); a training model starts on, but dropout only acts
  * when cfg.dropout > 0. */
 hg_status hg_set_train_mode(hg_model *m, int on);
@@ -192,8 +204,9 @@ typedef struct hg_param_info {
     int64_t numel;
     float *data;       /* row-major, shape as above */
     float *grad;       /* same layout; NULL in an inference model */
-    float *adam_m;     /* AdamW first moment; NULL in an inference model */
-    float *adam_v;     /* AdamW second moment; NULL in an inference model */
+    float *adam_m;     /* AdamW first moment; NULL in an inference model, and with
+                          shards > 1 (see hg_dist_optimizer_get) */
+    float *adam_v;     /* AdamW second moment; NULL likewise */
     int decay;         /* 1 if weight decay applies (2-D matrices) */
 } hg_param_info;
 
@@ -377,13 +390,16 @@ typedef struct hg_train_state {
     uint64_t tokens;           /* training tokens consumed */
     uint64_t epoch, batch;     /* the next training batch (hg_loader_position) */
     int B, T;                  /* loader geometry the position refers to, */
-    int world_size;            /* and the ranks that read it */
+    int world_size;            /* and the ranks that read it (B is the global batch:
+                                  each rank read B / world_size of it) */
     uint64_t seed;             /* the run's seed (data order, dropout) */
 } hg_train_state;
 
-/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. */
+/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. A
+ * ZeRO-1 model (shards > 1) saves with hg_dist_optimizer_save instead. */
 hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *s, const char *path);
-/* Restores them into a training model of the same shape, and fills *s. */
+/* Restores them into a training model of the same shape, and fills *s. The file holds
+ * whole tensors, so it loads on any number of ranks: a ZeRO-1 model keeps its slice. */
 hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *s);
 
 /* A run folder holds checkpoints DIR/ckpt_NNNNNNNN/ (model.safetensors,
@@ -421,5 +437,7 @@ hg_status hg_sgemm_peak_gflops(int threads, double *gflops);
 
 /* Tokenizer, token shards and the data loader. */
 #include "handgrad_data.h"
+/* Data-parallel training: communicators, gradient all-reduce, ZeRO-1. */
+#include "handgrad_dist.h"
 
 #endif /* HANDGRAD_H */

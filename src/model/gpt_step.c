@@ -11,7 +11,7 @@
 #define G(l, k) gpt_param(m, m->grad, GPT_P_LAYER(l, k))
 
 static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
-    hg_dropout d = {m->train_mode ? m->cfg.dropout : 0.0f, m->opt.seed, m->rng_step, site};
+    hg_dropout d = {m->train_mode ? m->cfg.dropout : 0.0f, m->dropout_seed, m->rng_step, site};
     return d;
 }
 
@@ -108,6 +108,7 @@ hg_status gpt_backward_body(hg_model *m) {
     op_layernorm_backward(m, L - 1, dres, gpt_param(m, m->grad, GPT_P_LNF_W(L)), gpt_param(m, m->grad, GPT_P_LNF_B(L)),
                           dln, gpt_act(m, A_RESIDUAL, L), gpt_param(m, m->param, GPT_P_LNF_W(L)),
                           gpt_act(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);
+    gpt_grad_ready(m, GPT_P_LNF_W(L), m->params.count);
     for (int l = L - 1; l >= 0; l--) {
         float *fch = gpt_act(m, A_FCH, l), *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
         /* MLP: c_proj, GELU (recomputed), c_fc, ln_2 */
@@ -125,10 +126,12 @@ hg_status gpt_backward_body(hg_model *m) {
         HG_TRY(op_matmul_backward(m, OP_C_ATTN_BWD, l, dln, G(l, LP_QKV_W), G(l, LP_QKV_B), dwide, gpt_act(m, A_LN1, l), P(l, LP_QKV_W), N, C, 3 * C));
         op_layernorm_backward(m, l, dres, G(l, LP_LN1_W), G(l, LP_LN1_B), dln, gpt_act(m, A_RESIDUAL, l), P(l, LP_LN1_W),
                               gpt_act(m, A_LN1_MEAN, l), gpt_act(m, A_LN1_RSTD, l), N, C, reduce);
+        gpt_grad_ready(m, GPT_P_LAYER(l, 0), GPT_P_LAYER(l + 1, 0));
     }
     hg_dropout d0 = dropout_site(m, 0);
     op_encoder_backward(m, gpt_param(m, m->grad, GPT_P_WTE), gpt_param(m, m->grad, GPT_P_WPE), dres,
                         gpt_act(m, A_TOKENS, 0), B, T, C, &d0);
+    gpt_grad_ready(m, GPT_P_WTE, GPT_P_LAYER(0, 0));
     return HG_OK;
 }
 

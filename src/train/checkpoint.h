@@ -30,6 +30,9 @@ typedef struct ckpt_state {
     uint64_t rng_counter;
 } ckpt_state;
 
+/* Writes an optimizer file from moments laid out like the parameter table. */
+hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, const char *path, float *mbuf, float *vbuf);
+
 hg_status ckpt_read_state(const hg_st_file *f, const char *file, ckpt_state *out);
 
 #endif
