@@ -1,10 +1,12 @@
-/* Input reading and error printing for the CLI's data commands. */
+/* Input reading, error printing and output-path checks for the CLI (cli_io.h). */
 #include "cli_io.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "handgrad.h"
 
@@ -41,5 +43,32 @@ uint8_t *cli_read_input(const char *cmd, const char *path, size_t *len) {
 
 int cli_fail(const char *cmd) {
     fprintf(stderr, "handgrad %s: %s\n", cmd, hg_last_error());
+    return 1;
+}
+
+int cli_check_writable(const char *cmd, const char *flag, const char *path) {
+    struct stat st;
+    const char *why = NULL;
+    size_t n = strlen(path);
+    char *dir = malloc(n + 2);
+    if (!dir) why = "out of memory";
+    else {
+        const char *slash = strrchr(path, '/');
+        if (!slash) strcpy(dir, ".");
+        else if (slash == path) strcpy(dir, "/");
+        else {
+            memcpy(dir, path, (size_t)(slash - path));
+            dir[slash - path] = 0;
+        }
+        if (n == 0 || path[n - 1] == '/') why = "is a directory name, not a file";
+        else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) why = "is a directory";
+        else if (stat(dir, &st) != 0) why = "its directory does not exist";
+        else if (!S_ISDIR(st.st_mode)) why = "its parent is not a directory";
+        else if (access(dir, W_OK) != 0) why = "its directory is not writable";
+        else if (access(path, F_OK) == 0 && access(path, W_OK) != 0) why = "the file is not writable";
+    }
+    free(dir);
+    if (!why) return 0;
+    fprintf(stderr, "handgrad %s: %s %s: %s\n", cmd, flag, path, why);
     return 1;
 }

@@ -11,7 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < hg_st_count(f); i++) {
         const hg_st_tensor *t = hg_st_at(f, i);
         if (t->data < data || t->data > data + size) __builtin_trap();
-        if (t->numel <= 4096 && (t->dtype == HG_ST_F32 || t->dtype == HG_ST_F64 || t->dtype == HG_ST_I32)) {
+        if (t->numel <= 4096 && (t->dtype == HG_ST_F32 || t->dtype == HG_ST_F64 || t->dtype == HG_ST_F16 ||
+                                  t->dtype == HG_ST_BF16 || t->dtype == HG_ST_I32)) {
             double *out = malloc(sizeof(double) * (size_t)(t->numel + 1));
             if (out && hg_st_read_f64(f, t, out, t->numel) != HG_OK) __builtin_trap();
             free(out);

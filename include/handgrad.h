@@ -116,9 +116,13 @@ typedef struct hg_options {
     hg_device device;       /* HG_DEVICE_CPU (default) or HG_DEVICE_CUDA */
     hg_precision precision; /* HG_PRECISION_FP32 (default) or, on CUDA, HG_PRECISION_BF16 */
     unsigned flags;         /* HG_FLAG_* */
+    /* ZeRO-1 (handgrad_dist.h): the AdamW state covers only slice `shard` of `shards`
+     * equal slices of the flat parameter buffer. 0 or 1 shards: the whole state. */
+    int shards, shard;
 } hg_options;
 
-hg_options hg_options_default(void); /* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32 */
+/* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32, no flags, shards=1 */
+hg_options hg_options_default(void);
 
 /* ---------------------------------------------------------------- memory */
 
@@ -126,7 +130,7 @@ typedef struct hg_memory_plan {
     size_t params;      /* parameters (fp32, padded vocab), plus their bf16 compute copy
                            under HG_PRECISION_BF16 */
     size_t grads;       /* parameter gradients */
-    size_t optimizer;   /* AdamW m and v */
+    size_t optimizer;   /* AdamW m and v (this rank's slice with shards > 1) */
     size_t activations; /* stored activations for backward, sized from (B, T) */
     size_t scratch;     /* per-op temporaries: activation grads, classifier chunk,
                            attention tiles, GEMM scratch */
@@ -175,6 +179,15 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
 
 hg_status hg_zero_grad(hg_model *m);
 
+/* Gradient-ready hook, for overlapping communication with the backward pass. During
+ * each backward, fn(ctx, offset, count) is called on the calling thread each time a
+ * range of the flat gradient buffer is final: ln_f first, then each layer from the last
+ * to the first, then the embeddings. offset and count are in floats from the start of
+ * the buffer (hg_param_info.grad of parameter 0); the ranges of one backward tile the
+ * whole buffer downwards, the last one starting at 0. NULL fn removes the hook. */
+typedef void hg_grad_ready_fn(void *ctx, size_t offset_floats, size_t count_floats);
+hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx);
+
 /* Dropout on (1) or off (0); a training model starts on, but dropout only acts
  * when cfg.dropout > 0. */
 hg_status hg_set_train_mode(hg_model *m, int on);
@@ -192,10 +205,22 @@ typedef struct hg_adamw {
 hg_adamw hg_adamw_default(void); /* lr 3e-4, (0.9, 0.95), eps 1e-8, wd 0.1, clip 1.0 */
 
 /* One AdamW step over all parameters (PyTorch's AdamW numerics). grad_norm (may be
- * NULL) receives the global L2 norm of the gradients before clipping. */
+ * NULL) receives the global L2 norm of the gradients before clipping, also when the
+ * step is refused (HG_ERR_INVALID, nothing changed) because that norm is not finite. */
 hg_status hg_optimizer_step(hg_model *m, const hg_adamw *opt, float *grad_norm);
 /* Completed optimizer steps (AdamW's t). */
 int64_t hg_optimizer_steps(const hg_model *m);
+
+/* Learning rate at a step: linear warmup from lr/warmup_steps to lr over warmup_steps
+ * steps, then a decay to min_lr at total_steps (cosine or linear), or lr throughout
+ * (constant). step counts from 0; past total_steps the rate stays at min_lr. */
+typedef enum hg_lr_kind { HG_LR_COSINE, HG_LR_LINEAR, HG_LR_CONSTANT } hg_lr_kind;
+typedef struct hg_lr_schedule {
+    hg_lr_kind kind;
+    float lr, min_lr;
+    int64_t warmup_steps, total_steps;
+} hg_lr_schedule;
+float hg_lr_at(const hg_lr_schedule *s, int64_t step);
 
 /* ------------------------------------------------------------ parameters */
 
@@ -208,8 +233,9 @@ typedef struct hg_param_info {
     int64_t numel;
     float *data;       /* row-major, shape as above (the fp32 master weights) */
     float *grad;       /* same layout; NULL in an inference model */
-    float *adam_m;     /* AdamW first moment; NULL in an inference model */
-    float *adam_v;     /* AdamW second moment; NULL in an inference model */
+    float *adam_m;     /* AdamW first moment; NULL in an inference model, and with
+                          shards > 1 (see hg_dist_optimizer_get) */
+    float *adam_v;     /* AdamW second moment; NULL likewise */
     int decay;         /* 1 if weight decay applies (2-D matrices) */
     hg_device device;  /* where data..adam_v live: with HG_DEVICE_CUDA they are GPU
                           addresses; copy with hg_param_read / hg_param_write */
@@ -245,6 +271,193 @@ hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float
 uint64_t hg_model_rng_counter(const hg_model *m);
 hg_status hg_model_set_rng_counter(hg_model *m, uint64_t counter);
 
+/* -------------------------------------------------------------- profiler
+ *
+ * A profiler records one event per op call (and per region: step, forward, classifier,
+ * backward, optimizer) of the models it is attached to, into a buffer allocated when it
+ * is created: recording allocates nothing and a step runs unchanged. With no profiler
+ * attached an op pays one predictable branch; a build with HANDGRAD_PROFILE=OFF has no
+ * hooks at all and hg_model_set_profiler returns HG_ERR_UNSUPPORTED.
+ *
+ *     hg_profiler *p;
+ *     hg_profiler_create(&p, 100000);
+ *     hg_model_set_profiler(m, p);
+ *     hg_profiler_step_begin(p);
+ *     hg_zero_grad(m); hg_forward_backward(m, ...); hg_optimizer_step(m, ...);
+ *     hg_profiler_step_end(p);
+ *     for (int i = 0; i < hg_profiler_count(p); i++) hg_profiler_event(p, i, &ev);
+ */
+
+typedef struct hg_profiler hg_profiler;
+
+typedef enum hg_prof_pass {
+    HG_PASS_FORWARD, HG_PASS_BACKWARD, HG_PASS_OPTIMIZER,
+    HG_PASS_STEP, /* the step region itself */
+} hg_prof_pass;
+
+typedef struct hg_prof_event {
+    const char *name;    /* op and pass, e.g. "matmul c_fc backward", "adamw"; a region:
+                            "step", "forward", "classifier", "backward", "optimizer" */
+    int region;          /* 1: a region enclosing op events; 0: one op call */
+    hg_prof_pass pass;
+    int gemm;            /* 1: a GEMM op (matmuls, classifier) */
+    int flop_bound;      /* 1: rate it in FLOP/s; 0: in bytes/s (a memory-bound op) */
+    int step;            /* index of the enclosing hg_profiler_step_begin, -1 outside steps */
+    int layer;           /* 0..L-1 a block (ln_f counts to the last), -1 the embedding,
+                            L the classifier, -2 none */
+    int thread;          /* OS id of the calling thread */
+    double start, end;   /* seconds since hg_profiler_create or hg_profiler_reset */
+    double flops;        /* floating-point operations executed (recomputation included) */
+    double bytes;        /* bytes the op must read and write, each tensor counted once */
+    int param;           /* adamw: the parameter's index (hg_param_at); else -1 */
+    char shape[64];      /* e.g. "1024x768 @ 768x3072" */
+} hg_prof_event;
+
+/* max_events: the buffer's size; events past it are counted (hg_profiler_dropped) and
+ * not kept. 368 events per GPT-2 small training step. */
+hg_status hg_profiler_create(hg_profiler **out, int max_events);
+void hg_profiler_free(hg_profiler *p);
+/* Attach p to m (NULL detaches). A profiler may serve several models and threads. */
+hg_status hg_model_set_profiler(hg_model *m, hg_profiler *p);
+/* Forgets all events and restarts the clock and the step count. */
+void hg_profiler_reset(hg_profiler *p);
+/* Marks of a step, from the thread that runs it: the step region and event.step. */
+void hg_profiler_step_begin(hg_profiler *p);
+void hg_profiler_step_end(hg_profiler *p);
+int hg_profiler_count(const hg_profiler *p);
+int64_t hg_profiler_dropped(const hg_profiler *p);
+/* Events in the order they ended (an op before the regions enclosing it). */
+hg_status hg_profiler_event(const hg_profiler *p, int index, hg_prof_event *out);
+
+/* Buffers of a model's activation table: stored activations and per-op scratch. */
+typedef struct hg_buffer_info {
+    const char *name;    /* e.g. "qkv", "scratch.logits" */
+    int scratch;         /* 1: a per-op temporary, allocated for the whole run */
+    int64_t copies;      /* one per layer for a stored activation in a training model */
+    size_t bytes;        /* all copies */
+} hg_buffer_info;
+int hg_buffer_count(const hg_model *m);
+hg_status hg_buffer_at(const hg_model *m, int index, hg_buffer_info *out);
+/* Bytes the backend allocated at first use, outside the plan (oneDNN's GEMM scratchpad). */
+size_t hg_model_workspace_bytes(const hg_model *m);
+
+/* The live-activation curve of recorded step `step`: for each of its forward and
+ * backward op events, in order, the event's index and the bytes of stored activations
+ * live while it runs (produced by it or earlier, and read by it or later), derived from
+ * the buffers each op touched. Writes min(cap, ops) points; *n receives the op count. */
+typedef struct hg_live_point {
+    int event;
+    size_t bytes;
+} hg_live_point;
+hg_status hg_profiler_memory_curve(const hg_profiler *p, int step, hg_live_point *points, int cap, int *n);
+/* Live bytes of each buffer (hg_buffer_at order, nbuffers entries) during op event
+ * `event` of step `step`, for a breakdown of the peak. */
+hg_status hg_profiler_live_buffers(const hg_profiler *p, int step, int event, size_t *bytes, int nbuffers);
+/* ------------------------------------------------------------ generation */
+
+/* KV-cache inference on a model created with training=0 and batch=1: its seq_len is
+ * the cache length, and the cache is part of its activation memory (nothing is
+ * allocated per token). Each appended token costs O(cache length), not a full forward.
+ * Reset the cache after changing the parameters (hg_model_copy_params does). */
+hg_status hg_kv_reset(hg_model *m); /* empty the cache */
+/* Appends n tokens to the cache (a prefill when n > 1) and writes the logits (V floats)
+ * of the last one; fails with HG_ERR_INVALID, cache unchanged, when the cache would
+ * exceed seq_len. */
+hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits);
+int hg_kv_length(const hg_model *m);
+
+typedef struct hg_sampling {
+    float temperature; /* 0: greedy (argmax, lowest id on ties) */
+    int top_k;         /* keep the k most likely tokens (and ties with the k-th); 0: off */
+    float top_p;       /* keep the fewest most likely tokens whose probability sums to
+                          >= top_p (and ties); 0 or 1: off */
+} hg_sampling;
+/* Samples one id from logits (V floats, modified in place; -inf allowed, NaN and +inf
+ * are errors). rng is the caller's state: a seed to start, advanced by each draw, so a
+ * seed gives the same sequence on every machine. */
+hg_status hg_sample(float *logits, int V, const hg_sampling *s, uint64_t *rng, int32_t *out);
+/* Copies every parameter from src into dst (same config; e.g. a training model into an
+ * inference model). Empties dst's KV cache. */
+hg_status hg_model_copy_params(hg_model *dst, const hg_model *src);
+
+/* ---------------------------------------------------- Hugging Face GPT-2 */
+
+/* A Hugging Face GPT-2 folder holds config.json, model.safetensors (names with or
+ * without "transformer.", Conv1D weights (in, out), lm_head.weight absent or equal to
+ * wte.weight) and the tokenizer's vocab.json and merges.txt (hg_tokenizer_load(dir)).
+ * Mapping and accepted fields: docs/formats.md. */
+
+typedef struct hg_tokenizer hg_tokenizer; /* handgrad_data.h */
+
+/* Reads config.json; refuses a field handgrad cannot compute (e.g. activation_function
+ * other than gelu_new, layer_norm_epsilon other than 1e-5), naming it. */
+hg_status hg_hf_config_load(const char *path, hg_config *out);
+/* Creates a model from DIR/config.json and DIR/model.safetensors. opt as for
+ * hg_model_create (seq_len 0: n_positions). Every tensor must be there with its exact
+ * shape, and no other; the message names the file and tensor. */
+hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *opt);
+/* Writes such a folder, which transformers' GPT2LMHeadModel.from_pretrained loads:
+ * config.json, model.safetensors (F32, "transformer." names, no lm_head), and, when tok
+ * is given (its vocab size must be the model's), vocab.json, merges.txt and
+ * tokenizer_config.json. dir must not exist or be empty; the files are written into
+ * dir.tmp, which is renamed to dir when whole, so a failure leaves no partial folder. */
+hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir);
+
+/* ----------------------------------------------------------- checkpoints */
+
+/* Weights are a safetensors file: one F32 tensor per parameter under its Hugging Face
+ * name and shape (hg_param_info; no lm_head, it is tied to wte), metadata "format"
+ * "handgrad-weights", "version" "1" and "config" (the hg_config as JSON). The optimizer
+ * state is a second file: "m.<name>" and "v.<name>" (AdamW's moments) and the step,
+ * RNG counter and data position in its metadata. Every write goes to a temporary name,
+ * is fsync'd and renamed into place, so a failed write leaves the old file whole.
+ * Layout and fields: docs/formats.md. */
+
+/* Writes the parameters to path. */
+hg_status hg_model_save(const hg_model *m, const char *path);
+/* Reads a weights file's config (the shape fields and dropout). */
+hg_status hg_checkpoint_config(const char *path, hg_config *out);
+/* Loads parameters saved from a model of the same shape; the model is unchanged when the
+ * file is refused (another shape, a missing tensor, a dtype other than F32). */
+hg_status hg_model_load(hg_model *m, const char *path);
+
+/* What a training run needs, besides the weights, to continue exactly. */
+typedef struct hg_train_state {
+    int64_t step;              /* training steps done (skipped ones included) */
+    uint64_t tokens;           /* training tokens consumed */
+    uint64_t epoch, batch;     /* the next training batch (hg_loader_position) */
+    int B, T;                  /* loader geometry the position refers to, */
+    int world_size;            /* and the ranks that read it (B is the global batch:
+                                  each rank read B / world_size of it) */
+    uint64_t seed;             /* the run's seed (data order, dropout) */
+} hg_train_state;
+
+/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. A
+ * ZeRO-1 model (shards > 1) saves with hg_dist_optimizer_save instead. */
+hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *s, const char *path);
+/* Restores them into a training model of the same shape, and fills *s. The file holds
+ * whole tensors, so it loads on any number of ranks: a ZeRO-1 model keeps its slice. */
+hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *s);
+
+/* A run folder holds checkpoints DIR/ckpt_NNNNNNNN/ (model.safetensors,
+ * optimizer.safetensors and the run's own files). A checkpoint is written into
+ * ckpt_NNNNNNNN.tmp/ and renamed when whole, so a folder under its final name is
+ * complete. begin creates the temporary folder (tmp_dir receives its path); commit
+ * syncs and renames it (replacing a checkpoint of the same step); abort removes it. */
+hg_status hg_checkpoint_begin(const char *run_dir, int64_t step, char *tmp_dir, size_t cap);
+hg_status hg_checkpoint_commit(const char *run_dir, int64_t step, const char *tmp_dir);
+void hg_checkpoint_abort(const char *tmp_dir);
+/* Removes all but the newest keep checkpoints, and leftover temporary folders. */
+hg_status hg_checkpoint_prune(const char *run_dir, int keep);
+/* The newest complete checkpoint folder in run_dir; HG_ERR_IO when there is none. */
+hg_status hg_checkpoint_latest(const char *run_dir, char *ckpt_dir, size_t cap, int64_t *step);
+/* The weights file behind path: a .safetensors file, a checkpoint folder, or a run
+ * folder (its newest checkpoint). */
+hg_status hg_checkpoint_resolve(const char *path, char *weights, size_t cap);
+
+/* Writes a whole file atomically (temporary name, fsync, rename, fsync the folder). */
+hg_status hg_write_file_atomic(const char *path, const void *data, size_t len);
+
 /* --------------------------------------------------------------- numbers */
 
 /* FLOPs of one training step over B*T tokens: 6*N*tokens + 12*L*C*T*tokens, with N
@@ -265,5 +478,7 @@ hg_status hg_gemm_peak_gflops(const hg_options *opt, double *gflops);
 
 /* Tokenizer, token shards and the data loader. */
 #include "handgrad_data.h"
+/* Data-parallel training: communicators, gradient all-reduce, ZeRO-1. */
+#include "handgrad_dist.h"
 
 #endif /* HANDGRAD_H */

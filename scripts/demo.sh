@@ -1,10 +1,32 @@
 #!/usr/bin/env bash
-# The main job on its embedded default: install what is missing, build, prepare the
-# default corpus (the King James Bible, with a tokenizer trained on it), and benchmark
-# GPT-2 small against this machine's sgemm ceiling.
+# The main job, on its embedded default: install what is missing, build, prepare the King
+# James Bible (a tokenizer trained on it, token shards), train a small GPT on the CPU for a
+# few minutes with a live progress bar, print samples from a few prompts, and say where
+# the loss plot, the log and the checkpoint are. Idempotent: a finished run is reused
+# (--resume), an interrupted one continues.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh build
 scripts/prepare_kjv.sh
-build/handgrad bench --model small --batch 4 --ctx 256 --threads "$(nproc)"
+run=runs/kjv
+threads=$(nproc)
+build/handgrad train --resume --out "$run" \
+  --train 'data/kjv/train_*.bin' --val 'data/kjv/val_*.bin' \
+  --n-layer 4 --n-head 2 --d-model 128 --ctx 128 --batch 8 \
+  --max-steps 1500 --lr 3e-3 --min-lr 3e-4 --warmup-steps 50 \
+  --eval-every 250 --eval-batches 10 --ckpt-every 250 --keep-last 2 \
+  --print-every 100 --threads "$threads"
+echo
+seed=1
+for prompt in "And God said" "In the beginning" "Blessed are the"; do
+  echo "== handgrad generate --prompt \"$prompt\""
+  build/handgrad generate --model "$run" --prompt "$prompt" --max-new-tokens 80 \
+    --temperature 0.8 --top-k 40 --seed "$seed" --threads "$threads" 2>/dev/null
+  echo
+  seed=$((seed + 1))
+done
+ckpt=$(ls -d "$run"/ckpt_* | tail -n 1)
+echo "loss plot:  $run/loss.svg"
+echo "log:        $run/train.jsonl"
+echo "checkpoint: $ckpt/  (handgrad generate --model $run --prompt \"...\")"

@@ -1,5 +1,6 @@
-/* A training step allocates nothing: malloc and friends are interposed and counted
- * across steady-state steps (after one warm-up step has created the GEMM primitives).
+/* A training step allocates nothing, profiled or not, and neither does generating a
+ * token through the KV cache: malloc and friends are interposed and counted across
+ * steady-state steps (after one warm-up step has created the GEMM primitives).
  *
  * oneDNN's C API builds a small argument map inside every dnnl_primitive_execute call
  * (about 264 bytes in 6-7 allocations, measured), which no caller can avoid. The test
@@ -68,6 +69,17 @@ static int train_step(hg_model *m, const int32_t *tok, const int32_t *tgt, int B
            hg_forward(m, tok, tgt, B, T, &loss, NULL) || hg_backward(m, 1.0f);
 }
 
+/* A prompt of 5 tokens, then 6 tokens each sampled from the last logits. */
+static int generate(hg_model *m, float *logits, int V) {
+    int32_t tok[5] = {1, 2, 3, 4, 5}, next;
+    hg_sampling sp = {0.8f, 40, 0.95f};
+    uint64_t rng = 3;
+    if (hg_kv_reset(m) || hg_kv_forward(m, tok, 5, logits)) return 1;
+    for (int i = 0; i < 6; i++)
+        if (hg_sample(logits, V, &sp, &rng, &next) || hg_kv_forward(m, &next, 1, logits)) return 1;
+    return 0;
+}
+
 int main(void) {
     hg_config cfg;
     CHECK_OK(hg_config_preset("odd", &cfg));
@@ -84,11 +96,19 @@ int main(void) {
     for (int i = 0; i < 3 * 37; i++) tok[i] = (i * 7919) % 1000, tgt[i] = i % 5 ? (i * 104729) % 1000 : -1;
     CHECK(train_step(m, tok, tgt, 3, 37) == 0); /* warm-up: creates the GEMM primitives */
 
+    /* the last step runs with a profiler attached: recording allocates nothing either
+     * (unless profiling is compiled out, when attaching is refused) */
+    hg_profiler *p = NULL;
+    CHECK_OK(hg_profiler_create(&p, 10000));
+    int profiled = 0;
     long per_step[3];
     for (int s = 0; s < 3; s++) {
+        if (s == 2) profiled = hg_model_set_profiler(m, p) == HG_OK;
         long before = atomic_load(&gemm_allocs);
         atomic_store(&counting, 1);
+        hg_profiler_step_begin(p);
         CHECK(train_step(m, tok, tgt, 3, 37) == 0);
+        hg_profiler_step_end(p);
         atomic_store(&counting, 0);
         per_step[s] = atomic_load(&gemm_allocs) - before;
     }
@@ -101,6 +121,24 @@ int main(void) {
     CHECK(per_step[0] == per_step[1] && per_step[1] == per_step[2]); /* no growth */
     CHECK(atomic_load(&gemm_largest) <= 4096);                     /* only small bookkeeping */
     CHECK(atomic_load(&gemm_allocs) == atomic_load(&gemm_frees));    /* nothing kept */
+    CHECK(!profiled || hg_profiler_count(p) > 100);
+    hg_model_free(m);
+    hg_profiler_free(p);
+
+    o.batch = 1, o.training = 0;
+    CHECK_OK(hg_model_create(&m, &cfg, &o));
+    if (!m) CHECK_DONE();
+    float logits[1000];
+    CHECK(generate(m, logits, 1000) == 0); /* warm-up */
+    atomic_store(&own_allocs, 0), atomic_store(&own_frees, 0);
+    atomic_store(&gemm_allocs, 0), atomic_store(&gemm_frees, 0), atomic_store(&gemm_largest, 0);
+    atomic_store(&counting, 1);
+    CHECK(generate(m, logits, 1000) == 0);
+    atomic_store(&counting, 0);
+    printf("generation: handgrad %ld allocations; inside oneDNN %ld, largest %ld bytes\n", atomic_load(&own_allocs),
+           atomic_load(&gemm_allocs), atomic_load(&gemm_largest));
+    CHECK(atomic_load(&own_allocs) == 0 && atomic_load(&own_frees) == 0);
+    CHECK(atomic_load(&gemm_largest) <= 4096 && atomic_load(&gemm_allocs) == atomic_load(&gemm_frees));
     hg_model_free(m);
     CHECK_DONE();
 }

@@ -2,7 +2,8 @@
  * to PyTorch): logits, loss, every parameter gradient, and ten AdamW steps whose losses
  * must track the CPU's, in fp32 and bf16, on odd shapes (T=37, C=96, NH=3, V=1000) and on
  * GPT-2 small's width and vocabulary. Also: dropout masks that match the CPU's, CUDA
- * graph replay that matches eager runs, and stochastic rounding that trains.
+ * graph replay that matches eager runs, stochastic rounding that trains, and generation
+ * through the KV cache from parameters copied off the CPU model.
  *
  * Both models start from the same seed, so from the same parameters (init runs on the
  * host). Tolerances on ||gpu - cpu|| / ||cpu||, by precision:
@@ -88,6 +89,36 @@ static void compare_params(const run *r, hg_model *g, hg_model *c, hg_param_part
     failures += bad;
 }
 
+/* Generation through the KV cache: the trained CPU model's parameters copied into a CPU
+ * and a CUDA inference model (hg_model_copy_params across devices), a 5-token prefill,
+ * then 3 tokens one at a time; the logits of each call compared. */
+static void test_generation(const run *r, const hg_model *trained) {
+    const int V = r->cfg.vocab_size;
+    hg_model *m[2] = {NULL, NULL};
+    int ok = 1;
+    for (int k = 0; k < 2 && ok; k++) {
+        hg_options o = hg_options_default();
+        o.batch = 1, o.seq_len = r->T, o.training = 0, o.threads = 2;
+        o.device = k ? HG_DEVICE_CUDA : HG_DEVICE_CPU;
+        o.precision = k ? r->precision : HG_PRECISION_FP32;
+        ok = step_ok(hg_model_create(&m[k], &r->cfg, &o), "creating an inference model") &&
+             step_ok(hg_model_copy_params(m[k], trained), "hg_model_copy_params");
+    }
+    float *lc = malloc(sizeof(float) * (size_t)V), *lg = malloc(sizeof(float) * (size_t)V);
+    int32_t tok[8];
+    for (int i = 0; i < 8; i++) tok[i] = (int32_t)((i * 7919 + 11) % V);
+    for (int at = 0, n = 5; ok && at < 8; at += n, n = 1) {
+        for (int i = 0; i < V; i++) lg[i] = NAN;
+        ok = step_ok(hg_kv_forward(m[0], tok + at, n, lc), "cpu kv_forward") &&
+             step_ok(hg_kv_forward(m[1], tok + at, n, lg), "cuda kv_forward");
+        char what[64];
+        snprintf(what, sizeof what, "KV-cache logits after %d tokens", at + n);
+        if (ok) failures += compare(what, lg, lc, (size_t)V, r->precision == HG_PRECISION_FP32 ? 1e-5 : 2e-2);
+    }
+    free(lc), free(lg);
+    hg_model_free(m[0]), hg_model_free(m[1]);
+}
+
 static void test_run(const run *r) {
     const int fp32 = r->precision == HG_PRECISION_FP32;
     const size_t n = (size_t)r->B * r->T;
@@ -138,6 +169,7 @@ static void test_run(const run *r) {
     printf("  %-4s loss fell over ten steps: %.5f -> %.5f\n", fell ? "ok" : "FAIL", (double)first, (double)last);
     failures += !fell;
     if (fp32) compare_params(r, g, c, HG_PARAM_DATA, 1e-4);
+    test_generation(r, c);
     free(tok), free(tgt), free(lc), free(lg);
     hg_model_free(c), hg_model_free(g);
 }

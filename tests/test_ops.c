@@ -251,7 +251,7 @@ static void test_adamw(hg_backend *bes[OPS_NBE], float lr, float wd, float gs, i
         use_backend(be);
         for (int run = 0; run < 2; run++) {
             memcpy(pk[run], p0, sizeof(float) * N), memcpy(mk[run], m0, sizeof(float) * N), memcpy(vk[run], v0, sizeof(float) * N);
-            hg_adamw_args a = {.p = pk[run], .g = g, .m = mk[run], .v = vk[run], .params = &tab, .weights = &tab, .u = u};
+            hg_adamw_args a = {.p = pk[run], .g = g, .m = mk[run], .v = vk[run], .params = &tab, .weights = &tab, .n = N, .u = u};
             be->ops->adamw(be, &a);
         }
         char name[128];

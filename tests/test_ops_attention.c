@@ -95,7 +95,60 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int h
     free(qkv), free(R), free(qkvd), free(Rd), free(out_ref), free(lse_ref), free(g), free(idx), free(fd), free(row);
 }
 
+/* attention_cached, fed the rows of one sequence in the chunks given (a prefill, single
+ * rows, a second prefill), against the double reference of the whole causal sequence;
+ * the cache holds exactly the k and v rows. */
+static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int hs, const int *chunks, int nchunks) {
+    const hg_attention_shape s = {.B = 1, .T = T, .NH = NH, .hs = hs, .causal = 1};
+    const int C = NH * hs;
+    const size_t NQ = (size_t)T * 3 * C, NO = (size_t)T * C, NKV = (size_t)NH * T * hs;
+    trng r = trng_seed(950 + (uint64_t)T + (uint64_t)hs);
+    float *qkv = fvec(NQ);
+    for (size_t i = 0; i < NQ; i++) qkv[i] = (float)(i % (3 * (size_t)C) < 2 * (size_t)C ? trng_range(&r, -2, 2) : trng_range(&r, -1, 1));
+    double *qkvd = dvec(NQ), *out_ref = dvec(NO), *lse_ref = dvec((size_t)NH * T);
+    widen(qkvd, qkv, NQ);
+    ref_attention_forward(out_ref, lse_ref, qkvd, &s);
+    float *out = fvec(NO), *kc = fvec(NKV), *vc = fvec(NKV);
+    for (int kb = 0; kb < OPS_NBE; kb++) {
+        hg_backend *be = bes[kb];
+        use_backend(be);
+        size_t bytes = be->ops->attention_scratch_bytes(be, &s);
+        float *scratch = fvec(bytes / sizeof(float));
+        poison(out, NO), poison(kc, NKV), poison(vc, NKV), poison(scratch, bytes / sizeof(float));
+        int pos = 0;
+        for (int c = 0; c < nchunks && pos < T; c++) {
+            int n = chunks[c] < T - pos ? chunks[c] : T - pos;
+            hg_kv_shape ks = {pos, n, T, NH, hs};
+            CHECK_OK(be->ops->attention_cached(be, out + (size_t)pos * C, kc, vc, qkv + (size_t)pos * 3 * C, &ks, scratch));
+            pos += n;
+        }
+        CHECK(pos == T);
+        char name[160];
+        snprintf(name, sizeof name, "attention_cached T=%d NH=%d hs=%d threads=%d", T, NH, hs, be->threads);
+        /* the same error budget as the blockwise forward */
+        check_failures += check_finite(name, out, NO) + check_vec(name, out, out_ref, NULL, NO, 0.0, 4e-6);
+        int bad = 0;
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < hs; d++) {
+                    const float *row = qkv + (size_t)t * 3 * C + h * hs + d;
+                    size_t at = ((size_t)h * T + t) * hs + d;
+                    bad += kc[at] != row[C] || vc[at] != row[2 * C];
+                }
+        if (bad) fprintf(stderr, "%s: %d cache elements differ from k, v\n", name, bad);
+        check_failures += bad;
+        free(scratch);
+    }
+    free(qkv), free(qkvd), free(out_ref), free(lse_ref), free(out), free(kc), free(vc);
+}
+
 int test_ops_attention(hg_backend *bes[OPS_NBE]) {
+    const int prefill_then_rows[] = {5, 1, 1, 1, 20, 1, 1000};
+    test_attention_cached(bes, 37, 3, 32, prefill_then_rows, 7);
+    const int rows[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    test_attention_cached(bes, 17, 2, 16, rows, 17);
+    const int whole[] = {130};
+    test_attention_cached(bes, 130, 1, 128, whole, 1);
     test_attention(bes, 2, 37, 3, 32, 1, 200);  /* the model's shape: one partial block */
     test_attention(bes, 2, 37, 3, 32, 0, 200);
     test_attention(bes, 1, 100, 1, 16, 1, 150); /* one head for two threads; two blocks */

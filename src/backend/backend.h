@@ -58,6 +58,7 @@ struct hg_backend_ops {
     /* Runs body(ctx), which issues ops only. A backend may record it once and replay it
      * while `key` is unchanged (a CUDA graph). NULL: the model calls body directly. */
     hg_status (*run_graph)(hg_backend *be, uint64_t key, hg_status (*body)(void *ctx), void *ctx);
+    size_t (*workspace_bytes)(hg_backend *be); /* allocated at first use, outside the tables */
 
     hg_encoder_forward_fn *encoder_forward;
     hg_encoder_backward_fn *encoder_backward;
@@ -75,7 +76,9 @@ struct hg_backend_ops {
     hg_attention_forward_fn *attention_forward;
     hg_attention_backward_fn *attention_backward;
     hg_attention_scratch_fn *attention_scratch_bytes;
-    hg_classifier_fn *classifier;
+    hg_classifier_forward_fn *classifier_forward;
+    hg_classifier_backward_fn *classifier_backward;
+    hg_attention_cached_fn *attention_cached;
     hg_adamw_fn *adamw;
     hg_sumsq_fn *sumsq;
 };

@@ -78,26 +78,7 @@ void file_unmap(const uint8_t *data, size_t len) {
 }
 
 hg_status file_write_all(const char *path, const void *data, size_t len) {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        hg_status s = hg_fail(HG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return s;
-    }
-    int ok = fwrite(data, 1, len, f) == len;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        free(tmp);
-        return hg_fail(HG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    }
-    free(tmp);
-    return HG_OK;
+    return hg_write_file_atomic(path, data, len);
 }
 
 size_t text_line_of(const uint8_t *buf, size_t off) {

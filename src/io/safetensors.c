@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,7 +30,13 @@ static const struct {
               {"I64", HG_ST_I64, 8}, {"I32", HG_ST_I32, 4}, {"I16", HG_ST_I16, 2}, {"I8", HG_ST_I8, 1},
               {"U8", HG_ST_U8, 1},   {"BOOL", HG_ST_BOOL, 1}};
 
-static int dtype_size(hg_st_dtype d) {
+const char *hg_st_dtype_name(hg_st_dtype d) {
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].dtype == d) return dtypes[i].name;
+    return "?";
+}
+
+int hg_st_dtype_size(hg_st_dtype d) {
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
         if (dtypes[i].dtype == d) return dtypes[i].size;
     return 0;
@@ -88,7 +95,7 @@ static hg_status parse_entry(hg_st_file *f, const cJSON *e, hg_st_tensor *t, uin
                        f->name, nm, b, en, (unsigned long long)data_len);
     sp->begin = (uint64_t)b;
     sp->end = (uint64_t)en;
-    if ((uint64_t)t->numel * (uint64_t)dtype_size(t->dtype) != sp->end - sp->begin)
+    if ((uint64_t)t->numel * (uint64_t)hg_st_dtype_size(t->dtype) != sp->end - sp->begin)
         return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has %lld elements of %s but %llu data bytes", f->name, nm,
                        (long long)t->numel, dt->valuestring, (unsigned long long)(sp->end - sp->begin));
     t->data = data + sp->begin;
@@ -130,8 +137,12 @@ static hg_status parse(hg_st_file *f) {
         if (st == HG_OK) f->count++;
     }
     if (st == HG_OK) {
-        qsort(spans, (size_t)f->count, sizeof *spans, cmp_span);
-        for (int i = 1; i < f->count; i++)
+        /* empty tensors take no bytes and overlap nothing */
+        int ns = 0;
+        for (int i = 0; i < f->count; i++)
+            if (spans[i].end > spans[i].begin) spans[ns++] = spans[i];
+        qsort(spans, (size_t)ns, sizeof *spans, cmp_span);
+        for (int i = 1; i < ns; i++)
             if (spans[i].begin < spans[i - 1].end) {
                 st = hg_fail(HG_ERR_FORMAT, "%s: tensor data ranges overlap at data offset %llu", f->name,
                              (unsigned long long)spans[i].begin);
@@ -202,19 +213,43 @@ const char *hg_st_metadata(const hg_st_file *f, const char *key) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* IEEE half to float, subnormals and specials included. */
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
+    if (exp == 31) {
+        uint32_t u = sign | 0x7F800000u | man << 13;
+        float v;
+        memcpy(&v, &u, 4);
+        return v;
+    }
+    float mag = exp ? ldexpf((float)(man | 1024), (int)exp - 25) : ldexpf((float)man, -24);
+    return sign ? -mag : mag;
+}
+
 /* Element i of a tensor as double; the data is little-endian and may be unaligned. */
 static double element(const hg_st_tensor *t, int64_t i) {
     switch (t->dtype) {
     case HG_ST_F64: { double v; memcpy(&v, t->data + 8 * i, 8); return v; }
     case HG_ST_F32: { float v; memcpy(&v, t->data + 4 * i, 4); return v; }
+    case HG_ST_F16: { uint16_t h; memcpy(&h, t->data + 2 * i, 2); return half_to_float(h); }
+    case HG_ST_BF16: {
+        uint16_t h;
+        memcpy(&h, t->data + 2 * i, 2);
+        uint32_t u = (uint32_t)h << 16;
+        float v;
+        memcpy(&v, &u, 4);
+        return v;
+    }
     default: { int32_t v; memcpy(&v, t->data + 4 * i, 4); return v; }
     }
 }
 
 static hg_status check_read(const hg_st_file *f, const hg_st_tensor *t, int64_t n) {
     if (!t) return hg_fail(HG_ERR_INVALID, "%s: tensor is NULL", f->name);
-    if (t->dtype != HG_ST_F64 && t->dtype != HG_ST_F32 && t->dtype != HG_ST_I32)
-        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has a dtype that is not F64, F32 or I32", f->name, t->name);
+    if (t->dtype != HG_ST_F64 && t->dtype != HG_ST_F32 && t->dtype != HG_ST_F16 && t->dtype != HG_ST_BF16 &&
+        t->dtype != HG_ST_I32)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has dtype %s, not F64, F32, F16, BF16 or I32", f->name,
+                       t->name, hg_st_dtype_name(t->dtype));
     if (n != t->numel)
         return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has %lld elements, expected %lld", f->name, t->name,
                        (long long)t->numel, (long long)n);

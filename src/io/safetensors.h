@@ -1,7 +1,7 @@
-/* Reading safetensors files: an 8-byte little-endian header length, a JSON header
- * mapping names to {dtype, shape, data_offsets}, an optional "__metadata__" map of
- * strings, then the raw little-endian tensor data. Every offset and size is checked
- * against the file before anything is read. */
+/* Reading and writing safetensors files: an 8-byte little-endian header length, a JSON
+ * header mapping names to {dtype, shape, data_offsets}, an optional "__metadata__" map
+ * of strings, then the raw little-endian tensor data. The reader checks every offset
+ * and size against the file before anything is read; the writer writes atomically. */
 #ifndef HG_IO_SAFETENSORS_H
 #define HG_IO_SAFETENSORS_H
 
@@ -39,8 +39,27 @@ const hg_st_tensor *hg_st_find(const hg_st_file *f, const char *name);
 /* A "__metadata__" value, or NULL. */
 const char *hg_st_metadata(const hg_st_file *f, const char *key);
 
-/* Converts a F64, F32 or I32 tensor to double or float; n must equal its numel. */
+/* "F32", "BF16", ... and bytes per element; a value outside the enum gives "?" and 0. */
+const char *hg_st_dtype_name(hg_st_dtype d);
+int hg_st_dtype_size(hg_st_dtype d);
+/* Converts a F64, F32, F16, BF16 or I32 tensor to double or float; n must equal its numel. */
 hg_status hg_st_read_f64(const hg_st_file *f, const hg_st_tensor *t, double *out, int64_t n);
 hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out, int64_t n);
+
+/* ---- writing ---- */
+
+typedef struct hg_st_entry {
+    const char *name;
+    hg_st_dtype dtype;
+    int ndim;
+    int64_t shape[HG_ST_MAX_DIMS];
+    const void *data; /* numel * element size bytes, little-endian */
+} hg_st_entry;
+
+/* Writes n tensors and n_meta metadata pairs (meta[2i] key, meta[2i+1] value) to path
+ * through a temporary file (io/atomic.h): the header lists the metadata, then the
+ * tensors in the order given, padded with spaces to a multiple of 8 bytes; the data
+ * follows in the same order. Names must be unique and not "__metadata__". */
+hg_status hg_st_write(const char *path, const hg_st_entry *t, int n, const char *const *meta, int n_meta);
 
 #endif

@@ -13,7 +13,7 @@
 
 hg_options hg_options_default(void) {
     hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0,
-                    .device = HG_DEVICE_CPU, .precision = HG_PRECISION_FP32, .flags = 0};
+                    .device = HG_DEVICE_CPU, .precision = HG_PRECISION_FP32, .flags = 0, .shards = 1, .shard = 0};
     return o;
 }
 
@@ -80,6 +80,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, hg_table *t,
     ok &= add(t, "lnf.mean", 1, N, 1, 0, 1, 4, 0) == A_LNF_MEAN;
     ok &= add(t, "lnf.rstd", 1, N, 1, 0, 1, 4, 0) == A_LNF_RSTD;
     ok &= add(t, "losses", 1, N, 1, 0, 1, 4, 0) == A_LOSSES;
+    ok &= add(t, "kv_cache", 2, gpt_has_kv(o) ? 2 * N : 0, C, 0, L, E, 0) == A_KV;
     ok &= add(t, "scratch.proj", 2, N, C, 0, 1, E, 0) == S_PROJ;
     ok &= add(t, "scratch.gelu", 2, N, F, 0, 1, E, 0) == S_GELU;
     ok &= add(t, "scratch.logits", 2, chunk, Vp, 0, 1, E, 0) == S_LOGITS;
@@ -92,6 +93,8 @@ static int build_act_table(const hg_config *c, const hg_options *o, hg_table *t,
     ok &= add(t, "scratch.reduce", 1, bw * (int64_t)reduce_scratch, 1, 0, 1, 1, 0) == S_REDUCE;
     return ok;
 }
+
+int gpt_has_kv(const hg_options *o) { return !o->training && o->batch == 1; }
 
 /* Rows per classifier chunk: as many as the backend's chunk budget holds, balanced. */
 static int classifier_chunk(const hg_config *c, int64_t N, size_t budget, size_t E) {
@@ -149,13 +152,25 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: fp16 (with dynamic loss scaling) is not implemented; use bf16");
     if (o->device == HG_DEVICE_CPU && o->precision != HG_PRECISION_FP32)
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: the CPU backend runs fp32 only");
+    if (o->shards < 0 || o->shards > 65536) return hg_fail(HG_ERR_INVALID, "shards must be in [0, 65536], got %d", o->shards);
+    if (o->shard < 0 || o->shard >= (o->shards > 1 ? o->shards : 1))
+        return hg_fail(HG_ERR_INVALID, "shard must be in [0, shards=%d), got %d", o->shards > 1 ? o->shards : 1, o->shard);
     return HG_OK;
 }
 
 static hg_options normalised(const hg_config *cfg, const hg_options *opt) {
     hg_options o = *opt;
     if (o.seq_len == 0) o.seq_len = cfg->max_seq_len;
+    if (o.shards == 0) o.shards = 1;
     return o;
+}
+
+void gpt_shard(size_t P, int shards, int shard, size_t *lo, size_t *n) {
+    size_t S = (P + (size_t)shards - 1) / (size_t)shards;
+    S = (S + 15) / 16 * 16;
+    size_t a = (size_t)shard * S < P ? (size_t)shard * S : P;
+    *lo = a;
+    *n = P - a < S ? P - a : S;
 }
 
 hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_memory_plan *out) {
@@ -169,8 +184,10 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     memset(out, 0, sizeof *out);
     out->params = p.bytes + copy;
     if (opt.training) {
+        size_t lo, n;
+        gpt_shard(p.bytes / sizeof(float), opt.shards, opt.shard, &lo, &n);
         out->grads = p.bytes;
-        out->optimizer = 2 * p.bytes;
+        out->optimizer = 2 * n * sizeof(float);
     }
     for (int i = 0; i < a.count; i++) {
         const hg_tensor_spec *s = &a.specs[i];
@@ -178,17 +195,37 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
         if (!strncmp(s->name, "scratch.", 8)) out->scratch += bytes;
         else out->activations += bytes;
     }
-    out->total = a.bytes + p.bytes * (opt.training ? 4 : 1) + copy;
+    out->total = a.bytes + out->params + out->grads + out->optimizer;
     hg_table_free(&p);
     hg_table_free(&w);
     hg_table_free(&a);
     return HG_OK;
 }
 
-/* The compute copy of tensor i from its fp32 parameters (a no-op when they are one). */
-static void refresh_weight(hg_model *m, int i) {
+void gpt_refresh_weights(hg_model *m, size_t lo, size_t n) {
     if (m->weight == (void *)m->param) return;
-    m->be->ops->to_compute(m->be, gpt_weight(m, i), gpt_param(m, m->param, i), (size_t)m->params.specs[i].alloc);
+    for (int i = 0; i < m->params.count; i++) {
+        size_t t0 = m->params.specs[i].offset / sizeof(float), t1 = t0 + (size_t)m->params.specs[i].alloc;
+        size_t a = t0 > lo ? t0 : lo, b = t1 < lo + n ? t1 : lo + n;
+        if (a < b)
+            m->be->ops->to_compute(m->be, gpt_elems(m, gpt_weight(m, i), a - t0), m->param + a, b - a);
+    }
+}
+
+float *gpt_host_begin(const hg_model *m, float *buf) {
+    if (m->opt.device == HG_DEVICE_CPU) return buf;
+    float *host = hg_aligned_alloc(m->params.bytes);
+    if (host) m->be->ops->download(m->be, host, buf, m->params.bytes);
+    return host;
+}
+
+hg_status gpt_host_end(hg_model *m, float *buf, float *host) {
+    if (host == buf) return HG_OK;
+    m->be->ops->upload(m->be, buf, host, m->params.bytes);
+    if (buf == m->param) gpt_refresh_weights(m, 0, m->params.bytes / sizeof(float));
+    hg_status st = m->be->ops->sync(m->be);
+    hg_aligned_free(host);
+    return st;
 }
 
 /* GPT-2 initialisation, element by element from the counter-based RNG, so the result
@@ -197,10 +234,8 @@ static void refresh_weight(hg_model *m, int i) {
 static hg_status init_params(hg_model *m) {
     const hg_config *c = &m->cfg;
     float proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);
-    int staged = m->opt.device != HG_DEVICE_CPU;
-    float *host = staged ? hg_aligned_alloc(m->params.bytes) : m->param;
+    float *host = gpt_host_begin(m, m->param);
     if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory staging %zu bytes of parameters", m->params.bytes);
-    if (staged) memset(host, 0, m->params.bytes);
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
         float *p = gpt_param(m, host, i);
@@ -213,12 +248,7 @@ static hg_status init_params(hg_model *m) {
         for (int64_t j = 0; j < s->numel; j++)
             p[j] = is_ln && !is_bias ? 1.0f : is_bias ? 0.0f : std * hg_rng_normal(seed, (uint32_t)i, (uint64_t)j);
     }
-    if (staged) {
-        m->be->ops->upload(m->be, m->param, host, m->params.bytes);
-        hg_aligned_free(host);
-    }
-    for (int i = 0; i < m->params.count; i++) refresh_weight(m, i);
-    return m->be->ops->sync(m->be);
+    return gpt_host_end(m, m->param, host);
 }
 
 void hg_model_free(hg_model *m) {
@@ -254,6 +284,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     m->opt.threads = m->threads;
     m->plan = plan;
     m->train_mode = opt.training;
+    m->dropout_seed = opt.seed;
     hg_status st = hg_backend_create(&m->be, &opt, m->threads);
     if (st == HG_OK) {
         size_t avail = m->be->ops->mem_available(m->be);
@@ -274,12 +305,14 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
         return st;
     }
     hg_backend *be = m->be;
+    gpt_shard(m->params.bytes / sizeof(float), opt.shards, opt.shard, &m->shard_lo, &m->shard_n);
     float **bufs[] = {&m->param, &m->grad, &m->adam_m, &m->adam_v};
+    size_t sizes[] = {m->params.bytes, m->params.bytes, m->shard_n * sizeof(float), m->shard_n * sizeof(float)};
     int nbufs = opt.training ? 4 : 1;
     for (int i = 0; i < nbufs && st == HG_OK; i++) {
-        *bufs[i] = be->ops->alloc(be, m->params.bytes);
-        if (!*bufs[i]) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of parameters", m->params.bytes);
-        else be->ops->zero(be, *bufs[i], m->params.bytes);
+        *bufs[i] = be->ops->alloc(be, sizes[i] ? sizes[i] : HG_ALIGN);
+        if (!*bufs[i]) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of parameters", sizes[i]);
+        else be->ops->zero(be, *bufs[i], sizes[i]);
     }
     if (st == HG_OK) {
         m->weight = opt.precision == HG_PRECISION_FP32 ? (void *)m->param : be->ops->alloc(be, m->weights.bytes);
@@ -303,6 +336,20 @@ const hg_config *hg_model_config(const hg_model *m) { return &m->cfg; }
 const hg_options *hg_model_options(const hg_model *m) { return &m->opt; }
 hg_memory_plan hg_model_memory(const hg_model *m) { return m->plan; }
 
+int hg_buffer_count(const hg_model *m) { return m ? m->acts.count : 0; }
+
+hg_status hg_buffer_at(const hg_model *m, int index, hg_buffer_info *out) {
+    if (!m || !out) return hg_fail(HG_ERR_INVALID, "hg_buffer_at: NULL argument");
+    if (index < 0 || index >= m->acts.count)
+        return hg_fail(HG_ERR_INVALID, "buffer index %d is out of range [0, %d)", index, m->acts.count);
+    const hg_tensor_spec *s = &m->acts.specs[index];
+    *out = (hg_buffer_info){.name = s->name, .scratch = !strncmp(s->name, "scratch.", 8), .copies = s->copies,
+                            .bytes = (size_t)s->alloc * s->elem_size * (size_t)s->copies};
+    return HG_OK;
+}
+
+size_t hg_model_workspace_bytes(const hg_model *m) { return m ? m->be->ops->workspace_bytes(m->be) : 0; }
+
 int hg_param_count(const hg_model *m) { return m ? m->params.count : 0; }
 
 hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
@@ -316,8 +363,8 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
     for (int d = 0; d < s->ndim; d++) out->shape[d] = s->shape[d];
     out->numel = s->numel;
     out->data = gpt_param(m, m->param, index);
-    if (m->grad) {
-        out->grad = gpt_param(m, m->grad, index);
+    if (m->grad) out->grad = gpt_param(m, m->grad, index);
+    if (m->grad && m->opt.shards == 1) {
         out->adam_m = gpt_param(m, m->adam_m, index);
         out->adam_v = gpt_param(m, m->adam_v, index);
     }
@@ -341,6 +388,9 @@ static hg_status param_part(const hg_model *m, int index, hg_param_part part, co
     if ((unsigned)part > HG_PARAM_ADAM_V) return hg_fail(HG_ERR_INVALID, "part %d is not an hg_param_part", (int)part);
     float *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v};
     if (!bufs[part]) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no gradients or moments");
+    if (part >= HG_PARAM_ADAM_M && m->opt.shards > 1)
+        return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): use hg_dist_optimizer_get/set",
+                       m->opt.shards);
     *out = gpt_param(m, bufs[part], index);
     return HG_OK;
 }
@@ -356,8 +406,50 @@ hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float
     float *dst = NULL;
     HG_TRY(param_part(m, index, part, host, &dst));
     m->be->ops->upload(m->be, dst, host, sizeof(float) * (size_t)m->params.specs[index].numel);
-    if (part == HG_PARAM_DATA) refresh_weight(m, index);
+    if (part == HG_PARAM_DATA) gpt_refresh_weights(m, m->params.specs[index].offset / sizeof(float), (size_t)m->params.specs[index].numel);
     return m->be->ops->sync(m->be);
+}
+
+void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo) {
+    const hg_tensor_spec *s = &m->params.specs[i];
+    size_t lo = s->offset / sizeof(float), hi = lo + (size_t)s->numel;
+    size_t a = lo > m->shard_lo ? lo : m->shard_lo, b = hi < m->shard_lo + m->shard_n ? hi : m->shard_lo + m->shard_n;
+    if (b <= a) return;
+    m->be->ops->upload(m->be, m->adam_m + (a - m->shard_lo), mo + (a - lo), (b - a) * sizeof(float));
+    m->be->ops->upload(m->be, m->adam_v + (a - m->shard_lo), vo + (a - lo), (b - a) * sizeof(float));
+}
+
+hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx) {
+    if (!m) return hg_fail(HG_ERR_INVALID, "hg_set_grad_ready_hook: NULL model");
+    if (fn && !m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no backward");
+    m->grad_ready = fn;
+    m->grad_ready_ctx = fn ? ctx : NULL;
+    return HG_OK;
+}
+
+hg_status hg_model_copy_params(hg_model *dst, const hg_model *src) {
+    if (!dst || !src) return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: NULL model");
+    const hg_config *a = &dst->cfg, *b = &src->cfg;
+    if (a->vocab_size != b->vocab_size || a->max_seq_len != b->max_seq_len || a->n_layer != b->n_layer ||
+        a->n_head != b->n_head || a->d_model != b->d_model || dst->F != src->F)
+        return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: the models' configs differ (V %d/%d, Tmax %d/%d, L %d/%d, "
+                       "NH %d/%d, C %d/%d, F %d/%d)", a->vocab_size, b->vocab_size, a->max_seq_len, b->max_seq_len,
+                       a->n_layer, b->n_layer, a->n_head, b->n_head, a->d_model, b->d_model, dst->F, src->F);
+    /* Same config, same fp32 parameter table: one copy, staged through host memory when
+     * neither model is on the CPU; then dst's compute copy. */
+    size_t bytes = src->params.bytes;
+    hg_backend *sb = src->be, *db = dst->be;
+    float *host = dst->opt.device == HG_DEVICE_CPU ? dst->param : src->opt.device == HG_DEVICE_CPU ? src->param : NULL;
+    float *staged = host ? NULL : hg_aligned_alloc(bytes);
+    if (!host && !staged) return hg_fail(HG_ERR_NOMEM, "out of memory staging %zu bytes of parameters", bytes);
+    if (host != src->param) sb->ops->download(sb, host ? host : staged, src->param, bytes);
+    hg_status st = sb->ops->sync(sb);
+    if (st == HG_OK && host != dst->param) db->ops->upload(db, dst->param, host ? host : staged, bytes);
+    if (st == HG_OK) gpt_refresh_weights(dst, 0, bytes / sizeof(float));
+    if (st == HG_OK) st = db->ops->sync(db);
+    hg_aligned_free(staged);
+    dst->kv_len = 0; /* the cache held keys of the old weights */
+    return st;
 }
 
 hg_status hg_set_train_mode(hg_model *m, int on) {

@@ -46,6 +46,7 @@ enum gpt_act {
     A_LNF_MEAN,  /* (N) */
     A_LNF_RSTD,  /* (N) */
     A_LOSSES,    /* (N) per-token loss */
+    A_KV,        /* (L, 2, NH, T, hs) key then value cache; inference models with B = 1 only */
     S_PROJ,      /* (N, C) output of a projection before its residual add */
     S_GELU,      /* (N, F) GELU output, forward and recomputed in backward */
     S_LOGITS,    /* (chunk, Vp) classifier chunk */
@@ -67,7 +68,10 @@ struct hg_model {
     int F, Vp, hs, threads, chunk; /* threads: opt.threads resolved (0 -> all cores) */
     hg_backend *be;
     hg_table params;            /* parameter specs; grads, m, v share the layout */
-    float *param, *grad, *adam_m, *adam_v;
+    float *param, *grad, *adam_m, *adam_v; /* m, v: (shard_n) floats from shard_lo */
+    size_t shard_lo, shard_n;   /* the flat range the AdamW state covers (ZeRO-1) */
+    hg_grad_ready_fn *grad_ready; /* hg_set_grad_ready_hook; NULL: none */
+    void *grad_ready_ctx;
     hg_table weights;           /* the same specs in the compute type: the layout of weight */
     void *weight;               /* the weights the ops read: param itself in fp32, else a
                                    bf16 copy that the optimizer refreshes */
@@ -80,16 +84,43 @@ struct hg_model {
     gpt_phase phase;
     int train_mode;
     uint32_t rng_step;          /* dropout masks of the last training forward */
+    uint64_t dropout_seed;      /* opt.seed; a rank's own stream under data parallelism */
     int64_t adam_t;
     float loss_scale_n;         /* targets that count in the mean of the last forward */
     float grad_scale;           /* hg_forward_backward's, for the recorded training pass */
+    hg_profiler *prof;          /* attached profiler, or NULL (profile/profile.h) */
+    int kv_len;                 /* positions held in the KV cache */
 };
 
 /* Builds the tables for (cfg, opt) without allocating. */
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
                            hg_table *weights, hg_table *acts, int *chunk);
 
-/* Tensor idx of the fp32 buffers (param, grad, adam_m, adam_v). */
+/* Slice `shard` of `shards` of a flat buffer of P floats (P a multiple of 16): equal
+ * slices of a multiple of 16 floats, the last ones shorter or empty. */
+void gpt_shard(size_t P, int shards, int shard, size_t *lo, size_t *n);
+
+/* Sets parameter i's AdamW moments from whole tensors (numel floats each, host memory):
+ * the part inside this model's slice [shard_lo, shard_lo + shard_n). */
+void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo);
+
+/* Reports to the gradient-ready hook that the gradients of parameters [first, end) of
+ * the table are final (end == count reaches the end of the buffer). */
+static inline void gpt_grad_ready(const hg_model *m, int first, int end) {
+    if (!m->grad_ready) return;
+    size_t lo = m->params.specs[first].offset / sizeof(float);
+    size_t hi = (end < m->params.count ? m->params.specs[end].offset : m->params.bytes) / sizeof(float);
+    m->grad_ready(m->grad_ready_ctx, lo, hi - lo);
+}
+
+/* AdamW over the flat range [lo, lo+n) of the parameters, given the squared norm of the
+ * gradients it was computed from; g, mom, var point at the range's first element. Each
+ * gradient is multiplied by grad_mult (1/ranks for gradients summed over ranks) before
+ * clipping. *norm: the pre-clip norm, sqrt(sumsq) * grad_mult. Advances adam_t. */
+hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
+                          const float *g, float *mom, float *var, float *norm);
+
+/* Tensor idx of the fp32 buffers (param, grad; adam_m and adam_v only with one shard). */
 static inline float *gpt_param(const hg_model *m, float *buf, int idx) {
     return (float *)hg_table_ptr(&m->params, buf, idx, 0);
 }
@@ -97,12 +128,33 @@ static inline float *gpt_param(const hg_model *m, float *buf, int idx) {
 static inline float *gpt_weight(const hg_model *m, int idx) {
     return (float *)hg_table_ptr(&m->weights, m->weight, idx, 0);
 }
+/* p advanced by n elements of the compute type (weights and activations). */
+static inline float *gpt_elems(const hg_model *m, const void *p, size_t n) {
+    return (float *)((char *)p + n * hg_precision_bytes(m->be->precision));
+}
+/* Refreshes the compute copy of the flat parameter range [lo, lo+n) from the fp32
+ * parameters, after anything but the optimizer wrote them (a no-op when weight == param). */
+void gpt_refresh_weights(hg_model *m, size_t lo, size_t n);
+/* A whole-table buffer of m (param, grad, or with one shard adam_m, adam_v) in host
+ * memory: buf itself on the CPU, else a downloaded copy (NULL when out of memory).
+ * gpt_host_end writes the copy back (refreshing the compute copy when buf is m->param)
+ * and frees it; gpt_host_free only frees it. */
+float *gpt_host_begin(const hg_model *m, float *buf);
+hg_status gpt_host_end(hg_model *m, float *buf, float *host);
+static inline void gpt_host_free(const float *buf, float *host) {
+    if (host != buf) hg_aligned_free(host);
+}
 static inline void *gpt_act(const hg_model *m, int a, int layer) {
     return hg_table_ptr(&m->acts, m->act, a, layer);
 }
 
-/* Forward through the layers to the final LayerNorm, for tokens already in A_TOKENS. */
-hg_status gpt_forward_body(hg_model *m);
+/* 1 when the model holds a KV cache (created with training=0 and batch=1). */
+int gpt_has_kv(const hg_options *o);
+
+/* Forward through the layers to the final LayerNorm, for the (B, T) tokens already in
+ * A_TOKENS. kv_pos < 0: the plain forward. kv_pos >= 0 (B = 1): the tokens sit at
+ * positions kv_pos.. and attend through the KV cache, which they are appended to. */
+hg_status gpt_forward_body(hg_model *m, int kv_pos);
 /* The classifier on A_LNF; with backward, also dx into S_DLN and dwte. */
 hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *logits);
 /* Backward from S_DLN (gradient at the final LayerNorm output) to the embeddings. */

@@ -16,19 +16,21 @@ typedef struct hg_adamw_update {
     float grad_scale;                          /* clip coefficient, applied to g on the fly */
 } hg_adamw_update;
 
-/* One AdamW step over every tensor of a parameter table, in one pass (one launch on a
- * GPU). Per element, with g' = g * grad_scale (PyTorch's AdamW order):
+/* One AdamW step over the range [lo, lo+n) of a parameter table's flat buffer (the whole
+ * table, one tensor, or a ZeRO-1 slice that cuts tensors anywhere), in one pass (one
+ * launch on a GPU). Per element, with g' = g * grad_scale (PyTorch's AdamW order):
  *   p -= lr * wd * p;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
  *   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps),
- * wd = u.weight_decay on tensors flagged HG_SPEC_DECAY and 0 on the others; every
- * element up to a spec's alloc is updated. */
+ * wd = u.weight_decay on tensors flagged HG_SPEC_DECAY and 0 on the others. Elements of
+ * the range up to each spec's alloc are updated; the alignment gaps between specs are not. */
 typedef struct hg_adamw_args {
-    float *p;                 /* fp32 parameters (the masters), `params` layout */
-    const float *g;           /* fp32 gradients, same layout */
-    float *m, *v;             /* fp32 moments, same layout */
-    void *w;                  /* compute copy (`weights` layout) written from the new p in
-                                 the backend's compute type, or NULL (p is the compute copy) */
+    float *p;                 /* fp32 parameters (the masters), the whole `params` layout */
+    const float *g;           /* fp32 gradients of the range: g[i - lo] for element i */
+    float *m, *v;             /* fp32 moments of the range, likewise */
+    void *w;                  /* compute copy (the whole `weights` layout) written from the
+                                 new p in the backend's compute type, or NULL (p is it) */
     const hg_table *params, *weights;
+    size_t lo, n;             /* the range, in floats of the `params` layout */
     hg_adamw_update u;
     int stochastic;           /* round w stochastically: Philox(seed, element, step) */
     uint64_t seed;

@@ -25,6 +25,22 @@ typedef hg_status hg_attention_forward_fn(hg_backend *be, float *out, float *lse
 typedef hg_status hg_attention_backward_fn(hg_backend *be, float *dqkv, const float *dout,
                                            const float *qkv, const float *out, const float *lse,
                                            const hg_attention_shape *s, void *scratch);
+/* Scratch bytes for forward and backward of shape s; with B = 1 and T = the cache length,
+ * also enough for attention_cached. */
 typedef size_t hg_attention_scratch_fn(hg_backend *be, const hg_attention_shape *s);
+
+/* Attention of n new rows against a key/value cache (inference with a KV cache).
+ * The new rows sit at positions pos0 .. pos0+n-1 of one sequence; Tc is the cache length
+ * (pos0 + n <= Tc). First the k and v of the new rows are stored into the caches:
+ *   kcache, vcache (NH, Tc, hs): row pos0+i of head h = k (resp. v) of new row i;
+ * then each new row attends causally to cache rows 0 .. pos0+i:
+ *   out (n, C) = softmax(q K^T / sqrt(hs)) V per head, heads concatenated;
+ *   qkv (n, 3C) = q | k | v of the new rows, as in attention_forward.
+ * Cost O(n (pos0 + n) C): one new token reads the cache once. */
+typedef struct hg_kv_shape {
+    int pos0, n, Tc, NH, hs;
+} hg_kv_shape;
+typedef hg_status hg_attention_cached_fn(hg_backend *be, float *out, float *kcache, float *vcache,
+                                         const float *qkv, const hg_kv_shape *s, void *scratch);
 
 #endif

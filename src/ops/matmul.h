@@ -15,7 +15,9 @@ typedef hg_status hg_matmul_backward_fn(hg_backend *be, float *dinp, float *dw, 
                                         const float *dout, const float *inp, const float *w,
                                         int M, int K, int N);
 
-/* The MLP's first layer and its activation: pre (M,N) = inp @ w + bias (kept for backward),
+/* Optional fused ops (NULL in a backend's table: the step runs matmul_forward and
+ * gelu_forward, or gelu_forward, matmul_backward and gelu_backward, instead; model/gpt_ops.h).
+ * The MLP's first layer and its activation: pre (M,N) = inp @ w + bias (kept for backward),
  * out (M,N) = GELU(pre). A backend may run GELU in the GEMM's epilogue. */
 typedef hg_status hg_matmul_gelu_forward_fn(hg_backend *be, float *out, float *pre, const float *inp,
                                             const float *w, const float *bias, int M, int K, int N);

@@ -1,9 +1,11 @@
 /* The optimizer step: global-norm clipping, then AdamW over every parameter tensor,
- * with decoupled weight decay on 2-D weight matrices only. */
+ * with decoupled weight decay on 2-D weight matrices only; and the learning-rate
+ * schedule. */
 #include <math.h>
 
 #include "core/error.h"
 #include "model/gpt.h"
+#include "model/gpt_ops.h"
 
 hg_adamw hg_adamw_default(void) {
     hg_adamw a = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
@@ -22,34 +24,71 @@ static hg_status check_adamw(const hg_adamw *a) {
     return HG_OK;
 }
 
-hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
-    if (!m || !a) return hg_fail(HG_ERR_INVALID, "hg_optimizer_step: NULL argument");
-    if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
+/* The block a parameter belongs to (ln_f: the last), -1 for the embeddings. */
+static int param_layer(const hg_model *m, int i) {
+    int l = (i - GPT_P_LAYER(0, 0)) / GPT_LAYER_PARAMS;
+    return i < GPT_P_LAYER(0, 0) ? -1 : l < m->cfg.n_layer ? l : m->cfg.n_layer - 1;
+}
+
+hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
+                          const float *g, float *mom, float *var, float *norm_out) {
     HG_TRY(check_adamw(a));
-    hg_backend *be = m->be;
-    double sumsq;
-    be->ops->sumsq(be, m->grad, m->params.bytes / sizeof(float), &sumsq);
-    HG_TRY(be->ops->sync(be));
-    double norm = sqrt(sumsq);
+    HG_TRY(m->be->ops->sync(m->be)); /* a failure of the sumsq behind `sumsq` stops the step */
+    double norm = sqrt(sumsq) * grad_mult;
+    if (norm_out) *norm_out = (float)norm;
     if (!isfinite(norm)) return hg_fail(HG_ERR_INVALID, "the gradient norm is not finite (%g); the step was not taken", norm);
     /* PyTorch's clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)) */
     double clip = a->grad_clip > 0 ? a->grad_clip / (norm + 1e-6) : 1.0;
     m->adam_t++;
     hg_adamw_args args = {
-        .p = m->param, .g = m->grad, .m = m->adam_m, .v = m->adam_v,
+        .p = m->param, .g = g, .m = mom, .v = var,
         .w = m->weight != (void *)m->param ? m->weight : NULL,
-        .params = &m->params, .weights = &m->weights,
+        .params = &m->params, .weights = &m->weights, .lo = lo, .n = n,
         .u = {.lr = a->lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps, .weight_decay = a->weight_decay,
               .bias_correction1 = (float)(1.0 - pow(a->beta1, (double)m->adam_t)),
               .bias_correction2 = (float)(1.0 - pow(a->beta2, (double)m->adam_t)),
-              .grad_scale = (float)(clip < 1.0 ? clip : 1.0)},
+              .grad_scale = (float)(clip < 1.0 ? clip : 1.0) * grad_mult},
         .stochastic = (m->opt.flags & HG_FLAG_STOCHASTIC_ROUNDING) != 0,
         .seed = m->opt.seed, .step = (uint32_t)m->adam_t,
     };
-    be->ops->adamw(be, &args);
-    HG_TRY(be->ops->sync(be)); /* the step is done when the call returns, as every step call */
-    if (grad_norm) *grad_norm = (float)norm;
+    if (!PROF_ON(m)) {
+        op_adamw(m, -1, PROF_NO_LAYER, &args);
+    } else { /* one call per tensor, so the trace names each parameter (same results) */
+        for (int i = 0; i < m->params.count; i++) {
+            const hg_tensor_spec *s = &m->params.specs[i];
+            size_t t0 = s->offset / sizeof(float), t1 = t0 + (size_t)s->alloc;
+            size_t a0 = t0 > lo ? t0 : lo, a1 = t1 < lo + n ? t1 : lo + n;
+            if (a0 >= a1) continue;
+            hg_adamw_args t = args;
+            t.g = g + (a0 - lo), t.m = mom + (a0 - lo), t.v = var + (a0 - lo), t.lo = a0, t.n = a1 - a0;
+            op_adamw(m, i, param_layer(m, i), &t);
+        }
+    }
+    return m->be->ops->sync(m->be); /* the step is done when the call returns, as every step call */
+}
+
+hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
+    if (!m || !a) return hg_fail(HG_ERR_INVALID, "hg_optimizer_step: NULL argument");
+    if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
+    if (m->opt.shards > 1)
+        return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): step it with hg_dist_optimizer_step",
+                       m->opt.shards);
+    HG_TRY(check_adamw(a));
+    double t0 = prof_begin(m), sumsq;
+    op_sumsq(m, m->grad, m->params.bytes / sizeof(float), &sumsq);
+    HG_TRY(gpt_adamw_range(m, a, sumsq, 1.0f, 0, m->params.bytes / sizeof(float), m->grad, m->adam_m, m->adam_v, grad_norm));
+    prof_region(m, PROF_OPTIMIZER, t0);
     return HG_OK;
 }
 
 int64_t hg_optimizer_steps(const hg_model *m) { return m ? m->adam_t : 0; }
+
+float hg_lr_at(const hg_lr_schedule *s, int64_t step) {
+    if (step < s->warmup_steps) return (float)((double)s->lr * (double)(step + 1) / (double)s->warmup_steps);
+    if (s->kind == HG_LR_CONSTANT) return s->lr;
+    int64_t span = s->total_steps - s->warmup_steps;
+    double p = span > 0 ? (double)(step - s->warmup_steps) / (double)span : 1.0;
+    if (p > 1.0) p = 1.0;
+    double w = s->kind == HG_LR_COSINE ? 0.5 * (1.0 + cos(3.14159265358979323846 * p)) : 1.0 - p;
+    return (float)((double)s->min_lr + w * ((double)s->lr - (double)s->min_lr));
+}

@@ -23,9 +23,12 @@ static void adamw_tensor(hg_backend *be, float *p, const float *g, float *m, flo
 void cpu_adamw(hg_backend *be, const hg_adamw_args *a) {
     for (int i = 0; i < a->params->count; i++) {
         const hg_tensor_spec *s = &a->params->specs[i];
-        size_t o = s->offset / sizeof(float);
+        size_t t0 = s->offset / sizeof(float), t1 = t0 + (size_t)s->alloc;
+        size_t a0 = t0 > a->lo ? t0 : a->lo, a1 = t1 < a->lo + a->n ? t1 : a->lo + a->n;
+        if (a0 >= a1) continue;
         float wd = (s->flags & HG_SPEC_DECAY) ? a->u.weight_decay : 0.0f;
-        adamw_tensor(be, a->p + o, a->g + o, a->m + o, a->v + o, (size_t)s->alloc, &a->u, wd);
+        size_t o = a0 - a->lo;
+        adamw_tensor(be, a->p + a0, a->g + o, a->m + o, a->v + o, a1 - a0, &a->u, wd);
     }
 }
 

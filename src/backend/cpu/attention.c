@@ -7,7 +7,10 @@
  *   forward  - one (head, query block), heaviest first, so causal blocks balance;
  *   backward - one head, which owns its dQ, dK and dV rows: no atomics, and results do
  *              not depend on scheduling.
- * Scratch: KT and VT for all heads, (B*NH, hs, Tp) each, plus per-thread tiles. */
+ * Scratch: KT and VT for all heads, (B*NH, hs, Tp) each, plus per-thread tiles.
+ *
+ * attention_cached (generation) is a separate, plain kernel: its queries are one row or
+ * one prompt, and its keys are already stored head-major in the cache. */
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -23,9 +26,14 @@ static size_t head_floats(const hg_attention_shape *s) { return (size_t)s->hs * 
 /* P or S tile, dS or dP tile, an O or dQ accumulator, and three row vectors. */
 static size_t thread_floats(int hs) { return round16(2 * BQ * BK + (size_t)BQ * hs + 3 * BQ); }
 
+/* attention_cached: one row of scores per thread. */
+static size_t cached_thread_floats(int Tc) { return round16((size_t)Tc); }
+
 size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) {
     size_t heads = (size_t)s->B * s->NH;
-    return (2 * heads * head_floats(s) + (size_t)be->threads * thread_floats(s->hs)) * sizeof(float);
+    size_t blocked = 2 * heads * head_floats(s) + (size_t)be->threads * thread_floats(s->hs);
+    size_t cached = (size_t)be->threads * cached_thread_floats(s->T);
+    return (blocked > cached ? blocked : cached) * sizeof(float);
 }
 
 /* dst (B*NH, hs, Tp) = transpose of the heads of src (B,T,3C) at column offset col0,
@@ -178,6 +186,59 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                 }
                 for (int r = 0; r < m; r++) memcpy(dQh + (size_t)(i0 + r) * ld, dQ + r * hs, sizeof(float) * hs);
             }
+        }
+    }
+    return HG_OK;
+}
+
+/* Work items are (head, new row), longest rows first. Each row's scores go to the
+ * thread's scratch row, then one pass of exponentials and one weighted sum of values:
+ * O(len * hs) per (head, row). */
+hg_status cpu_attention_cached(hg_backend *be, float *out, float *kcache, float *vcache, const float *qkv,
+                               const hg_kv_shape *s, void *scratch) {
+    const int n = s->n, hs = s->hs, NH = s->NH, C = NH * hs, ld = 3 * C, Tc = s->Tc;
+    const float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel num_threads(be->threads)
+    {
+        #pragma omp for schedule(static)
+        for (long item = 0; item < (long)NH * n; item++) {
+            int h = (int)(item / n), i = (int)(item % n);
+            const float *row = qkv + (size_t)i * ld + h * hs;
+            size_t at = ((size_t)h * Tc + s->pos0 + i) * hs;
+            memcpy(kcache + at, row + C, sizeof(float) * hs);
+            memcpy(vcache + at, row + 2 * C, sizeof(float) * hs);
+        }
+        float *sc = (float *)scratch + (size_t)omp_get_thread_num() * cached_thread_floats(Tc);
+        #pragma omp for schedule(dynamic, 1)
+        for (long item = 0; item < (long)NH * n; item++) {
+            int h = (int)(item / n), i = n - 1 - (int)(item % n), len = s->pos0 + i + 1;
+            const float *q = qkv + (size_t)i * ld + h * hs;
+            const float *K = kcache + (size_t)h * Tc * hs, *V = vcache + (size_t)h * Tc * hs;
+            float mx = -INFINITY, sum = 0.0f;
+            for (int j = 0; j < len; j++) {
+                const float *k = K + (size_t)j * hs;
+                float dot = 0.0f;
+                #pragma omp simd reduction(+ : dot)
+                for (int d = 0; d < hs; d++) dot += q[d] * k[d];
+                sc[j] = dot * scale;
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            #pragma omp simd reduction(+ : sum)
+            for (int j = 0; j < len; j++) {
+                float p = expf(sc[j] - mx);
+                sc[j] = p;
+                sum += p;
+            }
+            float *o = out + (size_t)i * C + h * hs, inv = 1.0f / sum;
+            memset(o, 0, sizeof(float) * hs);
+            for (int j = 0; j < len; j++) {
+                const float *v = V + (size_t)j * hs;
+                float p = sc[j];
+                #pragma omp simd
+                for (int d = 0; d < hs; d++) o[d] += p * v[d];
+            }
+            #pragma omp simd
+            for (int d = 0; d < hs; d++) o[d] *= inv;
         }
     }
     return HG_OK;

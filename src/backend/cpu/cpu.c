@@ -46,6 +46,8 @@ static hg_status cpu_sync(hg_backend *be) {
     return HG_OK;
 }
 
+static size_t cpu_workspace_bytes(hg_backend *be) { return cpu_gemm_scratch_bytes(cpu_of(be)->gemm); }
+
 static size_t cpu_mem_available(hg_backend *be) {
     (void)be;
     return hg_memory_available();
@@ -74,6 +76,7 @@ static const hg_backend_ops cpu_ops = {
     .to_compute = cpu_to_compute,
     .sync = cpu_sync,
     .run_graph = NULL,
+    .workspace_bytes = cpu_workspace_bytes,
     .encoder_forward = cpu_encoder_forward,
     .encoder_backward = cpu_encoder_backward,
     .layernorm_forward = cpu_layernorm_forward,
@@ -83,14 +86,16 @@ static const hg_backend_ops cpu_ops = {
     .dropout_backward = cpu_dropout_backward,
     .matmul_forward = cpu_matmul_forward,
     .matmul_backward = cpu_matmul_backward,
-    .matmul_gelu_forward = cpu_matmul_gelu_forward,
-    .matmul_gelu_backward = cpu_matmul_gelu_backward,
+    .matmul_gelu_forward = NULL, /* the step runs matmul and GELU as two ops */
+    .matmul_gelu_backward = NULL,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
     .attention_scratch_bytes = cpu_attention_scratch_bytes,
-    .classifier = cpu_classifier,
+    .classifier_forward = cpu_classifier_forward,
+    .classifier_backward = cpu_classifier_backward,
+    .attention_cached = cpu_attention_cached,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
 };

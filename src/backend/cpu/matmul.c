@@ -40,20 +40,3 @@ hg_status cpu_matmul_backward(hg_backend *be, float *dinp, float *dw, float *dbi
     if (dbias) bias_backward(be, dbias, dout, M, N);
     return HG_OK;
 }
-
-/* GELU as its own pass after the GEMM: oneDNN's eltwise post-op uses a different GELU
- * formula, and this keeps the CPU's numbers as they were. */
-hg_status cpu_matmul_gelu_forward(hg_backend *be, float *out, float *pre, const float *inp, const float *w,
-                                  const float *bias, int M, int K, int N) {
-    HG_TRY(cpu_matmul_forward(be, pre, inp, w, bias, M, K, N));
-    cpu_gelu_forward(be, out, pre, (size_t)M * N);
-    return HG_OK;
-}
-
-hg_status cpu_matmul_gelu_backward(hg_backend *be, float *dpre, float *dw, float *dbias, float *act,
-                                   const float *dout, const float *pre, const float *w, int M, int K, int N) {
-    cpu_gelu_forward(be, act, pre, (size_t)M * K);
-    HG_TRY(cpu_matmul_backward(be, dpre, dw, dbias, dout, act, w, M, K, N));
-    cpu_gelu_backward(be, dpre, pre, dpre, (size_t)M * K);
-    return HG_OK;
-}

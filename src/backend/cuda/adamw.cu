@@ -1,12 +1,14 @@
-/* AdamW over every parameter in one launch, the gradient norm, and fp32 -> compute-type
- * copies, on the GPU.
+/* AdamW over a range of the parameters in one launch, the gradient norm, and fp32 ->
+ * compute-type copies, on the GPU.
  *
- * AdamW walks the fp32 buffers (params layout) in groups of 8 elements; a group finds
- * its tensor by binary search in a tensor list uploaded on the first step (offsets are
- * 64-byte aligned, so a group never straddles two tensors), takes the tensor's weight
- * decay, updates p, m, v in fp32 and writes the compute copy w. bf16 copies are rounded
- * to nearest, or stochastically: 16 random bits from Philox(seed, group, ROUNDING, step)
- * are added below the bf16 mantissa before truncation, so E[round(x)] = x.
+ * AdamW walks the range [lo, hi) of the fp32 buffers (params layout) in groups of 8
+ * elements, numbered from the start of the buffer; a group finds its tensor by binary
+ * search in a tensor list uploaded on the first step (offsets are 64-byte aligned, so a
+ * group never straddles two tensors), takes the tensor's weight decay, updates the
+ * elements of the range in p, m, v in fp32 and writes the compute copy w. bf16 copies
+ * are rounded to nearest, or stochastically: 16 random bits from Philox(seed, group,
+ * ROUNDING, step) are added below the bf16 mantissa before truncation, so E[round(x)] = x,
+ * and the draws do not depend on how the buffer is cut into ranges.
  *
  * sumsq sums in double over a fixed grid and adds the block partials in a fixed order:
  * the same bits for the same input. */
@@ -41,21 +43,22 @@ __device__ __forceinline__ void store_w<bf16>(bf16 *w, int j, float x, uint32_t 
     w[j] = round_bf16(x, r16, stochastic);
 }
 
-/* W: the copy's type; float with w == NULL when p itself is the compute copy. */
+/* W: the copy's type; float with w == NULL when p itself is the compute copy. g, m, v
+ * hold the range only (element i at i - lo). */
 template <typename W>
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, W *w, const adam_seg *segs, int nsegs,
-                             unsigned long long groups, hg_adamw_update u, int stochastic, unsigned long long seed,
-                             uint32_t step) {
-    unsigned long long gi = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-    if (gi >= groups) return;
+                             unsigned long long lo, unsigned long long hi, hg_adamw_update u, int stochastic,
+                             unsigned long long seed, uint32_t step) {
+    unsigned long long gi = lo / ADAM_GROUP + blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     unsigned long long i0 = gi * ADAM_GROUP;
-    int lo = 0, hi = nsegs - 1; /* last segment with p0 <= i0 */
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (segs[mid].p0 <= i0) lo = mid;
-        else hi = mid - 1;
+    if (i0 >= hi) return;
+    int a = 0, b = nsegs - 1; /* last segment with p0 <= i0 */
+    while (a < b) {
+        int mid = (a + b + 1) / 2;
+        if (segs[mid].p0 <= i0) a = mid;
+        else b = mid - 1;
     }
-    adam_seg s = segs[lo];
+    adam_seg s = segs[a];
     if (i0 < s.p0 || i0 >= s.p0 + s.n) return; /* alignment padding between tensors */
     int cnt = (int)(s.p0 + s.n - i0 < ADAM_GROUP ? s.p0 + s.n - i0 : ADAM_GROUP);
     hg_u32x4 r = {{0, 0, 0, 0}};
@@ -65,11 +68,13 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, W *w,
     W *wt = w ? w + s.w0 + (i0 - s.p0) : NULL;
     for (int j = 0; j < cnt; j++) {
         unsigned long long i = i0 + j;
-        float gj = g[i] * u.grad_scale;
-        float mj = u.beta1 * m[i] + (1.0f - u.beta1) * gj;
-        float vj = u.beta2 * v[i] + (1.0f - u.beta2) * gj * gj;
-        m[i] = mj;
-        v[i] = vj;
+        if (i < lo || i >= hi) continue;
+        size_t k = i - lo;
+        float gj = g[k] * u.grad_scale;
+        float mj = u.beta1 * m[k] + (1.0f - u.beta1) * gj;
+        float vj = u.beta2 * v[k] + (1.0f - u.beta2) * gj * gj;
+        m[k] = mj;
+        v[k] = vj;
         float pj = p[i] * decay - stepsize * mj / (sqrtf(vj) * inv_sqrt_bc2 + u.eps);
         p[i] = pj;
         if (wt) store_w(wt, j, pj, r.v[j / 2] >> (16 * (j % 2)), stochastic);
@@ -111,17 +116,18 @@ void cuda_adamw_free(hg_backend *be) {
 
 extern "C" void cuda_adamw(hg_backend *be, const hg_adamw_args *a) {
     CUDA_OP("adamw");
-    if (a->params->count == 0 || upload_segments(be, a->params, a->weights) != HG_OK) return;
+    if (a->params->count == 0 || a->n == 0 || upload_segments(be, a->params, a->weights) != HG_OK) return;
     cuda_state *s = cuda_of(be);
-    unsigned long long groups = a->params->bytes / sizeof(float) / ADAM_GROUP;
+    unsigned long long lo = a->lo, hi = a->lo + a->n;
+    unsigned long long groups = (hi + ADAM_GROUP - 1) / ADAM_GROUP - lo / ADAM_GROUP;
     unsigned blocks = (unsigned)((groups + 255) / 256);
     const adam_seg *segs = (const adam_seg *)s->adam_segs;
     if (a->w && be->precision == HG_PRECISION_BF16)
-        adamw_kernel<bf16><<<blocks, 256, 0, s->stream>>>(a->p, a->g, a->m, a->v, (bf16 *)a->w, segs, a->params->count, groups,
+        adamw_kernel<bf16><<<blocks, 256, 0, s->stream>>>(a->p, a->g, a->m, a->v, (bf16 *)a->w, segs, a->params->count, lo, hi,
                                                           a->u, a->stochastic, a->seed, a->step);
     else
-        adamw_kernel<float><<<blocks, 256, 0, s->stream>>>(a->p, a->g, a->m, a->v, (float *)a->w, segs, a->params->count,
-                                                           groups, a->u, 0, a->seed, a->step);
+        adamw_kernel<float><<<blocks, 256, 0, s->stream>>>(a->p, a->g, a->m, a->v, (float *)a->w, segs, a->params->count, lo,
+                                                           hi, a->u, 0, a->seed, a->step);
     cuda_launched(be, "adamw_kernel");
 }
 

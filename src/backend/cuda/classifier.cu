@@ -1,12 +1,13 @@
-/* The lm_head and cross-entropy on the GPU, in chunks of rows.
+/* The lm_head and cross-entropy on the GPU, on one chunk of rows (the caller loops).
  *
- * Per chunk: logits (chunk, Vp) = x @ wte^T (cuBLASLt, T); then one block per row reads
- * its logits once for an online max and sum of exponentials (fp32), writes the loss,
- * and, when training, writes the gradient (softmax - onehot) * dscale over the logits
- * in place on a second read: normalised probabilities are never stored. Then
- * dx = dlogits @ wte (T) and dwte += dlogits^T @ x (fp32, accumulated). Padded
- * vocabulary columns (>= V) score nothing and get zero gradient. When the caller wants
- * logits (hg_forward), each chunk is copied to its host buffer. */
+ * Forward: logits (N, Vp) = x @ wte^T (cuBLASLt, T) into the scratch; when the caller
+ * wants logits (hg_forward, generation) they are copied to its host buffer; then one
+ * block per row reads its logits once for an online max and sum of exponentials (fp32),
+ * writes the loss, and, when training, writes the gradient (softmax - onehot) * dscale
+ * over the logits in place on a second read: normalised probabilities are never stored.
+ * Backward, from those dlogits left in the scratch: dx = dlogits @ wte (T) and
+ * dwte += dlogits^T @ x (fp32, accumulated). Padded vocabulary columns (>= V) score
+ * nothing and get zero gradient. */
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
@@ -62,28 +63,23 @@ static hg_status copy_logits(hg_backend *be, float *dst, const void *src, int ro
     return HG_OK;
 }
 
-extern "C" hg_status cuda_classifier(hg_backend *be, const hg_classifier_args *a) {
-    CUDA_OP("classifier");
-    const int C = a->C, V = a->V, Vp = a->Vp, backward = a->dx != NULL;
-    const size_t E = hg_precision_bytes(be->precision);
-    const char *x = (const char *)a->x;
-    char *dx = (char *)a->dx;
-    for (int r0 = 0; r0 < a->N; r0 += a->chunk) {
-        int m = a->N - r0 < a->chunk ? a->N - r0 : a->chunk;
-        const char *xc = x + (size_t)r0 * C * E;
-        cuda_gemm_desc fwd = {m, Vp, C, 0, 1, C, C, Vp, 0, 0, EPI_NONE};
-        HG_TRY(cuda_gemm(be, &fwd, xc, a->wte, a->scratch, NULL, NULL));
-        if (a->logits) HG_TRY(copy_logits(be, a->logits + (size_t)r0 * V, a->scratch, m, V, Vp));
-        if (a->targets) {
-            CUDA_DISPATCH(be, cross_entropy_kernel<T><<<m, CE_THREADS, 0, cuda_stream(be)>>>(
-                                  (T *)a->scratch, a->losses + r0, a->targets + r0, V, Vp, a->dscale, backward));
-            HG_TRY(cuda_launched(be, "cross_entropy_kernel"));
-        }
-        if (!backward) continue;
-        cuda_gemm_desc ddx = {m, C, Vp, 0, 0, Vp, C, C, 0, 0, EPI_NONE};
-        HG_TRY(cuda_gemm(be, &ddx, a->scratch, a->wte, dx + (size_t)r0 * C * E, NULL, NULL));
-        cuda_gemm_desc dw = {Vp, C, m, 1, 0, Vp, C, C, 1, 1, EPI_NONE};
-        HG_TRY(cuda_gemm(be, &dw, a->scratch, xc, a->dwte, NULL, NULL));
-    }
-    return HG_OK;
+extern "C" hg_status cuda_classifier_forward(hg_backend *be, const hg_classifier_args *a) {
+    CUDA_OP("classifier_forward");
+    const int C = a->C, V = a->V, Vp = a->Vp;
+    cuda_gemm_desc fwd = {a->N, Vp, C, 0, 1, C, C, Vp, 0, 0, EPI_NONE};
+    HG_TRY(cuda_gemm(be, &fwd, a->x, a->wte, a->scratch, NULL, NULL));
+    if (a->logits) HG_TRY(copy_logits(be, a->logits, a->scratch, a->N, V, Vp));
+    if (!a->targets) return HG_OK;
+    CUDA_DISPATCH(be, cross_entropy_kernel<T><<<a->N, CE_THREADS, 0, cuda_stream(be)>>>(
+                          (T *)a->scratch, a->losses, a->targets, V, Vp, a->dscale, a->dx != NULL));
+    return cuda_launched(be, "cross_entropy_kernel");
+}
+
+extern "C" hg_status cuda_classifier_backward(hg_backend *be, const hg_classifier_args *a) {
+    CUDA_OP("classifier_backward");
+    const int C = a->C, Vp = a->Vp;
+    cuda_gemm_desc ddx = {a->N, C, Vp, 0, 0, Vp, C, C, 0, 0, EPI_NONE};
+    HG_TRY(cuda_gemm(be, &ddx, a->scratch, a->wte, a->dx, NULL, NULL));
+    cuda_gemm_desc dw = {Vp, C, a->N, 1, 0, Vp, C, C, 1, 1, EPI_NONE};
+    return cuda_gemm(be, &dw, a->scratch, a->x, a->dwte, NULL, NULL);
 }

@@ -114,6 +114,9 @@ static hg_status cuda_sync(hg_backend *be) {
     return st;
 }
 
+/* cuBLASLt's workspace and the backend scratch, allocated outside the tables. */
+static size_t cuda_workspace_bytes(hg_backend *be) { return CUDA_LT_WORKSPACE + cuda_of(be)->work_bytes; }
+
 /* ---- the training pass as a CUDA graph ----
  * The first run with a key is eager: it creates cuBLASLt plans and grows scratch, which
  * capture forbids. The second consecutive run with it is captured and launched; later
@@ -238,6 +241,7 @@ static const hg_backend_ops cuda_ops = {
     .to_compute = cuda_to_compute,
     .sync = cuda_sync,
     .run_graph = cuda_run_graph,
+    .workspace_bytes = cuda_workspace_bytes,
     .encoder_forward = cuda_encoder_forward,
     .encoder_backward = cuda_encoder_backward,
     .layernorm_forward = cuda_layernorm_forward,
@@ -254,7 +258,9 @@ static const hg_backend_ops cuda_ops = {
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
     .attention_scratch_bytes = cuda_attention_scratch_bytes,
-    .classifier = cuda_classifier,
+    .classifier_forward = cuda_classifier_forward,
+    .classifier_backward = cuda_classifier_backward,
+    .attention_cached = cuda_attention_cached,
     .adamw = cuda_adamw,
     .sumsq = cuda_sumsq,
 };

@@ -183,7 +183,9 @@ hg_gelu_backward_fn cuda_gelu_backward;
 hg_attention_forward_fn cuda_attention_forward;
 hg_attention_backward_fn cuda_attention_backward;
 hg_attention_scratch_fn cuda_attention_scratch_bytes;
-hg_classifier_fn cuda_classifier;
+hg_attention_cached_fn cuda_attention_cached;
+hg_classifier_forward_fn cuda_classifier_forward;
+hg_classifier_backward_fn cuda_classifier_backward;
 hg_adamw_fn cuda_adamw;
 hg_sumsq_fn cuda_sumsq;
 }

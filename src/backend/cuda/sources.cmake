@@ -12,6 +12,7 @@ target_sources(handgrad PRIVATE
   backend/cuda/encoder.cu
   backend/cuda/attention.cu
   backend/cuda/attention_fp32.cu
+  backend/cuda/attention_cached.cu
   backend/cuda/classifier.cu
   backend/cuda/adamw.cu
 )

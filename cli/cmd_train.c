@@ -1,0 +1,671 @@
+/* `handgrad train`: trains a model on token shards with a progress bar, a JSONL log, a
+ * loss plot, evaluation, samples, and checkpoints that resume bit-exactly; Ctrl-C saves
+ * and stops. Options: train_options.c; display and logs: train_log.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <glob.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_io.h"
+#include "commands.h"
+#include "core/timer.h"
+#include "handgrad.h"
+#include "train_log.h"
+#include "train_options.h"
+
+static char rank_tag[32]; /* " (rank r of N)" in errors when data parallel */
+
+/* One line on stderr, written whole so that ranks' lines do not interleave; returns 1. */
+__attribute__((format(printf, 1, 2))) static int err_line(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "handgrad train%s: %s\n", rank_tag, msg);
+    return 1;
+}
+#define ERR(...) err_line(__VA_ARGS__)
+
+typedef struct trainer {
+    train_opts o;
+    char resumed_from[PATH_MAX]; /* the checkpoint folder this run continues, or "" */
+    hg_config cfg;
+    hg_model *m;                 /* the training model */
+    hg_model *gen;               /* batch-1 inference model for samples, or NULL */
+    hg_tokenizer *tok;           /* or NULL: no samples */
+    char tok_path[PATH_MAX + 64];
+    hg_loader *train, *val;
+    int B, T, accum;             /* micro-batch (B, T); accum micro-batches a step */
+    /* data parallel: rank of ranks each run Bl = B / ranks of every micro-batch */
+    hg_comm *comm;
+    hg_dist *dist;
+    int rank, ranks, Bl;
+    int stop;                    /* a stop signal reached some rank (agreed every step) */
+    int64_t max_steps, step;     /* step: steps done */
+    int64_t saved_step;          /* step of the newest checkpoint written or loaded */
+    uint64_t tokens;
+    int32_t *x, *y;              /* (B, T) each */
+    float *logits;               /* (V) for sampling */
+    hg_lr_schedule sched;
+    hg_adamw adamw;
+    double flops_per_step, peak_gflops, ema_seconds;
+    int nan_streak;
+    train_log log;
+} trainer;
+
+/* ---- signals ---- */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig) {
+    static const char again[] = "\nhandgrad train: second interrupt, aborting now\n";
+    static const char first[] = "\nhandgrad train: stopping after this step and saving a checkpoint "
+                                "(Ctrl-C again to abort)\n";
+    if (stop_signal) {
+        if (write(2, again, sizeof again - 1) < 0) { /* nothing to do */ }
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+    if (write(2, first, sizeof first - 1) < 0) { /* nothing to do */ }
+}
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the write (EFBIG) instead of killing us */
+}
+
+/* ---- set-up ---- */
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The run folder can be created or written: it is a writable folder, or its nearest
+ * existing parent is. */
+static int check_out_dir(const char *out) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", out);
+    struct stat st;
+    for (;;) {
+        if (stat(p, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) return ERR("--out %s: %s is not a folder", out, p);
+            if (access(p, W_OK | X_OK) != 0) return ERR("--out %s: %s is not writable", out, p);
+            return 0;
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash) snprintf(p, sizeof p, ".");
+        else if (slash == p) p[1] = 0;
+        else *slash = 0;
+    }
+}
+
+static int mkdir_p(const char *dir) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return ERR("--out %s: cannot create %s: %s", dir, p, strerror(errno));
+            *s = '/';
+        }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) return ERR("--out %s: cannot create: %s", dir, strerror(errno));
+    return 0;
+}
+
+/* The tokenizer: --tokenizer, else a Hugging Face folder's, else tokenizer/ beside the
+ * training shards (what `handgrad prepare` and scripts/prepare_kjv.sh lay out). */
+static int load_tokenizer(trainer *t) {
+    const train_opts *o = &t->o;
+    t->tok_path[0] = 0;
+    if (o->tokenizer) snprintf(t->tok_path, sizeof t->tok_path, "%s", o->tokenizer);
+    else if (o->init_from_hf) snprintf(t->tok_path, sizeof t->tok_path, "%s", o->init_from_hf);
+    else if (t->resumed_from[0]) {
+        snprintf(t->tok_path, sizeof t->tok_path, "%s/vocab.json", t->resumed_from);
+        if (access(t->tok_path, R_OK) != 0) t->tok_path[0] = 0;
+    }
+    if (!t->tok_path[0] && o->train) {
+        const char *slash = strrchr(o->train, '/');
+        int n = slash ? (int)(slash - o->train) : 1;
+        snprintf(t->tok_path, sizeof t->tok_path, "%.*s/tokenizer", n, slash ? o->train : ".");
+        if (!is_dir(t->tok_path)) t->tok_path[0] = 0;
+    }
+    if (!t->tok_path[0]) return 0;
+    if (hg_tokenizer_load(&t->tok, t->tok_path) != HG_OK) return ERR("--tokenizer: %s", hg_last_error());
+    return 0;
+}
+
+/* Every shard of a glob whose header records a vocabulary size has V. */
+static int check_shards(const char *flag, const char *pattern, int V) {
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0) return ERR("%s '%s': no file matches", flag, pattern);
+    int rc = 0;
+    for (size_t i = 0; i < g.gl_pathc && !rc; i++) {
+        hg_shard_info info;
+        if (hg_shard_inspect(g.gl_pathv[i], HG_SHARD_AUTO, &info) != HG_OK) rc = ERR("%s: %s", flag, hg_last_error());
+        else if (info.vocab_size && info.vocab_size != V)
+            rc = ERR("%s: %s was written for a vocabulary of %d ids, but the model has vocab_size %d", flag,
+                     g.gl_pathv[i], info.vocab_size, V);
+    }
+    globfree(&g);
+    return rc;
+}
+
+/* V recorded in the first shard matching a glob, or 0. */
+static int shard_vocab(const char *pattern) {
+    glob_t g;
+    hg_shard_info info = {0};
+    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    if (hg_shard_inspect(g.gl_pathv[0], HG_SHARD_AUTO, &info) != HG_OK) info.vocab_size = 0;
+    globfree(&g);
+    return info.vocab_size;
+}
+
+/* Compares explicit shape flags with a config loaded from a checkpoint. */
+static int check_dims(const train_opts *o, const hg_config *c, const char *from) {
+    const int set[] = {o->n_layer, o->n_head, o->d_model, o->d_ff, o->max_seq_len, o->vocab_size};
+    const int have[] = {c->n_layer, c->n_head, c->d_model, c->d_ff ? c->d_ff : 4 * c->d_model, c->max_seq_len,
+                        c->vocab_size};
+    static const char *const names[] = {"n-layer", "n-head", "d-model", "d-ff", "max-seq-len", "vocab-size"};
+    for (int i = 0; i < 6; i++)
+        if (set[i] && set[i] != have[i])
+            return ERR("--%s %d differs from %s, which has %d", names[i], set[i], from, have[i]);
+    if (o->model) {
+        hg_config p;
+        if (hg_config_preset(o->model, &p) != HG_OK) return ERR("--model: %s", hg_last_error());
+        if (p.n_layer != c->n_layer || p.n_head != c->n_head || p.d_model != c->d_model)
+            return ERR("--model %s differs from %s (n_layer %d, n_head %d, d_model %d)", o->model, from, c->n_layer,
+                       c->n_head, c->d_model);
+    }
+    return 0;
+}
+
+/* The model's config: from the checkpoint being resumed or started from, or from the
+ * preset and explicit dims. */
+static int resolve_config(trainer *t, char *weights, size_t cap) {
+    const train_opts *o = &t->o;
+    hg_config *c = &t->cfg;
+    weights[0] = 0;
+    if (!!o->init_from + !!o->init_from_hf + !!t->resumed_from[0] > 1)
+        return ERR("use one of --resume (with a checkpoint), --init-from and --init-from-hf");
+    if (t->resumed_from[0] || o->init_from) {
+        const char *src = t->resumed_from[0] ? t->resumed_from : o->init_from;
+        if (hg_checkpoint_resolve(src, weights, cap) != HG_OK || hg_checkpoint_config(weights, c) != HG_OK)
+            return ERR("%s%s", t->resumed_from[0] ? "" : "--init-from: ", hg_last_error());
+        if (check_dims(o, c, weights)) return 1;
+    } else if (o->init_from_hf) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/config.json", o->init_from_hf);
+        if (hg_hf_config_load(p, c) != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
+        if (check_dims(o, c, p)) return 1;
+    } else {
+        if (o->model) {
+            if (hg_config_preset(o->model, c) != HG_OK) return ERR("--model: %s", hg_last_error());
+            c->vocab_size = 0; /* a preset is an architecture; V comes from the data */
+        } else if (!o->n_layer || !o->n_head || !o->d_model) {
+            return ERR("no model: give --model NAME, or --n-layer, --n-head and --d-model, or --init-from CKPT");
+        } else {
+            memset(c, 0, sizeof *c);
+            c->max_seq_len = o->ctx ? o->ctx : 256;
+        }
+        if (o->n_layer) c->n_layer = o->n_layer;
+        if (o->n_head) c->n_head = o->n_head;
+        if (o->d_model) c->d_model = o->d_model;
+        if (o->d_ff) c->d_ff = o->d_ff;
+        if (o->max_seq_len) c->max_seq_len = o->max_seq_len;
+        if (o->vocab_size) c->vocab_size = o->vocab_size;
+        else if (t->tok) c->vocab_size = hg_tokenizer_vocab_size(t->tok);
+        else c->vocab_size = shard_vocab(o->train);
+        if (!c->vocab_size) return ERR("no vocabulary size: give --tokenizer or --vocab-size");
+    }
+    if (o->dropout >= 0) c->dropout = (float)o->dropout;
+    if (t->tok && hg_tokenizer_vocab_size(t->tok) != c->vocab_size)
+        return ERR("tokenizer %s has %d ids but the model has vocab_size %d", t->tok_path,
+                   hg_tokenizer_vocab_size(t->tok), c->vocab_size);
+    if (hg_config_validate(c) != HG_OK) return ERR("model: %s", hg_last_error());
+    return 0;
+}
+
+static int open_loader(trainer *t, hg_loader **ld, const char *flag, const char *pattern, int shuffle) {
+    if (check_shards(flag, pattern, t->cfg.vocab_size)) return 1;
+    hg_loader_options lo = hg_loader_options_default();
+    lo.batch = t->Bl;
+    lo.rank = t->rank;
+    lo.world_size = t->ranks;
+    lo.seq_len = t->T;
+    lo.shuffle = shuffle;
+    lo.seed = (uint64_t)t->o.seed;
+    lo.vocab_size = t->cfg.vocab_size;
+    if (hg_loader_open_glob(ld, pattern, &lo) != HG_OK) return ERR("%s: %s", flag, hg_last_error());
+    return 0;
+}
+
+/* Batch geometry, step count and the schedule. */
+static int plan(trainer *t) {
+    const train_opts *o = &t->o;
+    t->B = o->batch;
+    if (t->B % t->ranks) return ERR("--batch %d is not divisible by the %d ranks: use a multiple of %d", t->B, t->ranks, t->ranks);
+    t->Bl = t->B / t->ranks;
+    t->T = o->ctx ? o->ctx : t->cfg.max_seq_len;
+    if (t->T > t->cfg.max_seq_len) return ERR("--ctx %d exceeds the model's max_seq_len %d", t->T, t->cfg.max_seq_len);
+    int64_t micro = (int64_t)t->B * t->T;
+    int64_t total = o->total_batch_tokens ? o->total_batch_tokens : micro;
+    if (total % micro) return ERR("--total-batch-tokens %lld is not a multiple of batch*ctx = %lld", (long long)total, (long long)micro);
+    if (total / micro > (1 << 20)) return ERR("--total-batch-tokens %lld needs too many micro-batches", (long long)total);
+    t->accum = (int)(total / micro);
+    if (o->max_steps && o->max_tokens)
+        return ERR("both --max-steps and --max-tokens are set (one may come from --config or run.json); keep one");
+    if (!o->max_steps && !o->max_tokens) return ERR("give --max-steps N or --max-tokens N");
+    t->max_steps = o->max_steps ? o->max_steps : (o->max_tokens + total - 1) / total;
+    t->sched = (hg_lr_schedule){
+        .kind = !strcmp(o->lr_schedule, "linear") ? HG_LR_LINEAR : !strcmp(o->lr_schedule, "constant") ? HG_LR_CONSTANT : HG_LR_COSINE,
+        .lr = (float)o->lr, .min_lr = (float)(o->min_lr >= 0 ? o->min_lr : o->lr / 10),
+        .warmup_steps = o->warmup_steps, .total_steps = t->max_steps};
+    t->adamw = hg_adamw_default();
+    t->adamw.weight_decay = (float)o->weight_decay;
+    t->adamw.grad_clip = (float)o->grad_clip;
+    t->adamw.beta1 = (float)o->beta1;
+    t->adamw.beta2 = (float)o->beta2;
+    t->flops_per_step = hg_train_flops(&t->cfg, t->Bl, t->T) * t->accum; /* per rank, as the peak */
+    return 0;
+}
+
+static int create_models(trainer *t, const char *weights) {
+    const train_opts *o = &t->o;
+    hg_options mo = hg_options_default();
+    mo.batch = t->Bl;
+    if (o->zero) mo.shards = t->ranks, mo.shard = t->rank;
+    mo.seq_len = t->T;
+    mo.threads = o->threads;
+    mo.seed = (uint64_t)o->seed;
+    if (hg_model_create(&t->m, &t->cfg, &mo) != HG_OK) return ERR("model: %s", hg_last_error());
+    if (weights[0] && hg_model_load(t->m, weights) != HG_OK) return ERR("%s", hg_last_error());
+    if (o->init_from_hf) {
+        hg_options ho = mo;
+        ho.training = 0, ho.batch = 1, ho.seq_len = 1;
+        hg_model *hf;
+        if (hg_model_load_hf(&hf, o->init_from_hf, &ho) != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
+        hg_status s = hg_model_copy_params(t->m, hf);
+        hg_model_free(hf);
+        if (s != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
+    }
+    hg_dist_options dopt = hg_dist_options_default();
+    dopt.zero = o->zero, dopt.global_batch = t->B, dopt.timeout_s = o->dist_timeout;
+    dopt.bucket_bytes = (size_t)(o->bucket_mb * 1048576);
+    char *run = train_opts_to_json(o);
+    for (const char *c = run; c && *c; c++) dopt.config_hash = (dopt.config_hash ^ (uint8_t)*c) * 0x100000001b3ull;
+    free(run);
+    if (hg_dist_create(&t->dist, t->comm, t->m, &dopt) != HG_OK) return ERR("%s", hg_last_error());
+    if (t->resumed_from[0]) {
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/optimizer.safetensors", t->resumed_from);
+        hg_train_state s;
+        if (hg_optimizer_load(t->m, p, &s) != HG_OK) return ERR("%s", hg_last_error());
+        if (s.B != t->B || s.T != t->T || s.seed != (uint64_t)o->seed) /* any number of ranks */
+            return ERR("%s: the run read batch %d, ctx %d, seed %llu on %d rank(s); this one has batch %d, ctx %d, "
+                       "seed %llu: the data position would not carry over", p, s.B, s.T, (unsigned long long)s.seed,
+                       s.world_size, t->B, t->T, (unsigned long long)o->seed);
+        hg_loader_position pos = {s.epoch, s.batch};
+        if (hg_loader_seek(t->train, pos) != HG_OK) return ERR("%s: %s", p, hg_last_error());
+        t->step = t->saved_step = s.step;
+        t->tokens = s.tokens;
+    }
+    if (o->sample_every && t->tok && t->rank == 0) {
+        hg_options go = mo;
+        go.training = 0, go.batch = 1, go.seq_len = t->cfg.max_seq_len;
+        if (hg_model_create(&t->gen, &t->cfg, &go) != HG_OK) return ERR("sampling model: %s", hg_last_error());
+    }
+    size_t n = (size_t)t->Bl * t->T;
+    t->x = malloc(sizeof *t->x * n);
+    t->y = malloc(sizeof *t->y * n);
+    t->logits = malloc(sizeof *t->logits * (size_t)t->cfg.vocab_size);
+    if (!t->x || !t->y || !t->logits) return ERR("out of memory");
+    return 0;
+}
+
+/* ---- the step ---- */
+
+static int inject_nan_at(const char *list, int64_t step) {
+    for (const char *p = list; p && *p;) {
+        char *end;
+        long long s = strtoll(p, &end, 10);
+        if (end == p) return 0;
+        if (s == step) return 1;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* One optimizer step over accum micro-batches. A non-finite loss or gradient norm skips
+ * the update (the data is still consumed). A data-parallel trainer all-reduces the
+ * gradients and the loss where marked. */
+static hg_status train_step(trainer *t, step_record *r) {
+    hg_model *m = t->m;
+    double t0 = hg_now(), loss = 0;
+    memset(r, 0, sizeof *r);
+    r->lr = hg_lr_at(&t->sched, t->step);
+    hg_status s = hg_zero_grad(m);
+    for (int k = 0; k < t->accum && s == HG_OK; k++) {
+        float l = 0.0f;
+        s = hg_loader_next(t->train, t->x, t->y);
+        if (s == HG_OK)
+            s = hg_dist_forward_backward(t->dist, t->x, t->y, t->Bl, t->T, 1.0f / (float)t->accum, k == t->accum - 1, &l);
+        loss += l;
+    }
+    if (s != HG_OK) return s;
+    if (t->o.inject_nan && inject_nan_at(t->o.inject_nan, t->step + 1)) {
+        hg_param_info p;
+        hg_param_at(m, 0, &p);
+        p.grad[0] = NAN;
+    }
+    double sums[2] = {loss, stop_signal != 0}; /* the mean loss over ranks; stop together */
+    if ((s = hg_dist_sum(t->dist, sums, 2)) != HG_OK) return s;
+    loss = sums[0] / t->ranks;
+    t->stop = sums[1] > 0;
+    t->tokens += (uint64_t)t->accum * t->B * t->T;
+    r->loss = loss / t->accum;
+    r->grad_norm = NAN;
+    r->skipped = !isfinite(r->loss);
+    if (!r->skipped) {
+        hg_adamw a = t->adamw;
+        a.lr = (float)r->lr;
+        float gn = NAN;
+        s = hg_dist_optimizer_step(t->dist, &a, &gn);
+        r->grad_norm = gn;
+        if (s != HG_OK && isfinite(gn)) return s;
+        r->skipped = s != HG_OK;
+    } else if ((s = hg_dist_drop_step(t->dist)) != HG_OK) {
+        return s;
+    }
+    t->step++;
+    t->nan_streak = r->skipped ? t->nan_streak + 1 : 0;
+    r->step = t->step;
+    r->max_steps = t->max_steps;
+    r->tokens = t->tokens;
+    r->seconds = hg_now() - t0;
+    t->ema_seconds = t->ema_seconds > 0 ? 0.9 * t->ema_seconds + 0.1 * r->seconds : r->seconds;
+    r->tokens_per_s = (double)t->accum * t->B * t->T / t->ema_seconds;
+    r->peak_fraction = t->peak_gflops > 0 ? t->flops_per_step / t->ema_seconds / 1e9 / t->peak_gflops : 0;
+    return HG_OK;
+}
+
+/* Mean loss over the first eval-batches batches of the val shards, dropout off. */
+static hg_status evaluate(trainer *t, double *out) {
+    uint64_t n = hg_loader_batches_per_epoch(t->val);
+    if ((uint64_t)t->o.eval_batches < n) n = (uint64_t)t->o.eval_batches;
+    double sum = 0;
+    hg_status s = hg_set_train_mode(t->m, 0);
+    if (s == HG_OK) s = hg_loader_reset(t->val);
+    for (uint64_t i = 0; i < n && s == HG_OK; i++) {
+        float l = 0.0f;
+        s = hg_loader_next(t->val, t->x, t->y);
+        if (s == HG_OK) s = hg_forward(t->m, t->x, t->y, t->Bl, t->T, &l, NULL);
+        sum += l;
+    }
+    hg_set_train_mode(t->m, 1);
+    if (s == HG_OK) s = hg_dist_sum(t->dist, &sum, 1); /* each rank read its own slice */
+    sum /= t->ranks;
+    *out = sum / (double)n;
+    return s;
+}
+
+/* Appends n bytes to a growing string. */
+static int append(char **s, size_t *len, size_t *cap, const void *p, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = (*len + n + 1) * 2;
+        char *g = realloc(*s, c);
+        if (!g) return 1;
+        *s = g, *cap = c;
+    }
+    memcpy(*s + *len, p, n);
+    *len += n;
+    (*s)[*len] = 0;
+    return 0;
+}
+
+/* A sample from the prompt with the current weights, through the KV cache of a batch-1
+ * inference model. The draw is seeded by (seed, step), so a resumed run samples alike. */
+static hg_status sample(trainer *t, char **text) {
+    const char *prompt = t->o.prompt ? t->o.prompt : "";
+    int cache = t->cfg.max_seq_len;
+    size_t plen = strlen(prompt), cap = plen + 1, n = 0, len = 0, tcap = 0;
+    int32_t *ids = malloc(sizeof *ids * cap);
+    char *out = NULL;
+    uint8_t *piece = malloc(hg_tokenizer_max_token_bytes(t->tok) + 4);
+    hg_decoder *dec = NULL;
+    hg_status s = ids && piece ? HG_OK : HG_ERR_NOMEM;
+    if (s == HG_OK && plen) s = hg_tokenizer_encode(t->tok, prompt, plen, 0, ids, cap, &n);
+    if (s == HG_OK && n == 0) ids[n++] = hg_tokenizer_eot(t->tok) >= 0 ? hg_tokenizer_eot(t->tok) : 0;
+    int keep = cache - 1 < (int)n ? cache - 1 : (int)n; /* a long prompt keeps its end */
+    if (s == HG_OK) s = hg_model_copy_params(t->gen, t->m);
+    if (s == HG_OK) s = hg_kv_forward(t->gen, ids + n - keep, keep, t->logits);
+    if (s == HG_OK) s = hg_decoder_create(&dec, t->tok);
+    if (s == HG_OK && append(&out, &len, &tcap, "", 0)) s = HG_ERR_NOMEM;
+    hg_sampling sp = {(float)t->o.temperature, t->o.top_k, (float)t->o.top_p};
+    uint64_t rng = (uint64_t)t->o.seed * 0x9E3779B97F4A7C15ull ^ (uint64_t)t->step;
+    for (int i = 0; i < t->o.sample_tokens && s == HG_OK && hg_kv_length(t->gen) < cache; i++) {
+        int32_t id;
+        size_t nb;
+        s = hg_sample(t->logits, t->cfg.vocab_size, &sp, &rng, &id);
+        if (s != HG_OK || id == hg_tokenizer_eot(t->tok)) break;
+        s = hg_decoder_push(dec, id, piece, hg_tokenizer_max_token_bytes(t->tok) + 4, &nb);
+        if (s == HG_OK && append(&out, &len, &tcap, piece, nb)) s = HG_ERR_NOMEM;
+        if (s == HG_OK && hg_kv_length(t->gen) < cache) s = hg_kv_forward(t->gen, &id, 1, t->logits);
+    }
+    size_t nb;
+    if (s == HG_OK && hg_decoder_flush(dec, piece, 8, &nb) == HG_OK && append(&out, &len, &tcap, piece, nb)) s = HG_ERR_NOMEM;
+    hg_kv_reset(t->gen);
+    hg_decoder_free(dec);
+    free(ids);
+    free(piece);
+    if (s != HG_OK) {
+        free(out);
+        return s;
+    }
+    *text = out;
+    return HG_OK;
+}
+
+/* ---- checkpoints ---- */
+
+static int finite_state(const hg_model *m) {
+    for (int i = 0; i < hg_param_count(m); i++) {
+        hg_param_info p;
+        hg_param_at(m, i, &p);
+        for (int64_t j = 0; j < p.numel; j++)
+            if (!isfinite(p.data[j]) || (p.adam_m && (!isfinite(p.adam_m[j]) || !isfinite(p.adam_v[j])))) return 0;
+    }
+    return 1;
+}
+
+/* With other ranks: HG_ERR_IO on every rank when s failed on any (*others: not here). */
+static hg_status agree(trainer *t, hg_status s, int *others) {
+    double failed = s != HG_OK;
+    hg_status c = hg_dist_sum(t->dist, &failed, 1);
+    if (c != HG_OK) return c;
+    if (s == HG_OK && failed > 0) *others = 1, s = HG_ERR_IO;
+    return s;
+}
+
+/* Writes ckpt_<step>/ atomically, then prunes. Rank 0 writes; every rank contributes
+ * its slice of the optimizer state. */
+static int save_checkpoint(trainer *t) {
+    if (!finite_state(t->m)) { /* the same on every rank */
+        train_log_say(&t->log, "not writing a checkpoint at step %lld: parameters or moments hold NaN or Inf",
+                      (long long)t->step);
+        return 1;
+    }
+    int r0 = t->rank == 0;
+    char tmp[PATH_MAX], p[PATH_MAX + 32];
+    hg_train_state st = {.step = t->step, .tokens = t->tokens, .B = t->B, .T = t->T, .world_size = t->ranks,
+                         .seed = (uint64_t)t->o.seed};
+    hg_loader_position pos = hg_loader_tell(t->train);
+    st.epoch = pos.epoch;
+    st.batch = pos.batch;
+    char *run = r0 ? train_opts_to_json(&t->o) : NULL;
+    hg_status s = !r0 ? HG_OK : run ? hg_checkpoint_begin(t->o.out, t->step, tmp, sizeof tmp) : HG_ERR_NOMEM;
+    int begun = r0 && s == HG_OK;
+    if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/model.safetensors", tmp), s = hg_model_save(t->m, p);
+    if (r0) snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+    int others = 0;
+    s = agree(t, s, &others);
+    if (s == HG_OK) s = agree(t, hg_dist_optimizer_save(t->dist, &st, r0 ? p : NULL), &others);
+    if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/run.json", tmp), s = hg_write_file_atomic(p, run, strlen(run));
+    if (r0 && s == HG_OK && t->tok) s = hg_tokenizer_save_hf(t->tok, tmp);
+    if (r0 && s == HG_OK) s = hg_checkpoint_commit(t->o.out, t->step, tmp);
+    s = agree(t, s, &others);
+    free(run);
+    if (s != HG_OK) {
+        char why[1100];
+        snprintf(why, sizeof why, "%s", others ? "another rank failed (its message says why)"
+                                        : s == HG_ERR_NOMEM && r0 && !run ? "out of memory" : hg_last_error());
+        if (begun) hg_checkpoint_abort(tmp);
+        train_log_say(&t->log, "handgrad train: checkpoint at step %lld failed, the previous ones are intact: %s",
+                      (long long)t->step, why);
+        return 1;
+    }
+    t->saved_step = t->step;
+    if (r0 && t->o.keep_last && hg_checkpoint_prune(t->o.out, t->o.keep_last) != HG_OK)
+        train_log_say(&t->log, "warning: pruning old checkpoints: %s", hg_last_error());
+    return 0;
+}
+
+/* ---- the run ---- */
+
+static int due(int64_t every, int64_t step, int64_t last) { return step == last || (every > 0 && step % every == 0); }
+
+static int run(trainer *t) {
+    const train_opts *o = &t->o;
+    if (t->step >= t->max_steps) {
+        train_log_say(&t->log, "already at step %lld of %lld; nothing to train (raise --max-steps to go on)",
+                      (long long)t->step, (long long)t->max_steps);
+    }
+    while (t->step < t->max_steps && !t->stop) {
+        step_record r;
+        if (train_step(t, &r) != HG_OK) return ERR("step %lld: %s", (long long)t->step + 1, hg_last_error());
+        train_log_step(&t->log, &r);
+        if (t->nan_streak >= o->max_nan_steps) {
+            train_log_say(&t->log, "handgrad train: stopping: %d steps in a row had a non-finite loss or gradient norm "
+                          "(last at step %lld); try a lower --lr or --grad-clip. Last checkpoint: step %lld",
+                          t->nan_streak, (long long)t->step, (long long)t->saved_step);
+            train_log_plot(&t->log, 1);
+            return 1;
+        }
+        if (r.skipped)
+            train_log_say(&t->log, "step %lld: non-finite %s, update skipped (%d in a row)", (long long)t->step,
+                          isfinite(r.loss) ? "gradient norm" : "loss", t->nan_streak);
+        if (t->stop) break;
+        if (t->val && due(o->eval_every, t->step, t->max_steps)) {
+            double vl;
+            if (evaluate(t, &vl) != HG_OK) return ERR("evaluation: %s", hg_last_error());
+            train_log_eval(&t->log, t->step, vl);
+        }
+        if (t->gen && due(o->sample_every, t->step, t->max_steps)) {
+            char *text;
+            hg_status s = sample(t, &text);
+            if (s != HG_OK) return ERR("sampling: %s", s == HG_ERR_NOMEM ? "out of memory" : hg_last_error());
+            train_log_sample(&t->log, t->step, o->prompt ? o->prompt : "", text);
+            free(text);
+        }
+        if (due(o->ckpt_every, t->step, t->max_steps) && save_checkpoint(t)) return 1;
+        train_log_plot(&t->log, 0);
+    }
+    train_log_plot(&t->log, 1);
+    if (t->stop) {
+        const char *sig = stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "a signal to another rank";
+        if (t->step > t->saved_step && save_checkpoint(t)) return 1;
+        if (t->step == 0) train_log_say(&t->log, "stopped by %s before the first step", sig);
+        else
+            train_log_say(&t->log, "stopped by %s at step %lld; checkpoint %s/ckpt_%08lld. Continue with: handgrad "
+                          "train --resume --out %s", sig, (long long)t->step, o->out, (long long)t->saved_step, o->out);
+    } else {
+        train_log_say(&t->log, "done: %lld steps, %llu tokens. Log %s/train.jsonl, loss plot %s/loss.svg, checkpoint %s/ckpt_%08lld/",
+                      (long long)t->step, (unsigned long long)t->tokens, o->out, o->out, o->out, (long long)t->saved_step);
+    }
+    return 0;
+}
+
+static void trainer_free(trainer *t) {
+    train_log_close(&t->log);
+    hg_dist_free(t->dist);
+    hg_model_free(t->m);
+    hg_model_free(t->gen);
+    hg_tokenizer_free(t->tok);
+    hg_loader_close(t->train);
+    hg_loader_close(t->val);
+    free(t->x), free(t->y), free(t->logits);
+    train_opts_free(&t->o);
+    hg_comm_close(t->comm);
+}
+
+static int setup(trainer *t, int argc, char **argv) {
+    train_opts *o = &t->o;
+    /* MPI under mpirun or srun, else one rank; only rank 0 prints and writes files */
+    if (hg_comm_open(&t->comm, HG_COMM_AUTO) != HG_OK) return ERR("%s", hg_last_error());
+    t->rank = hg_comm_rank(t->comm), t->ranks = hg_comm_size(t->comm);
+    if (t->ranks > 1) snprintf(rank_tag, sizeof rank_tag, " (rank %d of %d)", t->rank, t->ranks);
+    if (t->rank && !freopen("/dev/null", "w", stdout)) return ERR("cannot silence stdout: %s", strerror(errno));
+    t->log.off = t->rank != 0;
+    int rc = train_opts_parse(o, argc, argv, t->resumed_from, sizeof t->resumed_from);
+    if (rc) return rc;
+    if (!o->out) return ERR("give the run folder with --out DIR");
+    if (!o->train) return ERR("give the training shards with --train GLOB");
+    if (check_out_dir(o->out)) return 1;
+    char any[PATH_MAX];
+    if (!o->resume && is_dir(o->out) && hg_checkpoint_latest(o->out, any, sizeof any, NULL) == HG_OK)
+        return ERR("--out %s already holds checkpoints (%s): pass --resume to continue, or choose another folder",
+                   o->out, any);
+    char weights[PATH_MAX];
+    if (load_tokenizer(t) || resolve_config(t, weights, sizeof weights) || plan(t)) return 1;
+    if (o->sample_every && !t->tok) return ERR("--sample-every needs a tokenizer (--tokenizer PATH)");
+    if (open_loader(t, &t->train, "--train", o->train, !o->sequential)) return 1;
+    if (o->val && open_loader(t, &t->val, "--val", o->val, 0)) return 1;
+    if (create_models(t, weights)) return 1;
+    t->peak_gflops = o->peak_gflops;
+    if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
+    /* everything checked: only now is anything written */
+    if (t->rank == 0 && mkdir_p(o->out)) return 1;
+    if (t->rank == 0 && train_log_open(&t->log, o->out, t->resumed_from[0] ? t->step : -1, o->print_every)) return 1;
+    const hg_options *mo = hg_model_options(t->m);
+    printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters; %s\n", t->cfg.n_layer, t->cfg.n_head,
+           t->cfg.d_model, t->cfg.vocab_size, (double)hg_config_param_count(&t->cfg, 1) / 1e6,
+           t->resumed_from[0] ? t->resumed_from : o->init_from ? o->init_from : o->init_from_hf ? o->init_from_hf : "new");
+    printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %d thread%s\n",
+           (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
+           (long long)t->B * t->T * t->accum, (long long)t->max_steps, mo->threads, mo->threads == 1 ? "" : "s");
+    if (t->ranks > 1)
+        printf("data parallel: %d ranks (%s), %d sequences each per micro-batch%s\n", t->ranks, hg_comm_name(t->comm),
+               t->Bl, o->zero ? ", AdamW state sharded (ZeRO-1)" : "");
+    if (t->resumed_from[0]) printf("resuming at step %lld from %s\n", (long long)t->step, t->resumed_from);
+    else if (o->resume) printf("no checkpoint in %s yet: starting from step 0\n", o->out);
+    fflush(stdout);
+    return 0;
+}
+
+int cmd_train(int argc, char **argv) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    train_opts_defaults(&t.o);
+    install_signals();
+    int rc = setup(&t, argc, argv);
+    if (rc == 0) rc = run(&t);
+    trainer_free(&t);
+    return rc < 0 ? 0 : rc;
+}

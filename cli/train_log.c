@@ -1,0 +1,249 @@
+/* Progress bar, train.jsonl and loss.svg for `handgrad train` (train_log.h). */
+#include "train_log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "cli_io.h"
+#include "core/timer.h"
+#include "handgrad.h"
+#include "svg.h"
+
+static int push(double **x, double **y, int *n, int *cap, double a, double b) {
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 1024;
+        double *nx = realloc(*x, sizeof **x * (size_t)c);
+        if (nx) *x = nx;
+        double *ny = nx ? realloc(*y, sizeof **y * (size_t)c) : NULL;
+        if (ny) *y = ny;
+        if (!nx || !ny) return 1;
+        *cap = c;
+    }
+    (*x)[*n] = a;
+    (*y)[(*n)++] = b;
+    return 0;
+}
+
+/* Keeps the records of steps <= keep from an earlier train.jsonl and reloads the
+ * history; the file is rewritten atomically when anything is dropped. */
+static int rewind_log(train_log *l, int64_t keep) {
+    size_t len;
+    FILE *probe = fopen(l->jsonl_path, "rb");
+    if (!probe) return 0; /* no log yet */
+    fclose(probe);
+    char *text = (char *)cli_read_input("train", l->jsonl_path, &len);
+    if (!text) return 1;
+    size_t kept = 0;
+    int dropped = 0;
+    for (size_t i = 0; i < len;) {
+        size_t e = i;
+        while (e < len && text[e] != '\n') e++;
+        cJSON *j = cJSON_ParseWithLength(text + i, e - i);
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "step");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
+        int keepit = cJSON_IsNumber(st) && st->valuedouble <= (double)keep;
+        if (keepit) {
+            const cJSON *loss = cJSON_GetObjectItemCaseSensitive(j, "loss");
+            const cJSON *val = cJSON_GetObjectItemCaseSensitive(j, "val_loss");
+            int is_step = cJSON_IsString(type) && !strcmp(type->valuestring, "step");
+            if (is_step && cJSON_IsNumber(loss)) push(&l->tx, &l->ty, &l->nt, &l->ct, st->valuedouble, loss->valuedouble);
+            if (cJSON_IsNumber(val)) push(&l->vx, &l->vy, &l->nv, &l->cv, st->valuedouble, val->valuedouble);
+            memmove(text + kept, text + i, e - i);
+            kept += e - i;
+            text[kept++] = '\n';
+        } else {
+            dropped = 1;
+        }
+        cJSON_Delete(j);
+        i = e + 1;
+    }
+    int rc = 0;
+    if (dropped && hg_write_file_atomic(l->jsonl_path, text, kept) != HG_OK) rc = cli_fail("train");
+    free(text);
+    return rc;
+}
+
+int train_log_open(train_log *l, const char *dir, int64_t resume_step, int64_t print_every) {
+    memset(l, 0, sizeof *l);
+    size_t n = strlen(dir) + 16;
+    l->jsonl_path = malloc(n);
+    l->svg_path = malloc(n);
+    if (!l->jsonl_path || !l->svg_path) return fprintf(stderr, "handgrad train: out of memory\n"), 1;
+    snprintf(l->jsonl_path, n, "%s/train.jsonl", dir);
+    snprintf(l->svg_path, n, "%s/loss.svg", dir);
+    l->tty = isatty(1);
+    l->print_every = print_every;
+    l->last_line = l->last_plot = hg_now();
+    if (resume_step >= 0 && rewind_log(l, resume_step)) return 1;
+    l->jsonl = fopen(l->jsonl_path, resume_step >= 0 ? "a" : "w");
+    if (!l->jsonl) {
+        fprintf(stderr, "handgrad train: %s: %s\n", l->jsonl_path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static void clear_bar(train_log *l) {
+    if (l->tty && l->bar_shown) fputs("\r\033[K", stdout);
+    l->bar_shown = 0;
+}
+
+void train_log_close(train_log *l) {
+    clear_bar(l);
+    fflush(stdout);
+    if (l->jsonl) fclose(l->jsonl);
+    free(l->jsonl_path);
+    free(l->svg_path);
+    free(l->tx), free(l->ty), free(l->vx), free(l->vy);
+    memset(l, 0, sizeof *l);
+}
+
+/* A JSON number, or null for NaN and Inf (JSON has neither). */
+static void json_num(FILE *f, const char *key, double v, const char *fmt) {
+    fprintf(f, ", \"%s\": ", key);
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
+}
+
+static void duration(char *buf, size_t cap, double s) {
+    if (!isfinite(s) || s < 0) snprintf(buf, cap, "--");
+    else if (s < 3600) snprintf(buf, cap, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+static void rate(char *buf, size_t cap, double tps) {
+    if (tps >= 1e6) snprintf(buf, cap, "%.2fM", tps / 1e6);
+    else if (tps >= 1e3) snprintf(buf, cap, "%.1fk", tps / 1e3);
+    else snprintf(buf, cap, "%.0f", tps);
+}
+
+static int term_width(void) {
+    struct winsize w;
+    return ioctl(1, TIOCGWINSZ, &w) == 0 && w.ws_col > 20 ? w.ws_col : 100;
+}
+
+void train_log_step(train_log *l, const step_record *r) {
+    if (l->off) return;
+    FILE *f = l->jsonl;
+    fprintf(f, "{\"type\": \"step\", \"step\": %lld", (long long)r->step);
+    json_num(f, "loss", r->loss, "%.9g");
+    json_num(f, "lr", r->lr, "%.9g");
+    json_num(f, "grad_norm", r->grad_norm, "%.9g");
+    fprintf(f, ", \"tokens\": %llu", (unsigned long long)r->tokens);
+    json_num(f, "seconds", r->seconds, "%.6f");
+    json_num(f, "tokens_per_s", r->tokens_per_s, "%.1f");
+    if (r->skipped) fputs(", \"skipped\": true", f);
+    fputs("}\n", f);
+    fflush(f);
+    if (!r->skipped) push(&l->tx, &l->ty, &l->nt, &l->ct, (double)r->step, r->loss);
+
+    double now = hg_now();
+    int last = r->step == r->max_steps;
+    char eta[32], tps[32], line[512];
+    double tokens_per_step = (double)r->tokens / (double)r->step;
+    duration(eta, sizeof eta, r->tokens_per_s > 0 ? (double)(r->max_steps - r->step) * tokens_per_step / r->tokens_per_s : NAN);
+    rate(tps, sizeof tps, r->tokens_per_s);
+    int w = snprintf(line, sizeof line, "loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.0f%% peak | ETA %s", r->loss,
+                     r->lr, r->grad_norm, tps, 100 * r->peak_fraction, eta);
+    if (l->tty) {
+        if (!last && now - l->last_draw < 0.1) return;
+        l->last_draw = now;
+        int width = term_width();
+        char head[64];
+        int hw = snprintf(head, sizeof head, "step %lld/%lld ", (long long)r->step, (long long)r->max_steps);
+        int barw = width - hw - w - 12;
+        fputs("\r\033[K", stdout);
+        fputs(head, stdout);
+        if (barw >= 10) {
+            if (barw > 40) barw = 40;
+            int fill = (int)((double)barw * (double)r->step / (double)r->max_steps);
+            fputc('[', stdout);
+            for (int i = 0; i < barw; i++) fputc(i < fill ? '#' : '.', stdout);
+            fprintf(stdout, "] %3d%% ", (int)(100 * r->step / r->max_steps));
+        }
+        fprintf(stdout, "| %.*s", width - hw - (barw >= 10 ? barw + 8 : 0) - 3, line);
+        l->bar_shown = 1;
+        fflush(stdout);
+    } else {
+        int due = l->print_every > 0 ? r->step % l->print_every == 0 : now - l->last_line >= 5.0;
+        if (!due && !last && l->lines && !r->skipped) return;
+        l->lines++;
+        l->last_line = now;
+        printf("step %lld/%lld | %s%s\n", (long long)r->step, (long long)r->max_steps, line,
+               r->skipped ? " | skipped" : "");
+        fflush(stdout);
+    }
+}
+
+void train_log_say(train_log *l, const char *fmt, ...) {
+    clear_bar(l);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+void train_log_eval(train_log *l, int64_t step, double val_loss) {
+    if (l->off) return;
+    fprintf(l->jsonl, "{\"type\": \"eval\", \"step\": %lld", (long long)step);
+    json_num(l->jsonl, "val_loss", val_loss, "%.9g");
+    json_num(l->jsonl, "val_ppl", exp(val_loss), "%.6g");
+    fputs("}\n", l->jsonl);
+    fflush(l->jsonl);
+    push(&l->vx, &l->vy, &l->nv, &l->cv, (double)step, val_loss);
+    train_log_say(l, "step %lld: val loss %.4f, perplexity %.2f", (long long)step, val_loss, exp(val_loss));
+    train_log_plot(l, 1);
+}
+
+void train_log_sample(train_log *l, int64_t step, const char *prompt, const char *text) {
+    if (l->off) return;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "type", "sample");
+    cJSON_AddNumberToObject(j, "step", (double)step);
+    cJSON_AddStringToObject(j, "prompt", prompt);
+    cJSON_AddStringToObject(j, "text", text);
+    char *s = cJSON_PrintUnformatted(j);
+    if (s) fprintf(l->jsonl, "%s\n", s);
+    fflush(l->jsonl);
+    free(s);
+    cJSON_Delete(j);
+    size_t n = strlen(text);
+    train_log_say(l, "---- sample at step %lld ----\n%s%s%s----", (long long)step, prompt, text,
+                  n && text[n - 1] == '\n' ? "" : "\n");
+}
+
+void train_log_plot(train_log *l, int force) {
+    if (l->off) return;
+    double now = hg_now();
+    if (!force && now - l->last_plot < 10.0) return;
+    l->last_plot = now;
+    /* at most ~1000 train points: means over equal runs of steps */
+    int stride = l->nt / 1000 + 1, n = (l->nt + stride - 1) / stride;
+    double *x = malloc(sizeof *x * (size_t)(n + 1)), *y = malloc(sizeof *y * (size_t)(n + 1));
+    if (!x || !y) {
+        free(x), free(y);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        double sx = 0, sy = 0;
+        int k = 0;
+        for (int j = i * stride; j < l->nt && j < (i + 1) * stride; j++, k++) sx += l->tx[j], sy += l->ty[j];
+        x[i] = sx / k;
+        y[i] = sy / k;
+    }
+    svg_series s[2] = {{"train loss", x, y, n, 0, 0}, {"val loss", l->vx, l->vy, l->nv, 0, 1}};
+    svg_plot p = {.title = "handgrad train", .xlabel = "step", .ylabel = "loss (nats/token)", .series = s,
+                  .nseries = l->nv ? 2 : 1};
+    if (svg_write(l->svg_path, &p) != 0)
+        fprintf(stderr, "handgrad train: warning: %s: %s\n", l->svg_path, strerror(errno));
+    free(x);
+    free(y);
+}

@@ -1,0 +1,47 @@
+/* What `handgrad train` shows and records: the live progress bar (a terminal) or plain
+ * lines (a pipe or file), train.jsonl (one object per step, eval and sample records),
+ * and loss.svg (train and val loss), all in the run folder. */
+#ifndef HG_CLI_TRAIN_LOG_H
+#define HG_CLI_TRAIN_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct step_record {
+    int64_t step;      /* 1-based: the step just taken */
+    int64_t max_steps;
+    double loss;       /* mean over the micro-batches; NaN or Inf when skipped */
+    double lr, grad_norm;
+    uint64_t tokens;   /* consumed so far */
+    double seconds;    /* this step's wall time */
+    double tokens_per_s, peak_fraction; /* smoothed */
+    int skipped;       /* the update was not applied (non-finite loss or gradient norm) */
+} step_record;
+
+typedef struct train_log {
+    char *jsonl_path, *svg_path;
+    FILE *jsonl;
+    double *tx, *ty, *vx, *vy; /* train and val loss history, for the plot */
+    int nt, ct, nv, cv;
+    int tty;                   /* stdout is a terminal: draw a bar */
+    int bar_shown;
+    int64_t lines;             /* plain lines printed */
+    int64_t print_every;
+    double last_draw, last_line, last_plot;
+    int off;                   /* writes no files (data-parallel ranks other than 0) */
+} train_log;
+
+/* Opens DIR/train.jsonl for appending. With resume_step >= 0, first drops the records
+ * after that step (the run continues from there) and reloads the loss history. */
+int train_log_open(train_log *l, const char *dir, int64_t resume_step, int64_t print_every);
+void train_log_close(train_log *l);
+
+void train_log_step(train_log *l, const step_record *r);
+void train_log_eval(train_log *l, int64_t step, double val_loss);
+void train_log_sample(train_log *l, int64_t step, const char *prompt, const char *text);
+/* Redraws loss.svg (at most every 10 s unless force). */
+void train_log_plot(train_log *l, int force);
+/* Prints a line above the progress bar. */
+void train_log_say(train_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,410 @@
+/* Checkpoints: weights and optimizer state as safetensors (metadata parsed here), and
+ * the run folder's checkpoint folders: begin, commit, prune, find the newest. */
+#define _GNU_SOURCE
+#include "train/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "io/atomic.h"
+#include "model/gpt.h"
+
+/* ---- metadata ---- */
+
+char *ckpt_config_json(const hg_config *c) {
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "{\"vocab_size\":%d,\"max_seq_len\":%d,\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"d_ff\":%d,"
+             "\"dropout\":%.9g}",
+             c->vocab_size, c->max_seq_len, c->n_layer, c->n_head, c->d_model, gpt_dff(c), (double)c->dropout);
+    return strdup(buf);
+}
+
+static hg_status json_int(const char *file, const cJSON *o, const char *key, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble)
+        return hg_fail(HG_ERR_FORMAT, "%s: config field '%s' is missing or not an integer", file, key);
+    *out = (int)v->valuedouble;
+    return HG_OK;
+}
+
+hg_status ckpt_config_parse(const char *file, const char *json, hg_config *out) {
+    cJSON *o = cJSON_Parse(json);
+    hg_status s = cJSON_IsObject(o) ? HG_OK : hg_fail(HG_ERR_FORMAT, "%s: metadata 'config' is not a JSON object", file);
+    hg_config c = {0};
+    if (s == HG_OK) s = json_int(file, o, "vocab_size", &c.vocab_size);
+    if (s == HG_OK) s = json_int(file, o, "max_seq_len", &c.max_seq_len);
+    if (s == HG_OK) s = json_int(file, o, "n_layer", &c.n_layer);
+    if (s == HG_OK) s = json_int(file, o, "n_head", &c.n_head);
+    if (s == HG_OK) s = json_int(file, o, "d_model", &c.d_model);
+    if (s == HG_OK) s = json_int(file, o, "d_ff", &c.d_ff);
+    if (s == HG_OK) {
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dropout");
+        if (d && !cJSON_IsNumber(d)) s = hg_fail(HG_ERR_FORMAT, "%s: config field 'dropout' is not a number", file);
+        c.dropout = d ? (float)d->valuedouble : 0.0f;
+    }
+    cJSON_Delete(o);
+    if (s == HG_OK && hg_config_validate(&c) != HG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", hg_last_error());
+        s = hg_fail(HG_ERR_FORMAT, "%s: bad config in metadata: %s", file, why);
+    }
+    if (s == HG_OK) *out = c;
+    return s;
+}
+
+hg_status ckpt_read_config(const hg_st_file *f, const char *file, const char *format, hg_config *out) {
+    const char *fmt = hg_st_metadata(f, "format"), *ver = hg_st_metadata(f, "version");
+    const char *cfg = hg_st_metadata(f, "config");
+    if (!fmt || strcmp(fmt, format))
+        return hg_fail(HG_ERR_FORMAT, "%s: metadata 'format' is '%s', expected '%s' (not a handgrad checkpoint file?)",
+                       file, fmt ? fmt : "(none)", format);
+    if (!ver || strcmp(ver, CKPT_VERSION))
+        return hg_fail(HG_ERR_FORMAT, "%s: checkpoint version '%s' is not supported (this build reads version %s)",
+                       file, ver ? ver : "(none)", CKPT_VERSION);
+    if (!cfg) return hg_fail(HG_ERR_FORMAT, "%s: metadata has no 'config'", file);
+    return ckpt_config_parse(file, cfg, out);
+}
+
+/* A metadata value as a decimal integer in [0, max]. */
+static hg_status meta_u64(const hg_st_file *f, const char *file, const char *key, uint64_t max, uint64_t *out) {
+    const char *v = hg_st_metadata(f, key);
+    if (!v) return hg_fail(HG_ERR_FORMAT, "%s: metadata has no '%s'", file, key);
+    uint64_t x = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (x > (UINT64_MAX - 9) / 10) break;
+        x = 10 * x + (uint64_t)(*p - '0');
+    }
+    if (p == v || *p || x > max)
+        return hg_fail(HG_ERR_FORMAT, "%s: metadata '%s' = '%s' is not an integer in [0, %" PRIu64 "]", file, key, v, max);
+    *out = x;
+    return HG_OK;
+}
+
+hg_status ckpt_read_state(const hg_st_file *f, const char *file, ckpt_state *out) {
+    uint64_t v[10];
+    static const char *const keys[10] = {"step", "adam_t", "rng_counter", "tokens", "loader_epoch", "loader_batch",
+                                         "batch", "seq_len", "world_size", "seed"};
+    static const uint64_t max[10] = {INT64_MAX, INT64_MAX, UINT32_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX,
+                                     1 << 20, 1 << 20, 1 << 20, UINT64_MAX};
+    for (int i = 0; i < 10; i++) HG_TRY(meta_u64(f, file, keys[i], max[i], &v[i]));
+    if (!v[6] || !v[7] || !v[8]) return hg_fail(HG_ERR_FORMAT, "%s: metadata batch, seq_len and world_size must be >= 1", file);
+    ckpt_state s = {.train = {.step = (int64_t)v[0], .tokens = v[3], .epoch = v[4], .batch = v[5], .B = (int)v[6],
+                              .T = (int)v[7], .world_size = (int)v[8], .seed = v[9]},
+                    .adam_t = (int64_t)v[1], .rng_counter = v[2]};
+    *out = s;
+    return HG_OK;
+}
+
+/* ---- weights and optimizer files ---- */
+
+/* One entry per parameter of buffer buf (param, adam_m or adam_v), names prefixed. */
+static hg_status entries(const hg_model *m, float *buf, const char *prefix, hg_st_entry *e, char (*names)[80]) {
+    for (int i = 0; i < m->params.count; i++) {
+        const hg_tensor_spec *s = &m->params.specs[i];
+        snprintf(names[i], sizeof names[i], "%s%s", prefix, s->name);
+        e[i].name = names[i];
+        e[i].dtype = HG_ST_F32;
+        e[i].ndim = s->ndim;
+        for (int d = 0; d < s->ndim; d++) e[i].shape[d] = s->shape[d];
+        e[i].data = gpt_param(m, buf, i); /* host memory (gpt_host_begin) */
+    }
+    return HG_OK;
+}
+
+hg_status ckpt_write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
+                             int nbufs, const char *const *meta, int n_meta) {
+    int n = m->params.count;
+    hg_st_entry *e = calloc((size_t)n * nbufs, sizeof *e);
+    char(*names)[80] = calloc((size_t)n * nbufs, sizeof *names);
+    hg_status s = e && names ? HG_OK : hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
+    for (int b = 0; s == HG_OK && b < nbufs; b++) s = entries(m, bufs[b], prefixes[b], e + b * n, names + b * n);
+    if (s == HG_OK) s = hg_st_write(path, e, n * nbufs, meta, n_meta);
+    free(e);
+    free(names);
+    return s;
+}
+
+hg_status hg_model_save(const hg_model *m, const char *path) {
+    if (!m || !path) return hg_fail(HG_ERR_INVALID, "hg_model_save: NULL argument");
+    char *cfg = ckpt_config_json(&m->cfg);
+    if (!cfg) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
+    const char *meta[] = {"format", CKPT_WEIGHTS_FORMAT, "version", CKPT_VERSION, "config", cfg};
+    float *bufs[] = {gpt_host_begin(m, m->param)};
+    const char *prefixes[] = {""};
+    hg_status s = bufs[0] ? ckpt_write_tensors(m, path, bufs, prefixes, 1, meta, 3) : hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
+    gpt_host_free(m->param, bufs[0]);
+    free(cfg);
+    return s;
+}
+
+hg_status hg_checkpoint_config(const char *path, hg_config *out) {
+    if (!path || !out) return hg_fail(HG_ERR_INVALID, "hg_checkpoint_config: NULL argument");
+    hg_st_file *f;
+    HG_TRY(hg_st_open(&f, path));
+    hg_status s = ckpt_read_config(f, path, CKPT_WEIGHTS_FORMAT, out);
+    hg_st_close(f);
+    return s;
+}
+
+/* The shape fields of two configs agree; the message names the first that differs. */
+static hg_status same_shape(const char *file, const hg_config *a, const hg_config *m) {
+    const int fa[] = {a->vocab_size, a->max_seq_len, a->n_layer, a->n_head, a->d_model, gpt_dff(a)};
+    const int fm[] = {m->vocab_size, m->max_seq_len, m->n_layer, m->n_head, m->d_model, gpt_dff(m)};
+    static const char *const names[] = {"vocab_size", "max_seq_len", "n_layer", "n_head", "d_model", "d_ff"};
+    for (int i = 0; i < 6; i++)
+        if (fa[i] != fm[i])
+            return hg_fail(HG_ERR_INVALID, "%s: checkpoint has %s %d but the model has %d", file, names[i], fa[i], fm[i]);
+    return HG_OK;
+}
+
+/* Checks that f holds the tensor prefix+name of every parameter, F32 with the
+ * parameter's shape; with copy=1 also copies them into buf. */
+static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file, const char *prefix, float *buf,
+                              int copy) {
+    char name[80];
+    for (int i = 0; i < m->params.count; i++) {
+        const hg_tensor_spec *s = &m->params.specs[i];
+        snprintf(name, sizeof name, "%s%s", prefix, s->name);
+        const hg_st_tensor *t = hg_st_find(f, name);
+        if (!t) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is missing", file, name);
+        if (t->dtype != HG_ST_F32) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not F32", file, name);
+        int same = t->ndim == s->ndim;
+        for (int d = 0; same && d < s->ndim; d++) same = t->shape[d] == s->shape[d];
+        if (!same)
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has shape (%lld%s) but the model needs (%lld%s%lld)", file, name,
+                           (long long)(t->ndim ? t->shape[0] : 0), t->ndim > 1 ? ", ..." : "", (long long)s->shape[0],
+                           s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL);
+        if (copy) m->be->ops->upload(m->be, gpt_param(m, buf, i), t->data, sizeof(float) * (size_t)s->numel);
+    }
+    return HG_OK;
+}
+
+static hg_status check_count(const hg_st_file *f, const char *file, int expected) {
+    if (hg_st_count(f) != expected)
+        return hg_fail(HG_ERR_FORMAT, "%s: holds %d tensors, expected %d for this model", file, hg_st_count(f), expected);
+    return HG_OK;
+}
+
+hg_status hg_model_load(hg_model *m, const char *path) {
+    if (!m || !path) return hg_fail(HG_ERR_INVALID, "hg_model_load: NULL argument");
+    hg_st_file *f;
+    HG_TRY(hg_st_open(&f, path));
+    hg_config c;
+    hg_status s = ckpt_read_config(f, path, CKPT_WEIGHTS_FORMAT, &c);
+    if (s == HG_OK) s = same_shape(path, &c, &m->cfg);
+    if (s == HG_OK) s = check_count(f, path, m->params.count);
+    if (s == HG_OK) s = read_tensors(m, f, path, "", m->param, 0);
+    if (s == HG_OK) s = read_tensors(m, f, path, "", m->param, 1);
+    if (s == HG_OK) gpt_refresh_weights(m, 0, m->params.bytes / sizeof(float));
+    if (s == HG_OK) s = m->be->ops->sync(m->be);
+    hg_st_close(f);
+    return s;
+}
+
+hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *st, const char *path) {
+    if (!m || !st || !path) return hg_fail(HG_ERR_INVALID, "hg_optimizer_save: NULL argument");
+    if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
+    if (m->opt.shards > 1)
+        return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): save it with hg_dist_optimizer_save",
+                       m->opt.shards);
+    float *mo = gpt_host_begin(m, m->adam_m), *vo = mo ? gpt_host_begin(m, m->adam_v) : NULL;
+    hg_status s = vo ? ckpt_optimizer_write(m, st, path, mo, vo) : hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
+    gpt_host_free(m->adam_m, mo);
+    gpt_host_free(m->adam_v, vo);
+    return s;
+}
+
+hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, const char *path, float *mbuf, float *vbuf) {
+    char *cfg = ckpt_config_json(&m->cfg);
+    if (!cfg) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
+    char v[10][24];
+    snprintf(v[0], 24, "%" PRId64, st->step);
+    snprintf(v[1], 24, "%" PRId64, m->adam_t);
+    snprintf(v[2], 24, "%" PRIu32, m->rng_step);
+    snprintf(v[3], 24, "%" PRIu64, st->tokens);
+    snprintf(v[4], 24, "%" PRIu64, st->epoch);
+    snprintf(v[5], 24, "%" PRIu64, st->batch);
+    snprintf(v[6], 24, "%d", st->B);
+    snprintf(v[7], 24, "%d", st->T);
+    snprintf(v[8], 24, "%d", st->world_size);
+    snprintf(v[9], 24, "%" PRIu64, st->seed);
+    const char *meta[] = {"format", CKPT_OPTIMIZER_FORMAT, "version", CKPT_VERSION, "config", cfg,
+                          "step", v[0], "adam_t", v[1], "rng_counter", v[2], "tokens", v[3],
+                          "loader_epoch", v[4], "loader_batch", v[5], "batch", v[6], "seq_len", v[7],
+                          "world_size", v[8], "seed", v[9]};
+    float *bufs[] = {mbuf, vbuf};
+    const char *prefixes[] = {"m.", "v."};
+    hg_status s = ckpt_write_tensors(m, path, bufs, prefixes, 2, meta, (int)(sizeof meta / sizeof meta[0] / 2));
+    free(cfg);
+    return s;
+}
+
+hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *st) {
+    if (!m || !path || !st) return hg_fail(HG_ERR_INVALID, "hg_optimizer_load: NULL argument");
+    if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
+    hg_st_file *f;
+    HG_TRY(hg_st_open(&f, path));
+    hg_config c;
+    ckpt_state cs;
+    hg_status s = ckpt_read_config(f, path, CKPT_OPTIMIZER_FORMAT, &c);
+    if (s == HG_OK) s = same_shape(path, &c, &m->cfg);
+    if (s == HG_OK) s = ckpt_read_state(f, path, &cs);
+    if (s == HG_OK) s = check_count(f, path, 2 * m->params.count);
+    if (s == HG_OK) s = read_tensors(m, f, path, "m.", m->adam_m, 0);
+    if (s == HG_OK) s = read_tensors(m, f, path, "v.", m->adam_v, 0);
+    /* whole tensors in the file; a sharded (ZeRO-1) model keeps its slice */
+    for (int i = 0; s == HG_OK && i < m->params.count; i++) {
+        char nm[80], nv[80];
+        snprintf(nm, sizeof nm, "m.%s", m->params.specs[i].name);
+        snprintf(nv, sizeof nv, "v.%s", m->params.specs[i].name);
+        gpt_moments_set(m, i, (const float *)hg_st_find(f, nm)->data, (const float *)hg_st_find(f, nv)->data);
+    }
+    if (s == HG_OK) {
+        m->adam_t = cs.adam_t;
+        m->rng_step = (uint32_t)cs.rng_counter;
+        *st = cs.train;
+    }
+    hg_st_close(f);
+    return s;
+}
+
+/* ---- the run folder ---- */
+
+#define CKPT_PREFIX "ckpt_"
+
+/* The step of a checkpoint folder name "ckpt_<digits>" (with_tmp: "ckpt_<digits>.tmp"), or -1. */
+static int64_t ckpt_step_of(const char *name, int with_tmp) {
+    if (strncmp(name, CKPT_PREFIX, strlen(CKPT_PREFIX))) return -1;
+    const char *p = name + strlen(CKPT_PREFIX), *start = p;
+    int64_t step = 0;
+    for (; *p >= '0' && *p <= '9' && p - start < 18; p++) step = 10 * step + (*p - '0');
+    if (p == start) return -1;
+    return strcmp(p, with_tmp ? ".tmp" : "") ? -1 : step;
+}
+
+hg_status hg_checkpoint_begin(const char *run_dir, int64_t step, char *tmp_dir, size_t cap) {
+    if (!run_dir || !tmp_dir || step < 0) return hg_fail(HG_ERR_INVALID, "hg_checkpoint_begin: bad argument");
+    if ((size_t)snprintf(tmp_dir, cap, "%s/" CKPT_PREFIX "%08" PRId64 ".tmp", run_dir, step) >= cap)
+        return hg_fail(HG_ERR_INVALID, "%s: path too long", run_dir);
+    hg_remove_dir(tmp_dir); /* left by a crash */
+    if (mkdir(tmp_dir, 0755) != 0) return hg_fail(HG_ERR_IO, "%s: cannot create: %s", tmp_dir, strerror(errno));
+    return HG_OK;
+}
+
+void hg_checkpoint_abort(const char *tmp_dir) {
+    if (tmp_dir) hg_remove_dir(tmp_dir);
+}
+
+hg_status hg_checkpoint_commit(const char *run_dir, int64_t step, const char *tmp_dir) {
+    if (!run_dir || !tmp_dir) return hg_fail(HG_ERR_INVALID, "hg_checkpoint_commit: NULL argument");
+    char final[PATH_MAX];
+    snprintf(final, sizeof final, "%s/" CKPT_PREFIX "%08" PRId64, run_dir, step);
+    HG_TRY(hg_fsync_dir(tmp_dir));
+    struct stat sb;
+    if (stat(final, &sb) == 0) {
+        /* the same step again (a run resumed and stopped at once): swap, drop the old */
+        if (renameat2(AT_FDCWD, tmp_dir, AT_FDCWD, final, RENAME_EXCHANGE) != 0)
+            return hg_fail(HG_ERR_IO, "%s: cannot replace with %s: %s", final, tmp_dir, strerror(errno));
+        hg_remove_dir(tmp_dir);
+    } else if (rename(tmp_dir, final) != 0) {
+        return hg_fail(HG_ERR_IO, "%s: cannot rename to %s: %s", tmp_dir, final, strerror(errno));
+    }
+    return hg_fsync_dir(run_dir);
+}
+
+/* Steps of the complete checkpoints in run_dir, ascending; *n receives the count. */
+static hg_status list_steps(const char *run_dir, int64_t **steps, int *n) {
+    *steps = NULL;
+    *n = 0;
+    DIR *d = opendir(run_dir);
+    if (!d) return hg_fail(HG_ERR_IO, "%s: cannot open folder: %s", run_dir, strerror(errno));
+    int cap = 0;
+    struct dirent *e;
+    hg_status s = HG_OK;
+    while ((e = readdir(d)) && s == HG_OK) {
+        int64_t step = ckpt_step_of(e->d_name, 0);
+        if (step < 0) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *g = realloc(*steps, sizeof **steps * (size_t)cap);
+            if (!g) {
+                s = hg_fail(HG_ERR_NOMEM, "out of memory listing %s", run_dir);
+                break;
+            }
+            *steps = g;
+        }
+        (*steps)[(*n)++] = step;
+    }
+    closedir(d);
+    for (int i = 1; i < *n; i++) /* insertion sort: a handful of entries */
+        for (int j = i; j > 0 && (*steps)[j - 1] > (*steps)[j]; j--) {
+            int64_t t = (*steps)[j];
+            (*steps)[j] = (*steps)[j - 1];
+            (*steps)[j - 1] = t;
+        }
+    return s;
+}
+
+hg_status hg_checkpoint_prune(const char *run_dir, int keep) {
+    if (!run_dir || keep < 1) return hg_fail(HG_ERR_INVALID, "hg_checkpoint_prune: keep must be >= 1");
+    int64_t *steps;
+    int n;
+    HG_TRY(list_steps(run_dir, &steps, &n));
+    char p[PATH_MAX];
+    for (int i = 0; i < n - keep; i++) {
+        snprintf(p, sizeof p, "%s/" CKPT_PREFIX "%08" PRId64, run_dir, steps[i]);
+        hg_remove_dir(p);
+    }
+    free(steps);
+    DIR *d = opendir(run_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (ckpt_step_of(e->d_name, 1) >= 0) {
+            snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
+            hg_remove_dir(p);
+        }
+    if (d) closedir(d);
+    return hg_fsync_dir(run_dir);
+}
+
+hg_status hg_checkpoint_latest(const char *run_dir, char *ckpt_dir, size_t cap, int64_t *step) {
+    if (!run_dir || !ckpt_dir) return hg_fail(HG_ERR_INVALID, "hg_checkpoint_latest: NULL argument");
+    int64_t *steps;
+    int n;
+    HG_TRY(list_steps(run_dir, &steps, &n));
+    int64_t last = n ? steps[n - 1] : -1;
+    free(steps);
+    if (last < 0) return hg_fail(HG_ERR_IO, "%s: no checkpoint (ckpt_NNNNNNNN/) in this folder", run_dir);
+    if ((size_t)snprintf(ckpt_dir, cap, "%s/" CKPT_PREFIX "%08" PRId64, run_dir, last) >= cap)
+        return hg_fail(HG_ERR_INVALID, "%s: path too long", run_dir);
+    if (step) *step = last;
+    return HG_OK;
+}
+
+hg_status hg_checkpoint_resolve(const char *path, char *weights, size_t cap) {
+    if (!path || !weights) return hg_fail(HG_ERR_INVALID, "hg_checkpoint_resolve: NULL argument");
+    struct stat sb;
+    if (stat(path, &sb) != 0) return hg_fail(HG_ERR_IO, "%s: %s", path, strerror(errno));
+    char dir[PATH_MAX];
+    if (!S_ISDIR(sb.st_mode)) snprintf(dir, sizeof dir, "%s", "");
+    else {
+        char probe[PATH_MAX];
+        snprintf(probe, sizeof probe, "%s/model.safetensors", path);
+        if (stat(probe, &sb) == 0) snprintf(dir, sizeof dir, "%s", path);
+        else HG_TRY(hg_checkpoint_latest(path, dir, sizeof dir, NULL));
+    }
+    int len = dir[0] ? snprintf(weights, cap, "%s/model.safetensors", dir) : snprintf(weights, cap, "%s", path);
+    if (len < 0 || (size_t)len >= cap) return hg_fail(HG_ERR_INVALID, "%s: path too long", path);
+    return HG_OK;
+}

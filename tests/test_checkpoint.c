@@ -1,0 +1,309 @@
+/* Checkpoints: the safetensors writer against the reader; weights and optimizer state
+ * round-trip bit for bit and a restored model continues with bit-identical losses;
+ * bad files (another shape, truncated, header length beyond the file, overlapping
+ * offsets, a wrong dtype, a missing tensor) are refused with the model unchanged; a
+ * write that fails part way (a file size limit, as a full disk would) leaves the old
+ * file whole and no temporary behind; run folders: begin, commit, latest, prune. */
+#include <signal.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "handgrad.h"
+#include "io/safetensors.h"
+
+#define CHECK_FAILS(call, want, text)                                                           \
+    do {                                                                                        \
+        hg_status s_ = (call);                                                                  \
+        if (s_ != (want) || !strstr(hg_last_error(), (text))) {                                 \
+            fprintf(stderr, "%s:%d: %s -> %s '%s', want %s naming '%s'\n", __FILE__, __LINE__, #call, \
+                    hg_status_name(s_), hg_last_error(), hg_status_name(want), text);            \
+            check_failures++;                                                                   \
+        }                                                                                       \
+    } while (0)
+
+enum { B = 2, T = 16 };
+static char dir[256];
+
+static hg_model *make(const char *preset, uint64_t seed) {
+    hg_config c;
+    hg_config_preset(preset, &c);
+    c.dropout = 0.1f; /* so the RNG counter matters */
+    hg_options o = hg_options_default();
+    o.batch = B, o.seq_len = T, o.seed = seed, o.threads = 2;
+    hg_model *m = NULL;
+    CHECK_OK(hg_model_create(&m, &c, &o));
+    return m;
+}
+
+static void batch(int step, int V, int32_t *x, int32_t *y) {
+    uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(step + 1);
+    for (int i = 0; i < B * T; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (int32_t)((s >> 33) % (uint64_t)V);
+        y[i] = (int32_t)((s >> 13) % (uint64_t)V);
+    }
+}
+
+static float train_step(hg_model *m, int step) {
+    int32_t x[B * T], y[B * T];
+    batch(step, hg_model_config(m)->vocab_size, x, y);
+    float loss = NAN;
+    hg_adamw a = hg_adamw_default();
+    a.lr = 1e-3f;
+    CHECK_OK(hg_zero_grad(m));
+    CHECK_OK(hg_forward_backward(m, x, y, B, T, 1.0f, &loss));
+    CHECK_OK(hg_optimizer_step(m, &a, NULL));
+    return loss;
+}
+
+/* 1 when every parameter (and, with opt, m and v) of a and b is bitwise equal. */
+static int same_params(const hg_model *a, const hg_model *b, int opt) {
+    for (int i = 0; i < hg_param_count(a); i++) {
+        hg_param_info p, q;
+        hg_param_at(a, i, &p);
+        hg_param_at(b, i, &q);
+        size_t n = sizeof(float) * (size_t)p.numel;
+        if (memcmp(p.data, q.data, n) || (opt && (memcmp(p.adam_m, q.adam_m, n) || memcmp(p.adam_v, q.adam_v, n))))
+            return 0;
+    }
+    return 1;
+}
+
+static void path(char *out, const char *name) { snprintf(out, 512, "%s/%s", dir, name); }
+
+static void writer_matches_reader(void) {
+    char p[512];
+    path(p, "w.safetensors");
+    float f[6] = {1, -2, 3.5f, 1e-30f, -0.0f, 7};
+    int32_t n[3] = {-1, 2, 1 << 30};
+    hg_st_entry e[2] = {{"a.b", HG_ST_F32, 2, {2, 3}, f}, {"ids", HG_ST_I32, 1, {3}, n}};
+    const char *meta[] = {"k", "quote \" and \\ backslash"};
+    CHECK_OK(hg_st_write(p, e, 2, meta, 1));
+    hg_st_file *sf = NULL;
+    CHECK_OK(hg_st_open(&sf, p));
+    if (!sf) return;
+    CHECK(hg_st_count(sf) == 2);
+    const hg_st_tensor *t = hg_st_find(sf, "a.b");
+    CHECK(t && t->dtype == HG_ST_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 && !memcmp(t->data, f, 24));
+    t = hg_st_find(sf, "ids");
+    CHECK(t && t->dtype == HG_ST_I32 && !memcmp(t->data, n, 12));
+    CHECK(hg_st_metadata(sf, "k") && !strcmp(hg_st_metadata(sf, "k"), meta[1]));
+    hg_st_close(sf);
+    struct stat sb;
+    stat(p, &sb);
+    FILE *fp = fopen(p, "rb");
+    uint64_t hlen = 0;
+    CHECK(fp && fread(&hlen, 8, 1, fp) == 1);
+    if (fp) fclose(fp);
+    CHECK(hlen % 8 == 0 && (uint64_t)sb.st_size == 8 + hlen + 24 + 12);
+    hg_st_entry dup[2] = {e[0], e[0]};
+    CHECK_FAILS(hg_st_write(p, dup, 2, NULL, 0), HG_ERR_INVALID, "a.b");
+}
+
+static void round_trip_and_continue(void) {
+    /* the same seed: dropout masks are drawn from (seed, RNG counter) */
+    hg_model *a = make("odd", 1), *b = make("odd", 1);
+    if (!a || !b) return;
+    for (int s = 0; s < 3; s++) train_step(a, s);
+    char w[512], o[512];
+    path(w, "model.safetensors");
+    path(o, "optimizer.safetensors");
+    hg_train_state st = {.step = 3, .tokens = 3 * B * T, .epoch = 1, .batch = 7, .B = B, .T = T, .world_size = 1, .seed = 1};
+    CHECK_OK(hg_model_save(a, w));
+    CHECK_OK(hg_optimizer_save(a, &st, o));
+    hg_config c;
+    CHECK_OK(hg_checkpoint_config(w, &c));
+    CHECK(c.d_model == 96 && c.n_head == 3 && c.vocab_size == 1000 && c.d_ff == 384 && c.dropout == 0.1f);
+    CHECK(!same_params(a, b, 0));
+    CHECK_OK(hg_model_load(b, w));
+    hg_train_state got;
+    memset(&got, 0xAB, sizeof got);
+    CHECK_OK(hg_optimizer_load(b, o, &got));
+    CHECK(got.step == st.step && got.tokens == st.tokens && got.epoch == 1 && got.batch == 7 && got.B == B &&
+          got.T == T && got.world_size == 1 && got.seed == 1);
+    CHECK(same_params(a, b, 1));
+    CHECK(hg_optimizer_steps(b) == 3 && hg_model_rng_counter(b) == hg_model_rng_counter(a));
+    for (int s = 3; s < 6; s++) {
+        float la = train_step(a, s), lb = train_step(b, s);
+        CHECK(memcmp(&la, &lb, sizeof la) == 0);
+    }
+    CHECK(same_params(a, b, 1));
+    hg_model_free(a);
+    hg_model_free(b);
+}
+
+/* Copies src to dst with `edit` applied to its bytes. */
+static void write_bytes(const char *p, const uint8_t *buf, size_t n) {
+    FILE *f = fopen(p, "wb");
+    CHECK(f && fwrite(buf, 1, n, f) == n);
+    if (f) fclose(f);
+}
+
+static uint8_t *read_bytes(const char *p, size_t *n) {
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*n + 1);
+    if (b && fread(b, 1, *n, f) != *n) *n = 0;
+    fclose(f);
+    return b;
+}
+
+/* Replaces the first occurrence of `from` in the header with `to` (same length). */
+static int patch(uint8_t *buf, size_t n, const char *from, const char *to) {
+    size_t k = strlen(from);
+    for (size_t i = 8; i + k <= n; i++)
+        if (!memcmp(buf + i, from, k)) {
+            memcpy(buf + i, to, k);
+            return 1;
+        }
+    return 0;
+}
+
+static void bad_files(void) {
+    hg_model *m = make("odd", 3), *tiny = make("tiny", 3), *ref = make("odd", 3);
+    if (!m || !tiny || !ref) return;
+    char w[512], t[512], bad[512];
+    path(w, "model.safetensors");
+    path(t, "tiny.safetensors");
+    path(bad, "bad.safetensors");
+    CHECK_OK(hg_model_save(m, w));
+    CHECK_OK(hg_model_save(tiny, t));
+    CHECK_FAILS(hg_model_load(m, t), HG_ERR_INVALID, "vocab_size");
+    size_t n;
+    uint8_t *orig = read_bytes(w, &n), *buf = malloc(n);
+    if (!orig || !buf) return;
+    uint64_t hlen;
+    memcpy(&hlen, orig, 8);
+    /* truncated: the data of the last tensor runs past the end */
+    write_bytes(bad, orig, n - 100);
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "bad.safetensors");
+    /* header length beyond the file */
+    memcpy(buf, orig, n);
+    uint64_t huge = n;
+    memcpy(buf, &huge, 8);
+    write_bytes(bad, buf, n);
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "header length");
+    /* a wrong dtype: F32 -> I32 keeps every size */
+    memcpy(buf, orig, n);
+    CHECK(patch(buf, 8 + hlen, "\"F32\"", "\"I32\""));
+    write_bytes(bad, buf, n);
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "not F32");
+    /* overlapping offsets: the second tensor's range starts inside the first's */
+    memcpy(buf, orig, n);
+    char from[64], to[64];
+    hg_param_info p0;
+    hg_param_at(m, 0, &p0);
+    long long e0 = 4 * p0.numel;
+    snprintf(from, sizeof from, "[%lld,", e0);
+    snprintf(to, sizeof to, "[%0*lld,", (int)strlen(from) - 2, e0 - 4);
+    CHECK(patch(buf, 8 + hlen, from, to));
+    write_bytes(bad, buf, n);
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "bad.safetensors");
+    /* another format tag, another version, a missing tensor */
+    memcpy(buf, orig, n);
+    CHECK(patch(buf, 8 + hlen, "handgrad-weights", "handgrad-weightz"));
+    write_bytes(bad, buf, n);
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "format");
+    memcpy(buf, orig, n);
+    CHECK(patch(buf, 8 + hlen, "\"version\":\"1\"", "\"version\":\"9\""));
+    write_bytes(bad, buf, n);
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "version");
+    memcpy(buf, orig, n);
+    CHECK(patch(buf, 8 + hlen, "\"ln_f.bias\"", "\"ln_f.bia_\""));
+    write_bytes(bad, buf, n);
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "ln_f.bias");
+    CHECK(same_params(m, ref, 0)); /* every refusal left the model as it was */
+    /* weights are not optimizer state */
+    hg_train_state st;
+    CHECK_FAILS(hg_optimizer_load(m, w, &st), HG_ERR_FORMAT, "format");
+    free(orig);
+    free(buf);
+    hg_model_free(m);
+    hg_model_free(tiny);
+    hg_model_free(ref);
+}
+
+/* A write that fails part way (RLIMIT_FSIZE: EFBIG, as ENOSPC would be) leaves the
+ * previous file whole and no temporary file behind. */
+static void failed_write_keeps_old(void) {
+    hg_model *m = make("odd", 4);
+    if (!m) return;
+    char w[512], tmp[600];
+    path(w, "keep.safetensors");
+    snprintf(tmp, sizeof tmp, "%s.tmp", w);
+    CHECK_OK(hg_model_save(m, w));
+    size_t n0;
+    uint8_t *before = read_bytes(w, &n0);
+    train_step(m, 0); /* different weights */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 100000;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    CHECK_FAILS(hg_model_save(m, w), HG_ERR_IO, "write failed after");
+    setrlimit(RLIMIT_FSIZE, &old);
+    size_t n1;
+    uint8_t *after = read_bytes(w, &n1);
+    CHECK(before && after && n0 == n1 && !memcmp(before, after, n0));
+    CHECK(access(tmp, F_OK) != 0);
+    free(before);
+    free(after);
+    hg_model_free(m);
+}
+
+static void run_folder(void) {
+    char run[512], tmp[600], latest[600], wpath[700];
+    path(run, "run");
+    CHECK(mkdir(run, 0755) == 0);
+    int64_t step = -1;
+    CHECK_FAILS(hg_checkpoint_latest(run, latest, sizeof latest, &step), HG_ERR_IO, "no checkpoint");
+    hg_model *m = make("tiny", 5);
+    if (!m) return;
+    for (int s = 1; s <= 4; s++) {
+        CHECK_OK(hg_checkpoint_begin(run, 10 * s, tmp, sizeof tmp));
+        snprintf(wpath, sizeof wpath, "%s/model.safetensors", tmp);
+        CHECK_OK(hg_model_save(m, wpath));
+        if (s == 4) { /* a crash before the commit: only the temporary folder exists */
+            CHECK_OK(hg_checkpoint_latest(run, latest, sizeof latest, &step));
+            CHECK(step == 30);
+            break;
+        }
+        CHECK_OK(hg_checkpoint_commit(run, 10 * s, tmp));
+    }
+    CHECK_OK(hg_checkpoint_resolve(run, wpath, sizeof wpath));
+    CHECK(strstr(wpath, "ckpt_00000030/model.safetensors") != NULL);
+    /* the same step again replaces it */
+    CHECK_OK(hg_checkpoint_begin(run, 30, tmp, sizeof tmp));
+    CHECK_OK(hg_checkpoint_commit(run, 30, tmp));
+    CHECK_OK(hg_checkpoint_prune(run, 2));
+    snprintf(latest, sizeof latest, "%s/ckpt_00000010", run);
+    CHECK(access(latest, F_OK) != 0);
+    snprintf(latest, sizeof latest, "%s/ckpt_00000020", run);
+    CHECK(access(latest, F_OK) == 0);
+    snprintf(latest, sizeof latest, "%s/ckpt_00000040.tmp", run);
+    CHECK(access(latest, F_OK) != 0);
+    CHECK_OK(hg_checkpoint_latest(run, latest, sizeof latest, &step));
+    CHECK(step == 30);
+    hg_model_free(m);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/hg_test_checkpoint.XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    writer_matches_reader();
+    round_trip_and_continue();
+    bad_files();
+    failed_write_keeps_old();
+    run_folder();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (!check_failures && system(cmd) != 0) return 1;
+    CHECK_DONE();
+}

@@ -1,0 +1,560 @@
+#define _DEFAULT_SOURCE /* usleep */
+/* End to end: `handgrad train` on a tiny model and a generated corpus.
+ *  - two runs with one seed and thread count give identical losses (train.jsonl);
+ *  - N steps, stop, resume to 2N equals an uninterrupted 2N run, bit for bit;
+ *  - SIGINT mid-run saves a checkpoint and exits 0; resuming equals the uninterrupted
+ *    run; a second SIGINT aborts at once;
+ *  - a checkpoint write that fails part way (a file size limit) keeps the previous one
+ *    whole, leaves no temporary behind, and the run resumes from it exactly;
+ *  - a config file with flag overrides; gradient accumulation; --keep-last; samples;
+ *  - the NaN guard: a poisoned step is skipped, K in a row stop the run, and no
+ *    checkpoint ever holds NaN or Inf;
+ *  - bad input (flags, values, checkpoints of another shape, corrupt safetensors,
+ *    a tokenizer of another vocabulary, an unwritable --out): a one-line error naming
+ *    the flag or file, a non-zero exit, and no run folder left behind.
+ * Usage: test_train_cli PATH/handgrad */
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "handgrad.h"
+#include "io/safetensors.h"
+
+static const char *hg;
+static char work[256];
+static char tiny[1024]; /* flags of the tiny model and its data */
+
+/* Runs a shell command; returns its exit status (128 + signal when killed) and, when out
+ * is given, its stdout and stderr. */
+static int sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int sh(char **out, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[8300];
+    snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t cap = 1 << 16, len = 0, n;
+    char *buf = malloc(cap);
+    while (buf && (n = fread(buf + len, 1, cap - 1 - len, p)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char *g = realloc(buf, cap *= 2);
+            if (!g) break;
+            buf = g;
+        }
+    }
+    if (buf) buf[len] = 0;
+    int st = pclose(p);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (out) *out = buf;
+    else free(buf);
+    return rc;
+}
+
+typedef struct series {
+    double loss[4096];
+    int64_t step[4096];
+    int n, skipped, evals, samples;
+} series;
+
+/* The step records of a run's train.jsonl. */
+static int read_log(const char *dir, series *s) {
+    memset(s, 0, sizeof *s);
+    char path[512], line[1 << 16];
+    snprintf(path, sizeof path, "%s/train.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
+        const cJSON *loss = cJSON_GetObjectItemCaseSensitive(j, "loss");
+        const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
+        if (!cJSON_IsString(type) || !cJSON_IsNumber(step)) check_failures++, fprintf(stderr, "bad log line: %s", line);
+        else if (!strcmp(type->valuestring, "step") && s->n < 4096) {
+            s->step[s->n] = (int64_t)step->valuedouble;
+            s->loss[s->n++] = cJSON_IsNumber(loss) ? loss->valuedouble : NAN;
+            s->skipped += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "skipped"));
+        } else if (!strcmp(type->valuestring, "eval")) s->evals++;
+        else if (!strcmp(type->valuestring, "sample")) s->samples++;
+        cJSON_Delete(j);
+    }
+    fclose(f);
+    return s->n;
+}
+
+/* Steps 1..n in order with bitwise equal losses. */
+static int same_losses(const series *a, const series *b) {
+    if (a->n != b->n || a->n == 0) return fprintf(stderr, "runs have %d and %d steps\n", a->n, b->n), 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->step[i] != i + 1 || b->step[i] != i + 1 || memcmp(&a->loss[i], &b->loss[i], sizeof(double))) {
+            fprintf(stderr, "step %d: losses %.9g and %.9g\n", i + 1, a->loss[i], b->loss[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static int exists(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int exists(const char *fmt, ...) {
+    char p[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p, sizeof p, fmt, ap);
+    va_end(ap);
+    return access(p, F_OK) == 0;
+}
+
+/* Every tensor of a checkpoint's two files is finite. */
+static int finite_checkpoint(const char *ckpt) {
+    const char *files[] = {"model.safetensors", "optimizer.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", ckpt, files[k]);
+        hg_st_file *f;
+        if (hg_st_open(&f, p) != HG_OK) return 0;
+        for (int i = 0; i < hg_st_count(f); i++) {
+            const hg_st_tensor *t = hg_st_at(f, i);
+            for (int64_t j = 0; j < t->numel; j++) {
+                float v;
+                memcpy(&v, t->data + 4 * j, 4);
+                if (!isfinite(v)) {
+                    hg_st_close(f);
+                    return 0;
+                }
+            }
+        }
+        hg_st_close(f);
+    }
+    return 1;
+}
+
+static void make_data(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/corpus.txt", work);
+    FILE *f = fopen(p, "w");
+    static const char *w[] = {"the", "lord", "said", "unto", "moses", "and", "he", "went", "up", "into", "mountain",
+                              "of", "god", "people", "land", "water", "day", "night", "light", "earth"};
+    uint32_t x = 7;
+    for (int line = 0; line < 3000; line++) {
+        int n = 5 + line % 9;
+        for (int i = 0; i < n; i++) {
+            x = x * 1664525u + 1013904223u;
+            fprintf(f, "%s%s", i ? " " : "", w[(x >> 16) % 20]);
+        }
+        fputs(".\n", f);
+    }
+    fclose(f);
+    CHECK(sh(NULL, "mkdir %s/data && %s tokenizer train --vocab-size 320 --out %s/data/tokenizer %s/corpus.txt", work, hg, work, work) == 0);
+    CHECK(sh(NULL, "%s prepare --quiet --tokenizer %s/data/tokenizer --out %s/data --val-fraction 0.1 %s/corpus.txt",
+             hg, work, work, work) == 0);
+    snprintf(tiny, sizeof tiny,
+             "--train '%s/data/train_*.bin' --val '%s/data/val_*.bin' --n-layer 2 --n-head 2 --d-model 32 --ctx 32 "
+             "--batch 4 --threads 1 --peak-gflops 100 --eval-every 10 --eval-batches 2 --dropout 0.1 --warmup-steps 3 "
+             "--lr 3e-3",
+             work, work);
+}
+
+static void deterministic(void) {
+    series a, b;
+    CHECK(sh(NULL, "%s train %s --out %s/d1 --max-steps 12 --sequential --threads 2", hg, tiny, work) == 0);
+    CHECK(sh(NULL, "%s train %s --out %s/d2 --max-steps 12 --sequential --threads 2", hg, tiny, work) == 0);
+    char d[512];
+    snprintf(d, sizeof d, "%s/d1", work);
+    read_log(d, &a);
+    snprintf(d, sizeof d, "%s/d2", work);
+    read_log(d, &b);
+    CHECK(same_losses(&a, &b));
+    CHECK(a.evals == 2 && a.loss[11] < a.loss[0]);
+    CHECK(exists("%s/d1/loss.svg", work) && exists("%s/d1/ckpt_00000012/model.safetensors", work));
+}
+
+/* N steps, stop, resume to 2N == 2N in one go (constant schedule after warmup, so the
+ * first run's --max-steps does not change the learning rates). */
+static void resume_exact(void) {
+    char d[512];
+    series ref, res;
+    CHECK(sh(NULL, "%s train %s --out %s/r_ref --max-steps 20 --lr-schedule constant", hg, tiny, work) == 0);
+    CHECK(sh(NULL, "%s train %s --out %s/r_res --max-steps 10 --lr-schedule constant", hg, tiny, work) == 0);
+    char *out = NULL;
+    CHECK(sh(&out, "%s train --resume --out %s/r_res --max-steps 20", hg, work) == 0);
+    CHECK(out && strstr(out, "resuming at step 10"));
+    free(out);
+    snprintf(d, sizeof d, "%s/r_ref", work);
+    read_log(d, &ref);
+    snprintf(d, sizeof d, "%s/r_res", work);
+    read_log(d, &res);
+    CHECK(same_losses(&ref, &res));
+    CHECK(ref.evals == 2 && res.evals == 2);
+    /* a resumed run that is already done trains nothing */
+    CHECK(sh(&out, "%s train --resume --out %s/r_res", hg, work) == 0);
+    CHECK(out && strstr(out, "nothing to train"));
+    free(out);
+}
+
+/* Starts a run in the background; returns its pid. */
+static pid_t spawn(const char *args, const char *log) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl("/bin/sh", "sh", "-c", args, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits until a run's log has at least n steps (or 30 s pass). */
+static void wait_steps(const char *dir, int n) {
+    series s;
+    for (int i = 0; i < 3000 && read_log(dir, &s) < n; i++) usleep(10000);
+}
+
+static int wait_exit(pid_t pid) {
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void sigint_then_resume(void) {
+    char d[512], args[4096], log[512];
+    series ref, res;
+    const int M = 400; /* long enough that the interrupt lands mid-run */
+    CHECK(sh(NULL, "%s train %s --out %s/s_ref --max-steps %d --eval-every 100", hg, tiny, work, M) == 0);
+    snprintf(d, sizeof d, "%s/s_int", work);
+    snprintf(log, sizeof log, "%s/s_int.log", work);
+    snprintf(args, sizeof args, "exec %s train %s --out %s --max-steps %d --eval-every 100", hg, tiny, d, M);
+    pid_t pid = spawn(args, log);
+    wait_steps(d, 5);
+    kill(pid, SIGINT);
+    CHECK(wait_exit(pid) == 0);
+    char *out = NULL;
+    sh(&out, "cat %s", log);
+    CHECK(out && strstr(out, "stopped by SIGINT") && strstr(out, "--resume"));
+    free(out);
+    read_log(d, &res);
+    CHECK(res.n >= 5 && res.n < M);
+    CHECK(exists("%s/ckpt_%08d/optimizer.safetensors", d, res.n));
+    CHECK(sh(NULL, "%s train --resume --out %s", hg, d) == 0);
+    snprintf(args, sizeof args, "%s/s_ref", work);
+    read_log(args, &ref);
+    read_log(d, &res);
+    CHECK(same_losses(&ref, &res));
+    CHECK(res.evals == ref.evals);
+
+    /* a second SIGINT aborts at once, killed by the signal */
+    snprintf(d, sizeof d, "%s/s_abort", work);
+    snprintf(args, sizeof args, "exec %s train %s --out %s --max-steps 100000", hg, tiny, d);
+    pid = spawn(args, log);
+    wait_steps(d, 3);
+    kill(pid, SIGINT);
+    usleep(1000);
+    kill(pid, SIGINT);
+    int rc = wait_exit(pid);
+    CHECK(rc == 128 + SIGINT || rc == 0); /* 0 only when the checkpoint beat the second signal */
+    sh(&out, "cat %s", log);
+    CHECK(out && (rc == 0 || strstr(out, "aborting")));
+    free(out);
+}
+
+/* A file size limit makes the checkpoint at step 20 fail part way, as a full disk would:
+ * the run stops with an error, step 10's checkpoint is untouched, nothing temporary is
+ * left, and resuming from step 10 gives the uninterrupted losses. */
+static void failed_write(void) {
+    char d[512];
+    series ref, res;
+    snprintf(d, sizeof d, "%s/w", work);
+    CHECK(sh(NULL, "%s train %s --out %s --max-steps 30 --ckpt-every 10 --eval-every 0", hg, tiny, d) == 0);
+    CHECK(sh(NULL, "rm -r %s/ckpt_00000030 %s/ckpt_00000020 && cp -r %s %s.ref", d, d, d, d) == 0);
+    /* resumed at step 10 under a 40-block file size limit: the weights at step 20 do not fit */
+    char *out = NULL;
+    int rc = sh(&out, "ulimit -f 40 && exec %s train --resume --out %s --max-steps 30 --ckpt-every 10 --eval-every 0", hg, d);
+    CHECK(rc == 1 && out && strstr(out, "checkpoint at step 20 failed") && strstr(out, "intact"));
+    free(out);
+    CHECK(exists("%s/ckpt_00000010/model.safetensors", d) && !exists("%s/ckpt_00000020", d));
+    CHECK(!exists("%s/ckpt_00000020.tmp", d));
+    CHECK(sh(NULL, "diff -r %s/ckpt_00000010 %s.ref/ckpt_00000010", d, d) == 0);
+    CHECK(sh(NULL, "%s train --resume --out %s", hg, d) == 0);
+    read_log(d, &res);
+    snprintf(d, sizeof d, "%s/w_ref", work);
+    CHECK(sh(NULL, "%s train %s --out %s --max-steps 30 --eval-every 0", hg, tiny, d) == 0);
+    read_log(d, &ref);
+    CHECK(same_losses(&ref, &res));
+}
+
+/* A config file sets most things; flags override it; run.json records the result. */
+static void config_file(void) {
+    char p[512], *out = NULL;
+    snprintf(p, sizeof p, "%s/cfg.json", work);
+    FILE *f = fopen(p, "w");
+    fprintf(f, "{\"train\": \"%s/data/train_*.bin\", \"n-layer\": 1, \"n-head\": 2, \"d-model\": 32,\n"
+               " \"ctx\": 16, \"batch\": 2, \"lr\": 0.002, \"lr-schedule\": \"constant\", \"max-steps\": 50,\n"
+               " \"sequential\": true, \"threads\": 1, \"peak-gflops\": 100, \"keep-last\": 2, \"ckpt-every\": 2}\n", work);
+    fclose(f);
+    CHECK(sh(&out, "%s train --config %s --out %s/c --max-steps 6 --lr 0.001", hg, p, work) == 0);
+    free(out);
+    sh(&out, "cat %s/c/ckpt_00000006/run.json", work);
+    cJSON *j = out ? cJSON_Parse(out) : NULL;
+    CHECK(j != NULL);
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(j, "lr"), *ms = cJSON_GetObjectItemCaseSensitive(j, "max-steps");
+    const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(j, "ctx"), *sq = cJSON_GetObjectItemCaseSensitive(j, "sequential");
+    CHECK(cJSON_IsNumber(lr) && lr->valuedouble == 0.001 && cJSON_IsNumber(ms) && ms->valuedouble == 6);
+    CHECK(cJSON_IsNumber(ctx) && ctx->valuedouble == 16 && cJSON_IsTrue(sq));
+    cJSON_Delete(j);
+    free(out);
+    sh(&out, "grep -c '\"lr\": 0.00100000005' %s/c/train.jsonl", work);
+    CHECK(out && atoi(out) == 6); /* the flag's lr, constant */
+    free(out);
+    /* --keep-last 2 with a checkpoint every 2 steps */
+    CHECK(!exists("%s/c/ckpt_00000002", work) && exists("%s/c/ckpt_00000004", work) && exists("%s/c/ckpt_00000006", work));
+    /* the config's own errors name the file and key */
+    f = fopen(p, "w");
+    fprintf(f, "{\"lr\": \"fast\"}");
+    fclose(f);
+    CHECK(sh(&out, "%s train --config %s --out %s/c2", hg, p, work) == 1 && out && strstr(out, "cfg.json: key 'lr'"));
+    free(out);
+    f = fopen(p, "w");
+    fprintf(f, "{\"lrr\": 1}");
+    fclose(f);
+    CHECK(sh(&out, "%s train --config %s --out %s/c2", hg, p, work) == 1 && out && strstr(out, "'lrr' is not a setting"));
+    free(out);
+    CHECK(!exists("%s/c2", work));
+}
+
+/* Two micro-batches of B=2 make the same step as one batch of B=4 (same windows, in
+ * order), up to rounding in the sums. */
+static void accumulation(void) {
+    char d[512];
+    series a, b;
+    const char *common = "--sequential --n-layer 1 --n-head 2 --d-model 32 --ctx 16 --threads 1 --peak-gflops 100 "
+                         "--max-steps 3 --eval-every 0";
+    CHECK(sh(NULL, "%s train --train '%s/data/train_*.bin' %s --batch 4 --out %s/a4", hg, work, common, work) == 0);
+    CHECK(sh(NULL, "%s train --train '%s/data/train_*.bin' %s --batch 2 --total-batch-tokens 64 --out %s/a2", hg, work,
+             common, work) == 0);
+    snprintf(d, sizeof d, "%s/a4", work);
+    read_log(d, &a);
+    snprintf(d, sizeof d, "%s/a2", work);
+    read_log(d, &b);
+    CHECK(a.n == 3 && b.n == 3);
+    for (int i = 0; i < 3 && a.n == 3 && b.n == 3; i++) CHECK_CLOSE(b.loss[i], a.loss[i], 1e-5, 0);
+    char *out = NULL;
+    CHECK(sh(&out, "%s train --train '%s/data/train_*.bin' %s --batch 2 --total-batch-tokens 50 --out %s/a3", hg, work,
+             common, work) == 1 && out && strstr(out, "--total-batch-tokens"));
+    free(out);
+}
+
+static void samples(void) {
+    char d[512], *out = NULL;
+    series s;
+    snprintf(d, sizeof d, "%s/smp", work);
+    CHECK(sh(&out, "%s train %s --out %s --max-steps 4 --sample-every 2 --prompt 'the lord' --sample-tokens 12", hg, tiny,
+             d) == 0);
+    CHECK(out && strstr(out, "sample at step 4") && strstr(out, "the lord"));
+    free(out);
+    read_log(d, &s);
+    CHECK(s.samples == 2);
+}
+
+/* Poisoned gradients: the step is skipped and the run goes on; K in a row stop it. An
+ * exploding run (a huge learning rate) stops without ever writing a non-finite
+ * checkpoint. */
+static void nan_guard(void) {
+    char d[512], *out = NULL;
+    series s;
+    snprintf(d, sizeof d, "%s/n1", work);
+    CHECK(sh(&out, "%s train %s --out %s --max-steps 8 --ckpt-every 1 --keep-last 0 --inject-nan 3", hg, tiny, d) == 0);
+    CHECK(out && strstr(out, "step 3: non-finite gradient norm, update skipped"));
+    free(out);
+    read_log(d, &s);
+    CHECK(s.n == 8 && s.skipped == 1);
+    for (int k = 1; k <= 8; k++) {
+        char c[600];
+        snprintf(c, sizeof c, "%s/ckpt_%08d", d, k);
+        CHECK(finite_checkpoint(c));
+    }
+    snprintf(d, sizeof d, "%s/n2", work);
+    CHECK(sh(&out, "%s train %s --out %s --max-steps 20 --ckpt-every 2 --inject-nan 5,6,7 --max-nan-steps 3", hg, tiny,
+             d) == 1);
+    CHECK(out && strstr(out, "3 steps in a row") && strstr(out, "Last checkpoint: step 6"));
+    free(out);
+    /* step 6 was skipped: its parameters are step 4's, finite */
+    CHECK(exists("%s/ckpt_00000006", d) && !exists("%s/ckpt_00000008", d));
+    CHECK(sh(NULL, "cmp %s/ckpt_00000004/model.safetensors %s/ckpt_00000006/model.safetensors", d, d) == 0);
+    /* weight decay times lr far above 1 makes the weights overflow */
+    snprintf(d, sizeof d, "%s/n3", work);
+    int rc = sh(&out, "%s train %s --out %s --max-steps 30 --ckpt-every 1 --keep-last 0 --lr 1e6 --weight-decay 10 "
+                "--grad-clip 0 --warmup-steps 0 --max-nan-steps 2", hg, tiny, d);
+    CHECK(rc == 1 && out && strstr(out, "in a row"));
+    free(out);
+    int n = 0;
+    for (int k = 1; k <= 30; k++) {
+        char c[600];
+        snprintf(c, sizeof c, "%s/ckpt_%08d", d, k);
+        if (access(c, F_OK) != 0) continue;
+        n++;
+        CHECK(finite_checkpoint(c));
+    }
+    CHECK(n < 30);
+}
+
+/* The command fails with status 1 or 2, its output is one line holding `needle`, and
+ * the run folder was not created. */
+static void bad(const char *needle, const char *args) {
+    char *out = NULL;
+    int rc = sh(&out, "%s train %s --out %s/bad", hg, args, work);
+    int lines = 0;
+    for (const char *p = out; p && *p; p++) lines += *p == '\n';
+    if (!(rc == 1 || rc == 2) || !out || !strstr(out, needle) || lines != 1 || exists("%s/bad", work)) {
+        fprintf(stderr, "train %s\n  -> status %d, output '%s', want one line naming '%s'%s\n", args, rc,
+                out ? out : "", needle, exists("%s/bad", work) ? " and no run folder" : "");
+        check_failures++;
+    }
+    free(out);
+    sh(NULL, "rm -rf %s/bad", work);
+}
+
+static uint8_t *slurp(const char *p, size_t *n) {
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*n);
+    if (b && fread(b, 1, *n, f) != *n) *n = 0;
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *p, const uint8_t *b, size_t n) {
+    FILE *f = fopen(p, "wb");
+    if (f) fwrite(b, 1, n, f), fclose(f);
+}
+
+/* Replaces the first `from` in the JSON header with `to` (same length). */
+static int patch(uint8_t *b, size_t n, const char *from, const char *to) {
+    size_t k = strlen(from);
+    for (size_t i = 8; i + k <= n; i++)
+        if (!memcmp(b + i, from, k)) return memcpy(b + i, to, k), 1;
+    return 0;
+}
+
+static void bad_input(void) {
+    char args[4096], p[1024];
+    bad("unknown option '--lrr'", "--lrr 3");
+    bad("--lr: 'abc' is not a number", "--lr abc");
+    bad("--batch: '0' is not an integer", "--batch 0");
+    bad("--lr-schedule: 'steep'", "--lr-schedule steep");
+    bad("needs a value", "--max-steps");
+    bad("unexpected argument 'extra'", "extra");
+    snprintf(args, sizeof args, "%s", tiny);
+    bad("give --max-steps N or --max-tokens N", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --max-tokens 100", tiny);
+    bad("both --max-steps and --max-tokens", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --max-seq-len 16", tiny);
+    bad("--ctx 32 exceeds the model's max_seq_len 16", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --n-head 3", tiny);
+    bad("n_head (3) must divide d_model (32)", args);
+    bad("--train 'nope/*.bin': no file matches", "--train 'nope/*.bin' --model tiny --vocab-size 512 --max-steps 1");
+    snprintf(args, sizeof args, "%s --max-steps 2 --vocab-size 512", tiny);
+    bad("has 320 ids but the model has vocab_size 512", args);
+    /* a tokenizer of another vocabulary than the shards and model */
+    CHECK(sh(NULL, "%s tokenizer train --vocab-size 300 --out %s/tok300 %s/corpus.txt", hg, work, work) == 0);
+    snprintf(args, sizeof args, "%s --max-steps 2 --tokenizer %s/tok300", tiny, work);
+    bad("train_000000.bin was written for a vocabulary of 320 ids, but the model has vocab_size 300", args);
+    /* checkpoints: another shape, and corrupt files */
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/d1/ckpt_00000012", work);
+    snprintf(args, sizeof args, "%s --max-steps 2 --init-from %s --d-model 64", tiny, ck);
+    bad("--d-model 64 differs from", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --init-from %s/nope", tiny, work);
+    bad("--init-from: ", args);
+    snprintf(p, sizeof p, "%s/model.safetensors", ck);
+    size_t n;
+    uint8_t *orig = slurp(p, &n), *b = malloc(n);
+    if (!orig || !b) return;
+    uint64_t hlen;
+    memcpy(&hlen, orig, 8);
+    struct { const char *what, *needle; } cases[] = {
+        {"truncated", "lie outside"}, {"header", "header length"}, {"dtype", "not F32"}, {"overlap", "overlap"}};
+    for (int c = 0; c < 4; c++) {
+        memcpy(b, orig, n);
+        size_t len = n;
+        if (c == 0) len = n - 64;
+        if (c == 1) memcpy(b, &(uint64_t){n}, 8);
+        if (c == 2 && !patch(b, 8 + hlen, "\"F32\"", "\"I32\"")) check_failures++;
+        if (c == 3) { /* the second tensor starts 4 bytes inside the first */
+            char from[32], to[32];
+            int e0 = 320 * 32 * 4;
+            snprintf(from, sizeof from, "[%d,", e0);
+            snprintf(to, sizeof to, "[%0*d,", (int)strlen(from) - 2, e0 - 4);
+            if (!patch(b, 8 + hlen, from, to)) check_failures++;
+        }
+        snprintf(p, sizeof p, "%s/%s.safetensors", work, cases[c].what);
+        spit(p, b, len);
+        snprintf(args, sizeof args, "%s --max-steps 2 --init-from %s", tiny, p);
+        char needle[700];
+        snprintf(needle, sizeof needle, "%s.safetensors", cases[c].what);
+        bad(needle, args);
+        bad(cases[c].needle, args);
+    }
+    free(orig);
+    free(b);
+    /* an output folder that cannot be written */
+    snprintf(p, sizeof p, "%s/afile", work);
+    spit(p, (const uint8_t *)"x", 1);
+    char *out = NULL;
+    CHECK(sh(&out, "%s train %s --max-steps 2 --out %s/afile/run", hg, tiny, work) == 1 && out &&
+          strstr(out, "--out") && strstr(out, "is not a folder"));
+    free(out);
+    if (geteuid() != 0) { /* root writes anywhere */
+        CHECK(sh(NULL, "mkdir %s/ro && chmod 555 %s/ro", work, work) == 0);
+        CHECK(sh(&out, "%s train %s --max-steps 2 --out %s/ro/run", hg, tiny, work) == 1 && out && strstr(out, "not writable"));
+        free(out);
+    }
+    /* an existing run is not overwritten without --resume */
+    CHECK(sh(&out, "%s train %s --max-steps 2 --out %s/d1", hg, tiny, work) == 1 && out && strstr(out, "--resume"));
+    free(out);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_train_cli PATH/handgrad\n");
+        return 2;
+    }
+    hg = argv[1];
+    snprintf(work, sizeof work, "/tmp/hg_test_train.XXXXXX");
+    if (!mkdtemp(work)) return 1;
+    char *out = NULL;
+    CHECK(sh(&out, "%s train --help", hg) == 0);
+    static const char *flags[] = {"--model", "--n-layer", "--init-from ", "--init-from-hf", "--train", "--val", "--batch",
+                                  "--ctx", "--total-batch-tokens", "--lr", "--min-lr", "--warmup-steps", "--lr-schedule",
+                                  "--weight-decay", "--grad-clip", "--dropout", "--max-steps", "--max-tokens", "--seed",
+                                  "--threads", "--eval-every", "--eval-batches", "--sample-every", "--prompt",
+                                  "--ckpt-every", "--keep-last", "--out", "--resume", "--config", "--sequential"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!out || !strstr(out, flags[i])) fprintf(stderr, "--help lacks %s\n", flags[i]), check_failures++;
+    free(out);
+    make_data();
+    deterministic();
+    resume_exact();
+    sigint_then_resume();
+    failed_write();
+    config_file();
+    accumulation();
+    samples();
+    nan_guard();
+    bad_input();
+    if (!check_failures) sh(NULL, "rm -rf %s", work);
+    else fprintf(stderr, "test_train_cli: files kept in %s\n", work);
+    CHECK_DONE();
+}
