@@ -7,6 +7,7 @@
  *  - a checkpoint write that fails part way (a file size limit) keeps the previous one
  *    whole, leaves no temporary behind, and the run resumes from it exactly;
  *  - a config file with flag overrides; gradient accumulation; --keep-last; samples;
+ *    --init-from-hf keeps a Hugging Face folder's weights bit for bit at lr 0;
  *  - the NaN guard: a poisoned step is skipped, K in a row stop the run, and no
  *    checkpoint ever holds NaN or Inf;
  *  - bad input (flags, values, checkpoints of another shape, corrupt safetensors,
