@@ -1,61 +1,61 @@
-/* Opening a model (Hugging Face folder or handgrad checkpoint) and its tokenizer. */
+/* The shared model and shape flags (cli_model.h). */
 #include "cli_model.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/stat.h>
+#include <stdlib.h>
 
-static int fail(const char *cmd, const char *flag, const char *path) {
-    fprintf(stderr, "handgrad %s: %s %s: %s\n", cmd, flag, path, hg_last_error());
-    return 1;
+cli_model cli_model_default(void) {
+    cli_model o = {.preset = "small", .batch = 4, .ctx = 256, .threads = 0, .seed = 1};
+    return o;
 }
 
-int cli_open_model(const char *cmd, const char *path, const hg_options *opt, hg_model **out, char *dir, size_t cap) {
-    struct stat sb;
-    char probe[4096], weights[4096];
-    hg_config cfg;
-    *out = NULL;
-    snprintf(probe, sizeof probe, "%s/config.json", path);
-    int hf = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && stat(probe, &sb) == 0;
-    if (hf) {
-        snprintf(dir, cap, "%s", path);
-        if (hg_hf_config_load(probe, &cfg) != HG_OK) return fail(cmd, "--model", path);
-    } else {
-        if (hg_checkpoint_resolve(path, weights, sizeof weights) != HG_OK || hg_checkpoint_config(weights, &cfg) != HG_OK)
-            return fail(cmd, "--model", path);
-        const char *slash = strrchr(weights, '/');
-        snprintf(dir, cap, "%.*s", slash ? (int)(slash - weights) : 1, slash ? weights : ".");
+/* A whole decimal number in [lo, hi], or -1 with a message. */
+static int parse_int(const char *cmd, const char *flag, const char *arg, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (errno || end == arg || *end || v < lo || v > hi) {
+        fprintf(stderr, "handgrad %s: --%s '%s' must be a whole number in [%lld, %lld]\n", cmd, flag, arg, lo, hi);
+        return -1;
     }
-    if (opt->seq_len > cfg.max_seq_len) {
-        fprintf(stderr, "handgrad %s: --ctx %d is longer than the model's context (%d positions)\n", cmd, opt->seq_len,
-                cfg.max_seq_len);
-        return 1;
-    }
-    if (hf) return hg_model_load_hf(out, path, opt) == HG_OK ? 0 : fail(cmd, "--model", path);
-    if (hg_model_create(out, &cfg, opt) != HG_OK || hg_model_load(*out, weights) != HG_OK) {
-        hg_model_free(*out);
-        *out = NULL;
-        return fail(cmd, "--model", weights);
-    }
+    *out = v;
     return 0;
 }
 
-int cli_open_tokenizer(const char *cmd, const char *path, const char *dir, const hg_model *m, hg_tokenizer **out) {
-    const char *flag = path ? "--tokenizer" : "--model";
-    const char *where = path ? path : dir;
-    if (hg_tokenizer_load(out, where) != HG_OK) {
-        if (path) return fail(cmd, flag, where);
-        fprintf(stderr, "handgrad %s: no tokenizer beside the model in %s (give --tokenizer): %s\n", cmd, dir,
-                hg_last_error());
+int cli_model_flag(const char *cmd, cli_model *o, int c, const char *arg) {
+    long long v;
+    switch (c) {
+    case CLI_OPT_MODEL: o->preset = arg; return 1;
+    case CLI_OPT_BATCH: if (parse_int(cmd, "batch", arg, 1, INT_MAX, &v)) return -1; o->batch = (int)v; return 1;
+    case CLI_OPT_CTX: if (parse_int(cmd, "ctx", arg, 1, INT_MAX, &v)) return -1; o->ctx = (int)v; return 1;
+    case CLI_OPT_THREADS: if (parse_int(cmd, "threads", arg, 0, INT_MAX, &v)) return -1; o->threads = (int)v; return 1;
+    case CLI_OPT_SEED: if (parse_int(cmd, "seed", arg, 0, LLONG_MAX, &v)) return -1; o->seed = (uint64_t)v; return 1;
+    default: return 0;
+    }
+}
+
+int cli_model_setup(const char *cmd, const cli_model *o, int training, hg_config *cfg, hg_options *opt) {
+    if (hg_config_preset(o->preset, cfg) != HG_OK) {
+        fprintf(stderr, "handgrad %s: %s\n", cmd, hg_last_error());
         return 1;
     }
-    int tv = hg_tokenizer_vocab_size(*out), mv = hg_model_config(m)->vocab_size;
-    if (tv != mv) {
-        fprintf(stderr, "handgrad %s: %s %s: the tokenizer has %d ids but the model's vocab_size is %d\n", cmd, flag,
-                where, tv, mv);
-        hg_tokenizer_free(*out);
-        *out = NULL;
-        return 1;
-    }
+    *opt = hg_options_default();
+    opt->batch = o->batch;
+    opt->seq_len = o->ctx;
+    opt->threads = o->threads;
+    opt->seed = o->seed;
+    opt->training = training;
     return 0;
+}
+
+void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets) {
+    uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (int i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        tokens[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        targets[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
+    }
 }

@@ -1,20 +1,43 @@
-/* Opening a model and its tokenizer for the commands that run one (generate, export):
- * a Hugging Face GPT-2 folder or a handgrad checkpoint, by one path. */
+/* The model and shape flags that the commands which build a model share (bench,
+ * profile): --model, --batch, --ctx, --threads, --seed, parsed in one place, and the
+ * random batch they run on. */
 #ifndef HG_CLI_MODEL_H
 #define HG_CLI_MODEL_H
 
-#include <stddef.h>
+#include <getopt.h>
+#include <stdint.h>
 
 #include "handgrad.h"
 
-/* Creates a model from path with the options opt: a Hugging Face folder (it has
- * config.json), or a handgrad checkpoint (a weights .safetensors file, a ckpt_N folder,
- * or a run folder, which gives its newest checkpoint). dir receives the folder the
- * weights are in, where the tokenizer files are looked for. Prints
- * "handgrad <cmd>: --model <path>: why" and returns 1 on failure; 0 on success. */
-int cli_open_model(const char *cmd, const char *path, const hg_options *opt, hg_model **out, char *dir, size_t cap);
-/* Loads the tokenizer at path (NULL: the files in dir) and checks that it has as many
- * ids as the model's vocab_size. Prints the error and returns 1 on failure. */
-int cli_open_tokenizer(const char *cmd, const char *path, const char *dir, const hg_model *m, hg_tokenizer **out);
+typedef struct cli_model {
+    const char *preset;
+    int batch, ctx, threads;
+    uint64_t seed;
+} cli_model;
+
+/* getopt_long values of the shared flags, clear of any short option. */
+enum { CLI_OPT_MODEL = 0x100, CLI_OPT_BATCH, CLI_OPT_CTX, CLI_OPT_THREADS, CLI_OPT_SEED };
+
+/* Entries for a command's struct option array. */
+#define CLI_MODEL_OPTIONS                                                                     \
+    {"model", required_argument, 0, CLI_OPT_MODEL}, {"batch", required_argument, 0, CLI_OPT_BATCH}, \
+    {"ctx", required_argument, 0, CLI_OPT_CTX}, {"threads", required_argument, 0, CLI_OPT_THREADS},  \
+    {"seed", required_argument, 0, CLI_OPT_SEED}
+
+#define CLI_MODEL_USAGE                                                                          \
+    "  --model NAME     preset: small, medium, large, xl, 2.7B, tiny, odd (default small)\n"       \
+    "  --batch B        batch size (default 4)\n"                                                 \
+    "  --ctx T          sequence length (default 256)\n"                                          \
+    "  --threads N      OpenMP threads (default: all cores)\n"                                    \
+    "  --seed S         parameter init and token seed (default 1)\n"
+
+cli_model cli_model_default(void);
+/* Takes one getopt_long result: 1 if c was a shared flag and its value is good, 0 if c
+ * is not a shared flag, -1 (message printed) if its value is bad. */
+int cli_model_flag(const char *cmd, cli_model *o, int c, const char *arg);
+/* The config and options the flags ask for; prints the error and returns 1 if bad. */
+int cli_model_setup(const char *cmd, const cli_model *o, int training, hg_config *cfg, hg_options *opt);
+/* Random token ids and next-token targets in [0, vocab), reproducible from seed. */
+void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets);
 
 #endif

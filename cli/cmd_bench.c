@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "cli_model.h"
 #include "commands.h"
 #include "handgrad.h"
 #include "core/timer.h"
@@ -26,14 +27,9 @@ static timing stats(const double *x, int n) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: handgrad bench [options]\n"
-            "  --model NAME     preset: small, medium, large, xl, 2.7B, tiny, odd (default small)\n"
-            "  --batch B        batch size (default 4)\n"
-            "  --ctx T          sequence length (default 256)\n"
-            "  --threads N      OpenMP threads (default: all cores)\n"
+            "usage: handgrad bench [options]\n" CLI_MODEL_USAGE
             "  --warmup N       untimed steps first (default 1)\n"
             "  --steps N        timed repetitions of each pass (default 3)\n"
-            "  --seed S         parameter init seed (default 1)\n"
             "  --json           one JSON object instead of a table\n");
 }
 
@@ -59,45 +55,37 @@ static int run_pass(hg_model *m, pass p, const int32_t *tok, const int32_t *tgt,
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *model = "small";
-    int B = 4, T = 256, threads = 0, warmup = 1, steps = 3, json = 0;
-    unsigned long long seed = 1;
+    cli_model mo = cli_model_default();
+    int warmup = 1, steps = 3, json = 0;
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"batch", required_argument, 0, 'b'},
-        {"ctx", required_argument, 0, 't'},   {"threads", required_argument, 0, 'n'},
+        CLI_MODEL_OPTIONS,
         {"warmup", required_argument, 0, 'w'}, {"steps", required_argument, 0, 's'},
-        {"seed", required_argument, 0, 'S'},  {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int shared = cli_model_flag("bench", &mo, c, optarg);
+        if (shared < 0) return 2;
+        if (shared) continue;
         switch (c) {
-        case 'm': model = optarg; break;
-        case 'b': B = atoi(optarg); break;
-        case 't': T = atoi(optarg); break;
-        case 'n': threads = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
         case 's': steps = atoi(optarg); break;
-        case 'S': seed = strtoull(optarg, NULL, 10); break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
+    const char *model = mo.preset;
+    int B = mo.batch, T = mo.ctx, threads;
+    uint64_t seed = mo.seed;
     if (warmup < 0 || steps < 1) {
         fprintf(stderr, "handgrad bench: --warmup must be >= 0 and --steps >= 1\n");
         return 2;
     }
     hg_config cfg;
-    if (hg_config_preset(model, &cfg) != HG_OK) {
-        fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
-        return 2;
-    }
-    hg_options opt = hg_options_default();
-    opt.batch = B;
-    opt.seq_len = T;
-    opt.threads = threads;
-    opt.seed = seed;
+    hg_options opt;
+    if (cli_model_setup("bench", &mo, 1, &cfg, &opt)) return 2;
     hg_model *m;
     hg_status st = hg_model_create(&m, &cfg, &opt);
     if (st != HG_OK) {
@@ -111,13 +99,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "handgrad bench: out of memory\n");
         return 1;
     }
-    uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
-    for (int i = 0; i < B * T; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        tok[i] = (int32_t)((x >> 33) % (uint64_t)cfg.vocab_size);
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        tgt[i] = (int32_t)((x >> 33) % (uint64_t)cfg.vocab_size);
-    }
+    cli_random_batch(seed, cfg.vocab_size, B * T, tok, tgt);
     hg_adamw adamw = hg_adamw_default();
     timing res[3];
     int rc = 0;

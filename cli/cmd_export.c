@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "cli_io.h"
-#include "cli_model.h"
+#include "cli_open.h"
 #include "commands.h"
 #include "handgrad.h"
 

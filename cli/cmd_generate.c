@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli_io.h"
-#include "cli_model.h"
+#include "cli_open.h"
 #include "commands.h"
 #include "core/timer.h"
 #include "handgrad.h"

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,19 @@
 #include "train_log.h"
 #include "train_options.h"
 
-#define ERR(...) (fprintf(stderr, "handgrad train: " __VA_ARGS__), fputc('\n', stderr), 1)
+static char rank_tag[32]; /* " (rank r of N)" in errors when data parallel */
+
+/* One line on stderr, written whole so that ranks' lines do not interleave; returns 1. */
+__attribute__((format(printf, 1, 2))) static int err_line(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "handgrad train%s: %s\n", rank_tag, msg);
+    return 1;
+}
+#define ERR(...) err_line(__VA_ARGS__)
 
 typedef struct trainer {
     train_opts o;
@@ -32,6 +45,11 @@ typedef struct trainer {
     char tok_path[PATH_MAX + 64];
     hg_loader *train, *val;
     int B, T, accum;             /* micro-batch (B, T); accum micro-batches a step */
+    /* data parallel: rank of ranks each run Bl = B / ranks of every micro-batch */
+    hg_comm *comm;
+    hg_dist *dist;
+    int rank, ranks, Bl;
+    int stop;                    /* a stop signal reached some rank (agreed every step) */
     int64_t max_steps, step;     /* step: steps done */
     int64_t saved_step;          /* step of the newest checkpoint written or loaded */
     uint64_t tokens;
@@ -228,7 +246,9 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
 static int open_loader(trainer *t, hg_loader **ld, const char *flag, const char *pattern, int shuffle) {
     if (check_shards(flag, pattern, t->cfg.vocab_size)) return 1;
     hg_loader_options lo = hg_loader_options_default();
-    lo.batch = t->B;
+    lo.batch = t->Bl;
+    lo.rank = t->rank;
+    lo.world_size = t->ranks;
     lo.seq_len = t->T;
     lo.shuffle = shuffle;
     lo.seed = (uint64_t)t->o.seed;
@@ -241,6 +261,8 @@ static int open_loader(trainer *t, hg_loader **ld, const char *flag, const char 
 static int plan(trainer *t) {
     const train_opts *o = &t->o;
     t->B = o->batch;
+    if (t->B % t->ranks) return ERR("--batch %d is not divisible by the %d ranks: use a multiple of %d", t->B, t->ranks, t->ranks);
+    t->Bl = t->B / t->ranks;
     t->T = o->ctx ? o->ctx : t->cfg.max_seq_len;
     if (t->T > t->cfg.max_seq_len) return ERR("--ctx %d exceeds the model's max_seq_len %d", t->T, t->cfg.max_seq_len);
     int64_t micro = (int64_t)t->B * t->T;
@@ -261,14 +283,15 @@ static int plan(trainer *t) {
     t->adamw.grad_clip = (float)o->grad_clip;
     t->adamw.beta1 = (float)o->beta1;
     t->adamw.beta2 = (float)o->beta2;
-    t->flops_per_step = hg_train_flops(&t->cfg, t->B, t->T) * t->accum;
+    t->flops_per_step = hg_train_flops(&t->cfg, t->Bl, t->T) * t->accum; /* per rank, as the peak */
     return 0;
 }
 
 static int create_models(trainer *t, const char *weights) {
     const train_opts *o = &t->o;
     hg_options mo = hg_options_default();
-    mo.batch = t->B;
+    mo.batch = t->Bl;
+    if (o->zero) mo.shards = t->ranks, mo.shard = t->rank;
     mo.seq_len = t->T;
     mo.threads = o->threads;
     mo.seed = (uint64_t)o->seed;
@@ -283,12 +306,19 @@ static int create_models(trainer *t, const char *weights) {
         hg_model_free(hf);
         if (s != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
     }
+    hg_dist_options dopt = hg_dist_options_default();
+    dopt.zero = o->zero, dopt.global_batch = t->B, dopt.timeout_s = o->dist_timeout;
+    dopt.bucket_bytes = (size_t)(o->bucket_mb * 1048576);
+    char *run = train_opts_to_json(o);
+    for (const char *c = run; c && *c; c++) dopt.config_hash = (dopt.config_hash ^ (uint8_t)*c) * 0x100000001b3ull;
+    free(run);
+    if (hg_dist_create(&t->dist, t->comm, t->m, &dopt) != HG_OK) return ERR("%s", hg_last_error());
     if (t->resumed_from[0]) {
         char p[PATH_MAX + 32];
         snprintf(p, sizeof p, "%s/optimizer.safetensors", t->resumed_from);
         hg_train_state s;
         if (hg_optimizer_load(t->m, p, &s) != HG_OK) return ERR("%s", hg_last_error());
-        if (s.B != t->B || s.T != t->T || s.world_size != 1 || s.seed != (uint64_t)o->seed)
+        if (s.B != t->B || s.T != t->T || s.seed != (uint64_t)o->seed) /* any number of ranks */
             return ERR("%s: the run read batch %d, ctx %d, seed %llu on %d rank(s); this one has batch %d, ctx %d, "
                        "seed %llu: the data position would not carry over", p, s.B, s.T, (unsigned long long)s.seed,
                        s.world_size, t->B, t->T, (unsigned long long)o->seed);
@@ -297,12 +327,12 @@ static int create_models(trainer *t, const char *weights) {
         t->step = t->saved_step = s.step;
         t->tokens = s.tokens;
     }
-    if (o->sample_every && t->tok) {
+    if (o->sample_every && t->tok && t->rank == 0) {
         hg_options go = mo;
         go.training = 0, go.batch = 1, go.seq_len = t->cfg.max_seq_len;
         if (hg_model_create(&t->gen, &t->cfg, &go) != HG_OK) return ERR("sampling model: %s", hg_last_error());
     }
-    size_t n = (size_t)t->B * t->T;
+    size_t n = (size_t)t->Bl * t->T;
     t->x = malloc(sizeof *t->x * n);
     t->y = malloc(sizeof *t->y * n);
     t->logits = malloc(sizeof *t->logits * (size_t)t->cfg.vocab_size);
@@ -335,7 +365,8 @@ static hg_status train_step(trainer *t, step_record *r) {
     for (int k = 0; k < t->accum && s == HG_OK; k++) {
         float l = 0.0f;
         s = hg_loader_next(t->train, t->x, t->y);
-        if (s == HG_OK) s = hg_forward_backward(m, t->x, t->y, t->B, t->T, 1.0f / (float)t->accum, &l);
+        if (s == HG_OK)
+            s = hg_dist_forward_backward(t->dist, t->x, t->y, t->Bl, t->T, 1.0f / (float)t->accum, k == t->accum - 1, &l);
         loss += l;
     }
     if (s != HG_OK) return s;
@@ -344,7 +375,10 @@ static hg_status train_step(trainer *t, step_record *r) {
         hg_param_at(m, 0, &p);
         p.grad[0] = NAN;
     }
-    /* (data parallel: all-reduce the gradients and the loss here) */
+    double sums[2] = {loss, stop_signal != 0}; /* the mean loss over ranks; stop together */
+    if ((s = hg_dist_sum(t->dist, sums, 2)) != HG_OK) return s;
+    loss = sums[0] / t->ranks;
+    t->stop = sums[1] > 0;
     t->tokens += (uint64_t)t->accum * t->B * t->T;
     r->loss = loss / t->accum;
     r->grad_norm = NAN;
@@ -353,10 +387,12 @@ static hg_status train_step(trainer *t, step_record *r) {
         hg_adamw a = t->adamw;
         a.lr = (float)r->lr;
         float gn = NAN;
-        s = hg_optimizer_step(m, &a, &gn);
+        s = hg_dist_optimizer_step(t->dist, &a, &gn);
         r->grad_norm = gn;
         if (s != HG_OK && isfinite(gn)) return s;
         r->skipped = s != HG_OK;
+    } else if ((s = hg_dist_drop_step(t->dist)) != HG_OK) {
+        return s;
     }
     t->step++;
     t->nan_streak = r->skipped ? t->nan_streak + 1 : 0;
@@ -380,10 +416,12 @@ static hg_status evaluate(trainer *t, double *out) {
     for (uint64_t i = 0; i < n && s == HG_OK; i++) {
         float l = 0.0f;
         s = hg_loader_next(t->val, t->x, t->y);
-        if (s == HG_OK) s = hg_forward(t->m, t->x, t->y, t->B, t->T, &l, NULL);
+        if (s == HG_OK) s = hg_forward(t->m, t->x, t->y, t->Bl, t->T, &l, NULL);
         sum += l;
     }
     hg_set_train_mode(t->m, 1);
+    if (s == HG_OK) s = hg_dist_sum(t->dist, &sum, 1); /* each rank read its own slice */
+    sum /= t->ranks;
     *out = sum / (double)n;
     return s;
 }
@@ -452,44 +490,59 @@ static int finite_state(const hg_model *m) {
         hg_param_info p;
         hg_param_at(m, i, &p);
         for (int64_t j = 0; j < p.numel; j++)
-            if (!isfinite(p.data[j]) || !isfinite(p.adam_m[j]) || !isfinite(p.adam_v[j])) return 0;
+            if (!isfinite(p.data[j]) || (p.adam_m && (!isfinite(p.adam_m[j]) || !isfinite(p.adam_v[j])))) return 0;
     }
     return 1;
 }
 
-/* Writes ckpt_<step>/ atomically, then prunes. The optimizer state is one library call,
- * which a sharded (ZeRO-1) trainer replaces with its own. */
+/* With other ranks: HG_ERR_IO on every rank when s failed on any (*others: not here). */
+static hg_status agree(trainer *t, hg_status s, int *others) {
+    double failed = s != HG_OK;
+    hg_status c = hg_dist_sum(t->dist, &failed, 1);
+    if (c != HG_OK) return c;
+    if (s == HG_OK && failed > 0) *others = 1, s = HG_ERR_IO;
+    return s;
+}
+
+/* Writes ckpt_<step>/ atomically, then prunes. Rank 0 writes; every rank contributes
+ * its slice of the optimizer state. */
 static int save_checkpoint(trainer *t) {
-    if (!finite_state(t->m)) {
+    if (!finite_state(t->m)) { /* the same on every rank */
         train_log_say(&t->log, "not writing a checkpoint at step %lld: parameters or moments hold NaN or Inf",
                       (long long)t->step);
         return 1;
     }
+    int r0 = t->rank == 0;
     char tmp[PATH_MAX], p[PATH_MAX + 32];
-    hg_train_state st = {.step = t->step, .tokens = t->tokens, .B = t->B, .T = t->T, .world_size = 1,
+    hg_train_state st = {.step = t->step, .tokens = t->tokens, .B = t->B, .T = t->T, .world_size = t->ranks,
                          .seed = (uint64_t)t->o.seed};
     hg_loader_position pos = hg_loader_tell(t->train);
     st.epoch = pos.epoch;
     st.batch = pos.batch;
-    char *run = train_opts_to_json(&t->o);
-    hg_status s = run ? hg_checkpoint_begin(t->o.out, t->step, tmp, sizeof tmp) : HG_ERR_NOMEM;
-    int begun = s == HG_OK;
-    if (s == HG_OK) snprintf(p, sizeof p, "%s/model.safetensors", tmp), s = hg_model_save(t->m, p);
-    if (s == HG_OK) snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp), s = hg_optimizer_save(t->m, &st, p);
-    if (s == HG_OK) snprintf(p, sizeof p, "%s/run.json", tmp), s = hg_write_file_atomic(p, run, strlen(run));
-    if (s == HG_OK && t->tok) s = hg_tokenizer_save_hf(t->tok, tmp);
-    if (s == HG_OK) s = hg_checkpoint_commit(t->o.out, t->step, tmp);
+    char *run = r0 ? train_opts_to_json(&t->o) : NULL;
+    hg_status s = !r0 ? HG_OK : run ? hg_checkpoint_begin(t->o.out, t->step, tmp, sizeof tmp) : HG_ERR_NOMEM;
+    int begun = r0 && s == HG_OK;
+    if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/model.safetensors", tmp), s = hg_model_save(t->m, p);
+    if (r0) snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+    int others = 0;
+    s = agree(t, s, &others);
+    if (s == HG_OK) s = agree(t, hg_dist_optimizer_save(t->dist, &st, r0 ? p : NULL), &others);
+    if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/run.json", tmp), s = hg_write_file_atomic(p, run, strlen(run));
+    if (r0 && s == HG_OK && t->tok) s = hg_tokenizer_save_hf(t->tok, tmp);
+    if (r0 && s == HG_OK) s = hg_checkpoint_commit(t->o.out, t->step, tmp);
+    s = agree(t, s, &others);
     free(run);
     if (s != HG_OK) {
         char why[1100];
-        snprintf(why, sizeof why, "%s", s == HG_ERR_NOMEM && !run ? "out of memory" : hg_last_error());
+        snprintf(why, sizeof why, "%s", others ? "another rank failed (its message says why)"
+                                        : s == HG_ERR_NOMEM && r0 && !run ? "out of memory" : hg_last_error());
         if (begun) hg_checkpoint_abort(tmp);
         train_log_say(&t->log, "handgrad train: checkpoint at step %lld failed, the previous ones are intact: %s",
                       (long long)t->step, why);
         return 1;
     }
     t->saved_step = t->step;
-    if (t->o.keep_last && hg_checkpoint_prune(t->o.out, t->o.keep_last) != HG_OK)
+    if (r0 && t->o.keep_last && hg_checkpoint_prune(t->o.out, t->o.keep_last) != HG_OK)
         train_log_say(&t->log, "warning: pruning old checkpoints: %s", hg_last_error());
     return 0;
 }
@@ -504,7 +557,7 @@ static int run(trainer *t) {
         train_log_say(&t->log, "already at step %lld of %lld; nothing to train (raise --max-steps to go on)",
                       (long long)t->step, (long long)t->max_steps);
     }
-    while (t->step < t->max_steps && !stop_signal) {
+    while (t->step < t->max_steps && !t->stop) {
         step_record r;
         if (train_step(t, &r) != HG_OK) return ERR("step %lld: %s", (long long)t->step + 1, hg_last_error());
         train_log_step(&t->log, &r);
@@ -518,7 +571,7 @@ static int run(trainer *t) {
         if (r.skipped)
             train_log_say(&t->log, "step %lld: non-finite %s, update skipped (%d in a row)", (long long)t->step,
                           isfinite(r.loss) ? "gradient norm" : "loss", t->nan_streak);
-        if (stop_signal) break;
+        if (t->stop) break;
         if (t->val && due(o->eval_every, t->step, t->max_steps)) {
             double vl;
             if (evaluate(t, &vl) != HG_OK) return ERR("evaluation: %s", hg_last_error());
@@ -535,8 +588,8 @@ static int run(trainer *t) {
         train_log_plot(&t->log, 0);
     }
     train_log_plot(&t->log, 1);
-    if (stop_signal) {
-        const char *sig = stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (t->stop) {
+        const char *sig = stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "a signal to another rank";
         if (t->step > t->saved_step && save_checkpoint(t)) return 1;
         if (t->step == 0) train_log_say(&t->log, "stopped by %s before the first step", sig);
         else
@@ -551,6 +604,7 @@ static int run(trainer *t) {
 
 static void trainer_free(trainer *t) {
     train_log_close(&t->log);
+    hg_dist_free(t->dist);
     hg_model_free(t->m);
     hg_model_free(t->gen);
     hg_tokenizer_free(t->tok);
@@ -558,10 +612,17 @@ static void trainer_free(trainer *t) {
     hg_loader_close(t->val);
     free(t->x), free(t->y), free(t->logits);
     train_opts_free(&t->o);
+    hg_comm_close(t->comm);
 }
 
 static int setup(trainer *t, int argc, char **argv) {
     train_opts *o = &t->o;
+    /* MPI under mpirun or srun, else one rank; only rank 0 prints and writes files */
+    if (hg_comm_open(&t->comm, HG_COMM_AUTO) != HG_OK) return ERR("%s", hg_last_error());
+    t->rank = hg_comm_rank(t->comm), t->ranks = hg_comm_size(t->comm);
+    if (t->ranks > 1) snprintf(rank_tag, sizeof rank_tag, " (rank %d of %d)", t->rank, t->ranks);
+    if (t->rank && !freopen("/dev/null", "w", stdout)) return ERR("cannot silence stdout: %s", strerror(errno));
+    t->log.off = t->rank != 0;
     int rc = train_opts_parse(o, argc, argv, t->resumed_from, sizeof t->resumed_from);
     if (rc) return rc;
     if (!o->out) return ERR("give the run folder with --out DIR");
@@ -580,8 +641,8 @@ static int setup(trainer *t, int argc, char **argv) {
     t->peak_gflops = o->peak_gflops;
     if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
     /* everything checked: only now is anything written */
-    if (mkdir_p(o->out)) return 1;
-    if (train_log_open(&t->log, o->out, t->resumed_from[0] ? t->step : -1, o->print_every)) return 1;
+    if (t->rank == 0 && mkdir_p(o->out)) return 1;
+    if (t->rank == 0 && train_log_open(&t->log, o->out, t->resumed_from[0] ? t->step : -1, o->print_every)) return 1;
     const hg_options *mo = hg_model_options(t->m);
     printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters; %s\n", t->cfg.n_layer, t->cfg.n_head,
            t->cfg.d_model, t->cfg.vocab_size, (double)hg_config_param_count(&t->cfg, 1) / 1e6,
@@ -589,6 +650,9 @@ static int setup(trainer *t, int argc, char **argv) {
     printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %d thread%s\n",
            (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
            (long long)t->B * t->T * t->accum, (long long)t->max_steps, mo->threads, mo->threads == 1 ? "" : "s");
+    if (t->ranks > 1)
+        printf("data parallel: %d ranks (%s), %d sequences each per micro-batch%s\n", t->ranks, hg_comm_name(t->comm),
+               t->Bl, o->zero ? ", AdamW state sharded (ZeRO-1)" : "");
     if (t->resumed_from[0]) printf("resuming at step %lld from %s\n", (long long)t->step, t->resumed_from);
     else if (o->resume) printf("no checkpoint in %s yet: starting from step 0\n", o->out);
     fflush(stdout);

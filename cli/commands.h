@@ -14,6 +14,7 @@ typedef struct hg_command {
 hg_command_fn cmd_bench;     /* cmd_bench.c */
 hg_command_fn cmd_tokenizer; /* cmd_tokenizer.c */
 hg_command_fn cmd_prepare;   /* cmd_prepare.c */
+hg_command_fn cmd_profile;   /* cmd_profile.c */
 hg_command_fn cmd_train;     /* cmd_train.c, train_options.c, train_log.c */
 hg_command_fn cmd_generate;  /* cmd_generate.c */
 hg_command_fn cmd_export;    /* cmd_export.c */

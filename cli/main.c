@@ -8,6 +8,7 @@ static const hg_command commands[] = {
     {"bench", "time forward, backward and a training step against the sgemm ceiling", cmd_bench},
     {"tokenizer", "encode, decode or train a byte-level BPE tokenizer", cmd_tokenizer},
     {"prepare", "tokenize text files into train and val token shards", cmd_prepare},
+    {"profile", "time every op of a training step per layer; Chrome trace; memory report", cmd_profile},
     {"train", "train a model with progress, logs, a loss plot, checkpoints and resume", cmd_train},
     {"generate", "continue a prompt with a model, streaming the text (KV cache)", cmd_generate},
     {"export", "write a model as a Hugging Face GPT-2 folder", cmd_export},

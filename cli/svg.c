@@ -132,7 +132,7 @@ static void draw_bands(FILE *f, const svg_plot *p, const axis *x, int H) {
         fprintf(f, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='%s'/>\n", a, MT, c - a, H - MT - MB,
                 bd->color ? bd->color : "#eef");
         if (bd->label) {
-            fprintf(f, "<text x='%.1f' y='%d' text-anchor='middle' fill='#555'>", (a + c) / 2, MT + 14);
+            fprintf(f, "<text x='%.1f' y='%d' text-anchor='middle' fill='#555'>", (a + c) / 2, H - MB - 8);
             text_escaped(f, bd->label);
             fputs("</text>\n", f);
         }
@@ -160,6 +160,11 @@ static void draw_series(FILE *f, const svg_series *s, const char *color, const a
 }
 
 static void draw_legend(FILE *f, const svg_plot *p, int W) {
+    int rows = 0;
+    for (int s = 0; s < p->nseries; s++) rows += p->series[s].label != NULL;
+    if (rows)
+        fprintf(f, "<rect x='%d' y='%d' width='184' height='%d' fill='white' fill-opacity='0.85' stroke='#bbb'/>\n",
+                W - MR - 196, MT + 4, 18 * p->nseries + 6);
     for (int s = 0; s < p->nseries; s++) {
         if (!p->series[s].label) continue;
         int yy = MT + 16 + 18 * s, xx = W - MR - 190;

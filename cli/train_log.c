@@ -129,6 +129,7 @@ static int term_width(void) {
 }
 
 void train_log_step(train_log *l, const step_record *r) {
+    if (l->off) return;
     FILE *f = l->jsonl;
     fprintf(f, "{\"type\": \"step\", \"step\": %lld", (long long)r->step);
     json_num(f, "loss", r->loss, "%.9g");
@@ -191,6 +192,7 @@ void train_log_say(train_log *l, const char *fmt, ...) {
 }
 
 void train_log_eval(train_log *l, int64_t step, double val_loss) {
+    if (l->off) return;
     fprintf(l->jsonl, "{\"type\": \"eval\", \"step\": %lld", (long long)step);
     json_num(l->jsonl, "val_loss", val_loss, "%.9g");
     json_num(l->jsonl, "val_ppl", exp(val_loss), "%.6g");
@@ -202,6 +204,7 @@ void train_log_eval(train_log *l, int64_t step, double val_loss) {
 }
 
 void train_log_sample(train_log *l, int64_t step, const char *prompt, const char *text) {
+    if (l->off) return;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "type", "sample");
     cJSON_AddNumberToObject(j, "step", (double)step);
@@ -218,6 +221,7 @@ void train_log_sample(train_log *l, int64_t step, const char *prompt, const char
 }
 
 void train_log_plot(train_log *l, int force) {
+    if (l->off) return;
     double now = hg_now();
     if (!force && now - l->last_plot < 10.0) return;
     l->last_plot = now;

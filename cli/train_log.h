@@ -28,6 +28,7 @@ typedef struct train_log {
     int64_t lines;             /* plain lines printed */
     int64_t print_every;
     double last_draw, last_line, last_plot;
+    int off;                   /* writes no files (data-parallel ranks other than 0) */
 } train_log;
 
 /* Opens DIR/train.jsonl for appending. With resume_step >= 0, first drops the records

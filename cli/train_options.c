@@ -83,6 +83,10 @@ static const opt_def defs[] = {
      "without a terminal, a progress line every N steps; 0: every ~5 s (default 0)"},
     {"peak-gflops", OT_F64, F(peak_gflops), "G", 0, 1e12, 0, "sgemm ceiling for '% of peak'; 0: measure it at start (~1 s)"},
     {"inject-nan", OT_STR, F(inject_nan), "S,S..", 0, 0, 0, "testing aid: poison the gradients at these steps"},
+    {"Data parallel (mpirun -np N handgrad train ..., or srun; docs/distributed.md)", OT_SECTION, 0, 0, 0, 0, 0, 0},
+    {"zero", OT_INT, F(zero), "0|1", 0, 1, 1, "1: shard the AdamW state across ranks (ZeRO-1) (default 0)"},
+    {"bucket-mb", OT_F64, F(bucket_mb), "MB", 0.001, 1e6, 1, "gradient all-reduce bucket size (default 25)"},
+    {"dist-timeout", OT_F64, F(dist_timeout), "S", 1, 1e7, 0, "give up when another rank is silent this long (default 300)"},
 };
 #define NDEFS ((int)(sizeof defs / sizeof defs[0]))
 
@@ -98,6 +102,8 @@ void train_opts_defaults(train_opts *o) {
     o->beta2 = 0.95;
     o->seed = 1;
     o->max_nan_steps = 5;
+    o->bucket_mb = 25;
+    o->dist_timeout = 300;
     o->eval_every = 100;
     o->eval_batches = 20;
     o->sample_tokens = 96;

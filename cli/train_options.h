@@ -43,6 +43,9 @@ typedef struct train_opts {
     int64_t print_every;
     double peak_gflops;
     char *inject_nan; /* testing aid: steps whose gradients are poisoned */
+    /* data parallel (under mpirun or srun) */
+    int zero;
+    double bucket_mb, dist_timeout;
 } train_opts;
 
 void train_opts_defaults(train_opts *o);

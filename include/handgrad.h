@@ -91,16 +91,19 @@ typedef struct hg_options {
     int threads;  /* OpenMP threads for this model's calls; 0 means all cores (resolved
                      to the core count in hg_model_options) */
     uint64_t seed;/* parameter init and dropout masks */
+    /* ZeRO-1 (handgrad_dist.h): the AdamW state covers only slice `shard` of `shards`
+     * equal slices of the flat parameter buffer. 0 or 1 shards: the whole state. */
+    int shards, shard;
 } hg_options;
 
-hg_options hg_options_default(void); /* B=1, T=Tmax, training=1, threads=0, seed=0 */
+hg_options hg_options_default(void); /* B=1, T=Tmax, training=1, threads=0, seed=0, shards=1 */
 
 /* ---------------------------------------------------------------- memory */
 
 typedef struct hg_memory_plan {
     size_t params;      /* parameters (fp32, padded vocab) */
     size_t grads;       /* parameter gradients */
-    size_t optimizer;   /* AdamW m and v */
+    size_t optimizer;   /* AdamW m and v (this rank's slice with shards > 1) */
     size_t activations; /* stored activations for backward, sized from (B, T) */
     size_t scratch;     /* per-op temporaries: activation grads, classifier chunk,
                            attention tiles, GEMM scratch */
@@ -147,6 +150,15 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
 
 hg_status hg_zero_grad(hg_model *m);
 
+/* Gradient-ready hook, for overlapping communication with the backward pass. During
+ * each backward, fn(ctx, offset, count) is called on the calling thread each time a
+ * range of the flat gradient buffer is final: ln_f first, then each layer from the last
+ * to the first, then the embeddings. offset and count are in floats from the start of
+ * the buffer (hg_param_info.grad of parameter 0); the ranges of one backward tile the
+ * whole buffer downwards, the last one starting at 0. NULL fn removes the hook. */
+typedef void hg_grad_ready_fn(void *ctx, size_t offset_floats, size_t count_floats);
+hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx);
+
 /* Dropout on (1) or off (0); a training model starts on, but dropout only acts
  * when cfg.dropout > 0. */
 hg_status hg_set_train_mode(hg_model *m, int on);
@@ -192,8 +204,9 @@ typedef struct hg_param_info {
     int64_t numel;
     float *data;       /* row-major, shape as above */
     float *grad;       /* same layout; NULL in an inference model */
-    float *adam_m;     /* AdamW first moment; NULL in an inference model */
-    float *adam_v;     /* AdamW second moment; NULL in an inference model */
+    float *adam_m;     /* AdamW first moment; NULL in an inference model, and with
+                          shards > 1 (see hg_dist_optimizer_get) */
+    float *adam_v;     /* AdamW second moment; NULL likewise */
     int decay;         /* 1 if weight decay applies (2-D matrices) */
 } hg_param_info;
 
@@ -221,6 +234,88 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
 uint64_t hg_model_rng_counter(const hg_model *m);
 hg_status hg_model_set_rng_counter(hg_model *m, uint64_t counter);
 
+/* -------------------------------------------------------------- profiler
+ *
+ * A profiler records one event per op call (and per region: step, forward, classifier,
+ * backward, optimizer) of the models it is attached to, into a buffer allocated when it
+ * is created: recording allocates nothing and a step runs unchanged. With no profiler
+ * attached an op pays one predictable branch; a build with HANDGRAD_PROFILE=OFF has no
+ * hooks at all and hg_model_set_profiler returns HG_ERR_UNSUPPORTED.
+ *
+ *     hg_profiler *p;
+ *     hg_profiler_create(&p, 100000);
+ *     hg_model_set_profiler(m, p);
+ *     hg_profiler_step_begin(p);
+ *     hg_zero_grad(m); hg_forward_backward(m, ...); hg_optimizer_step(m, ...);
+ *     hg_profiler_step_end(p);
+ *     for (int i = 0; i < hg_profiler_count(p); i++) hg_profiler_event(p, i, &ev);
+ */
+
+typedef struct hg_profiler hg_profiler;
+
+typedef enum hg_prof_pass {
+    HG_PASS_FORWARD, HG_PASS_BACKWARD, HG_PASS_OPTIMIZER,
+    HG_PASS_STEP, /* the step region itself */
+} hg_prof_pass;
+
+typedef struct hg_prof_event {
+    const char *name;    /* op and pass, e.g. "matmul c_fc backward", "adamw"; a region:
+                            "step", "forward", "classifier", "backward", "optimizer" */
+    int region;          /* 1: a region enclosing op events; 0: one op call */
+    hg_prof_pass pass;
+    int gemm;            /* 1: a GEMM op (matmuls, classifier) */
+    int flop_bound;      /* 1: rate it in FLOP/s; 0: in bytes/s (a memory-bound op) */
+    int step;            /* index of the enclosing hg_profiler_step_begin, -1 outside steps */
+    int layer;           /* 0..L-1 a block (ln_f counts to the last), -1 the embedding,
+                            L the classifier, -2 none */
+    int thread;          /* OS id of the calling thread */
+    double start, end;   /* seconds since hg_profiler_create or hg_profiler_reset */
+    double flops;        /* floating-point operations executed (recomputation included) */
+    double bytes;        /* bytes the op must read and write, each tensor counted once */
+    int param;           /* adamw: the parameter's index (hg_param_at); else -1 */
+    char shape[64];      /* e.g. "1024x768 @ 768x3072" */
+} hg_prof_event;
+
+/* max_events: the buffer's size; events past it are counted (hg_profiler_dropped) and
+ * not kept. 368 events per GPT-2 small training step. */
+hg_status hg_profiler_create(hg_profiler **out, int max_events);
+void hg_profiler_free(hg_profiler *p);
+/* Attach p to m (NULL detaches). A profiler may serve several models and threads. */
+hg_status hg_model_set_profiler(hg_model *m, hg_profiler *p);
+/* Forgets all events and restarts the clock and the step count. */
+void hg_profiler_reset(hg_profiler *p);
+/* Marks of a step, from the thread that runs it: the step region and event.step. */
+void hg_profiler_step_begin(hg_profiler *p);
+void hg_profiler_step_end(hg_profiler *p);
+int hg_profiler_count(const hg_profiler *p);
+int64_t hg_profiler_dropped(const hg_profiler *p);
+/* Events in the order they ended (an op before the regions enclosing it). */
+hg_status hg_profiler_event(const hg_profiler *p, int index, hg_prof_event *out);
+
+/* Buffers of a model's activation table: stored activations and per-op scratch. */
+typedef struct hg_buffer_info {
+    const char *name;    /* e.g. "qkv", "scratch.logits" */
+    int scratch;         /* 1: a per-op temporary, allocated for the whole run */
+    int64_t copies;      /* one per layer for a stored activation in a training model */
+    size_t bytes;        /* all copies */
+} hg_buffer_info;
+int hg_buffer_count(const hg_model *m);
+hg_status hg_buffer_at(const hg_model *m, int index, hg_buffer_info *out);
+/* Bytes the backend allocated at first use, outside the plan (oneDNN's GEMM scratchpad). */
+size_t hg_model_workspace_bytes(const hg_model *m);
+
+/* The live-activation curve of recorded step `step`: for each of its forward and
+ * backward op events, in order, the event's index and the bytes of stored activations
+ * live while it runs (produced by it or earlier, and read by it or later), derived from
+ * the buffers each op touched. Writes min(cap, ops) points; *n receives the op count. */
+typedef struct hg_live_point {
+    int event;
+    size_t bytes;
+} hg_live_point;
+hg_status hg_profiler_memory_curve(const hg_profiler *p, int step, hg_live_point *points, int cap, int *n);
+/* Live bytes of each buffer (hg_buffer_at order, nbuffers entries) during op event
+ * `event` of step `step`, for a breakdown of the peak. */
+hg_status hg_profiler_live_buffers(const hg_profiler *p, int step, int event, size_t *bytes, int nbuffers);
 /* ------------------------------------------------------------ generation */
 
 /* KV-cache inference on a model created with training=0 and batch=1: its seq_len is
@@ -295,13 +390,16 @@ typedef struct hg_train_state {
     uint64_t tokens;           /* training tokens consumed */
     uint64_t epoch, batch;     /* the next training batch (hg_loader_position) */
     int B, T;                  /* loader geometry the position refers to, */
-    int world_size;            /* and the ranks that read it */
+    int world_size;            /* and the ranks that read it (B is the global batch:
+                                  each rank read B / world_size of it) */
     uint64_t seed;             /* the run's seed (data order, dropout) */
 } hg_train_state;
 
-/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. */
+/* Writes AdamW's m and v, its step count, the dropout RNG counter and *s to path. A
+ * ZeRO-1 model (shards > 1) saves with hg_dist_optimizer_save instead. */
 hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *s, const char *path);
-/* Restores them into a training model of the same shape, and fills *s. */
+/* Restores them into a training model of the same shape, and fills *s. The file holds
+ * whole tensors, so it loads on any number of ranks: a ZeRO-1 model keeps its slice. */
 hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *s);
 
 /* A run folder holds checkpoints DIR/ckpt_NNNNNNNN/ (model.safetensors,
@@ -339,5 +437,7 @@ hg_status hg_sgemm_peak_gflops(int threads, double *gflops);
 
 /* Tokenizer, token shards and the data loader. */
 #include "handgrad_data.h"
+/* Data-parallel training: communicators, gradient all-reduce, ZeRO-1. */
+#include "handgrad_dist.h"
 
 #endif /* HANDGRAD_H */

@@ -8,6 +8,7 @@ pkgs=(build-essential cmake pkg-config
       libdnnl-dev      # oneDNN: CPU GEMM
       libpcre2-dev     # PCRE2 (JIT): GPT-2 pre-tokenization regex
       libcjson-dev     # cJSON: safetensors headers, configs, JSONL logs, vocab.json
+      libopenmpi-dev openmpi-bin  # MPI: data-parallel training across processes (optional at build time)
       bible-kjv)       # the King James Bible: the demo's default corpus (scripts/kjv_corpus.sh)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(clang libclang-rt-14-dev libomp-dev)  # libFuzzer targets, sanitizer and OpenMP runtimes for clang

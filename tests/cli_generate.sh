@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end runs of `handgrad generate` and `handgrad export` on the tiny Hugging Face
-# fixture: greedy text equals transformers' (with the KV cache and without), seeds
-# repeat, stdin and --prompt agree, long prompts are cut, an export generates the same
-# text; bad input fails with one line naming the flag or file and leaves nothing behind.
+# fixture and on a 3-step `handgrad train` checkpoint: greedy text equals transformers'
+# (with the KV cache and without), seeds repeat, stdin and --prompt agree, long prompts
+# are cut, an export generates the same text; bad input fails with one line naming the
+# flag or file and leaves nothing behind.
 # Usage: cli_generate.sh path/to/handgrad   (run from tests/)
 set -euo pipefail
 hg=$1
@@ -54,6 +55,22 @@ for f in config.json model.safetensors vocab.json merges.txt tokenizer_config.js
 done
 "$hg" generate --model "$work/out" --prompt "$prompt" --temperature 0 --max-new-tokens 12 --no-echo >"$work/got" 2>/dev/null
 cmp -s "$work/got" "$work/want" || fail "greedy from the export differs"
+
+# A checkpoint of `handgrad train`: the run folder, its checkpoint folder and the weights
+# file give the same text, with and without the cache; so does its export.
+for i in $(seq 200); do echo "And God said, Let there be light: and there was light. Verse $i."; done >"$work/c.txt"
+"$hg" prepare --quiet --tokenizer $fix --out "$work/shards" --val-fraction 0.1 "$work/c.txt" 2>/dev/null
+"$hg" train --train "$work/shards/train_*.bin" --out "$work/run" --model tiny --tokenizer $fix --ctx 32 --batch 2 \
+  --max-steps 3 --threads 2 >/dev/null 2>&1 || fail "train"
+ckpt=$(ls -d "$work"/run/ckpt_*)
+gen() { "$hg" generate --prompt "$prompt" --temperature 0 --max-new-tokens 40 --ignore-eot --threads 2 "$@" 2>/dev/null; }
+gen --model "$work/run" >"$work/r1"
+gen --model "$ckpt" --no-cache >"$work/r2"
+gen --model "$ckpt/model.safetensors" >"$work/r3"
+cmp -s "$work/r1" "$work/r2" && cmp -s "$work/r1" "$work/r3" || fail "checkpoint paths or cache give different text"
+"$hg" export --model "$work/run" --hf "$work/run_hf" 2>/dev/null || fail "export of a checkpoint"
+gen --model "$work/run_hf" >"$work/r4"
+cmp -s "$work/r1" "$work/r4" || fail "the export of a checkpoint generates different text"
 
 # Bad input: non-zero exit, one line naming the flag or file.
 expect_fail() {

@@ -1,6 +1,6 @@
-/* A training step allocates nothing, and neither does generating a token through the
- * KV cache: malloc and friends are interposed and counted across steady-state steps
- * (after one warm-up step has created the GEMM primitives).
+/* A training step allocates nothing, profiled or not, and neither does generating a
+ * token through the KV cache: malloc and friends are interposed and counted across
+ * steady-state steps (after one warm-up step has created the GEMM primitives).
  *
  * oneDNN's C API builds a small argument map inside every dnnl_primitive_execute call
  * (about 264 bytes in 6-7 allocations, measured), which no caller can avoid. The test
@@ -96,11 +96,19 @@ int main(void) {
     for (int i = 0; i < 3 * 37; i++) tok[i] = (i * 7919) % 1000, tgt[i] = i % 5 ? (i * 104729) % 1000 : -1;
     CHECK(train_step(m, tok, tgt, 3, 37) == 0); /* warm-up: creates the GEMM primitives */
 
+    /* the last step runs with a profiler attached: recording allocates nothing either
+     * (unless profiling is compiled out, when attaching is refused) */
+    hg_profiler *p = NULL;
+    CHECK_OK(hg_profiler_create(&p, 10000));
+    int profiled = 0;
     long per_step[3];
     for (int s = 0; s < 3; s++) {
+        if (s == 2) profiled = hg_model_set_profiler(m, p) == HG_OK;
         long before = atomic_load(&gemm_allocs);
         atomic_store(&counting, 1);
+        hg_profiler_step_begin(p);
         CHECK(train_step(m, tok, tgt, 3, 37) == 0);
+        hg_profiler_step_end(p);
         atomic_store(&counting, 0);
         per_step[s] = atomic_load(&gemm_allocs) - before;
     }
@@ -113,7 +121,9 @@ int main(void) {
     CHECK(per_step[0] == per_step[1] && per_step[1] == per_step[2]); /* no growth */
     CHECK(atomic_load(&gemm_largest) <= 4096);                     /* only small bookkeeping */
     CHECK(atomic_load(&gemm_allocs) == atomic_load(&gemm_frees));    /* nothing kept */
+    CHECK(!profiled || hg_profiler_count(p) > 100);
     hg_model_free(m);
+    hg_profiler_free(p);
 
     o.batch = 1, o.training = 0;
     CHECK_OK(hg_model_create(&m, &cfg, &o));

@@ -201,12 +201,12 @@ static void overlap(cJSON *h) {
 static void extra(cJSON *h) { /* an empty tensor, so the byte ranges stay disjoint */
     cJSON_AddItemToObject(h, "transformer.h.0.ln_3.bias", cJSON_Parse("{\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}"));
 }
-static void unprefixed_twice(cJSON *h) {
-    cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(h, "transformer.wpe.weight");
-    cJSON_AddItemToObject(h, "wpe.weight", t);
-    cJSON *dup = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(h, "transformer.ln_f.bias"), 1);
-    cJSON_DeleteItemFromObjectCaseSensitive(h, "transformer.ln_f.bias");
-    cJSON_AddItemToObject(h, "ln_f.bias", dup);
+static void mixed_prefixes(cJSON *h) {
+    cJSON_AddItemToObject(h, "wpe.weight", cJSON_DetachItemFromObjectCaseSensitive(h, "transformer.wpe.weight"));
+    cJSON_AddItemToObject(h, "ln_f.bias", cJSON_DetachItemFromObjectCaseSensitive(h, "transformer.ln_f.bias"));
+}
+static void twice(cJSON *h) { /* wpe both with and without the prefix (the second one empty) */
+    cJSON_AddItemToObject(h, "wpe.weight", cJSON_Parse("{\"dtype\": \"F32\", \"shape\": [0, 64], \"data_offsets\": [0, 0]}"));
 }
 static void empty_head(cJSON *h) {
     cJSON_AddItemToObject(h, "lm_head.weight", cJSON_Parse("{\"dtype\": \"F32\", \"shape\": [0, 64], \"data_offsets\": [0, 0]}"));
@@ -274,9 +274,11 @@ static void test_bad_input(void) {
     expect_fail("overlap", HG_ERR_FORMAT, "overlap");
     edit_header(extra);
     expect_fail("extra tensor", HG_ERR_FORMAT, "tensor 'transformer.h.0.ln_3.bias' is not a parameter");
-    edit_header(unprefixed_twice);
+    edit_header(mixed_prefixes);
     CHECK_OK(hg_model_load_hf(&m, tmpdir, &o)); /* mixed prefixes are fine */
     hg_model_free(m);
+    edit_header(twice);
+    expect_fail("twice", HG_ERR_FORMAT, "tensor 'wpe.weight' appears twice");
     edit_header(empty_head);
     expect_fail("lm_head shape", HG_ERR_FORMAT, "lm_head.weight's shape");
     char path[128];

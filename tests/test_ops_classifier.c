@@ -126,13 +126,17 @@ static void test_classifier(hg_backend *bes[OPS_NBE], int N, int chunk, int V, i
         for (int run = 0; run < 2; run++) {
             poison(losses[run], N), poison(logits[run], (size_t)N * V), poison(dx[run], NC), poison(scratch, (size_t)chunk * Vp);
             memcpy(dwte[run], pre_dwte, sizeof(float) * VC);
-            hg_classifier_args a = {
-                .N = N, .C = C, .V = V, .Vp = Vp, .chunk = chunk, .x = x, .wte = wte,
-                .targets = targets_on ? targets : NULL, .losses = targets_on ? losses[run] : NULL,
-                .logits = logits_on ? logits[run] : NULL, .scratch = scratch,
-            };
-            if (backward) a.dscale = dscale, a.dx = dx[run], a.dwte = dwte[run];
-            CHECK_OK(be->ops->classifier(be, &a));
+            for (int r0 = 0; r0 < N; r0 += chunk) { /* chunk by chunk, as gpt_classifier runs it */
+                hg_classifier_args a = {
+                    .N = N - r0 < chunk ? N - r0 : chunk, .C = C, .V = V, .Vp = Vp, .x = x + (size_t)r0 * C,
+                    .wte = wte, .targets = targets_on ? targets + r0 : NULL,
+                    .losses = targets_on ? losses[run] + r0 : NULL,
+                    .logits = logits_on ? logits[run] + (size_t)r0 * V : NULL, .scratch = scratch,
+                };
+                if (backward) a.dscale = dscale, a.dx = dx[run] + (size_t)r0 * C, a.dwte = dwte[run];
+                CHECK_OK(be->ops->classifier_forward(be, &a));
+                if (backward) CHECK_OK(be->ops->classifier_backward(be, &a));
+            }
         }
         if (logits_on) {
             snprintf(name, sizeof name, "%s logits", tag);

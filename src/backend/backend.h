@@ -36,6 +36,7 @@ struct hg_backend_ops {
     void (*upload)(hg_backend *be, void *dst, const void *host_src, size_t bytes);
     void (*download)(hg_backend *be, void *host_dst, const void *src, size_t bytes);
     void (*sync)(hg_backend *be);
+    size_t (*workspace_bytes)(hg_backend *be); /* allocated at first use, outside the tables */
 
     hg_encoder_forward_fn *encoder_forward;
     hg_encoder_backward_fn *encoder_backward;
@@ -50,8 +51,9 @@ struct hg_backend_ops {
     hg_attention_forward_fn *attention_forward;
     hg_attention_backward_fn *attention_backward;
     hg_attention_scratch_fn *attention_scratch_bytes;
+    hg_classifier_forward_fn *classifier_forward;
+    hg_classifier_backward_fn *classifier_backward;
     hg_attention_cached_fn *attention_cached;
-    hg_classifier_fn *classifier;
     hg_adamw_fn *adamw;
     hg_sumsq_fn *sumsq;
 };

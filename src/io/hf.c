@@ -22,6 +22,7 @@
 #include "io/atomic.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
+#include "train/checkpoint.h"
 
 #define PREFIX "transformer."
 
@@ -253,7 +254,7 @@ static const char tokenizer_config[] =
 
 /* The files of an export, written into the (new, empty) folder tmp. */
 static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const char *tmp, char *path, size_t cap) {
-    const int np = hg_param_count(m), eot = tok ? hg_tokenizer_eot(tok) : -1;
+    const int eot = tok ? hg_tokenizer_eot(tok) : -1;
     char *json = hf_config_json(&m->cfg, eot);
     if (!json) return hg_fail(HG_ERR_NOMEM, "out of memory");
     snprintf(path, cap, "%s/config.json", tmp);
@@ -262,24 +263,10 @@ static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const c
     HG_TRY(st);
 
     /* the names save_pretrained writes: "transformer." + the parameter's name */
-    hg_st_entry *e = calloc((size_t)np, sizeof *e);
-    char (*names)[sizeof m->params.specs[0].name + sizeof PREFIX] = calloc((size_t)np, sizeof *names);
-    if (!e || !names) st = hg_fail(HG_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < np && st == HG_OK; i++) {
-        hg_param_info p;
-        hg_param_at(m, i, &p);
-        snprintf(names[i], sizeof names[i], PREFIX "%s", p.name);
-        e[i].name = names[i];
-        e[i].dtype = HG_ST_F32;
-        e[i].ndim = p.ndim;
-        memcpy(e[i].shape, p.shape, sizeof(int64_t) * (size_t)p.ndim);
-        e[i].data = p.data;
-    }
-    static const char *const meta[] = {"format", "pt"}; /* transformers checks it */
+    float *const bufs[] = {m->param};
+    const char *const prefixes[] = {PREFIX}, *const meta[] = {"format", "pt"}; /* transformers checks it */
     snprintf(path, cap, "%s/model.safetensors", tmp);
-    if (st == HG_OK) st = hg_st_write(path, e, np, meta, 1);
-    free(e);
-    free(names);
+    st = ckpt_write_tensors(m, path, bufs, prefixes, 1, meta, 1);
     if (st != HG_OK || !tok) return st;
 
     HG_TRY(hg_tokenizer_save_hf(tok, tmp));

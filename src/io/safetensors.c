@@ -36,7 +36,7 @@ const char *hg_st_dtype_name(hg_st_dtype d) {
     return "?";
 }
 
-static int dtype_size(hg_st_dtype d) {
+int hg_st_dtype_size(hg_st_dtype d) {
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
         if (dtypes[i].dtype == d) return dtypes[i].size;
     return 0;
@@ -95,7 +95,7 @@ static hg_status parse_entry(hg_st_file *f, const cJSON *e, hg_st_tensor *t, uin
                        f->name, nm, b, en, (unsigned long long)data_len);
     sp->begin = (uint64_t)b;
     sp->end = (uint64_t)en;
-    if ((uint64_t)t->numel * (uint64_t)dtype_size(t->dtype) != sp->end - sp->begin)
+    if ((uint64_t)t->numel * (uint64_t)hg_st_dtype_size(t->dtype) != sp->end - sp->begin)
         return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has %lld elements of %s but %llu data bytes", f->name, nm,
                        (long long)t->numel, dt->valuestring, (unsigned long long)(sp->end - sp->begin));
     t->data = data + sp->begin;

@@ -39,8 +39,9 @@ const hg_st_tensor *hg_st_find(const hg_st_file *f, const char *name);
 /* A "__metadata__" value, or NULL. */
 const char *hg_st_metadata(const hg_st_file *f, const char *key);
 
-/* "F32", "BF16", ... */
+/* "F32", "BF16", ... and bytes per element; a value outside the enum gives "?" and 0. */
 const char *hg_st_dtype_name(hg_st_dtype d);
+int hg_st_dtype_size(hg_st_dtype d);
 /* Converts a F64, F32, F16, BF16 or I32 tensor to double or float; n must equal its numel. */
 hg_status hg_st_read_f64(const hg_st_file *f, const hg_st_tensor *t, double *out, int64_t n);
 hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out, int64_t n);

@@ -9,19 +9,6 @@
 #include "io/atomic.h"
 #include "io/safetensors.h"
 
-static const char *dtype_name(hg_st_dtype d, int *size) {
-    static const struct { hg_st_dtype d; const char *name; int size; } t[] = {
-        {HG_ST_F64, "F64", 8}, {HG_ST_F32, "F32", 4}, {HG_ST_F16, "F16", 2}, {HG_ST_BF16, "BF16", 2},
-        {HG_ST_I64, "I64", 8}, {HG_ST_I32, "I32", 4}, {HG_ST_I16, "I16", 2}, {HG_ST_I8, "I8", 1},
-        {HG_ST_U8, "U8", 1},   {HG_ST_BOOL, "BOOL", 1}};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (t[i].d == d) {
-            *size = t[i].size;
-            return t[i].name;
-        }
-    return NULL;
-}
-
 /* An integer as raw JSON text, so offsets above 2^31 print exactly. */
 static cJSON *raw_int(uint64_t v) {
     char buf[24];
@@ -39,8 +26,8 @@ static hg_status build_header(const char *path, const hg_st_entry *t, int n, con
             s = hg_fail(HG_ERR_INVALID, "%s: metadata pair %d is NULL or out of memory", path, i);
     uint64_t off = 0;
     for (int i = 0; s == HG_OK && i < n; i++) {
-        int esize = 0;
-        const char *dt = dtype_name(t[i].dtype, &esize);
+        int esize = hg_st_dtype_size(t[i].dtype);
+        const char *dt = esize ? hg_st_dtype_name(t[i].dtype) : NULL;
         if (!t[i].name || !strcmp(t[i].name, "__metadata__") || cJSON_GetObjectItemCaseSensitive(h, t[i].name))
             s = hg_fail(HG_ERR_INVALID, "%s: tensor %d's name '%s' is missing, reserved or repeated", path, i,
                         t[i].name ? t[i].name : "(null)");

@@ -18,7 +18,7 @@
 #define CLASSIFIER_CHUNK_BYTES ((size_t)128 << 20)
 
 hg_options hg_options_default(void) {
-    hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0};
+    hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0, .shards = 1, .shard = 0};
     return o;
 }
 
@@ -136,13 +136,25 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
         return hg_fail(HG_ERR_INVALID, "batch*seq_len = %lld tokens is too many for one step", (long long)o->batch * o->seq_len);
     if (o->threads < 0 || o->threads > 1024) return hg_fail(HG_ERR_INVALID, "threads must be in [0, 1024], got %d", o->threads);
     if (o->training != 0 && o->training != 1) return hg_fail(HG_ERR_INVALID, "training must be 0 or 1, got %d", o->training);
+    if (o->shards < 0 || o->shards > 65536) return hg_fail(HG_ERR_INVALID, "shards must be in [0, 65536], got %d", o->shards);
+    if (o->shard < 0 || o->shard >= (o->shards > 1 ? o->shards : 1))
+        return hg_fail(HG_ERR_INVALID, "shard must be in [0, shards=%d), got %d", o->shards > 1 ? o->shards : 1, o->shard);
     return HG_OK;
 }
 
 static hg_options normalised(const hg_config *cfg, const hg_options *opt) {
     hg_options o = *opt;
     if (o.seq_len == 0) o.seq_len = cfg->max_seq_len;
+    if (o.shards == 0) o.shards = 1;
     return o;
+}
+
+void gpt_shard(size_t P, int shards, int shard, size_t *lo, size_t *n) {
+    size_t S = (P + (size_t)shards - 1) / (size_t)shards;
+    S = (S + 15) / 16 * 16;
+    size_t a = (size_t)shard * S < P ? (size_t)shard * S : P;
+    *lo = a;
+    *n = P - a < S ? P - a : S;
 }
 
 hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_memory_plan *out) {
@@ -155,8 +167,10 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     memset(out, 0, sizeof *out);
     out->params = p.bytes;
     if (opt.training) {
+        size_t lo, n;
+        gpt_shard(p.bytes / sizeof(float), opt.shards, opt.shard, &lo, &n);
         out->grads = p.bytes;
-        out->optimizer = 2 * p.bytes;
+        out->optimizer = 2 * n * sizeof(float);
     }
     for (int i = 0; i < a.count; i++) {
         const hg_tensor_spec *s = &a.specs[i];
@@ -164,7 +178,7 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
         if (!strncmp(s->name, "scratch.", 8)) out->scratch += bytes;
         else out->activations += bytes;
     }
-    out->total = a.bytes + p.bytes * (opt.training ? 4 : 1);
+    out->total = a.bytes + out->params + out->grads + out->optimizer;
     hg_table_free(&p);
     hg_table_free(&a);
     return HG_OK;
@@ -227,6 +241,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     m->opt.threads = m->threads;
     m->plan = plan;
     m->train_mode = opt.training;
+    m->dropout_seed = opt.seed;
     m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
     hg_status st = m->host_losses ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
     if (st == HG_OK) st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->acts, &m->chunk);
@@ -236,12 +251,14 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
         return st;
     }
     hg_backend *be = m->be;
+    gpt_shard(m->params.bytes / sizeof(float), opt.shards, opt.shard, &m->shard_lo, &m->shard_n);
     float **bufs[] = {&m->param, &m->grad, &m->adam_m, &m->adam_v};
+    size_t sizes[] = {m->params.bytes, m->params.bytes, m->shard_n * sizeof(float), m->shard_n * sizeof(float)};
     int nbufs = opt.training ? 4 : 1;
     for (int i = 0; i < nbufs && st == HG_OK; i++) {
-        *bufs[i] = be->ops->alloc(be, m->params.bytes);
-        if (!*bufs[i]) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of parameters", m->params.bytes);
-        else be->ops->zero(be, *bufs[i], m->params.bytes);
+        *bufs[i] = be->ops->alloc(be, sizes[i] ? sizes[i] : HG_ALIGN);
+        if (!*bufs[i]) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of parameters", sizes[i]);
+        else be->ops->zero(be, *bufs[i], sizes[i]);
     }
     if (st == HG_OK) {
         m->act = be->ops->alloc(be, m->acts.bytes);
@@ -261,6 +278,20 @@ const hg_config *hg_model_config(const hg_model *m) { return &m->cfg; }
 const hg_options *hg_model_options(const hg_model *m) { return &m->opt; }
 hg_memory_plan hg_model_memory(const hg_model *m) { return m->plan; }
 
+int hg_buffer_count(const hg_model *m) { return m ? m->acts.count : 0; }
+
+hg_status hg_buffer_at(const hg_model *m, int index, hg_buffer_info *out) {
+    if (!m || !out) return hg_fail(HG_ERR_INVALID, "hg_buffer_at: NULL argument");
+    if (index < 0 || index >= m->acts.count)
+        return hg_fail(HG_ERR_INVALID, "buffer index %d is out of range [0, %d)", index, m->acts.count);
+    const hg_tensor_spec *s = &m->acts.specs[index];
+    *out = (hg_buffer_info){.name = s->name, .scratch = !strncmp(s->name, "scratch.", 8), .copies = s->copies,
+                            .bytes = (size_t)s->alloc * s->elem_size * (size_t)s->copies};
+    return HG_OK;
+}
+
+size_t hg_model_workspace_bytes(const hg_model *m) { return m ? m->be->ops->workspace_bytes(m->be) : 0; }
+
 int hg_param_count(const hg_model *m) { return m ? m->params.count : 0; }
 
 hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
@@ -274,8 +305,8 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
     for (int d = 0; d < s->ndim; d++) out->shape[d] = s->shape[d];
     out->numel = s->numel;
     out->data = gpt_param(m, m->param, index);
-    if (m->grad) {
-        out->grad = gpt_param(m, m->grad, index);
+    if (m->grad) out->grad = gpt_param(m, m->grad, index);
+    if (m->grad && m->opt.shards == 1) {
         out->adam_m = gpt_param(m, m->adam_m, index);
         out->adam_v = gpt_param(m, m->adam_v, index);
     }
@@ -288,6 +319,23 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
     int i = hg_table_find(&m->params, name);
     if (i < 0) return hg_fail(HG_ERR_INVALID, "no parameter named '%s'", name);
     return hg_param_at(m, i, out);
+}
+
+void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo) {
+    const hg_tensor_spec *s = &m->params.specs[i];
+    size_t lo = s->offset / sizeof(float), hi = lo + (size_t)s->numel;
+    size_t a = lo > m->shard_lo ? lo : m->shard_lo, b = hi < m->shard_lo + m->shard_n ? hi : m->shard_lo + m->shard_n;
+    if (b <= a) return;
+    m->be->ops->upload(m->be, m->adam_m + (a - m->shard_lo), mo + (a - lo), (b - a) * sizeof(float));
+    m->be->ops->upload(m->be, m->adam_v + (a - m->shard_lo), vo + (a - lo), (b - a) * sizeof(float));
+}
+
+hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx) {
+    if (!m) return hg_fail(HG_ERR_INVALID, "hg_set_grad_ready_hook: NULL model");
+    if (fn && !m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no backward");
+    m->grad_ready = fn;
+    m->grad_ready_ctx = fn ? ctx : NULL;
+    return HG_OK;
 }
 
 hg_status hg_model_copy_params(hg_model *dst, const hg_model *src) {

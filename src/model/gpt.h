@@ -66,7 +66,10 @@ struct hg_model {
     int F, Vp, hs, threads, chunk; /* threads: opt.threads resolved (0 -> all cores) */
     hg_backend *be;
     hg_table params;            /* parameter specs; grads, m, v share the layout */
-    float *param, *grad, *adam_m, *adam_v;
+    float *param, *grad, *adam_m, *adam_v; /* m, v: (shard_n) floats from shard_lo */
+    size_t shard_lo, shard_n;   /* the flat range the AdamW state covers (ZeRO-1) */
+    hg_grad_ready_fn *grad_ready; /* hg_set_grad_ready_hook; NULL: none */
+    void *grad_ready_ctx;
     hg_table acts;              /* activation and scratch specs */
     void *act;
     float *host_losses;         /* (B*T) per-token losses, downloaded for the mean */
@@ -76,14 +79,40 @@ struct hg_model {
     gpt_phase phase;
     int train_mode;
     uint32_t rng_step;          /* dropout masks of the last training forward */
+    uint64_t dropout_seed;      /* opt.seed; a rank's own stream under data parallelism */
     int64_t adam_t;
     float loss_scale_n;         /* targets that count in the mean of the last forward */
+    hg_profiler *prof;          /* attached profiler, or NULL (profile/profile.h) */
     int kv_len;                 /* positions held in the KV cache */
 };
 
 /* Builds both tables for (cfg, opt) without allocating. */
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads,
                            hg_table *params, hg_table *acts, int *chunk);
+
+/* Slice `shard` of `shards` of a flat buffer of P floats (P a multiple of 16): equal
+ * slices of a multiple of 16 floats, the last ones shorter or empty. */
+void gpt_shard(size_t P, int shards, int shard, size_t *lo, size_t *n);
+
+/* Sets parameter i's AdamW moments from whole tensors (numel floats each, host memory):
+ * the part inside this model's slice [shard_lo, shard_lo + shard_n). */
+void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo);
+
+/* Reports to the gradient-ready hook that the gradients of parameters [first, end) of
+ * the table are final (end == count reaches the end of the buffer). */
+static inline void gpt_grad_ready(const hg_model *m, int first, int end) {
+    if (!m->grad_ready) return;
+    size_t lo = m->params.specs[first].offset / sizeof(float);
+    size_t hi = (end < m->params.count ? m->params.specs[end].offset : m->params.bytes) / sizeof(float);
+    m->grad_ready(m->grad_ready_ctx, lo, hi - lo);
+}
+
+/* AdamW over the flat range [lo, lo+n) of the parameters, given the squared norm of the
+ * gradients it was computed from; g, mom, var point at the range's first element. Each
+ * gradient is multiplied by grad_mult (1/ranks for gradients summed over ranks) before
+ * clipping. *norm: the pre-clip norm, sqrt(sumsq) * grad_mult. Advances adam_t. */
+hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
+                          const float *g, float *mom, float *var, float *norm);
 
 static inline float *gpt_param(const hg_model *m, float *buf, int idx) {
     return (float *)hg_table_ptr(&m->params, buf, idx, 0);

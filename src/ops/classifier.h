@@ -1,5 +1,7 @@
-/* The lm_head and loss: logits = x @ wte^T, softmax cross-entropy, and their backward,
- * done in chunks of rows so the (N, V) logits are never stored whole. */
+/* The lm_head and loss: logits = x @ wte^T, softmax cross-entropy, and their backward, on
+ * one chunk of rows at a time, so the (N, V) logits are never stored whole. The caller
+ * loops over chunks (gpt_classifier); forward and backward are separate ops so that
+ * each can be timed. */
 #ifndef HG_OPS_CLASSIFIER_H
 #define HG_OPS_CLASSIFIER_H
 
@@ -10,9 +12,9 @@
 
 typedef struct hg_backend hg_backend;
 
+/* Pointers are to this chunk's first row. */
 typedef struct hg_classifier_args {
-    int N, C, V, Vp;
-    int chunk;             /* rows per chunk; scratch holds (chunk, Vp) floats */
+    int N, C, V, Vp;       /* N: rows of this chunk */
     const float *x;        /* (N, C) final LayerNorm output */
     const float *wte;      /* (Vp, C); rows >= V are padding and never score */
     const int32_t *targets;/* (N) or NULL; -1 is ignored */
@@ -22,9 +24,14 @@ typedef struct hg_classifier_args {
     float dscale;
     float *dx;             /* (N, C) written */
     float *dwte;           /* (Vp, C) accumulated */
-    float *scratch;
+    float *scratch;        /* (N, Vp) */
 } hg_classifier_args;
 
-typedef hg_status hg_classifier_fn(hg_backend *be, const hg_classifier_args *a);
+/* scratch = x @ wte^T; logits and losses out. With dx set (training), the scratch is
+ * left holding dlogits for classifier_backward. */
+typedef hg_status hg_classifier_forward_fn(hg_backend *be, const hg_classifier_args *a);
+/* After classifier_forward on the same chunk with dx set: dx = dlogits @ wte;
+ * dwte += dlogits^T @ x. */
+typedef hg_status hg_classifier_backward_fn(hg_backend *be, const hg_classifier_args *a);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/gpt.h"
+#include "model/gpt_ops.h"
 
 hg_adamw hg_adamw_default(void) {
     hg_adamw a = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
@@ -23,15 +24,17 @@ static hg_status check_adamw(const hg_adamw *a) {
     return HG_OK;
 }
 
-hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
-    if (!m || !a) return hg_fail(HG_ERR_INVALID, "hg_optimizer_step: NULL argument");
-    if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
+/* The block a parameter belongs to (ln_f: the last), -1 for the embeddings. */
+static int param_layer(const hg_model *m, int i) {
+    int l = (i - GPT_P_LAYER(0, 0)) / GPT_LAYER_PARAMS;
+    return i < GPT_P_LAYER(0, 0) ? -1 : l < m->cfg.n_layer ? l : m->cfg.n_layer - 1;
+}
+
+hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
+                          const float *g, float *mom, float *var, float *norm_out) {
     HG_TRY(check_adamw(a));
-    hg_backend *be = m->be;
-    double sumsq;
-    be->ops->sumsq(be, m->grad, m->params.bytes / sizeof(float), &sumsq);
-    double norm = sqrt(sumsq);
-    if (grad_norm) *grad_norm = (float)norm;
+    double norm = sqrt(sumsq) * grad_mult;
+    if (norm_out) *norm_out = (float)norm;
     if (!isfinite(norm)) return hg_fail(HG_ERR_INVALID, "the gradient norm is not finite (%g); the step was not taken", norm);
     /* PyTorch's clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)) */
     double clip = a->grad_clip > 0 ? a->grad_clip / (norm + 1e-6) : 1.0;
@@ -40,14 +43,31 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
         .lr = a->lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps,
         .bias_correction1 = (float)(1.0 - pow(a->beta1, (double)m->adam_t)),
         .bias_correction2 = (float)(1.0 - pow(a->beta2, (double)m->adam_t)),
-        .grad_scale = (float)(clip < 1.0 ? clip : 1.0),
+        .grad_scale = (float)(clip < 1.0 ? clip : 1.0) * grad_mult,
     };
+    /* each tensor's part of [lo, lo+n), skipping the alignment gaps between tensors */
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
+        size_t t0 = s->offset / sizeof(float), t1 = t0 + (size_t)s->alloc;
+        size_t a0 = t0 > lo ? t0 : lo, a1 = t1 < lo + n ? t1 : lo + n;
+        if (a0 >= a1) continue;
         u.weight_decay = (s->flags & HG_SPEC_DECAY) ? a->weight_decay : 0.0f;
-        be->ops->adamw(be, gpt_param(m, m->param, i), gpt_param(m, m->grad, i), gpt_param(m, m->adam_m, i),
-                       gpt_param(m, m->adam_v, i), (size_t)s->alloc, &u);
+        op_adamw(m, i, param_layer(m, i), m->param + a0, g + (a0 - lo), mom + (a0 - lo), var + (a0 - lo), a1 - a0, &u);
     }
+    return HG_OK;
+}
+
+hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
+    if (!m || !a) return hg_fail(HG_ERR_INVALID, "hg_optimizer_step: NULL argument");
+    if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
+    if (m->opt.shards > 1)
+        return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): step it with hg_dist_optimizer_step",
+                       m->opt.shards);
+    HG_TRY(check_adamw(a));
+    double t0 = prof_begin(m), sumsq;
+    op_sumsq(m, m->grad, m->params.bytes / sizeof(float), &sumsq);
+    HG_TRY(gpt_adamw_range(m, a, sumsq, 1.0f, 0, m->params.bytes / sizeof(float), m->grad, m->adam_m, m->adam_v, grad_norm));
+    prof_region(m, PROF_OPTIMIZER, t0);
     return HG_OK;
 }
 

@@ -122,8 +122,8 @@ static hg_status entries(const hg_model *m, float *buf, const char *prefix, hg_s
     return HG_OK;
 }
 
-static hg_status write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
-                               int nbufs, const char *const *meta, int n_meta) {
+hg_status ckpt_write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
+                             int nbufs, const char *const *meta, int n_meta) {
     int n = m->params.count;
     hg_st_entry *e = calloc((size_t)n * nbufs, sizeof *e);
     char(*names)[80] = calloc((size_t)n * nbufs, sizeof *names);
@@ -142,7 +142,7 @@ hg_status hg_model_save(const hg_model *m, const char *path) {
     const char *meta[] = {"format", CKPT_WEIGHTS_FORMAT, "version", CKPT_VERSION, "config", cfg};
     float *bufs[] = {m->param};
     const char *prefixes[] = {""};
-    hg_status s = write_tensors(m, path, bufs, prefixes, 1, meta, 3);
+    hg_status s = ckpt_write_tensors(m, path, bufs, prefixes, 1, meta, 3);
     free(cfg);
     return s;
 }
@@ -212,6 +212,13 @@ hg_status hg_model_load(hg_model *m, const char *path) {
 hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *st, const char *path) {
     if (!m || !st || !path) return hg_fail(HG_ERR_INVALID, "hg_optimizer_save: NULL argument");
     if (!m->opt.training) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no optimizer state");
+    if (m->opt.shards > 1)
+        return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): save it with hg_dist_optimizer_save",
+                       m->opt.shards);
+    return ckpt_optimizer_write(m, st, path, m->adam_m, m->adam_v);
+}
+
+hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, const char *path, float *mbuf, float *vbuf) {
     char *cfg = ckpt_config_json(&m->cfg);
     if (!cfg) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
     char v[10][24];
@@ -229,9 +236,9 @@ hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *st, const c
                           "step", v[0], "adam_t", v[1], "rng_counter", v[2], "tokens", v[3],
                           "loader_epoch", v[4], "loader_batch", v[5], "batch", v[6], "seq_len", v[7],
                           "world_size", v[8], "seed", v[9]};
-    float *bufs[] = {m->adam_m, m->adam_v};
+    float *bufs[] = {mbuf, vbuf};
     const char *prefixes[] = {"m.", "v."};
-    hg_status s = write_tensors(m, path, bufs, prefixes, 2, meta, (int)(sizeof meta / sizeof meta[0] / 2));
+    hg_status s = ckpt_write_tensors(m, path, bufs, prefixes, 2, meta, (int)(sizeof meta / sizeof meta[0] / 2));
     free(cfg);
     return s;
 }
@@ -247,9 +254,14 @@ hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *st) {
     if (s == HG_OK) s = same_shape(path, &c, &m->cfg);
     if (s == HG_OK) s = ckpt_read_state(f, path, &cs);
     if (s == HG_OK) s = check_count(f, path, 2 * m->params.count);
-    for (int copy = 0; copy < 2 && s == HG_OK; copy++) {
-        s = read_tensors(m, f, path, "m.", m->adam_m, copy);
-        if (s == HG_OK) s = read_tensors(m, f, path, "v.", m->adam_v, copy);
+    if (s == HG_OK) s = read_tensors(m, f, path, "m.", m->adam_m, 0);
+    if (s == HG_OK) s = read_tensors(m, f, path, "v.", m->adam_v, 0);
+    /* whole tensors in the file; a sharded (ZeRO-1) model keeps its slice */
+    for (int i = 0; s == HG_OK && i < m->params.count; i++) {
+        char nm[80], nv[80];
+        snprintf(nm, sizeof nm, "m.%s", m->params.specs[i].name);
+        snprintf(nv, sizeof nv, "v.%s", m->params.specs[i].name);
+        gpt_moments_set(m, i, (const float *)hg_st_find(f, nm)->data, (const float *)hg_st_find(f, nv)->data);
     }
     if (s == HG_OK) {
         m->adam_t = cs.adam_t;

@@ -18,12 +18,20 @@ hg_status ckpt_config_parse(const char *file, const char *json, hg_config *out);
 /* Checks "format" and "version" and reads "config" from a file's metadata. */
 hg_status ckpt_read_config(const hg_st_file *f, const char *file, const char *format, hg_config *out);
 
+/* Writes the parameter-shaped buffers bufs[0..nbufs) (param, adam_m, adam_v) to path as
+ * F32 tensors named prefixes[b] + the parameter's name, with n_meta metadata pairs. */
+hg_status ckpt_write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
+                             int nbufs, const char *const *meta, int n_meta);
+
 /* Optimizer-file metadata beyond the config. */
 typedef struct ckpt_state {
     hg_train_state train;
     int64_t adam_t;
     uint64_t rng_counter;
 } ckpt_state;
+
+/* Writes an optimizer file from moments laid out like the parameter table. */
+hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, const char *path, float *mbuf, float *vbuf);
 
 hg_status ckpt_read_state(const hg_st_file *f, const char *file, ckpt_state *out);
 

@@ -1,9 +1,9 @@
-/* The lm_head and cross-entropy on the CPU, in chunks of rows.
+/* The lm_head and cross-entropy on the CPU, on one chunk of rows.
  *
- * For each chunk: logits = x @ wte^T (oneDNN), then per row the log-sum-exp and the
- * loss, and, when training, the softmax gradient written over the logits in place;
- * then dx = dlogits @ wte and dwte += dlogits^T @ x (oneDNN). Only one (chunk, Vp)
- * buffer exists; normalised probabilities are never stored. Padded vocabulary columns
+ * Forward: logits = x @ wte^T (oneDNN), then per row the log-sum-exp and the loss, and,
+ * when training, the softmax gradient written over the logits in place. Backward:
+ * dx = dlogits @ wte and dwte += dlogits^T @ x (oneDNN). Only one (chunk, Vp) buffer
+ * exists; normalised probabilities are never stored. Padded vocabulary columns
  * (>= V) score nothing and get zero gradient. */
 #include <string.h>
 
@@ -37,28 +37,24 @@ static float row_loss(float *z, int V, int Vp, int target, float dscale, int bac
     return target >= 0 ? mx + logf(sum) - zt : 0.0f;
 }
 
-hg_status cpu_classifier(hg_backend *be, const hg_classifier_args *a) {
+hg_status cpu_classifier_forward(hg_backend *be, const hg_classifier_args *a) {
     const int C = a->C, V = a->V, Vp = a->Vp, backward = a->dx != NULL;
-    for (int r0 = 0; r0 < a->N; r0 += a->chunk) {
-        int m = a->N - r0 < a->chunk ? a->N - r0 : a->chunk;
-        const float *x = a->x + (size_t)r0 * C;
-        float *z = a->scratch;
-        cpu_gemm_desc fwd = {.M = m, .N = Vp, .K = C, .trans_b = 1, .lda = C, .ldb = C, .ldc = Vp};
-        HG_TRY(cpu_gemm(be, &fwd, x, a->wte, NULL, z));
-        #pragma omp parallel for schedule(static) num_threads(be->threads)
-        for (int r = 0; r < m; r++) {
-            float *zr = z + (size_t)r * Vp;
-            if (a->logits) memcpy(a->logits + (size_t)(r0 + r) * V, zr, sizeof(float) * (size_t)V);
-            if (a->targets) {
-                float loss = row_loss(zr, V, Vp, a->targets[r0 + r], a->dscale, backward);
-                a->losses[r0 + r] = loss;
-            }
-        }
-        if (!backward) continue;
-        cpu_gemm_desc dx = {.M = m, .N = C, .K = Vp, .lda = Vp, .ldb = C, .ldc = C};
-        HG_TRY(cpu_gemm(be, &dx, z, a->wte, NULL, a->dx + (size_t)r0 * C));
-        cpu_gemm_desc dw = {.M = Vp, .N = C, .K = m, .trans_a = 1, .lda = Vp, .ldb = C, .ldc = C, .accumulate = 1};
-        HG_TRY(cpu_gemm(be, &dw, z, x, NULL, a->dwte));
+    float *z = a->scratch;
+    cpu_gemm_desc fwd = {.M = a->N, .N = Vp, .K = C, .trans_b = 1, .lda = C, .ldb = C, .ldc = Vp};
+    HG_TRY(cpu_gemm(be, &fwd, a->x, a->wte, NULL, z));
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (int r = 0; r < a->N; r++) {
+        float *zr = z + (size_t)r * Vp;
+        if (a->logits) memcpy(a->logits + (size_t)r * V, zr, sizeof(float) * (size_t)V);
+        if (a->targets) a->losses[r] = row_loss(zr, V, Vp, a->targets[r], a->dscale, backward);
     }
     return HG_OK;
+}
+
+hg_status cpu_classifier_backward(hg_backend *be, const hg_classifier_args *a) {
+    const int C = a->C, Vp = a->Vp;
+    cpu_gemm_desc dx = {.M = a->N, .N = C, .K = Vp, .lda = Vp, .ldb = C, .ldc = C};
+    HG_TRY(cpu_gemm(be, &dx, a->scratch, a->wte, NULL, a->dx));
+    cpu_gemm_desc dw = {.M = Vp, .N = C, .K = a->N, .trans_a = 1, .lda = Vp, .ldb = C, .ldc = C, .accumulate = 1};
+    return cpu_gemm(be, &dw, a->scratch, a->x, NULL, a->dwte);
 }

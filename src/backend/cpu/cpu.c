@@ -43,6 +43,8 @@ static void cpu_copy(hg_backend *be, void *dst, const void *src, size_t bytes) {
 
 static void cpu_sync(hg_backend *be) { (void)be; }
 
+static size_t cpu_workspace_bytes(hg_backend *be) { return cpu_gemm_scratch_bytes(cpu_of(be)->gemm); }
+
 static const hg_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -52,6 +54,7 @@ static const hg_backend_ops cpu_ops = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .sync = cpu_sync,
+    .workspace_bytes = cpu_workspace_bytes,
     .encoder_forward = cpu_encoder_forward,
     .encoder_backward = cpu_encoder_backward,
     .layernorm_forward = cpu_layernorm_forward,
@@ -65,8 +68,9 @@ static const hg_backend_ops cpu_ops = {
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
     .attention_scratch_bytes = cpu_attention_scratch_bytes,
+    .classifier_forward = cpu_classifier_forward,
+    .classifier_backward = cpu_classifier_backward,
     .attention_cached = cpu_attention_cached,
-    .classifier = cpu_classifier,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
 };

@@ -31,6 +31,8 @@ hg_status cpu_sgemm_peak(double *gflops);
 typedef struct cpu_gemm_cache cpu_gemm_cache;
 hg_status cpu_gemm_cache_create(cpu_gemm_cache **out);
 void cpu_gemm_cache_free(cpu_gemm_cache *c);
+/* Bytes of the oneDNN scratchpad, grown to the largest GEMM seen so far. */
+size_t cpu_gemm_scratch_bytes(const cpu_gemm_cache *c);
 
 typedef struct cpu_state {
     cpu_gemm_cache *gemm;
@@ -52,8 +54,9 @@ hg_gelu_backward_fn cpu_gelu_backward;
 hg_attention_forward_fn cpu_attention_forward;
 hg_attention_backward_fn cpu_attention_backward;
 hg_attention_scratch_fn cpu_attention_scratch_bytes;
+hg_classifier_forward_fn cpu_classifier_forward;
+hg_classifier_backward_fn cpu_classifier_backward;
 hg_attention_cached_fn cpu_attention_cached;
-hg_classifier_fn cpu_classifier;
 hg_adamw_fn cpu_adamw;
 hg_sumsq_fn cpu_sumsq;
 

@@ -63,6 +63,8 @@ hg_status cpu_gemm_cache_create(cpu_gemm_cache **out) {
     return HG_OK;
 }
 
+size_t cpu_gemm_scratch_bytes(const cpu_gemm_cache *c) { return c->scratch_bytes; }
+
 static void prim_free(gemm_prim *p) {
     if (p->prim) dnnl_primitive_destroy(p->prim);
     dnnl_memory_t mems[] = {p->src, p->wei, p->dst, p->bias, p->scratch};

@@ -1,0 +1,177 @@
+/* The backend's ops as the step calls them: each wrapper runs the op through the
+ * model's backend and, when a profiler is attached, records its kind, layer, shape, work
+ * and the activation-table buffers it touched (profile/profile.h). Work is what the op executes: GEMMs
+ * count 2 FLOPs per multiply-add, attention counts the causal half of its products
+ * (forward: QK^T, PV; backward: QK^T recomputed, dV, dP, dQ, dK); bytes count each
+ * tensor read or written once. Legend as in src/ops/README.md. */
+#ifndef HG_MODEL_GPT_OPS_H
+#define HG_MODEL_GPT_OPS_H
+
+#include "model/gpt.h"
+#include "profile/profile.h"
+
+#define F4 4.0 /* bytes per float */
+
+static inline void op_encoder_forward(hg_model *m, float *out, const int32_t *tokens, const float *wte,
+                                      const float *wpe, int B, int T, int C, const hg_dropout *d) {
+    double t0 = prof_begin(m);
+    m->be->ops->encoder_forward(m->be, out, tokens, wte, wpe, B, T, C, d);
+    PROF_OP(m, t0, .kind = OP_ENCODER_FWD, .layer = -1, .dims = {B, T, C}, .flops = (double)B * T * C,
+            .bytes = F4 * (3.0 * B * T * C + B * T), .touch = {out, tokens});
+}
+
+static inline void op_encoder_backward(hg_model *m, float *dwte, float *dwpe, const float *dout,
+                                       const int32_t *tokens, int B, int T, int C, const hg_dropout *d) {
+    double t0 = prof_begin(m);
+    m->be->ops->encoder_backward(m->be, dwte, dwpe, dout, tokens, B, T, C, d);
+    PROF_OP(m, t0, .kind = OP_ENCODER_BWD, .layer = -1, .dims = {B, T, C}, .flops = 2.0 * B * T * C,
+            .bytes = F4 * (3.0 * B * T * C + 2.0 * T * C + B * T), .touch = {dout, tokens});
+}
+
+static inline void op_layernorm_forward(hg_model *m, int layer, float *out, float *mean, float *rstd,
+                                        const float *inp, const float *w, const float *b, int N, int C) {
+    double t0 = prof_begin(m);
+    m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, w, b, N, C);
+    PROF_OP(m, t0, .kind = OP_LAYERNORM_FWD, .layer = layer, .dims = {N, C}, .flops = 8.0 * N * C,
+            .bytes = F4 * (2.0 * N * C + 2.0 * N), .touch = {out, mean, rstd, inp});
+}
+
+static inline void op_residual_layernorm_forward(hg_model *m, int layer, float *res_out, float *out, float *mean,
+                                                 float *rstd, const float *res_in, const float *delta,
+                                                 const float *w, const float *b, int N, int C,
+                                                 const hg_dropout *d) {
+    double t0 = prof_begin(m);
+    m->be->ops->residual_layernorm_forward(m->be, res_out, out, mean, rstd, res_in, delta, w, b, N, C, d);
+    PROF_OP(m, t0, .kind = OP_RESIDUAL_LN_FWD, .layer = layer, .dims = {N, C}, .flops = 9.0 * N * C,
+            .bytes = F4 * (4.0 * N * C + 2.0 * N), .touch = {res_out, out, mean, rstd, res_in, delta});
+}
+
+static inline void op_layernorm_backward(hg_model *m, int layer, float *dinp, float *dw, float *db,
+                                         const float *dout, const float *inp, const float *w,
+                                         const float *mean, const float *rstd, int N, int C, float *scratch) {
+    double t0 = prof_begin(m);
+    m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch);
+    PROF_OP(m, t0, .kind = OP_LAYERNORM_BWD, .layer = layer, .dims = {N, C}, .flops = 12.0 * N * C,
+            .bytes = F4 * (4.0 * N * C + 2.0 * N), .touch = {dinp, dout, inp, mean, rstd});
+}
+
+static inline void op_dropout_backward(hg_model *m, int layer, float *dbranch, const float *dres, size_t n,
+                                       const hg_dropout *d) {
+    double t0 = prof_begin(m);
+    m->be->ops->dropout_backward(m->be, dbranch, dres, n, d);
+    PROF_OP(m, t0, .kind = OP_DROPOUT_BWD, .layer = layer, .dims = {(long long)n}, .flops = (double)n,
+            .bytes = F4 * 2.0 * (double)n, .touch = {dbranch, dres});
+}
+
+/* kind: which linear layer and pass, e.g. OP_C_FC_FWD. */
+static inline hg_status op_matmul_forward(hg_model *m, prof_kind kind, int layer, float *out, const float *inp,
+                                          const float *w, const float *bias, int M, int K, int N) {
+    double t0 = prof_begin(m);
+    hg_status st = m->be->ops->matmul_forward(m->be, out, inp, w, bias, M, K, N);
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N}, .flops = 2.0 * M * K * N,
+            .bytes = F4 * ((double)M * K + (double)K * N + (double)M * N), .touch = {out, inp});
+    return st;
+}
+
+static inline hg_status op_matmul_backward(hg_model *m, prof_kind kind, int layer, float *dinp, float *dw,
+                                           float *dbias, const float *dout, const float *inp, const float *w,
+                                           int M, int K, int N) {
+    double t0 = prof_begin(m);
+    hg_status st = m->be->ops->matmul_backward(m->be, dinp, dw, dbias, dout, inp, w, M, K, N);
+    /* dinp = dout w^T and dw += inp^T dout; dw is read and written */
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N}, .flops = 4.0 * M * K * N + (double)M * N,
+            .bytes = F4 * (2.0 * M * K + 3.0 * K * N + (double)M * N), .touch = {dinp, dout, inp});
+    return st;
+}
+
+/* kind: OP_GELU_FWD, or OP_GELU_RECOMPUTE in backward. */
+static inline void op_gelu_forward(hg_model *m, prof_kind kind, int layer, float *out, const float *inp, size_t n) {
+    double t0 = prof_begin(m);
+    m->be->ops->gelu_forward(m->be, out, inp, n);
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {(long long)n}, .flops = 10.0 * (double)n,
+            .bytes = F4 * 2.0 * (double)n, .touch = {out, inp});
+}
+
+static inline void op_gelu_backward(hg_model *m, int layer, float *dinp, const float *inp, const float *dout,
+                                    size_t n) {
+    double t0 = prof_begin(m);
+    m->be->ops->gelu_backward(m->be, dinp, inp, dout, n);
+    PROF_OP(m, t0, .kind = OP_GELU_BWD, .layer = layer, .dims = {(long long)n}, .flops = 16.0 * (double)n,
+            .bytes = F4 * 3.0 * (double)n, .touch = {dinp, inp, dout});
+}
+
+/* Score products one (QK^T, PV, ...) costs over the causal half (or all of T x T). */
+static inline double attention_pair_flops(const hg_attention_shape *s) {
+    double pairs = s->causal ? 0.5 * s->T * (s->T + 1.0) : (double)s->T * s->T;
+    return 2.0 * s->B * s->NH * pairs * s->hs;
+}
+
+static inline hg_status op_attention_forward(hg_model *m, int layer, float *out, float *lse, const float *qkv,
+                                             const hg_attention_shape *s, void *scratch) {
+    double t0 = prof_begin(m);
+    hg_status st = m->be->ops->attention_forward(m->be, out, lse, qkv, s, scratch);
+    double N = (double)s->B * s->T, C = (double)s->NH * s->hs;
+    PROF_OP(m, t0, .kind = OP_ATTENTION_FWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
+            .flops = 2.0 * attention_pair_flops(s), .bytes = F4 * (4.0 * N * C + N * s->NH),
+            .touch = {out, lse, qkv});
+    return st;
+}
+
+static inline hg_status op_attention_backward(hg_model *m, int layer, float *dqkv, const float *dout,
+                                              const float *qkv, const float *out, const float *lse,
+                                              const hg_attention_shape *s, void *scratch) {
+    double t0 = prof_begin(m);
+    hg_status st = m->be->ops->attention_backward(m->be, dqkv, dout, qkv, out, lse, s, scratch);
+    double N = (double)s->B * s->T, C = (double)s->NH * s->hs;
+    PROF_OP(m, t0, .kind = OP_ATTENTION_BWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
+            .flops = 5.0 * attention_pair_flops(s), .bytes = F4 * (8.0 * N * C + N * s->NH),
+            .touch = {dqkv, dout, qkv, out, lse});
+    return st;
+}
+
+/* One chunk: logits GEMM, loss, and in training the softmax gradient in place. */
+static inline hg_status op_classifier_forward(hg_model *m, const hg_classifier_args *a) {
+    double t0 = prof_begin(m);
+    hg_status st = m->be->ops->classifier_forward(m->be, a);
+    PROF_OP(m, t0, .kind = OP_CLASSIFIER_FWD, .layer = m->cfg.n_layer, .dims = {a->N, a->C, a->Vp},
+            .flops = 2.0 * a->N * a->C * a->Vp, .bytes = F4 * ((double)a->N * a->C + (double)a->Vp * a->C + 2.0 * a->N * a->Vp),
+            .touch = {a->x, a->targets, a->losses});
+    return st;
+}
+
+static inline hg_status op_classifier_backward(hg_model *m, const hg_classifier_args *a) {
+    double t0 = prof_begin(m);
+    hg_status st = m->be->ops->classifier_backward(m->be, a);
+    PROF_OP(m, t0, .kind = OP_CLASSIFIER_BWD, .layer = m->cfg.n_layer, .dims = {a->N, a->C, a->Vp},
+            .flops = 4.0 * a->N * a->C * a->Vp, .bytes = F4 * (2.0 * a->N * a->C + 3.0 * a->Vp * a->C + 2.0 * a->N * a->Vp),
+            .touch = {a->x, a->dx});
+    return st;
+}
+
+/* kind: OP_ZERO_GRAD, or OP_ZERO_DRES in backward. */
+static inline void op_zero(hg_model *m, prof_kind kind, int layer, void *p, size_t bytes) {
+    double t0 = prof_begin(m);
+    m->be->ops->zero(m->be, p, bytes);
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {(long long)(bytes / sizeof(float))}, .bytes = (double)bytes);
+}
+
+static inline void op_sumsq(hg_model *m, const float *x, size_t n, double *out) {
+    double t0 = prof_begin(m);
+    m->be->ops->sumsq(m->be, x, n, out);
+    PROF_OP(m, t0, .kind = OP_GRAD_NORM, .layer = PROF_NO_LAYER, .dims = {(long long)n}, .flops = 2.0 * (double)n,
+            .bytes = F4 * (double)n);
+}
+
+/* param: the parameter's table index, for the trace. */
+static inline void op_adamw(hg_model *m, int param, int layer, float *p, const float *g, float *mom, float *v,
+                            size_t n, const hg_adamw_update *u) {
+    double t0 = prof_begin(m);
+    m->be->ops->adamw(m->be, p, g, mom, v, n, u);
+    /* reads p, g, m, v; writes p, m, v */
+    PROF_OP(m, t0, .kind = OP_ADAMW, .layer = layer, .param = param, .dims = {(long long)n},
+            .flops = 14.0 * (double)n, .bytes = F4 * 7.0 * (double)n);
+}
+
+#undef F4
+
+#endif

@@ -1,0 +1,340 @@
+/* The profiler: a preallocated buffer of op and region events, filled by the hooks in
+ * model/gpt_ops.h, read back through handgrad.h; and the live-activation curve derived
+ * from the activation-table buffers each recorded op touched. */
+#define _GNU_SOURCE /* syscall(SYS_gettid) */
+#include "profile/profile.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+typedef enum { SHAPE_DIMS, SHAPE_GEMM, SHAPE_ATTENTION } shape_kind;
+
+static const struct kind_info {
+    const char *name;
+    hg_prof_pass pass;
+    int region, gemm, flop_bound;
+    shape_kind shape;
+} kinds[PROF_KINDS] = {
+    [PROF_STEP] = {"step", HG_PASS_STEP, 1, 0, 0, SHAPE_DIMS},
+    [PROF_FORWARD] = {"forward", HG_PASS_FORWARD, 1, 0, 0, SHAPE_DIMS},
+    [PROF_CLASSIFIER] = {"classifier", HG_PASS_FORWARD, 1, 0, 0, SHAPE_DIMS},
+    [PROF_BACKWARD] = {"backward", HG_PASS_BACKWARD, 1, 0, 0, SHAPE_DIMS},
+    [PROF_OPTIMIZER] = {"optimizer", HG_PASS_OPTIMIZER, 1, 0, 0, SHAPE_DIMS},
+    [OP_ENCODER_FWD] = {"encoder forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_LAYERNORM_FWD] = {"layernorm forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_C_ATTN_FWD] = {"matmul c_attn forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_ATTENTION_FWD] = {"attention forward", HG_PASS_FORWARD, 0, 0, 1, SHAPE_ATTENTION},
+    [OP_ATTN_PROJ_FWD] = {"matmul attn.c_proj forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_RESIDUAL_LN_FWD] = {"residual+layernorm forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_C_FC_FWD] = {"matmul c_fc forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_GELU_FWD] = {"gelu forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_MLP_PROJ_FWD] = {"matmul mlp.c_proj forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_CLASSIFIER_FWD] = {"classifier forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_CLASSIFIER_BWD] = {"classifier backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_ZERO_DRES] = {"zero dresidual", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_LAYERNORM_BWD] = {"layernorm backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_DROPOUT_BWD] = {"dropout backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_GELU_RECOMPUTE] = {"gelu recompute", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_MLP_PROJ_BWD] = {"matmul mlp.c_proj backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_GELU_BWD] = {"gelu backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_C_FC_BWD] = {"matmul c_fc backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_ATTN_PROJ_BWD] = {"matmul attn.c_proj backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_ATTENTION_BWD] = {"attention backward", HG_PASS_BACKWARD, 0, 0, 1, SHAPE_ATTENTION},
+    [OP_C_ATTN_BWD] = {"matmul c_attn backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
+    [OP_ENCODER_BWD] = {"encoder backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
+    [OP_ZERO_GRAD] = {"zero_grad", HG_PASS_OPTIMIZER, 0, 0, 0, SHAPE_DIMS},
+    [OP_GRAD_NORM] = {"grad norm", HG_PASS_OPTIMIZER, 0, 0, 0, SHAPE_DIMS},
+    [OP_ADAMW] = {"adamw", HG_PASS_OPTIMIZER, 0, 0, 0, SHAPE_DIMS},
+};
+
+/* An activation-table buffer (index into the table) and which of its copies. */
+typedef struct prof_touch {
+    int buffer, copy;
+} prof_touch;
+
+typedef struct prof_event {
+    double t0, t1, flops, bytes;
+    long long dims[4];
+    int kind, step, layer, thread, param, ntouch;
+    prof_touch touch[PROF_MAX_TOUCH];
+} prof_event;
+
+/* What the memory curve needs of the attached model's activation table. */
+typedef struct prof_buffer {
+    size_t copy_bytes;
+    int64_t copies;
+    int scratch;
+} prof_buffer;
+
+struct hg_profiler {
+    prof_event *ev;
+    int cap;
+    atomic_llong count; /* events claimed; those past cap were dropped */
+    double epoch;
+    int step, steps; /* the step in progress (-1 none), steps begun */
+    double step_t0;
+    prof_buffer *buf;
+    int nbuf;
+};
+
+static int thread_id(void) {
+    static _Thread_local int tid;
+    if (!tid) tid = (int)syscall(SYS_gettid);
+    return tid;
+}
+
+static prof_event *claim(hg_profiler *p) {
+    long long i = atomic_fetch_add_explicit(&p->count, 1, memory_order_relaxed);
+    return i < p->cap ? &p->ev[i] : NULL;
+}
+
+/* The buffer and copy of the activation table that ptr points into; 0 if none. */
+static int resolve(const hg_model *m, const void *ptr, prof_touch *out) {
+    const char *base = m->act, *c = ptr;
+    if (!ptr || c < base || c >= base + m->acts.bytes) return 0;
+    size_t off = (size_t)(c - base);
+    for (int i = 0; i < m->acts.count; i++) {
+        const hg_tensor_spec *s = &m->acts.specs[i];
+        size_t copy_bytes = (size_t)s->alloc * s->elem_size;
+        if (copy_bytes && off >= s->offset && off < s->offset + copy_bytes * (size_t)s->copies) {
+            *out = (prof_touch){i, (int)((off - s->offset) / copy_bytes)};
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void prof_record(const hg_model *m, const prof_op *op, double t0) {
+    double t1 = hg_now();
+    hg_profiler *p = m->prof;
+    prof_event *e = claim(p);
+    if (!e) return;
+    *e = (prof_event){.t0 = t0 - p->epoch, .t1 = t1 - p->epoch, .flops = op->flops, .bytes = op->bytes,
+                      .kind = op->kind, .step = p->step, .layer = op->layer, .thread = thread_id(),
+                      .param = op->param};
+    memcpy(e->dims, op->dims, sizeof e->dims);
+    for (int i = 0; i < PROF_MAX_TOUCH && op->touch[i]; i++)
+        e->ntouch += resolve(m, op->touch[i], &e->touch[e->ntouch]);
+}
+
+static void record_region(hg_profiler *p, prof_kind kind, double t0, double t1) {
+    prof_event *e = claim(p);
+    if (e)
+        *e = (prof_event){.t0 = t0 - p->epoch, .t1 = t1 - p->epoch, .kind = kind, .step = p->step,
+                          .layer = PROF_NO_LAYER, .thread = thread_id()};
+}
+
+void prof_record_region(const hg_model *m, prof_kind kind, double t0) { record_region(m->prof, kind, t0, hg_now()); }
+
+/* ---- the public API ---- */
+
+hg_status hg_profiler_create(hg_profiler **out, int max_events) {
+    if (!out) return hg_fail(HG_ERR_INVALID, "hg_profiler_create: NULL argument");
+    *out = NULL;
+    if (max_events < 1) return hg_fail(HG_ERR_INVALID, "max_events must be >= 1, got %d", max_events);
+    hg_profiler *p = calloc(1, sizeof *p);
+    if (p) p->ev = malloc(sizeof(prof_event) * (size_t)max_events);
+    if (!p || !p->ev) {
+        free(p);
+        return hg_fail(HG_ERR_NOMEM, "out of memory for %d profiler events", max_events);
+    }
+    p->cap = max_events;
+    hg_profiler_reset(p);
+    *out = p;
+    return HG_OK;
+}
+
+void hg_profiler_free(hg_profiler *p) {
+    if (!p) return;
+    free(p->ev);
+    free(p->buf);
+    free(p);
+}
+
+void hg_profiler_reset(hg_profiler *p) {
+    if (!p) return;
+    atomic_store(&p->count, 0);
+    p->epoch = hg_now();
+    p->step = -1;
+    p->steps = 0;
+}
+
+hg_status hg_model_set_profiler(hg_model *m, hg_profiler *p) {
+    if (!m) return hg_fail(HG_ERR_INVALID, "hg_model_set_profiler: NULL model");
+    if (!HG_PROFILE && p)
+        return hg_fail(HG_ERR_UNSUPPORTED, "this build has profiling compiled out (CMake HANDGRAD_PROFILE=OFF)");
+    if (p) {
+        prof_buffer *buf = calloc((size_t)m->acts.count, sizeof *buf);
+        if (!buf) return hg_fail(HG_ERR_NOMEM, "out of memory attaching a profiler");
+        for (int i = 0; i < m->acts.count; i++) {
+            const hg_tensor_spec *s = &m->acts.specs[i];
+            buf[i] = (prof_buffer){(size_t)s->alloc * s->elem_size, s->copies, !strncmp(s->name, "scratch.", 8)};
+        }
+        free(p->buf);
+        p->buf = buf;
+        p->nbuf = m->acts.count;
+    }
+    m->prof = p;
+    return HG_OK;
+}
+
+void hg_profiler_step_begin(hg_profiler *p) {
+    if (!p) return;
+    p->step = p->steps++;
+    p->step_t0 = hg_now();
+}
+
+void hg_profiler_step_end(hg_profiler *p) {
+    if (!p || p->step < 0) return;
+    record_region(p, PROF_STEP, p->step_t0, hg_now());
+    p->step = -1;
+}
+
+int hg_profiler_count(const hg_profiler *p) {
+    if (!p) return 0;
+    long long n = atomic_load(&p->count);
+    return n < p->cap ? (int)n : p->cap;
+}
+
+int64_t hg_profiler_dropped(const hg_profiler *p) {
+    long long n = p ? atomic_load(&p->count) : 0;
+    return n > p->cap ? n - p->cap : 0;
+}
+
+static void format_shape(char *s, size_t cap, shape_kind k, const long long *d) {
+    if (k == SHAPE_GEMM) snprintf(s, cap, "%lldx%lld @ %lldx%lld", d[0], d[1], d[1], d[2]);
+    else if (k == SHAPE_ATTENTION) snprintf(s, cap, "B=%lld T=%lld NH=%lld hs=%lld", d[0], d[1], d[2], d[3]);
+    else {
+        size_t n = 0;
+        s[0] = 0;
+        for (int i = 0; i < 4 && d[i] && n < cap; i++) n += (size_t)snprintf(s + n, cap - n, "%s%lld", i ? "x" : "", d[i]);
+    }
+}
+
+hg_status hg_profiler_event(const hg_profiler *p, int index, hg_prof_event *out) {
+    if (!p || !out) return hg_fail(HG_ERR_INVALID, "hg_profiler_event: NULL argument");
+    if (index < 0 || index >= hg_profiler_count(p))
+        return hg_fail(HG_ERR_INVALID, "event index %d is out of range [0, %d)", index, hg_profiler_count(p));
+    const prof_event *e = &p->ev[index];
+    const struct kind_info *k = &kinds[e->kind];
+    *out = (hg_prof_event){.name = k->name, .region = k->region, .pass = k->pass, .gemm = k->gemm,
+                           .flop_bound = k->flop_bound, .step = e->step, .layer = e->layer, .thread = e->thread,
+                           .start = e->t0, .end = e->t1, .flops = e->flops, .bytes = e->bytes,
+                           .param = e->kind == OP_ADAMW ? e->param : -1};
+    if (!k->region) format_shape(out->shape, sizeof out->shape, k->shape, e->dims);
+    return HG_OK;
+}
+
+/* ---- the live-activation curve ---- */
+
+/* The forward and backward op events of one step in start order, and for each stored
+ * activation copy the first and last of those ops that touched it. */
+typedef struct liveness {
+    int *ops, n;
+    int *first, *last, slots, max_copies;
+} liveness;
+
+static void liveness_free(liveness *lv) {
+    free(lv->ops);
+    free(lv->first);
+    free(lv->last);
+}
+
+static int by_start(const void *a, const void *b, void *ev) {
+    const prof_event *e = ev;
+    double x = e[*(const int *)a].t0, y = e[*(const int *)b].t0;
+    return (x > y) - (x < y);
+}
+
+static hg_status liveness_build(const hg_profiler *p, int step, liveness *lv) {
+    memset(lv, 0, sizeof *lv);
+    if (!p->buf) return hg_fail(HG_ERR_STATE, "the profiler was never attached to a model");
+    int count = hg_profiler_count(p);
+    for (int i = 0; i < p->nbuf; i++)
+        if (p->buf[i].copies > lv->max_copies) lv->max_copies = (int)p->buf[i].copies;
+    lv->slots = p->nbuf * lv->max_copies;
+    lv->ops = malloc(sizeof(int) * (size_t)(count + 1));
+    lv->first = malloc(sizeof(int) * (size_t)lv->slots);
+    lv->last = malloc(sizeof(int) * (size_t)lv->slots);
+    if (!lv->ops || !lv->first || !lv->last) {
+        liveness_free(lv);
+        return hg_fail(HG_ERR_NOMEM, "out of memory for the memory curve");
+    }
+    for (int i = 0; i < count; i++) {
+        const prof_event *e = &p->ev[i];
+        hg_prof_pass pass = kinds[e->kind].pass;
+        if (e->step == step && !kinds[e->kind].region && (pass == HG_PASS_FORWARD || pass == HG_PASS_BACKWARD))
+            lv->ops[lv->n++] = i;
+    }
+    if (!lv->n) {
+        liveness_free(lv);
+        return hg_fail(HG_ERR_INVALID, "step %d has no recorded forward or backward ops", step);
+    }
+    qsort_r(lv->ops, (size_t)lv->n, sizeof(int), by_start, p->ev);
+    for (int s = 0; s < lv->slots; s++) lv->first[s] = lv->last[s] = -1;
+    for (int k = 0; k < lv->n; k++) {
+        const prof_event *e = &p->ev[lv->ops[k]];
+        for (int t = 0; t < e->ntouch; t++) {
+            const prof_touch *tc = &e->touch[t];
+            if (tc->buffer >= p->nbuf || p->buf[tc->buffer].scratch) continue;
+            int s = tc->buffer * lv->max_copies + tc->copy;
+            if (lv->first[s] < 0) lv->first[s] = k;
+            lv->last[s] = k;
+        }
+    }
+    return HG_OK;
+}
+
+hg_status hg_profiler_memory_curve(const hg_profiler *p, int step, hg_live_point *points, int cap, int *n) {
+    if (!p || !n || (cap > 0 && !points)) return hg_fail(HG_ERR_INVALID, "hg_profiler_memory_curve: NULL argument");
+    liveness lv;
+    HG_TRY(liveness_build(p, step, &lv));
+    /* a difference array: +bytes at an interval's first op, -bytes after its last */
+    int64_t *delta = calloc((size_t)lv.n + 1, sizeof *delta);
+    if (!delta) {
+        liveness_free(&lv);
+        return hg_fail(HG_ERR_NOMEM, "out of memory for the memory curve");
+    }
+    for (int s = 0; s < lv.slots; s++) {
+        if (lv.first[s] < 0) continue;
+        int64_t b = (int64_t)p->buf[s / lv.max_copies].copy_bytes;
+        delta[lv.first[s]] += b;
+        delta[lv.last[s] + 1] -= b;
+    }
+    int64_t live = 0;
+    for (int k = 0; k < lv.n; k++) {
+        live += delta[k];
+        if (k < cap) points[k] = (hg_live_point){lv.ops[k], (size_t)live};
+    }
+    *n = lv.n;
+    free(delta);
+    liveness_free(&lv);
+    return HG_OK;
+}
+
+hg_status hg_profiler_live_buffers(const hg_profiler *p, int step, int event, size_t *bytes, int nbuffers) {
+    if (!p || !bytes) return hg_fail(HG_ERR_INVALID, "hg_profiler_live_buffers: NULL argument");
+    liveness lv;
+    HG_TRY(liveness_build(p, step, &lv));
+    int at = -1;
+    for (int k = 0; k < lv.n; k++)
+        if (lv.ops[k] == event) at = k;
+    hg_status st = HG_OK;
+    if (at < 0) st = hg_fail(HG_ERR_INVALID, "event %d is not a forward or backward op of step %d", event, step);
+    else if (nbuffers != p->nbuf)
+        st = hg_fail(HG_ERR_INVALID, "nbuffers is %d but the attached model has %d buffers", nbuffers, p->nbuf);
+    else {
+        memset(bytes, 0, sizeof(size_t) * (size_t)nbuffers);
+        for (int s = 0; s < lv.slots; s++)
+            if (lv.first[s] >= 0 && lv.first[s] <= at && at <= lv.last[s])
+                bytes[s / lv.max_copies] += p->buf[s / lv.max_copies].copy_bytes;
+    }
+    liveness_free(&lv);
+    return st;
+}

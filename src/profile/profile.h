@@ -1,0 +1,66 @@
+/* Op timing hooks: what the step records about each op call when a profiler is attached.
+ *
+ * Every op the step runs goes through an inline wrapper (model/gpt_ops.h) that reads the
+ * clock before the call and, after it, hands prof_record the op's kind, layer, shape,
+ * work (FLOPs, bytes) and the buffers it touched. With no profiler attached that costs
+ * one branch; with HG_PROFILE 0 (CMake HANDGRAD_PROFILE=OFF) PROF_ON is constant 0 and
+ * the hooks compile away. The public side (events, memory curve) is in handgrad.h. */
+#ifndef HG_PROFILE_PROFILE_H
+#define HG_PROFILE_PROFILE_H
+
+#include "core/timer.h"
+#include "model/gpt.h"
+
+#ifndef HG_PROFILE
+#define HG_PROFILE 1
+#endif
+
+/* Regions first, then one kind per row of the per-op table (name and pass). */
+typedef enum prof_kind {
+    PROF_STEP, PROF_FORWARD, PROF_CLASSIFIER, PROF_BACKWARD, PROF_OPTIMIZER,
+    OP_ENCODER_FWD, OP_LAYERNORM_FWD, OP_C_ATTN_FWD, OP_ATTENTION_FWD, OP_ATTN_PROJ_FWD,
+    OP_RESIDUAL_LN_FWD, OP_C_FC_FWD, OP_GELU_FWD, OP_MLP_PROJ_FWD, OP_CLASSIFIER_FWD,
+    OP_CLASSIFIER_BWD, OP_ZERO_DRES, OP_LAYERNORM_BWD, OP_DROPOUT_BWD, OP_GELU_RECOMPUTE,
+    OP_MLP_PROJ_BWD, OP_GELU_BWD, OP_C_FC_BWD, OP_ATTN_PROJ_BWD, OP_ATTENTION_BWD,
+    OP_C_ATTN_BWD, OP_ENCODER_BWD,
+    OP_ZERO_GRAD, OP_GRAD_NORM, OP_ADAMW,
+    PROF_KINDS
+} prof_kind;
+
+#define PROF_NO_LAYER (-2)
+#define PROF_MAX_TOUCH 6
+
+/* What an op wrapper knows about one call. */
+typedef struct prof_op {
+    prof_kind kind;
+    int layer;
+    int param;                      /* OP_ADAMW: the parameter's table index */
+    long long dims[4];              /* the shape; meaning per kind (profile.c: format_shape) */
+    double flops, bytes;
+    const void *touch[PROF_MAX_TOUCH]; /* buffers read or written; NULL-terminated */
+} prof_op;
+
+/* Records the op ending now that started at t0, for the model's attached profiler. */
+void prof_record(const hg_model *m, const prof_op *op, double t0);
+/* Records region `kind` from t0 to now. */
+void prof_record_region(const hg_model *m, prof_kind kind, double t0);
+
+#if HG_PROFILE
+#define PROF_ON(m) ((m)->prof != NULL)
+#else
+#define PROF_ON(m) ((void)(m), 0)
+#endif
+
+static inline double prof_begin(const hg_model *m) { return PROF_ON(m) ? hg_now() : 0.0; }
+
+/* PROF_OP(m, t0, .kind = ..., .layer = ..., ...): the fields of a prof_op. */
+#define PROF_OP(m, t0, ...)                                             \
+    do {                                                                \
+        if (PROF_ON(m)) prof_record((m), &(prof_op){__VA_ARGS__}, (t0)); \
+    } while (0)
+
+static inline void prof_region(const hg_model *m, prof_kind kind, double t0) {
+    if (PROF_ON(m)) prof_record_region(m, kind, t0);
+}
+
+#endif
