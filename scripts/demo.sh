@@ -11,6 +11,9 @@ scripts/build.sh build
 scripts/prepare_kjv.sh
 run=runs/kjv
 threads=$(nproc)
+# Idle OpenMP threads sleep instead of spinning: on a machine with other work running,
+# spinning threads fight for the cores and a step can take several times longer.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 build/handgrad train --resume --out "$run" \
   --train 'data/kjv/train_*.bin' --val 'data/kjv/val_*.bin' \
   --n-layer 4 --n-head 2 --d-model 128 --ctx 128 --batch 8 \

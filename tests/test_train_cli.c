@@ -7,6 +7,7 @@
  *  - a checkpoint write that fails part way (a file size limit) keeps the previous one
  *    whole, leaves no temporary behind, and the run resumes from it exactly;
  *  - a config file with flag overrides; gradient accumulation; --keep-last; samples;
+ *    --init-from-hf keeps a Hugging Face folder's weights bit for bit at lr 0;
  *  - the NaN guard: a poisoned step is skipped, K in a row stop the run, and no
  *    checkpoint ever holds NaN or Inf;
  *  - bad input (flags, values, checkpoints of another shape, corrupt safetensors,
@@ -229,7 +230,7 @@ static int wait_exit(pid_t pid) {
 static void sigint_then_resume(void) {
     char d[512], args[4096], log[512];
     series ref, res;
-    const int M = 400; /* long enough that the interrupt lands mid-run */
+    const int M = 200; /* long enough that the interrupt lands mid-run */
     CHECK(sh(NULL, "%s train %s --out %s/s_ref --max-steps %d --eval-every 100", hg, tiny, work, M) == 0);
     snprintf(d, sizeof d, "%s/s_int", work);
     snprintf(log, sizeof log, "%s/s_int.log", work);
@@ -407,6 +408,34 @@ static void nan_guard(void) {
     CHECK(n < 30);
 }
 
+/* --init-from-hf starts from a Hugging Face folder's weights: with lr 0 they stay as
+ * they were, bit for bit. */
+static void init_from_hf(void) {
+    const char *hf = "fixtures/hf_tiny";
+    char d[512], p[1024];
+    CHECK(sh(NULL, "%s prepare --quiet --tokenizer %s --out %s/hfdata %s/corpus.txt", hg, hf, work, work) == 0);
+    snprintf(d, sizeof d, "%s/hf", work);
+    CHECK(sh(NULL, "%s train --init-from-hf %s --train '%s/hfdata/train_*.bin' --out %s --max-steps 1 --lr 0 --ctx 32 "
+             "--batch 2 --threads 1 --peak-gflops 100", hg, hf, work, d) == 0);
+    snprintf(p, sizeof p, "%s/ckpt_00000001/model.safetensors", d);
+    hg_st_file *a = NULL, *b = NULL;
+    CHECK_OK(hg_st_open(&a, p));
+    snprintf(p, sizeof p, "%s/model.safetensors", hf);
+    CHECK_OK(hg_st_open(&b, p));
+    int same = a && b && hg_st_count(a) > 0;
+    for (int i = 0; same && i < hg_st_count(a); i++) {
+        const hg_st_tensor *t = hg_st_at(a, i), *u = hg_st_find(b, t->name);
+        char prefixed[256];
+        snprintf(prefixed, sizeof prefixed, "transformer.%s", t->name);
+        if (!u) u = hg_st_find(b, prefixed);
+        same = u && u->dtype == HG_ST_F32 && u->numel == t->numel && !memcmp(u->data, t->data, 4 * (size_t)t->numel);
+        if (!same) fprintf(stderr, "init-from-hf: tensor %s differs\n", t->name);
+    }
+    CHECK(same);
+    hg_st_close(a);
+    hg_st_close(b);
+}
+
 /* The command fails with status 1 or 2, its output is one line holding `needle`, and
  * the run folder was not created. */
 static void bad(const char *needle, const char *args) {
@@ -553,6 +582,7 @@ int main(int argc, char **argv) {
     accumulation();
     samples();
     nan_guard();
+    init_from_hf();
     bad_input();
     if (!check_failures) sh(NULL, "rm -rf %s", work);
     else fprintf(stderr, "test_train_cli: files kept in %s\n", work);
