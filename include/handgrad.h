@@ -261,7 +261,8 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out);
 hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out);
 
 /* Copies parameter `index`'s values (numel fp32) between the model and host memory, on
- * any device. Writing HG_PARAM_DATA also refreshes the compute copy (bf16). */
+ * any device. Writing HG_PARAM_DATA also refreshes the compute copy (bf16). The AdamW
+ * parts need shards = 1 (HG_ERR_STATE otherwise: see hg_dist_optimizer_get). */
 typedef enum hg_param_part { HG_PARAM_DATA, HG_PARAM_GRAD, HG_PARAM_ADAM_M, HG_PARAM_ADAM_V } hg_param_part;
 hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float *host);
 hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float *host);
