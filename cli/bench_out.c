@@ -1,0 +1,144 @@
+/* handgrad bench: statistics, memory figures, and JSON-lines / CSV rows (bench.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+bench_stat bench_stats(const double *x, int n) {
+    bench_stat s = {0, 0};
+    for (int i = 0; i < n; i++) s.mean += x[i];
+    s.mean /= n;
+    for (int i = 0; i < n; i++) s.std += (x[i] - s.mean) * (x[i] - s.mean);
+    s.std = n > 1 ? sqrt(s.std / (n - 1)) : 0.0;
+    return s;
+}
+
+static struct {
+    int threads;
+    double gflops;
+} peaks[BENCH_MAX_LIST];
+static int npeaks;
+
+int bench_peak(int threads, double *gflops) {
+    for (int i = 0; i < npeaks; i++)
+        if (peaks[i].threads == threads) {
+            *gflops = peaks[i].gflops;
+            return 0;
+        }
+    if (hg_sgemm_peak_gflops(threads, gflops) != HG_OK) {
+        fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
+        return 1;
+    }
+    if (npeaks < BENCH_MAX_LIST) peaks[npeaks].threads = threads, peaks[npeaks++].gflops = *gflops;
+    return 0;
+}
+
+void bench_print_peaks(void) {
+    if (!npeaks) return;
+    printf("sgemm peak in this run:");
+    for (int i = 0; i < npeaks; i++) printf("%s %.1f GFLOP/s on %d thread%s", i ? "," : "", peaks[i].gflops, peaks[i].threads,
+                                            peaks[i].threads > 1 ? "s" : "");
+    printf("\n");
+}
+
+int bench_reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return -1;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static size_t status_kb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    size_t kb = 0, n = strlen(field);
+    if (!f) return 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && sscanf(line + n, ": %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+size_t bench_peak_rss(void) { return status_kb("VmHWM"); }
+size_t bench_rss(void) { return status_kb("VmRSS"); }
+
+double bench_gib(size_t bytes) { return (double)bytes / 1073741824.0; }
+
+static bench_field *rec_add(bench_rec *r, const char *key, int quoted) {
+    if (r->n == (int)(sizeof r->f / sizeof r->f[0])) return NULL;
+    bench_field *f = &r->f[r->n++];
+    f->key = key;
+    f->quoted = quoted;
+    f->val[0] = 0;
+    return f;
+}
+
+void rec_str(bench_rec *r, const char *key, const char *s) {
+    bench_field *f = rec_add(r, key, 1);
+    if (f) snprintf(f->val, sizeof f->val, "%s", s);
+}
+
+void rec_int(bench_rec *r, const char *key, long long v) {
+    bench_field *f = rec_add(r, key, 0);
+    if (f) snprintf(f->val, sizeof f->val, "%lld", v);
+}
+
+void rec_num(bench_rec *r, const char *key, double v) {
+    bench_field *f = rec_add(r, key, 0);
+    if (f && isfinite(v)) snprintf(f->val, sizeof f->val, "%.6g", v);
+}
+
+void rec_bool(bench_rec *r, const char *key, int v) {
+    bench_field *f = rec_add(r, key, 0);
+    if (f) snprintf(f->val, sizeof f->val, "%s", v ? "true" : "false");
+}
+
+void rec_null(bench_rec *r, const char *key) { rec_add(r, key, 0); }
+
+static void put_json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        if ((unsigned char)*s >= 0x20) putchar(*s);
+    }
+    putchar('"');
+}
+
+static void put_csv(const char *s) {
+    if (!strpbrk(s, ",\"\n")) {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"') putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+void rec_print(const bench_rec *r, bench_format fmt, int *header) {
+    if (fmt == OUT_JSON) {
+        putchar('{');
+        for (int i = 0; i < r->n; i++) {
+            const bench_field *f = &r->f[i];
+            printf("%s\"%s\": ", i ? ", " : "", f->key);
+            if (f->quoted) put_json_string(f->val);
+            else fputs(f->val[0] ? f->val : "null", stdout);
+        }
+        printf("}\n");
+    } else if (fmt == OUT_CSV) {
+        if (*header) {
+            for (int i = 0; i < r->n; i++) printf("%s%s", i ? "," : "", r->f[i].key);
+            putchar('\n');
+            *header = 0;
+        }
+        for (int i = 0; i < r->n; i++) {
+            if (i) putchar(',');
+            put_csv(r->f[i].val);
+        }
+        putchar('\n');
+    }
+    fflush(stdout);
+}
