@@ -27,31 +27,28 @@ static inline __attribute__((always_inline)) void micro(const int MR, const int 
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(C + i * ldc + 16 * v, c[i][v]);
 }
 
-/* One column panel of NV vectors across all m rows: blocks of 6 rows (24 accumulators
- * for NV=4, 6 for NV=1), then the remaining rows one size down. */
+/* MR rows by nv vectors, with both counts compile-time constants inside micro(). */
+static inline __attribute__((always_inline)) void block(const int MR, int nv, int k, const float *A, ptrdiff_t a_rs,
+                                                        ptrdiff_t a_cs, const float *B, ptrdiff_t ldb, float *C,
+                                                        ptrdiff_t ldc, int acc) {
+    switch (nv) {
+    case 4: micro(MR, 4, k, A, a_rs, a_cs, B, ldb, C, ldc, acc); break;
+    case 3: micro(MR, 3, k, A, a_rs, a_cs, B, ldb, C, ldc, acc); break;
+    case 2: micro(MR, 2, k, A, a_rs, a_cs, B, ldb, C, ldc, acc); break;
+    default: micro(MR, 1, k, A, a_rs, a_cs, B, ldb, C, ldc, acc); break;
+    }
+}
+
+/* One column panel of nv vectors across all m rows: blocks of 6 rows (24 accumulators
+ * for nv=4), then what remains in blocks of 4, 2 and 1 (a 64-row tile is 10 x 6 + 4; a
+ * 1-row block has too few independent accumulators to keep the FMA units busy). */
 static void panel(int m, int nv, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                   const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc) {
     int i = 0;
-    for (; i + 6 <= m; i += 6) {
-        const float *Ai = A + i * a_rs;
-        float *Ci = C + i * ldc;
-        switch (nv) {
-        case 4: micro(6, 4, k, Ai, a_rs, a_cs, B, ldb, Ci, ldc, acc); break;
-        case 3: micro(6, 3, k, Ai, a_rs, a_cs, B, ldb, Ci, ldc, acc); break;
-        case 2: micro(6, 2, k, Ai, a_rs, a_cs, B, ldb, Ci, ldc, acc); break;
-        default: micro(6, 1, k, Ai, a_rs, a_cs, B, ldb, Ci, ldc, acc); break;
-        }
-    }
-    for (; i < m; i++) {
-        const float *Ai = A + i * a_rs;
-        float *Ci = C + i * ldc;
-        switch (nv) {
-        case 4: micro(1, 4, k, Ai, a_rs, a_cs, B, ldb, Ci, ldc, acc); break;
-        case 3: micro(1, 3, k, Ai, a_rs, a_cs, B, ldb, Ci, ldc, acc); break;
-        case 2: micro(1, 2, k, Ai, a_rs, a_cs, B, ldb, Ci, ldc, acc); break;
-        default: micro(1, 1, k, Ai, a_rs, a_cs, B, ldb, Ci, ldc, acc); break;
-        }
-    }
+    for (; i + 6 <= m; i += 6) block(6, nv, k, A + i * a_rs, a_rs, a_cs, B, ldb, C + i * ldc, ldc, acc);
+    if (m - i >= 4) block(4, nv, k, A + i * a_rs, a_rs, a_cs, B, ldb, C + i * ldc, ldc, acc), i += 4;
+    if (m - i >= 2) block(2, nv, k, A + i * a_rs, a_rs, a_cs, B, ldb, C + i * ldc, ldc, acc), i += 2;
+    if (m - i >= 1) block(1, nv, k, A + i * a_rs, a_rs, a_cs, B, ldb, C + i * ldc, ldc, acc);
 }
 
 void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
