@@ -8,8 +8,9 @@
 #         default docs/bench
 #   PART  any of: ladder goals seed attention labs (default: all of them)
 #
-# Each part writes OUT/<name>.txt (the table as printed) and, where there is one,
-# OUT/<name>.jsonl (one JSON object per row). THREADS (default 2) sets the thread count.
+# Each part writes OUT/<name>.txt (the table as printed); the comparisons with PyTorch also
+# write OUT/<name>.jsonl (one JSON object per row, handgrad's and PyTorch's figures).
+# THREADS (default 2) sets the thread count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/bench}
@@ -35,23 +36,21 @@ for part in "${parts[@]}"; do
             --warmup 0 --steps 5
         run ladder build/handgrad bench --model small,medium,large,xl,2.7B --batch 4 --ctx 256 \
             --threads "$threads" --warmup 1 --steps 5 --plot "$out"
-        build/handgrad bench --model small,medium,large,xl,2.7B --batch 4 --ctx 256 --threads "$threads" \
-            --warmup 1 --steps 5 --json >"$out/ladder.jsonl"
         run ladder_torch bench/compare_torch --model small,medium,large,xl,2.7B --batch 4 --ctx 256 \
-            --threads "$threads" --warmup 1 --steps 5 --plot "$out"
+            --threads "$threads" --warmup 1 --steps 5 --plot "$out" --jsonl "$out/ladder_torch.jsonl"
         ;;
     goals) # the issue's speed goals: GPT-2 small, B=4, T=256, 1 and 2 threads
-        run goals bench/compare_torch --model small --batch 4 --ctx 256 --threads "1,$threads" --warmup 1 --steps 5
-        bench/compare_torch --model small --batch 4 --ctx 256 --threads "1,$threads" --warmup 1 --steps 5 \
-            --json >"$out/goals.jsonl"
+        run goals bench/compare_torch --model small --batch 4 --ctx 256 --threads "1,$threads" --warmup 1 --steps 5 \
+            --jsonl "$out/goals.jsonl"
         ;;
     seed) # the seed post's shape: GPT-2 small, B=8, T=1024
-        run seed bench/compare_torch --model small --batch 8 --ctx 1024 --threads "$threads" --warmup 1 --steps 3
+        run seed bench/compare_torch --model small --batch 8 --ctx 1024 --threads "$threads" --warmup 1 --steps 3 \
+            --jsonl "$out/seed.jsonl"
         ;;
     attention) # head size x sequence length, handgrad alone and against PyTorch
         run attention build/handgrad bench --attention --threads "$threads" --warmup 1 --steps 3 --plot "$out"
-        build/handgrad bench --attention --threads "$threads" --warmup 1 --steps 3 --json >"$out/attention.jsonl"
-        run attention_torch bench/compare_torch --attention --threads "$threads" --warmup 1 --steps 3 --plot "$out"
+        run attention_torch bench/compare_torch --attention --threads "$threads" --warmup 1 --steps 3 --plot "$out" \
+            --jsonl "$out/attention_torch.jsonl"
         ;;
     labs) # kernel labs: shares of the sgemm by wall clock and by CPU time
         export OMP_WAIT_POLICY=passive

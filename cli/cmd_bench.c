@@ -297,7 +297,7 @@ static void model_case_at(const bench_opts *o, int i, model_case *mc) {
     }
 }
 
-/* One row's result; mean < 0 when skipped. */
+/* One row's result; a skipped row has no times. */
 typedef struct model_row {
     double params;       /* parameter count, for the plots */
     int ctx, threads, pass, training;
@@ -394,6 +394,7 @@ static int time_pass(const bench_opts *o, hg_model *m, int pass, const int32_t *
     return rc;
 }
 
+/* The options were checked before the run (bench_models), so the plan cannot fail. */
 static size_t estimate(const hg_config *cfg, const hg_options *opt, size_t baseline) {
     hg_memory_plan plan;
     if (hg_memory_required(cfg, opt, &plan) != HG_OK) return SIZE_MAX;
@@ -568,16 +569,25 @@ static int plot_models(const bench_opts *o, const model_row *rows, int n) {
 }
 
 static int bench_models(const bench_opts *o) {
-    /* bad input before anything runs: T beyond any model's Tmax */
+    /* bad input before anything runs: T beyond a model's Tmax, or B*T beyond what a
+     * model accepts */
     for (int i = 0; i < o->nmodels; i++) {
         model_case mc;
         model_case_at(o, i, &mc);
-        for (int j = 0; j < o->nctx; j++)
+        for (int j = 0; j < o->nctx; j++) {
             if (o->ctx[j] > mc.cfg.max_seq_len) {
                 fprintf(stderr, "handgrad bench: --ctx %d is more than %s's max_seq_len %d\n", o->ctx[j], mc.name,
                         mc.cfg.max_seq_len);
                 return 2;
             }
+            hg_options opt = hg_options_default();
+            opt.batch = o->batch, opt.seq_len = o->ctx[j];
+            hg_memory_plan plan;
+            if (hg_memory_required(&mc.cfg, &opt, &plan) != HG_OK) {
+                fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
+                return 2;
+            }
+        }
     }
     if (o->plot_dir && bench_check_plots(o->plot_dir, model_plots, 2)) return 2;
     size_t baseline = bench_rss(); /* the process so far: code, runtimes */
