@@ -29,18 +29,20 @@ size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) 
 }
 
 /* dst (B*NH, hs, Tp) = transpose of the heads of src (B,T,3C) at column offset col0,
- * zero beyond T. Blocks of 16 time steps keep the 16 source rows in L1. */
+ * zero beyond T: 16 x 16 blocks in registers (tile.h), the last partial block of time
+ * steps element by element. */
 static void transpose_heads(hg_backend *be, float *dst, const float *src, int col0,
                             const hg_attention_shape *s) {
-    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = 3 * s->NH * hs;
+    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = 3 * s->NH * hs, full = T / 16 * 16;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int head = 0; head < s->B * s->NH; head++) {
         int b = head / s->NH, h = head % s->NH;
         const float *x = src + (size_t)b * T * ld + col0 + h * hs;
         float *y = dst + (size_t)head * hs * Tp;
-        for (int t0 = 0; t0 < Tp; t0 += 16)
-            for (int d = 0; d < hs; d++)
-                for (int t = t0; t < t0 + 16; t++) y[(size_t)d * Tp + t] = t < T ? x[(size_t)t * ld + d] : 0.0f;
+        for (int t0 = 0; t0 < full; t0 += 16)
+            for (int d0 = 0; d0 < hs; d0 += 16) tile_transpose16(x + (size_t)t0 * ld + d0, ld, y + (size_t)d0 * Tp + t0, Tp);
+        for (int d = 0; d < hs; d++)
+            for (int t = full; t < Tp; t++) y[(size_t)d * Tp + t] = t < T ? x[(size_t)t * ld + d] : 0.0f;
     }
 }
 

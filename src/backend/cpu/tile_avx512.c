@@ -1,5 +1,6 @@
-/* AVX-512 tile kernel: MR rows x NV 16-float vectors of C held in registers; each step
- * loads NV vectors of a B row and broadcasts MR elements of A. */
+/* AVX-512 tile kernels. The product: MR rows x NV 16-float vectors of C held in registers;
+ * each step loads NV vectors of a B row and broadcasts MR elements of A. The transpose:
+ * 16 rows in 16 registers, interleaved in four rounds of shuffles. */
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
@@ -57,5 +58,32 @@ void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_
         int nv = (n - j) / 16 < 4 ? (n - j) / 16 : 4;
         panel(m, nv, k, A, a_rs, a_cs, B + j, ldb, C + j, ldc, accumulate);
     }
+}
+void tile_transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+    /* 32-bit interleave of row pairs, then 64-bit of pairs of those: each 128-bit lane of
+     * r[4k..4k+3] is then a transposed 4 x 4 block of rows 4k..4k+3 */
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    /* then the 4 x 4 blocks move across registers, 128-bit lanes at a time */
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, r[i]);
 }
 #endif
