@@ -1,9 +1,11 @@
-/* handgrad bench: statistics, memory figures, and JSON-lines / CSV rows (bench.h). */
+/* handgrad bench: statistics, memory figures, JSON-lines / CSV rows and plot files (bench.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bench.h"
+#include "cli_io.h"
 
 bench_stat bench_stats(const double *x, int n) {
     bench_stat s = {0, 0};
@@ -141,4 +143,28 @@ void rec_print(const bench_rec *r, bench_format fmt, int *header) {
         putchar('\n');
     }
     fflush(stdout);
+}
+
+static int plot_path(char *buf, size_t cap, const char *dir, const char *file) {
+    return snprintf(buf, cap, "%s/%s", dir, file) < (int)cap ? 0 : -1;
+}
+
+int bench_check_plots(const char *dir, const char *const *files, int n) {
+    char path[4096];
+    for (int i = 0; i < n; i++) {
+        if (plot_path(path, sizeof path, dir, files[i])) {
+            fprintf(stderr, "handgrad bench: --plot %s: path too long\n", dir);
+            return 1;
+        }
+        if (cli_check_writable("bench", "--plot", path)) return 1;
+    }
+    return 0;
+}
+
+int bench_write_plot(const char *dir, const char *file, const svg_plot *p) {
+    char path[4096];
+    plot_path(path, sizeof path, dir, file);
+    if (svg_write(path, p) == 0) return 0;
+    fprintf(stderr, "handgrad bench: cannot write %s: %s\n", path, strerror(errno));
+    return 1;
 }

@@ -494,30 +494,6 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
 
 static const char *const model_plots[] = {"bench_time.svg", "bench_gflops.svg"};
 
-static int plot_path(char *buf, size_t cap, const char *dir, const char *file) {
-    return snprintf(buf, cap, "%s/%s", dir, file) < (int)cap ? 0 : -1;
-}
-
-int bench_check_plots(const char *dir, const char *const *files, int n) {
-    char path[4096];
-    for (int i = 0; i < n; i++) {
-        if (plot_path(path, sizeof path, dir, files[i])) {
-            fprintf(stderr, "handgrad bench: --plot %s: path too long\n", dir);
-            return 1;
-        }
-        if (cli_check_writable("bench", "--plot", path)) return 1;
-    }
-    return 0;
-}
-
-int bench_write_plot(const char *dir, const char *file, const svg_plot *p) {
-    char path[4096];
-    plot_path(path, sizeof path, dir, file);
-    if (svg_write(path, p) == 0) return 0;
-    fprintf(stderr, "handgrad bench: cannot write %s: %s\n", path, strerror(errno));
-    return 1;
-}
-
 /* Step time and GFLOP/s against parameters: one series per (pass, ctx, threads). */
 static int plot_models(const bench_opts *o, const model_row *rows, int n) {
     enum { MAXS = 24 };
@@ -569,8 +545,8 @@ static int plot_models(const bench_opts *o, const model_row *rows, int n) {
 }
 
 static int bench_models(const bench_opts *o) {
-    /* bad input before anything runs: T beyond a model's Tmax, or B*T beyond what a
-     * model accepts */
+    /* bad input before anything runs: T beyond a model's Tmax, or a batch, B*T or thread
+     * count beyond what a model accepts */
     for (int i = 0; i < o->nmodels; i++) {
         model_case mc;
         model_case_at(o, i, &mc);
@@ -582,6 +558,7 @@ static int bench_models(const bench_opts *o) {
             }
             hg_options opt = hg_options_default();
             opt.batch = o->batch, opt.seq_len = o->ctx[j];
+            for (int k = 0; k < o->nthreads; k++) opt.threads = o->threads[k] > opt.threads ? o->threads[k] : opt.threads;
             hg_memory_plan plan;
             if (hg_memory_required(&mc.cfg, &opt, &plan) != HG_OK) {
                 fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
