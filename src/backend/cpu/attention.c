@@ -7,6 +7,8 @@
  *   forward  - one (head, query block), heaviest first, so causal blocks balance;
  *   backward - one head, which owns its dQ, dK and dV rows: no atomics, and results do
  *              not depend on scheduling.
+ * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
+ * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
  * Scratch: KT and VT for all heads, (B*NH, hs, Tp) each, plus per-thread tiles. */
 #include <string.h>
 
