@@ -51,6 +51,9 @@ bench_stat bench_stats(const double *x, int n);
 int bench_peak(int threads, double *gflops);
 /* Prints "sgemm peak in this run: X GFLOP/s on N threads, ..." for the table footer. */
 void bench_print_peaks(void);
+/* At the end of a run longer than 30 s, measures the peaks again and warns on stderr
+ * when one moved by more than 10%: something else ran, and the shares are unreliable. */
+void bench_check_peaks(void);
 
 /* ---- memory ---- */
 

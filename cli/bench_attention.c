@@ -213,6 +213,7 @@ int bench_attention(const bench_opts *o) {
         be->ops->destroy(be);
     }
     if (!rc && o->format == OUT_TABLE) bench_print_peaks();
+    if (!rc) bench_check_peaks();
     if (!rc && o->plot_dir) rc = plot_cells(o, cells, n);
     free(cells);
     return rc;

@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "cli_io.h"
+#include "core/timer.h"
 
 bench_stat bench_stats(const double *x, int n) {
     bench_stat s = {0, 0};
@@ -18,7 +19,7 @@ bench_stat bench_stats(const double *x, int n) {
 
 static struct {
     int threads;
-    double gflops;
+    double gflops, when;
 } peaks[BENCH_MAX_LIST];
 static int npeaks;
 
@@ -32,8 +33,19 @@ int bench_peak(int threads, double *gflops) {
         fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
         return 1;
     }
-    if (npeaks < BENCH_MAX_LIST) peaks[npeaks].threads = threads, peaks[npeaks++].gflops = *gflops;
+    if (npeaks < BENCH_MAX_LIST) peaks[npeaks].threads = threads, peaks[npeaks].when = hg_now(), peaks[npeaks++].gflops = *gflops;
     return 0;
+}
+
+void bench_check_peaks(void) {
+    for (int i = 0; i < npeaks; i++) {
+        double now;
+        if (hg_now() - peaks[i].when < 30 || hg_sgemm_peak_gflops(peaks[i].threads, &now) != HG_OK) continue;
+        if (fabs(now - peaks[i].gflops) > 0.1 * peaks[i].gflops)
+            fprintf(stderr, "handgrad bench: the sgemm peak on %d threads moved from %.1f to %.1f GFLOP/s during the "
+                    "run: the machine is busy, so the %% of peak figures are unreliable\n", peaks[i].threads,
+                    peaks[i].gflops, now);
+    }
 }
 
 void bench_print_peaks(void) {

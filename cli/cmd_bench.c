@@ -587,6 +587,7 @@ static int bench_models(const bench_opts *o) {
                 rc = run_model(o, &mc, o->ctx[j], o->threads[k], baseline, rows, &n, &header);
     }
     if (!rc && o->format == OUT_TABLE) bench_print_peaks();
+    if (!rc) bench_check_peaks();
     if (!rc && o->plot_dir) rc = plot_models(o, rows, n);
     free(rows);
     return rc;
