@@ -59,6 +59,7 @@ void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_
         panel(m, nv, k, A, a_rs, a_cs, B + j, ldb, C + j, ldc, accumulate);
     }
 }
+
 void tile_transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
