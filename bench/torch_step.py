@@ -1,30 +1,43 @@
-"""Times GPT-2 training steps in PyTorch on the CPU, reporting the same JSON fields as `handgrad bench`.
+"""Times GPT-2 forward, backward and a training step in PyTorch on the CPU, printing rows in the
+schema of `handgrad bench --json` (one JSON object per pass).
 
-The vocabulary is padded to a multiple of 64 (50257 -> 50304, as nanoGPT does), which makes
-PyTorch's GEMMs faster; tokens and targets are still drawn from the real vocabulary, and
-model_gflop_per_step counts the real vocabulary, as handgrad does. Attention is
-F.scaled_dot_product_attention(is_causal=True), PyTorch's fastest CPU path.
+One configuration (model, batch, ctx, threads, mode) per process. The vocabulary is padded
+to a multiple of 64 (50257 -> 50304, as nanoGPT does), which makes PyTorch's GEMMs faster;
+tokens and targets come from the real vocabulary, and FLOPs count the real vocabulary, as
+handgrad does. Attention is F.scaled_dot_product_attention(is_causal=True), PyTorch's
+fastest CPU path (torch >= 2.0; the spelled-out softmax before that).
+
+Like handgrad, a model whose training state (16 bytes a parameter) does not fit is not
+trained: its forward row runs under torch.no_grad() if the parameters fit, and the other
+rows report OOM. Allocation failures under the memory guard also report OOM.
 """
 import argparse
 import json
 import math
 import os
-import resource
-import statistics
 import sys
-import time
 import traceback
 
-PRESETS = {  # d_model, d_ff, layers, heads
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
+import torch_common as tc  # noqa: E402
+
+PRESETS = {  # d_model, d_ff, layers, heads, as hg_config_preset
     "small": (768, 3072, 12, 12),
     "medium": (1024, 4096, 24, 16),
     "large": (1280, 5120, 36, 20),
     "xl": (1600, 6400, 48, 25),
     "2.7B": (2560, 10240, 32, 32),
+    "tiny": (64, 256, 2, 4),
+    "odd": (96, 384, 2, 3),
 }
+PRESET_VOCAB = {"tiny": 512, "odd": 1000}
+PRESET_TMAX = {"tiny": 64, "odd": 64}
 VOCAB = 50257
 MAX_SEQ_LEN = 1024
 VOCAB_MULTIPLE = 64
+PASSES = ("forward", "backward", "step")
 
 
 def parse_args():
@@ -34,18 +47,21 @@ def parse_args():
     ap.add_argument("--d-ff", type=int, help="default 4 * d_model")
     ap.add_argument("--layers", type=int)
     ap.add_argument("--heads", type=int)
-    ap.add_argument("--vocab", type=int, default=VOCAB, help="real vocabulary before padding")
+    ap.add_argument("--vocab", type=int, help="real vocabulary before padding (default 50257)")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--pass", dest="passes", default="forward,backward,step")
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="JSON lines only")
     args = ap.parse_args()
 
     shape = dict(zip(("d_model", "d_ff", "layers", "heads"), PRESETS[args.model])) if args.model else {}
+    if args.d_model is not None and args.d_ff is None:
+        shape.pop("d_ff", None)
     for k in ("d_model", "d_ff", "layers", "heads"):
         if getattr(args, k) is not None:
             shape[k] = getattr(args, k)
@@ -53,74 +69,71 @@ def parse_args():
     if missing:
         ap.error("give --model or all of --d-model --layers --heads (missing: %s)" % ", ".join(missing))
     shape.setdefault("d_ff", 4 * shape["d_model"])
-    overridden = args.model and tuple(shape[k] for k in ("d_model", "d_ff", "layers", "heads")) != PRESETS[args.model]
-    args.model_name = args.model if args.model and not overridden else \
-        "d{d_model}-f{d_ff}-l{layers}-h{heads}".format(**shape)
+    args.vocab = args.vocab or PRESET_VOCAB.get(args.model, VOCAB)
+    args.tmax = PRESET_TMAX.get(args.model, MAX_SEQ_LEN)
+    overridden = args.model and (tuple(shape[k] for k in ("d_model", "d_ff", "layers", "heads")) != PRESETS[args.model]
+                                 or args.vocab != PRESET_VOCAB.get(args.model, VOCAB))
+    if args.model and not overridden:
+        args.model_name = args.model
+    else:
+        args.model_name = "d{d_model}-f{d_ff}-l{layers}-h{heads}".format(**shape)
+        if args.vocab != VOCAB:
+            args.model_name += f"-v{args.vocab}"
     args.shape = shape
-    if not 1 <= args.ctx <= MAX_SEQ_LEN:
-        ap.error(f"--ctx must be in [1, {MAX_SEQ_LEN}]")
+    args.passes = [p for p in PASSES if p in args.passes.split(",")]
+    if not args.passes:
+        ap.error("--pass needs at least one of forward, backward, step")
+    if not 1 <= args.ctx <= args.tmax:
+        ap.error(f"--ctx must be in [1, {args.tmax}]")
     if args.batch < 1 or args.threads < 1 or args.warmup < 0 or args.steps < 1:
         ap.error("--batch, --threads and --steps must be >= 1, --warmup >= 0")
     return args
 
 
-def mem_available_bytes():
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return None
-
-
-def timed(fn, warmup, steps):
-    """Runs fn warmup + steps times; returns (warmup seconds, {mean_s, std_s} over steps)."""
-    t0 = time.perf_counter()
-    for _ in range(warmup):
-        fn()
-    warm = time.perf_counter() - t0
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    std = statistics.stdev(times) if len(times) > 1 else 0.0
-    return warm, {"mean_s": statistics.fmean(times), "std_s": std}
-
-
-def run(args, torch, result):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+def run(args, torch, rows):
+    """Fills rows[pass] with timings; raises on failure (the caller reports OOM)."""
     from torch_gpt2 import GPT, GPTConfig, param_count, param_groups, train_flops
 
     s = args.shape
     padded = math.ceil(args.vocab / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
-    cfg = GPTConfig(vocab_size=padded, max_seq_len=MAX_SEQ_LEN, n_layer=s["layers"], n_head=s["heads"],
+    cfg = GPTConfig(vocab_size=padded, max_seq_len=args.tmax, n_layer=s["layers"], n_head=s["heads"],
                     d_model=s["d_model"], d_ff=s["d_ff"])
     real = GPTConfig(**{**cfg.to_dict(), "vocab_size": args.vocab})
-    result.update(config=real.to_dict(), vocab_padded=padded)
+    n = param_count(cfg)
+    B, T = args.batch, args.ctx
+    flop = train_flops(real, B, T) / 1e9
+    for p in args.passes:
+        rows[p].update(params=param_count(real, False), gflop=flop / 3 if p == "forward" else
+                       2 * flop / 3 if p == "backward" else flop)
 
-    # Parameters, grads and AdamW's two moments alone need 16 bytes a parameter.
-    need, avail = 16 * param_count(cfg), mem_available_bytes()
-    if avail is not None and need > avail:
-        raise MemoryError(f"parameters, grads and AdamW state need {need / 2**30:.1f} GiB; "
-                          f"{avail / 2**30:.1f} GiB available")
+    room = tc.guard_memory()
+    # parameters, grads and AdamW's two moments: 16 bytes a parameter; parameters alone: 4
+    training = any(p in args.passes for p in ("backward", "step")) and 16 * n <= room
+    if not training and 4 * n > room:
+        raise MemoryError(f"parameters need {tc.gib(4 * n):.1f} GiB, have {tc.gib(room):.1f} GiB")
+    for p in args.passes:
+        rows[p]["training"] = training if p == "forward" else True
+        if p != "forward" and not training:
+            rows[p].update(oom=True, note=f"OOM: training state needs {tc.gib(16 * n):.1f} GiB, "
+                           f"have {tc.gib(room):.1f} GiB")
 
     torch.manual_seed(args.seed)
-    model = GPT(cfg, attn_impl="sdpa")
-    B, T = args.batch, args.ctx
+    sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+    model = GPT(cfg, attn_impl="sdpa" if sdpa else "math")
     tokens = torch.randint(0, args.vocab, (B, T))
     targets = torch.randint(0, args.vocab, (B, T))
-    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
-    result["optimizer"] = {"name": "AdamW", "foreach": opt.defaults["foreach"], "fused": opt.defaults["fused"]}
-    try:  # None above means PyTorch chooses; record what it chooses for these tensors (private helper)
-        from torch.optim.optimizer import _default_to_fused_or_foreach
-        fused, foreach = _default_to_fused_or_foreach(list(model.parameters()), differentiable=False, use_fused=False)
-        result["optimizer"].update(default_fused=fused, default_foreach=foreach)
-    except (ImportError, TypeError):
-        pass
     fwd = torch.compile(model) if args.mode == "compile" else model
 
     def forward():
         fwd(tokens, targets)
+
+    if not training:
+        model.requires_grad_(False)
+        with torch.no_grad():
+            rows["forward"]["mean_s"], rows["forward"]["std_s"] = tc.timed(forward, args.warmup, args.steps)
+        return
+
+    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
 
     def forward_backward():
         opt.zero_grad(set_to_none=True)  # microseconds; backward then allocates grads as in a train step
@@ -134,51 +147,59 @@ def run(args, torch, result):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    warm_total = 0.0
-    for name, fn in (("forward", forward), ("forward_backward", forward_backward), ("train_step", train_step)):
-        warm, result[name] = timed(fn, args.warmup, args.steps)
-        warm_total += warm
-    result["warmup_s"] = warm_total
-    flops = train_flops(real, B, T)
-    result["tokens_per_s"] = B * T / result["train_step"]["mean_s"]
-    result["model_gflop_per_step"] = flops / 1e9
-    result["achieved_gflops"] = flops / 1e9 / result["train_step"]["mean_s"]
+    f = tc.timed(forward, args.warmup, args.steps)
+    if "forward" in rows:
+        rows["forward"]["mean_s"], rows["forward"]["std_s"] = f
+    if "backward" in rows:
+        fb = tc.timed(forward_backward, args.warmup, args.steps)
+        rows["backward"].update(mean_s=fb[0] - f[0], std_s=math.hypot(fb[1], f[1]),
+                                forward_backward_mean_s=fb[0], forward_backward_std_s=fb[1])
+    if "step" in rows:
+        rows["step"]["mean_s"], rows["step"]["std_s"] = tc.timed(train_step, args.warmup, args.steps)
 
 
 def main():
     args = parse_args()
-    # Thread counts must be in the environment before torch (and its OpenMP) loads.
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(args.threads)
+    tc.set_threads(args.threads)
     import torch
     torch.set_num_threads(args.threads)
+    if args.mode == "compile" and not hasattr(torch, "compile"):
+        print(f"torch {torch.__version__} has no torch.compile", file=sys.stderr)
+        return 2
 
-    result = {"model": args.model_name, "impl": f"torch-{args.mode}", "torch_version": torch.__version__,
-              "batch": args.batch, "ctx": args.ctx, "threads": args.threads,
-              "forward_note": "training forward with grad enabled, graph discarded"}
+    rows = {p: {"kind": "model", "impl": f"torch-{args.mode}", "torch_version": torch.__version__,
+                "model": args.model_name, "batch": args.batch, "ctx": args.ctx, "threads": args.threads,
+                "pass": p, "warmup": args.warmup, "steps": args.steps, "oom": False, "note": ""}
+            for p in args.passes}
     status = 0
     try:
-        run(args, torch, result)
-    except Exception as e:  # compile needs a working C++ toolchain; report rather than crash
-        traceback.print_exc()
-        result["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-        status = 1
-    result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-    if args.json:
-        print(json.dumps(result))
-    elif "error" in result:
-        print(f"{result['impl']} {result['model']}: error: {result['error']}", file=sys.stderr)
-    else:
-        print(f"{result['impl']} {result['model']} B={args.batch} T={args.ctx} threads={args.threads} "
-              f"torch {result['torch_version']} (vocab padded {args.vocab} -> {result['vocab_padded']})")
-        for k in ("forward", "forward_backward", "train_step"):
-            print(f"  {k:<17} {result[k]['mean_s']:.4f} s +- {result[k]['std_s']:.4f}")
-        print(f"  forward: {result['forward_note']}; warmup took {result['warmup_s']:.1f} s")
-        print(f"  {result['tokens_per_s']:.0f} tokens/s, {result['achieved_gflops']:.1f} GFLOP/s "
-              f"({result['model_gflop_per_step']:.1f} GFLOP/step), peak RSS {result['peak_rss_bytes'] / 2**20:.0f} MiB")
-    sys.exit(status)
+        run(args, torch, rows)
+    except Exception as e:  # noqa: BLE001 - compile needs a C++ toolchain; report rather than crash
+        if tc.is_oom(e):
+            for r in rows.values():
+                if "mean_s" not in r:
+                    r.update(oom=True, note=r["note"] or f"OOM: {str(e).strip().splitlines()[0]}"[:160])
+        else:
+            traceback.print_exc()
+            for r in rows.values():
+                r["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
+            status = 1
+    rss = tc.peak_rss_bytes()
+    for r in rows.values():
+        r["peak_rss_bytes"] = rss
+        if "mean_s" in r and r["mean_s"] > 0:
+            r["tokens_per_s"] = args.batch * args.ctx / r["mean_s"]
+            r["gflops"] = r["gflop"] / r["mean_s"]
+    for p in args.passes:
+        r = rows[p]
+        if args.json:
+            print(json.dumps(r))
+        else:
+            t = f"{r['mean_s']:.4f} s +- {r['std_s']:.4f}" if "mean_s" in r else r.get("error", r["note"])
+            print(f"{r['impl']} {r['model']} B={args.batch} T={args.ctx} {args.threads} threads {p:<9} {t}, "
+                  f"peak RSS {rss / 2**20:.0f} MiB (torch {torch.__version__})")
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,21 +1,30 @@
-/* End to end: the handgrad binary's bench --json prints one object with every field the
- * speed comparison reads, with sane values; bad flags exit non-zero with a message. */
+/* End to end: `handgrad bench` prints one JSON object per row with every field
+ * bench/compare_torch reads, with sane values, for the model ladder and the attention
+ * sweep; CSV has a header and one line per row; a row that cannot fit is skipped, not an
+ * error; --plot writes SVG files; bad input exits non-zero with a one-line message. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 
-static char *run(const char *cmd, int *status) {
+static const char *exe;
+static char plot_dir[] = "/tmp/hg_cli_XXXXXX";
+
+/* Runs `handgrad ARGS` (2>&1 when merge), returns its stdout and exit status. */
+static char *run(const char *args, int merge, int *status) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s%s", exe, args, merge ? " 2>&1" : "");
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0;
+    size_t cap = 1 << 18, len = 0, n;
     char *buf = malloc(cap);
-    size_t n;
     while (buf && (n = fread(buf + len, 1, cap - 1 - len, p)) > 0) len += n;
     if (buf) buf[len] = '\0';
-    *status = pclose(p);
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return buf;
 }
 
@@ -29,45 +38,195 @@ static double field(const cJSON *o, const char *key) {
     return v->valuedouble;
 }
 
+static const char *str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static int is_true(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
+
+/* Splits JSON lines into rows; returns the count. */
+static int parse_rows(char *out, cJSON **rows, int max) {
+    int n = 0;
+    for (char *save = NULL, *line = strtok_r(out, "\n", &save); line && n < max; line = strtok_r(NULL, "\n", &save)) {
+        rows[n] = cJSON_Parse(line);
+        CHECK(rows[n] != NULL);
+        if (rows[n]) n++;
+    }
+    return n;
+}
+
+static void test_model_rows(void) {
+    int st;
+    char *out = run("bench --model tiny --batch 2 --ctx 32 --threads 2 --warmup 0 --steps 2 --json", 0, &st);
+    CHECK(out && st == 0);
+    cJSON *rows[8];
+    int n = out ? parse_rows(out, rows, 8) : 0;
+    CHECK(n == 3);
+    const char *passes[] = {"forward", "backward", "step"};
+    for (int i = 0; i < n && i < 3; i++) {
+        const cJSON *j = rows[i];
+        CHECK(!strcmp(str(j, "kind"), "model") && !strcmp(str(j, "model"), "tiny"));
+        CHECK(!strcmp(str(j, "pass"), passes[i]));
+        CHECK(field(j, "batch") == 2 && field(j, "ctx") == 32 && field(j, "threads") == 2);
+        CHECK(field(j, "warmup") == 0 && field(j, "steps") == 2);
+        CHECK(is_true(j, "training") && !is_true(j, "skipped"));
+        CHECK(field(j, "params") == 132864); /* tiny: 2 layers of C=64, V=512, no wpe */
+        CHECK(field(j, "std_s") >= 0);
+        CHECK(field(j, "gflop") > 0 && field(j, "sgemm_peak_gflops") > 1);
+        CHECK(field(j, "peak_rss_bytes") > 1 << 20);
+#ifndef __SANITIZE_ADDRESS__ /* ASan's shadow memory is in no plan */
+        CHECK(field(j, "estimate_bytes") >= field(j, "peak_rss_bytes")); /* the estimate is an upper bound */
+#endif
+        if (i != 1) { /* a difference of two noisy means may come out negative on a tiny model */
+            CHECK(field(j, "mean_s") > 0 && field(j, "tokens_per_s") > 0 && field(j, "gflops") > 0);
+            double frac = field(j, "peak_fraction");
+            CHECK(frac > 0 && frac < 2);
+        } else {
+            CHECK(field(j, "forward_backward_mean_s") > 0 && field(j, "forward_backward_std_s") >= 0);
+        }
+    }
+    /* the three passes' FLOPs: forward 1/3, backward 2/3 of the step */
+    if (n == 3) CHECK_CLOSE(field(rows[0], "gflop") + field(rows[1], "gflop"), field(rows[2], "gflop"), 1e-5, 0);
+    for (int i = 0; i < n; i++) cJSON_Delete(rows[i]);
+    free(out);
+
+    /* CSV: a header, then one line per row with as many fields; and the plots */
+    char args[512];
+    snprintf(args, sizeof args, "bench --model tiny,odd --batch 1 --ctx 16 --warmup 0 --steps 1 --pass forward --csv --plot %s",
+             plot_dir);
+    out = run(args, 0, &st);
+    CHECK(out && st == 0);
+    if (out) {
+        int lines = 0, commas[4] = {0};
+        for (char *p = out; *p; p++) {
+            if (*p == ',' && lines < 4) commas[lines]++;
+            if (*p == '\n') lines++;
+        }
+        CHECK(lines == 3 && !strncmp(out, "kind,model,", 11));
+        CHECK(commas[0] == commas[1] && commas[1] == commas[2]);
+        CHECK(strstr(out, "\nmodel,tiny,") && strstr(out, "\nmodel,odd,"));
+    }
+    free(out);
+}
+
+/* Rows that cannot fit in any machine's memory are reported, not run. */
+static void test_skipped(void) {
+    int st;
+    char *out = run("bench --model small --batch 65536 --ctx 1024 --warmup 0 --steps 1 --json", 0, &st);
+    CHECK(out && st == 0);
+    cJSON *rows[8];
+    int n = out ? parse_rows(out, rows, 8) : 0;
+    CHECK(n == 3);
+    for (int i = 0; i < n; i++) {
+        CHECK(is_true(rows[i], "skipped"));
+        CHECK(strstr(str(rows[i], "note"), "skipped: needs ") && strstr(str(rows[i], "note"), " GiB, have "));
+        CHECK(field(rows[i], "estimate_bytes") > field(rows[i], "available_bytes"));
+        CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rows[i], "mean_s")));
+        cJSON_Delete(rows[i]);
+    }
+    free(out);
+    out = run("bench --model small --batch 65536 --ctx 1024 --warmup 0 --steps 1 --pass step", 0, &st);
+    CHECK(out && st == 0 && strstr(out, "skipped: needs "));
+    free(out);
+}
+
+static void test_attention(void) {
+    int st;
+    char args[512];
+    snprintf(args, sizeof args, "bench --attention --head-dims 16,32 --ctx 64,130 --batch 2 --threads 2 --warmup 0 --steps 2 --json --svg %s",
+             plot_dir);
+    char *out = run(args, 0, &st);
+    CHECK(out && st == 0);
+    cJSON *rows[8];
+    int n = out ? parse_rows(out, rows, 8) : 0;
+    CHECK(n == 4);
+    for (int i = 0; i < n; i++) {
+        const cJSON *j = rows[i];
+        int hs = i < 2 ? 16 : 32, T = i % 2 ? 130 : 64;
+        CHECK(!strcmp(str(j, "kind"), "attention"));
+        CHECK(field(j, "head_dim") == hs && field(j, "ctx") == T && field(j, "batch") == 2 && field(j, "heads") == 1);
+        CHECK(is_true(j, "causal") && !is_true(j, "skipped"));
+        CHECK(field(j, "forward_ms") > 0 && field(j, "backward_ms") > 0);
+        CHECK_CLOSE(field(j, "forward_gflop"), 4.0 * 2 * T * T * hs / 2 / 1e9, 1e-5, 0);
+        CHECK_CLOSE(field(j, "backward_gflop"), 2.5 * field(j, "forward_gflop"), 1e-5, 0);
+        CHECK(field(j, "tflops") > 0 && field(j, "peak_fraction") > 0);
+        /* q, k, v, out, lse, their gradients: at least 2*(3+1)*B*T*hs floats */
+        CHECK(field(j, "op_bytes") >= 4.0 * 2 * 4 * 2 * T * hs);
+        CHECK(field(j, "peak_rss_bytes") >= field(j, "op_bytes"));
+        cJSON_Delete(rows[i]);
+    }
+    free(out);
+    out = run("bench --attention --no-causal --head-dims 16 --ctx 32 --batch 1 --threads 2 --warmup 0 --steps 1 --json", 0, &st);
+    CHECK(out && st == 0 && strstr(out, "\"causal\": false"));
+    free(out);
+}
+
+/* The plots written by the runs above. */
+static void test_plots(void) {
+    const char *files[] = {"bench_time.svg", "bench_gflops.svg", "attention_time.svg", "attention_memory.svg"};
+    for (int i = 0; i < 4; i++) {
+        char path[600], head[8] = {0};
+        snprintf(path, sizeof path, "%s/%s", plot_dir, files[i]);
+        FILE *f = fopen(path, "r");
+        CHECK(f && fread(head, 1, 5, f) == 5 && !strcmp(head, "<svg "));
+        if (f) fclose(f);
+        remove(path);
+    }
+    rmdir(plot_dir);
+}
+
+/* Each bad input: a non-zero exit and one line naming the problem. */
+static void test_bad_input(void) {
+    static const struct {
+        const char *args, *want;
+    } cases[] = {
+        {"bench --model nope", "nope"},
+        {"bench --model small,nope", "nope"},
+        {"bench --batch 0", "--batch"},
+        {"bench --ctx 2048", "max_seq_len"},
+        {"bench --ctx 256,-1", "--ctx"},
+        {"bench --model tiny --batch 1048577 --ctx 64", "batch"},
+        {"bench --steps 0", "--steps"},
+        {"bench --warmup -1", "--warmup"},
+        {"bench --pass sideways", "sideways"},
+        {"bench --d-model 0 --layers 1 --heads 1", "--d-model"},
+        {"bench --d-model 96 --layers 2", "--heads"},
+        {"bench --d-model 100 --layers 2 --heads 3", "n_head"},
+        {"bench --model tiny,odd --layers 3", "list"},
+        {"bench --attention --head-dims 24", "16"},
+        {"bench --attention --model small", "--attention"},
+        {"bench --head-dims 16", "--attention"},
+        {"bench --plot /nonexistent/dir", "--plot"},
+        {"bench extra", "extra"},
+        {"frobnicate", "unknown command"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int st;
+        char *out = run(cases[i].args, 1, &st);
+        int ok = out && st != 0 && strstr(out, cases[i].want);
+        if (!ok) fprintf(stderr, "'%s': exit %d, output: %s\n", cases[i].args, st, out ? out : "(none)");
+        CHECK(ok);
+        /* one line (usage text follows only an unknown flag or command) */
+        if (out && strcmp(cases[i].args, "frobnicate")) CHECK(strchr(out, '\n') == out + strlen(out) - 1);
+        free(out);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_cli PATH/handgrad\n");
         return 2;
     }
-    char cmd[4096];
-    int st;
-    snprintf(cmd, sizeof cmd, "%s bench --model tiny --batch 2 --ctx 32 --threads 2 --warmup 0 --steps 2 --json", argv[1]);
-    char *out = run(cmd, &st);
-    CHECK(out && st == 0);
-    cJSON *j = out ? cJSON_Parse(out) : NULL;
-    CHECK(j != NULL);
-    if (j) {
-        const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
-        CHECK(cJSON_IsString(model) && !strcmp(model->valuestring, "tiny"));
-        CHECK(field(j, "batch") == 2 && field(j, "ctx") == 32 && field(j, "threads") == 2);
-        const char *passes[] = {"forward", "forward_backward", "train_step"};
-        for (int p = 0; p < 3; p++) {
-            const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, passes[p]);
-            CHECK(cJSON_IsObject(t));
-            if (t) CHECK(field(t, "mean_s") > 0 && field(t, "std_s") >= 0);
-        }
-        CHECK(field(j, "tokens_per_s") > 0);
-        CHECK(field(j, "model_gflop_per_step") > 0);
-        CHECK(field(j, "sgemm_peak_gflops") > 1);
-        CHECK(field(j, "achieved_gflops") > 0);
-        double frac = field(j, "peak_fraction");
-        CHECK(frac > 0 && frac < 2);
-        CHECK(field(j, "peak_rss_bytes") > 1 << 20);
-        cJSON_Delete(j);
+    exe = argv[1];
+    if (!mkdtemp(plot_dir)) {
+        perror("mkdtemp");
+        return 1;
     }
-    free(out);
-    snprintf(cmd, sizeof cmd, "%s bench --model nope 2>&1", argv[1]);
-    out = run(cmd, &st);
-    CHECK(st != 0 && out && strstr(out, "nope"));
-    free(out);
-    snprintf(cmd, sizeof cmd, "%s frobnicate 2>&1", argv[1]);
-    out = run(cmd, &st);
-    CHECK(st != 0 && out && strstr(out, "unknown command"));
-    free(out);
+    test_model_rows();
+    test_skipped();
+    test_attention();
+    test_plots();
+    test_bad_input();
     CHECK_DONE();
 }

@@ -7,6 +7,8 @@
  *   forward  - one (head, query block), heaviest first, so causal blocks balance;
  *   backward - one head, which owns its dQ, dK and dV rows: no atomics, and results do
  *              not depend on scheduling.
+ * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
+ * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
  * Scratch: KT and VT for all heads, (B*NH, hs, Tp) each, plus per-thread tiles.
  *
  * attention_cached (generation) is a separate, plain kernel: its queries are one row or
@@ -19,6 +21,7 @@
 
 #define BQ 64 /* query rows per block */
 #define BK 64 /* keys per block */
+#define SLAB 16 /* rows per slab of a block on the causal diagonal */
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static int padded_len(int T) { return (T + BK - 1) / BK * BK; }
@@ -37,18 +40,20 @@ size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) 
 }
 
 /* dst (B*NH, hs, Tp) = transpose of the heads of src (B,T,3C) at column offset col0,
- * zero beyond T. Blocks of 16 time steps keep the 16 source rows in L1. */
+ * zero beyond T: 16 x 16 blocks in registers (tile.h), the last partial block of time
+ * steps element by element. */
 static void transpose_heads(hg_backend *be, float *dst, const float *src, int col0,
                             const hg_attention_shape *s) {
-    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = 3 * s->NH * hs;
+    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = 3 * s->NH * hs, full = T / 16 * 16;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int head = 0; head < s->B * s->NH; head++) {
         int b = head / s->NH, h = head % s->NH;
         const float *x = src + (size_t)b * T * ld + col0 + h * hs;
         float *y = dst + (size_t)head * hs * Tp;
-        for (int t0 = 0; t0 < Tp; t0 += 16)
-            for (int d = 0; d < hs; d++)
-                for (int t = t0; t < t0 + 16; t++) y[(size_t)d * Tp + t] = t < T ? x[(size_t)t * ld + d] : 0.0f;
+        for (int t0 = 0; t0 < full; t0 += 16)
+            for (int d0 = 0; d0 < hs; d0 += 16) tile_transpose16(x + (size_t)t0 * ld + d0, ld, y + (size_t)d0 * Tp + t0, Tp);
+        for (int d = 0; d < hs; d++)
+            for (int t = full; t < Tp; t++) y[(size_t)d * Tp + t] = t < T ? x[(size_t)t * ld + d] : 0.0f;
     }
 }
 
@@ -58,6 +63,9 @@ static inline int visible_keys(const hg_attention_shape *s, int i, int j0) {
     if (s->causal && i - j0 + 1 < n) n = i - j0 + 1;
     return n;
 }
+
+/* Rows of the slab starting at r0 of an m-row block. */
+static inline int slab_rows(int m, int r0) { return m - r0 < SLAB ? m - r0 : SLAB; }
 
 static inline int last_key_block(const hg_attention_shape *s, int i_last) {
     return (s->causal ? i_last : s->T - 1) / BK;
@@ -85,8 +93,12 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
             for (int r = 0; r < m; r++) mx[r] = -INFINITY, l[r] = 0.0f;
             memset(O, 0, sizeof(float) * (size_t)m * hs);
             for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
-                int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK;
-                tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, S, BK, 0);
+                int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0;
+                if (diag) /* slabs of rows, each against the keys it may see */
+                    for (int r0 = 0; r0 < m; r0 += SLAB)
+                        tile_gemm(slab_rows(m, r0), r0 + SLAB, hs, Q + (size_t)r0 * ld, ld, 1, KTh + j0, Tp, S + r0 * BK, BK, 0);
+                else
+                    tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, S, BK, 0);
                 for (int r = 0; r < m; r++) {
                     float *row = S + r * BK;
                     int n = visible_keys(s, i0 + r, j0);
@@ -94,10 +106,10 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                         memset(row, 0, sizeof(float) * BK);
                         continue;
                     }
-                    /* Full-width loops with the hidden keys masked, so no scalar tail runs
-                     * on the diagonal blocks (hidden scores are finite: real scores, or
-                     * 0 against the zero padding of KT). A compare, not fmaxf: x86 has no
-                     * instruction with fmaxf's NaN rule, so fmaxf stays a scalar call. */
+                    /* Full-width loops with the hidden keys masked (selected away, whatever
+                     * the diagonal slabs left there), so no scalar tail runs on the
+                     * diagonal blocks. A compare, not fmaxf: x86 has no instruction with
+                     * fmaxf's NaN rule, so fmaxf stays a scalar call. */
                     float bmax = -INFINITY;
                     #pragma omp simd reduction(max : bmax)
                     for (int c = 0; c < BK; c++) {
@@ -117,7 +129,12 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                     #pragma omp simd
                     for (int d = 0; d < hs; d++) o[d] *= corr;
                 }
-                tile_gemm(m, hs, nk, S, BK, 1, V + (size_t)j0 * ld, ld, O, hs, 1);
+                if (diag)
+                    for (int r0 = 0; r0 < m; r0 += SLAB)
+                        tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, S + r0 * BK, BK, 1,
+                                  V + (size_t)j0 * ld, ld, O + r0 * hs, hs, 1);
+                else
+                    tile_gemm(m, hs, nk, S, BK, 1, V + (size_t)j0 * ld, ld, O, hs, 1);
             }
             for (int r = 0; r < m; r++) {
                 float *y = out + ((size_t)b * T + i0 + r) * C + h * hs, inv = 1.0f / l[r];
@@ -167,9 +184,17 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                     D[r] = dot;
                 }
                 for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
-                    int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK;
-                    tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, P, BK, 0);   /* S = Q K^T */
-                    tile_gemm(m, BK, hs, dO, C, 1, VTh + j0, Tp, dS, BK, 0);  /* dP = dO V^T */
+                    int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0;
+                    if (diag) {
+                        for (int r0 = 0; r0 < m; r0 += SLAB) {
+                            int mr = slab_rows(m, r0);
+                            tile_gemm(mr, r0 + SLAB, hs, Q + (size_t)r0 * ld, ld, 1, KTh + j0, Tp, P + r0 * BK, BK, 0);
+                            tile_gemm(mr, r0 + SLAB, hs, dO + (size_t)r0 * C, C, 1, VTh + j0, Tp, dS + r0 * BK, BK, 0);
+                        }
+                    } else {
+                        tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, P, BK, 0);   /* S = Q K^T */
+                        tile_gemm(m, BK, hs, dO, C, 1, VTh + j0, Tp, dS, BK, 0);  /* dP = dO V^T */
+                    }
                     for (int r = 0; r < m; r++) {
                         float *p = P + r * BK, *ds = dS + r * BK, ls = lse_h[i0 + r], dr = D[r];
                         int n = visible_keys(s, i0 + r, j0);
@@ -177,8 +202,21 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                         for (int c = 0; c < BK; c++) {
                             float pc = c < n ? expf(p[c] * scale - ls) : 0.0f;
                             p[c] = pc;
-                            ds[c] = pc * (ds[c] - dr) * scale;
+                            ds[c] = c < n ? pc * (ds[c] - dr) * scale : 0.0f;
                         }
+                    }
+                    if (diag) {
+                        /* query slab r0 sees keys up to r0 + SLAB; key slab c0 is seen from
+                         * query c0 on */
+                        for (int r0 = 0; r0 < m; r0 += SLAB)
+                            tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, dS + r0 * BK, BK, 1,
+                                      Kh + (size_t)j0 * ld, ld, dQ + r0 * hs, hs, kb > 0);
+                        for (int c0 = 0; c0 < nk; c0 += SLAB) {
+                            float *dk = dKh + (size_t)(j0 + c0) * ld, *dv = dVh + (size_t)(j0 + c0) * ld;
+                            tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * ld, ld, dk, ld, 1);
+                            tile_gemm(slab_rows(nk, c0), hs, m - c0, P + c0 * BK + c0, 1, BK, dO + (size_t)c0 * C, C, dv, ld, 1);
+                        }
+                        continue;
                     }
                     tile_gemm(m, hs, nk, dS, BK, 1, Kh + (size_t)j0 * ld, ld, dQ, hs, kb > 0);       /* dQ += dS K */
                     tile_gemm(nk, hs, m, dS, 1, BK, Q, ld, dKh + (size_t)j0 * ld, ld, 1);           /* dK += dS^T Q */

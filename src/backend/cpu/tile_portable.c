@@ -17,4 +17,8 @@ void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_
         }
     }
 }
+void tile_transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) dst[j * ldd + i] = src[i * lds + j];
+}
 #endif

@@ -1,0 +1,108 @@
+/* handgrad bench, shared between its two modes: the model ladder (cmd_bench.c) and the
+ * attention sweep (bench_attention.c). Options, timing statistics, memory figures, and
+ * the rows every mode prints as a table, JSON lines or CSV (bench_out.c). */
+#ifndef HG_CLI_BENCH_H
+#define HG_CLI_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handgrad.h"
+#include "svg.h"
+
+typedef struct hg_backend hg_backend;
+
+#define BENCH_MAX_LIST 16
+
+typedef enum { OUT_TABLE, OUT_JSON, OUT_CSV } bench_format;
+
+typedef struct bench_opts {
+    int attention;                      /* 1: the attention sweep instead of the ladder */
+    const char *models[BENCH_MAX_LIST]; /* presets, or one explicit shape */
+    int nmodels;
+    hg_config explicit_cfg;             /* used when has_explicit */
+    int has_explicit;
+    int passes;                         /* PASS_* bits */
+    int batch;
+    int ctx[BENCH_MAX_LIST], nctx;
+    int threads[BENCH_MAX_LIST], nthreads; /* 0: all cores */
+    int warmup, steps;
+    uint64_t seed;
+    int head_dims[BENCH_MAX_LIST], nhead_dims;
+    int heads;                          /* attention: heads per cell */
+    int causal;
+    bench_format format;
+    const char *plot_dir;               /* NULL: no plots */
+    hg_device device;                   /* model ladder: cpu or cuda (docs/cuda.md) */
+    hg_precision precision;
+    unsigned flags;                     /* HG_FLAG_CUDA_GRAPHS */
+} bench_opts;
+
+enum { PASS_FORWARD = 1, PASS_BACKWARD = 2, PASS_STEP = 4 };
+
+/* ---- timing ---- */
+
+typedef struct bench_stat {
+    double mean, std; /* seconds; std is the sample standard deviation (0 for one sample) */
+} bench_stat;
+
+bench_stat bench_stats(const double *x, int n);
+
+/* The sgemm ceiling on `threads` threads (hg_sgemm_peak_gflops), measured when first
+ * asked for in this run and kept, so runs whose rows are all skipped never pay for it.
+ * Prints the error and returns 1 on failure. */
+int bench_peak(const hg_options *opt, double *gflops);
+/* Prints "sgemm peak in this run: X GFLOP/s on N threads, ..." for the table footer. */
+void bench_print_peaks(void);
+/* At the end of a run longer than 30 s, measures the peaks again and warns on stderr
+ * when one moved by more than 10%: something else ran, and the shares are unreliable. */
+void bench_check_peaks(void);
+
+/* ---- memory ---- */
+
+/* Resets the process's peak resident set (VmHWM) to its current size, so the next
+ * bench_peak_rss() is the peak of what runs in between. Returns 0, or -1 when the kernel
+ * refuses (the peak is then the process's). */
+int bench_reset_peak_rss(void);
+/* Peak resident bytes since the last reset (VmHWM), or since the process started. */
+size_t bench_peak_rss(void);
+/* Resident bytes now (VmRSS). */
+size_t bench_rss(void);
+double bench_gib(size_t bytes);
+
+/* ---- rows: a flat list of named fields, printed as JSON lines or CSV ---- */
+
+typedef struct bench_field {
+    const char *key;
+    char val[96]; /* already formatted; "" is null */
+    int quoted;   /* a JSON string */
+} bench_field;
+
+typedef struct bench_rec {
+    bench_field f[48];
+    int n;
+} bench_rec;
+
+void rec_str(bench_rec *r, const char *key, const char *s);
+void rec_int(bench_rec *r, const char *key, long long v);
+void rec_num(bench_rec *r, const char *key, double v); /* non-finite: null */
+void rec_bool(bench_rec *r, const char *key, int v);
+void rec_null(bench_rec *r, const char *key);
+/* One JSON object on a line, or a CSV line (with the header line first when *header). */
+void rec_print(const bench_rec *r, bench_format f, int *header);
+
+/* ---- plots ---- */
+
+/* Checks before the run that DIR/file can be written for each file; prints why not. */
+int bench_check_plots(const char *dir, const char *const *files, int n);
+/* Writes DIR/file; prints why not and returns 1 on failure. */
+int bench_write_plot(const char *dir, const char *file, const svg_plot *p);
+
+/* ---- the modes ---- */
+
+/* The CPU backend for the attention sweep. Model and backend construction for every
+ * mode is here (cmd_bench.c), in one place. */
+hg_status bench_backend_create(hg_backend **out, int threads);
+int bench_attention(const bench_opts *o);
+
+#endif

@@ -1,0 +1,186 @@
+/* handgrad bench: statistics, memory figures, JSON-lines / CSV rows and plot files (bench.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli_io.h"
+#include "core/timer.h"
+
+bench_stat bench_stats(const double *x, int n) {
+    bench_stat s = {0, 0};
+    for (int i = 0; i < n; i++) s.mean += x[i];
+    s.mean /= n;
+    for (int i = 0; i < n; i++) s.std += (x[i] - s.mean) * (x[i] - s.mean);
+    s.std = n > 1 ? sqrt(s.std / (n - 1)) : 0.0;
+    return s;
+}
+
+static struct {
+    int threads;
+    double gflops, when;
+} peaks[BENCH_MAX_LIST];
+static int npeaks;
+
+int bench_peak(const hg_options *opt, double *gflops) {
+    /* a CUDA model's ceiling is its device's GEMM, measured once and keyed as thread -1 */
+    int threads = opt->device == HG_DEVICE_CUDA ? -1 : opt->threads;
+    for (int i = 0; i < npeaks; i++)
+        if (peaks[i].threads == threads) {
+            *gflops = peaks[i].gflops;
+            return 0;
+        }
+    if ((threads < 0 ? hg_gemm_peak_gflops(opt, gflops) : hg_sgemm_peak_gflops(threads, gflops)) != HG_OK) {
+        fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
+        return 1;
+    }
+    if (npeaks < BENCH_MAX_LIST) peaks[npeaks].threads = threads, peaks[npeaks].when = hg_now(), peaks[npeaks++].gflops = *gflops;
+    return 0;
+}
+
+void bench_check_peaks(void) {
+    for (int i = 0; i < npeaks; i++) {
+        double now;
+        if (peaks[i].threads < 0 || hg_now() - peaks[i].when < 30 || hg_sgemm_peak_gflops(peaks[i].threads, &now) != HG_OK)
+            continue;
+        if (fabs(now - peaks[i].gflops) > 0.1 * peaks[i].gflops)
+            fprintf(stderr, "handgrad bench: the sgemm peak on %d threads moved from %.1f to %.1f GFLOP/s during the "
+                    "run: the machine is busy, so the %% of peak figures are unreliable\n", peaks[i].threads,
+                    peaks[i].gflops, now);
+    }
+}
+
+void bench_print_peaks(void) {
+    if (!npeaks) return;
+    printf("sgemm peak in this run:");
+    for (int i = 0; i < npeaks; i++)
+        if (peaks[i].threads < 0) printf("%s %.1f GFLOP/s GEMM on the GPU", i ? "," : "", peaks[i].gflops);
+        else printf("%s %.1f GFLOP/s on %d thread%s", i ? "," : "", peaks[i].gflops, peaks[i].threads, peaks[i].threads > 1 ? "s" : "");
+    printf("\n");
+}
+
+int bench_reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return -1;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static size_t status_kb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    size_t kb = 0, n = strlen(field);
+    if (!f) return 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && sscanf(line + n, ": %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+size_t bench_peak_rss(void) { return status_kb("VmHWM"); }
+size_t bench_rss(void) { return status_kb("VmRSS"); }
+
+double bench_gib(size_t bytes) { return (double)bytes / 1073741824.0; }
+
+static bench_field *rec_add(bench_rec *r, const char *key, int quoted) {
+    if (r->n == (int)(sizeof r->f / sizeof r->f[0])) return NULL;
+    bench_field *f = &r->f[r->n++];
+    f->key = key;
+    f->quoted = quoted;
+    f->val[0] = 0;
+    return f;
+}
+
+void rec_str(bench_rec *r, const char *key, const char *s) {
+    bench_field *f = rec_add(r, key, 1);
+    if (f) snprintf(f->val, sizeof f->val, "%s", s);
+}
+
+void rec_int(bench_rec *r, const char *key, long long v) {
+    bench_field *f = rec_add(r, key, 0);
+    if (f) snprintf(f->val, sizeof f->val, "%lld", v);
+}
+
+void rec_num(bench_rec *r, const char *key, double v) {
+    bench_field *f = rec_add(r, key, 0);
+    if (f && isfinite(v)) snprintf(f->val, sizeof f->val, "%.6g", v);
+}
+
+void rec_bool(bench_rec *r, const char *key, int v) {
+    bench_field *f = rec_add(r, key, 0);
+    if (f) snprintf(f->val, sizeof f->val, "%s", v ? "true" : "false");
+}
+
+void rec_null(bench_rec *r, const char *key) { rec_add(r, key, 0); }
+
+static void put_json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        if ((unsigned char)*s >= 0x20) putchar(*s);
+    }
+    putchar('"');
+}
+
+static void put_csv(const char *s) {
+    if (!strpbrk(s, ",\"\n")) {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"') putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+void rec_print(const bench_rec *r, bench_format fmt, int *header) {
+    if (fmt == OUT_JSON) {
+        putchar('{');
+        for (int i = 0; i < r->n; i++) {
+            const bench_field *f = &r->f[i];
+            printf("%s\"%s\": ", i ? ", " : "", f->key);
+            if (f->quoted) put_json_string(f->val);
+            else fputs(f->val[0] ? f->val : "null", stdout);
+        }
+        printf("}\n");
+    } else if (fmt == OUT_CSV) {
+        if (*header) {
+            for (int i = 0; i < r->n; i++) printf("%s%s", i ? "," : "", r->f[i].key);
+            putchar('\n');
+            *header = 0;
+        }
+        for (int i = 0; i < r->n; i++) {
+            if (i) putchar(',');
+            put_csv(r->f[i].val);
+        }
+        putchar('\n');
+    }
+    fflush(stdout);
+}
+
+static int plot_path(char *buf, size_t cap, const char *dir, const char *file) {
+    return snprintf(buf, cap, "%s/%s", dir, file) < (int)cap ? 0 : -1;
+}
+
+int bench_check_plots(const char *dir, const char *const *files, int n) {
+    char path[4096];
+    for (int i = 0; i < n; i++) {
+        if (plot_path(path, sizeof path, dir, files[i])) {
+            fprintf(stderr, "handgrad bench: --plot %s: path too long\n", dir);
+            return 1;
+        }
+        if (cli_check_writable("bench", "--plot", path)) return 1;
+    }
+    return 0;
+}
+
+int bench_write_plot(const char *dir, const char *file, const svg_plot *p) {
+    char path[4096];
+    plot_path(path, sizeof path, dir, file);
+    if (svg_write(path, p) == 0) return 0;
+    fprintf(stderr, "handgrad bench: cannot write %s: %s\n", path, strerror(errno));
+    return 1;
+}
