@@ -16,14 +16,18 @@ flags=("$@")
 scripts/build.sh build
 scripts/build.sh build-noprof -DHANDGRAD_PROFILE=OFF
 
-step_of() { # a bench or profile --json document on stdin -> training step seconds
-    python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["train_step"]["mean_s"] if "train_step" in j else j["totals"]["step_s"])'
+step_of() { # bench --json (a JSON line per pass) or profile --json on stdin -> training step seconds
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    if j.get("pass") == "step": print(j["mean_s"])
+    elif "totals" in j: print(j["totals"]["step_s"])'
 }
 
 out=() off=() on=()
 for r in $(seq "$rounds"); do
-    out+=("$(build-noprof/handgrad bench "${flags[@]}" --warmup 1 --steps 5 --json | step_of)")
-    off+=("$(build/handgrad bench "${flags[@]}" --warmup 1 --steps 5 --json | step_of)")
+    out+=("$(build-noprof/handgrad bench "${flags[@]}" --pass step --warmup 1 --steps 5 --json | step_of)")
+    off+=("$(build/handgrad bench "${flags[@]}" --pass step --warmup 1 --steps 5 --json | step_of)")
     on+=("$(build/handgrad profile "${flags[@]}" --warmup 1 --steps 5 --json | step_of)")
     echo "round $r: compiled out ${out[-1]} s, off ${off[-1]} s, on ${on[-1]} s"
 done
