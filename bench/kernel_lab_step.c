@@ -63,6 +63,8 @@ int main(int argc, char **argv) {
     double flop = hg_train_flops(&cfg, B, T), sg_flop = 2.0 * SG * SG * (double)SG;
     hg_adamw adamw = hg_adamw_default();
     float loss;
+    omp_set_num_threads(threads); /* warm-up: the sgemm's code and buffers too */
+    dnnl_sgemm('N', 'N', SG, SG, SG, 1.0f, A, SG, Bm, SG, 0.0f, Cm, SG);
     check(hg_zero_grad(m)); /* warm-up: primitives created, pages touched */
     check(hg_forward_backward(m, tok, tgt, B, T, 1.0f, &loss));
     check(hg_optimizer_step(m, &adamw, NULL));

@@ -10,7 +10,8 @@
 #
 # Each part writes OUT/<name>.txt (the table as printed); the comparisons with PyTorch also
 # write OUT/<name>.jsonl (one JSON object per row, handgrad's and PyTorch's figures).
-# THREADS (default 2) sets the thread count.
+# THREADS (default 2) sets the thread count; ROUNDS (default 1) makes the comparisons run
+# each configuration's processes that many times, alternating, and report the median round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/bench}
@@ -18,6 +19,7 @@ shift || true
 parts=("$@")
 ((${#parts[@]})) || parts=(ladder goals seed attention labs)
 threads=${THREADS:-2}
+compare=(bench/compare_torch --rounds "${ROUNDS:-1}")
 mkdir -p "$out"
 scripts/build.sh build >/dev/null
 export OPENBLAS_CORETYPE=SkylakeX
@@ -36,20 +38,20 @@ for part in "${parts[@]}"; do
             --warmup 0 --steps 5
         run ladder build/handgrad bench --model small,medium,large,xl,2.7B --batch 4 --ctx 256 \
             --threads "$threads" --warmup 1 --steps 5 --plot "$out"
-        run ladder_torch bench/compare_torch --model small,medium,large,xl,2.7B --batch 4 --ctx 256 \
+        run ladder_torch "${compare[@]}" --model small,medium,large,xl,2.7B --batch 4 --ctx 256 \
             --threads "$threads" --warmup 1 --steps 5 --plot "$out" --jsonl "$out/ladder_torch.jsonl"
         ;;
     goals) # the issue's speed goals: GPT-2 small, B=4, T=256, 1 and 2 threads
-        run goals bench/compare_torch --model small --batch 4 --ctx 256 --threads "1,$threads" --warmup 1 --steps 5 \
+        run goals "${compare[@]}" --model small --batch 4 --ctx 256 --threads "1,$threads" --warmup 1 --steps 5 \
             --jsonl "$out/goals.jsonl"
         ;;
     seed) # the seed post's shape: GPT-2 small, B=8, T=1024
-        run seed bench/compare_torch --model small --batch 8 --ctx 1024 --threads "$threads" --warmup 1 --steps 3 \
+        run seed "${compare[@]}" --model small --batch 8 --ctx 1024 --threads "$threads" --warmup 1 --steps 3 \
             --jsonl "$out/seed.jsonl"
         ;;
     attention) # head size x sequence length, handgrad alone and against PyTorch
         run attention build/handgrad bench --attention --threads "$threads" --warmup 1 --steps 3 --plot "$out"
-        run attention_torch bench/compare_torch --attention --threads "$threads" --warmup 1 --steps 3 --plot "$out" \
+        run attention_torch "${compare[@]}" --attention --threads "$threads" --warmup 1 --steps 3 --plot "$out" \
             --jsonl "$out/attention_torch.jsonl"
         ;;
     labs) # kernel labs: shares of the sgemm by wall clock and by CPU time

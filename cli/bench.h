@@ -25,7 +25,7 @@ typedef struct bench_opts {
     int passes;                         /* PASS_* bits */
     int batch;
     int ctx[BENCH_MAX_LIST], nctx;
-    int threads[BENCH_MAX_LIST], nthreads; /* 0: all cores */
+    int threads[BENCH_MAX_LIST], nthreads; /* resolved: 0 on the command line is all cores */
     int warmup, steps;
     uint64_t seed;
     int head_dims[BENCH_MAX_LIST], nhead_dims;
