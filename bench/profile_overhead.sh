@@ -16,10 +16,14 @@ flags=("$@")
 scripts/build.sh build
 scripts/build.sh build-noprof -DHANDGRAD_PROFILE=OFF
 
-step_of() { # bench --json (a JSON line per pass) or profile --json on stdin -> training step seconds
+step_of() { # bench --json (a JSON line per pass) or profile --json (one document) -> step seconds
     python3 -c 'import json, sys
-for line in sys.stdin:
-    j = json.loads(line)
+text = sys.stdin.read()
+try:
+    docs = [json.loads(text)]
+except ValueError:
+    docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+for j in docs:
     if j.get("pass") == "step": print(j["mean_s"])
     elif "totals" in j: print(j["totals"]["step_s"])'
 }
