@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli_model.h"
 #include "handgrad.h"
 #include "svg.h"
 
@@ -33,9 +34,8 @@ typedef struct bench_opts {
     int causal;
     bench_format format;
     const char *plot_dir;               /* NULL: no plots */
-    hg_device device;                   /* model ladder: cpu or cuda (docs/cuda.md) */
-    hg_precision precision;
-    unsigned flags;                     /* HG_FLAG_CUDA_GRAPHS */
+    cli_model dev;                      /* model ladder: only its --device, --precision and
+                                           --cuda-graphs are used (docs/cuda.md) */
 } bench_opts;
 
 enum { PASS_FORWARD = 1, PASS_BACKWARD = 2, PASS_STEP = 4 };

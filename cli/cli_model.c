@@ -64,10 +64,14 @@ int cli_model_setup(const char *cmd, const cli_model *o, int training, hg_config
     opt->threads = o->threads;
     opt->seed = o->seed;
     opt->training = training;
+    cli_model_device(o, opt);
+    return 0;
+}
+
+void cli_model_device(const cli_model *o, hg_options *opt) {
     opt->device = strcmp(o->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
     opt->precision = strcmp(o->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
     opt->flags = o->flags;
-    return 0;
 }
 
 void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets) {

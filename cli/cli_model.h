@@ -44,6 +44,8 @@ cli_model cli_model_default(void);
 int cli_model_flag(const char *cmd, cli_model *o, int c, const char *arg);
 /* The config and options the flags ask for; prints the error and returns 1 if bad. */
 int cli_model_setup(const char *cmd, const cli_model *o, int training, hg_config *cfg, hg_options *opt);
+/* Copies the device, precision and flags of o into opt (part of cli_model_setup). */
+void cli_model_device(const cli_model *o, hg_options *opt);
 /* Random token ids and next-token targets in [0, vocab), reproducible from seed. */
 void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets);
 

@@ -98,9 +98,8 @@ static int parse_passes(char *s, int *passes) {
     return *passes ? 0 : -1;
 }
 
-enum { O_MODEL = 256, O_DMODEL, O_DFF, O_LAYERS, O_HEADS, O_VOCAB, O_PASS, O_BATCH, O_CTX, O_THREADS,
-       O_WARMUP, O_STEPS, O_SEED, O_JSON, O_CSV, O_PLOT, O_ATTENTION, O_HEAD_DIMS, O_CAUSAL, O_NO_CAUSAL, O_HELP,
-       O_DEVICE, O_PRECISION, O_CUDA_GRAPHS };
+enum { O_MODEL = 0x200, /* clear of cli_model.h's CLI_OPT_* */ O_DMODEL, O_DFF, O_LAYERS, O_HEADS, O_VOCAB, O_PASS, O_BATCH, O_CTX, O_THREADS,
+       O_WARMUP, O_STEPS, O_SEED, O_JSON, O_CSV, O_PLOT, O_ATTENTION, O_HEAD_DIMS, O_CAUSAL, O_NO_CAUSAL, O_HELP };
 
 /* Returns 0 and fills o, 1 after --help, or -1 after printing an error. */
 static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
@@ -116,12 +115,13 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
         {"svg", required_argument, 0, O_PLOT},        {"attention", no_argument, 0, O_ATTENTION},
         {"head-dims", required_argument, 0, O_HEAD_DIMS}, {"causal", no_argument, 0, O_CAUSAL},
         {"no-causal", no_argument, 0, O_NO_CAUSAL},   {"help", no_argument, 0, O_HELP},
-        {"device", required_argument, 0, O_DEVICE},   {"precision", required_argument, 0, O_PRECISION},
-        {"cuda-graphs", no_argument, 0, O_CUDA_GRAPHS},
+        {"device", required_argument, 0, CLI_OPT_DEVICE}, {"precision", required_argument, 0, CLI_OPT_PRECISION},
+        {"cuda-graphs", no_argument, 0, CLI_OPT_CUDA_GRAPHS},
         {0, 0, 0, 0}};
     int dmodel = 0, dff = -1, layers = 0, heads = 0, vocab = 0, batch = 0, pass_given = 0;
     char *models = NULL, *ctx = NULL, *threads = NULL, *head_dims = NULL, *passes = NULL;
     memset(o, 0, sizeof *o);
+    o->dev = cli_model_default();
     o->warmup = 1;
     o->steps = 3;
     o->seed = 1;
@@ -131,17 +131,9 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
     while (!bad && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case O_MODEL: models = optarg; break;
-        case O_DEVICE:
-            o->device = !strcmp(optarg, "cuda") ? HG_DEVICE_CUDA : HG_DEVICE_CPU;
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
-                bad = 1, fprintf(stderr, "handgrad bench: --device '%s' must be cpu or cuda\n", optarg);
-            break;
-        case O_PRECISION:
-            o->precision = !strcmp(optarg, "bf16") ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
-            if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16"))
-                bad = 1, fprintf(stderr, "handgrad bench: --precision '%s' must be fp32 or bf16\n", optarg);
-            break;
-        case O_CUDA_GRAPHS: o->flags |= HG_FLAG_CUDA_GRAPHS; break;
+        case CLI_OPT_DEVICE:
+        case CLI_OPT_PRECISION:
+        case CLI_OPT_CUDA_GRAPHS: bad = cli_model_flag("bench", &o->dev, c, optarg) < 0; break;
         case O_DMODEL: bad = parse_int("--d-model", optarg, 1, &dmodel); break;
         case O_DFF: bad = parse_int("--d-ff", optarg, 1, &dff); break;
         case O_LAYERS: bad = parse_int("--layers", optarg, 1, &layers); break;
@@ -425,9 +417,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
     opt.seq_len = T;
     opt.threads = threads;
     opt.seed = o->seed;
-    opt.device = o->device;
-    opt.precision = o->precision;
-    opt.flags = o->flags;
+    cli_model_device(&o->dev, &opt);
     size_t need_train = estimate(&mc->cfg, &opt, baseline);
     opt.training = 0;
     size_t need_infer = estimate(&mc->cfg, &opt, baseline);
