@@ -38,7 +38,7 @@ static void fill_uniform(float *x, size_t n, uint64_t *state) {
 }
 
 static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t baseline) {
-    hg_attention_shape s = {o->batch, c->T, o->heads, c->hs, o->causal};
+    hg_attention_shape s = {o->batch, c->T, o->heads, c->hs, o->causal, 0};
     size_t C = (size_t)o->heads * c->hs, nqkv = (size_t)o->batch * c->T * 3 * C, nout = (size_t)o->batch * c->T * C;
     size_t nlse = (size_t)o->batch * o->heads * c->T, scratch = be->ops->attention_scratch_bytes(be, &s);
     c->op_bytes = sizeof(float) * (2 * nqkv + 2 * nout + nlse) + scratch;

@@ -62,25 +62,89 @@ const char *hg_status_name(hg_status s);
 
 /* ---------------------------------------------------------------- config */
 
+/* A decoder-only transformer, described once. Every block is pre-norm:
+ *     x = x + proj(attention(rope(qkv(norm_1(x)))));  x = x + mlp(norm_2(x))
+ * then a final norm and the output layer. The switches below choose the norm, the
+ * position encoding, the MLP, which linear groups have biases, grouped-query attention,
+ * the head size and whether the output layer is tied to the token embedding. A field left
+ * 0 takes GPT-2's choice, so a zeroed struct plus the sizes is GPT-2. Examples: GPT-2 is
+ * the "small" preset; Llama 2/3, Mistral and SmolLM are rmsnorm + rope + swiglu with
+ * HG_OMIT_ALL_BIAS and n_kv_head < n_head; Qwen2 the same with the q/k/v bias kept;
+ * the CS336 model of docs/benchmarks.md is the "cs336-*" presets. */
+typedef enum hg_norm_kind {
+    HG_NORM_LAYERNORM = 0, /* (x - mean) * rstd * w + b */
+    HG_NORM_RMSNORM = 1,   /* x * rstd * w, rstd from the mean square; never a bias */
+} hg_norm_kind;
+typedef enum hg_position_kind {
+    HG_POS_LEARNED = 0, /* a (Tmax, C) position embedding added to the token embedding */
+    HG_POS_ROPE = 1,    /* rotary embedding of q and k (rotate-half pairs i, i + hs/2) */
+} hg_position_kind;
+typedef enum hg_mlp_kind {
+    HG_MLP_GELU = 0,   /* proj(gelu_tanh(fc(x))) */
+    HG_MLP_SWIGLU = 1, /* proj(silu(gate(x)) * up(x)); fc holds gate | up, width 2F */
+    HG_MLP_RELU2 = 2,  /* proj(relu(fc(x))^2) */
+} hg_mlp_kind;
+/* hg_config.omit: parameters the blocks do without. */
+enum {
+    HG_OMIT_QKV_BIAS = 1u << 0,    /* the q, k, v projection's bias */
+    HG_OMIT_PROJ_BIAS = 1u << 1,   /* the attention output projection's bias */
+    HG_OMIT_MLP_BIAS = 1u << 2,    /* both MLP linears' biases */
+    HG_OMIT_NORM_BIAS = 1u << 3,   /* LayerNorm's bias (RMSNorm never has one) */
+    HG_OMIT_NORM_WEIGHT = 1u << 4, /* the norms' weight: no affine part at all */
+    HG_OMIT_ALL_BIAS = 0xF,
+};
+
 typedef struct hg_config {
     int vocab_size;  /* V: token ids are in [0, V); padded to a multiple of 64 internally */
-    int max_seq_len; /* Tmax: rows of the position embedding */
+    int max_seq_len; /* Tmax: longest sequence; rows of a learned position embedding */
     int n_layer;     /* L */
-    int n_head;      /* NH: must divide d_model */
+    int n_head;      /* NH: query heads */
     int d_model;     /* C */
     int d_ff;        /* F: MLP width; 0 means 4*C */
     float dropout;   /* p in [0, 1): on embeddings, attention output, MLP output */
+    /* the architecture switches; 0 is GPT-2's choice in each */
+    hg_norm_kind norm;
+    float norm_eps;          /* 0 means 1e-5 */
+    hg_position_kind position;
+    float rope_theta;        /* HG_POS_ROPE's base; 0 means 10000 */
+    hg_mlp_kind mlp;
+    unsigned omit;           /* HG_OMIT_* flags */
+    int n_kv_head;           /* key/value heads, dividing n_head (grouped-query attention);
+                                0 means n_head */
+    int head_dim;            /* hs; 0 means d_model / n_head (which must then divide) */
+    int untied;              /* 1: the output layer has its own (V, C) matrix lm_head;
+                                0: it is the token embedding wte */
 } hg_config;
 
-/* Presets: "small", "medium", "large", "xl", "2.7B" (V=50257, Tmax=1024) and the test
- * sizes "tiny" (V=512, Tmax=64, L=2, NH=4, C=64) and "odd" (V=1000, Tmax=64, L=2, NH=3,
- * C=96). */
+/* Presets: the GPT-2 ladder "small", "medium", "large", "xl", "2.7B" (V=50257,
+ * Tmax=1024); the same ladder as the CS336 model, "cs336-small" ... "cs336-2.7B"
+ * (RMSNorm, RoPE, SwiGLU, no biases, untied, V=10000, Tmax=1024); "smollm-135m"
+ * (SmolLM's shape: C=576, L=30, NH=9, NKV=3, F=1536, V=49152, tied); and the test sizes
+ * "tiny" (V=512, Tmax=64, L=2, NH=4, C=64), "odd" (V=1000, Tmax=64, L=2, NH=3, C=96),
+ * "llama-tiny" (GQA 4/2, untied) and "qwen2-tiny" (GQA 4/2, q/k/v bias, tied).
+ * hg_config_preset_name(i) lists them (NULL past the last). */
 hg_status hg_config_preset(const char *name, hg_config *out);
+const char *hg_config_preset_name(int i);
 /* Checks every field; the message names the first bad one. */
 hg_status hg_config_validate(const hg_config *cfg);
-/* Number of parameters, counting the token embedding once (it is tied to the
- * lm_head) and counting V rows, not the padded rows. */
+/* Number of parameters, counting V rows of the embedding and output matrices (not the
+ * padded rows) and a tied output layer once. */
 int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding);
+
+/* The config's fields by name: one table drives validation, checkpoint metadata, the
+ * Hugging Face mapping and command-line flags. Names are the JSON keys: vocab_size,
+ * max_seq_len, n_layer, n_head, n_kv_head, d_model, d_ff, head_dim, dropout, norm
+ * ("layernorm" | "rmsnorm"), norm_eps, norm_weight, norm_bias, position ("learned" |
+ * "rope"), rope_theta, mlp ("gelu" | "swiglu" | "relu2"), qkv_bias, proj_bias, mlp_bias
+ * and tied (booleans "true" | "false" | "1" | "0"). */
+int hg_config_field_count(void);
+/* Field i's name and a one-line description (NULL past the last). */
+const char *hg_config_field_name(int i, const char **help);
+/* Sets field `name` from its text; the message names the field and the bad value. */
+hg_status hg_config_set(hg_config *cfg, const char *name, const char *value);
+/* Field `name` as text ("rmsnorm", "true", "1e-05", "768"; 0-means-default fields give
+ * the value they stand for), written into buf (at least 32 bytes). */
+hg_status hg_config_get(const hg_config *cfg, const char *name, char *buf, size_t size);
 
 /* --------------------------------------------------------------- options */
 

@@ -211,7 +211,7 @@ static void bad_files(void) {
     write_bytes(bad, buf, n);
     CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "format");
     memcpy(buf, orig, n);
-    CHECK(patch(buf, 8 + hlen, "\"version\":\"1\"", "\"version\":\"9\""));
+    CHECK(patch(buf, 8 + hlen, "\"version\":\"2\"", "\"version\":\"9\""));
     write_bytes(bad, buf, n);
     CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "version");
     memcpy(buf, orig, n);

@@ -1,4 +1,4 @@
-/* The whole model on the GPU against the CPU backend (which tests/test_gpt2_torch.c holds
+/* The whole model on the GPU against the CPU backend (which tests/test_model_torch.c holds
  * to PyTorch): logits, loss, every parameter gradient, and ten AdamW steps whose losses
  * must track the CPU's, in fp32 and bf16, on odd shapes (T=37, C=96, NH=3, V=1000) and on
  * GPT-2 small's width and vocabulary. Also: dropout masks that match the CPU's, CUDA
@@ -223,7 +223,7 @@ static void skip_without_gpu(void) {
 
 int main(void) {
     skip_without_gpu();
-    hg_config odd, tiny, wide = {50257, 128, 2, 12, 768, 0, 0.0f};
+    hg_config odd, tiny, wide = {.vocab_size = 50257, .max_seq_len = 128, .n_layer = 2, .n_head = 12, .d_model = 768};
     hg_config_preset("odd", &odd);
     hg_config_preset("tiny", &tiny);
     hg_config tiny_drop = tiny;

@@ -23,6 +23,8 @@
 #include "cuda_util.h"
 #include "ops_util.h"
 
+static const hg_norm_spec LN = {0, 1e-5f}; /* GPT-2's LayerNorm */
+
 static int failures;
 
 static double tol(hg_backend *gpu, double fp32, double bf16) { return gpu->precision == HG_PRECISION_FP32 ? fp32 : bf16; }
@@ -105,9 +107,9 @@ static void test_layernorm(hg_backend *cpu, hg_backend *gpu, int C) {
     float *out = fvec(NC), *mean = fvec(N), *rstd = fvec(N), *res = fvec(NC), *out2 = fvec(NC), *mean2 = fvec(N), *rstd2 = fvec(N);
     float *dinp = copy_of(dinp0, NC), *dw = copy_of(dw0, C), *db = copy_of(db0, C), *dbr = fvec(NC);
     float *scratch = fvec(cpu->ops->layernorm_scratch_bytes(cpu, N, C) / sizeof(float));
-    cpu->ops->layernorm_forward(cpu, out, mean, rstd, x, w, b, N, C);
-    cpu->ops->residual_layernorm_forward(cpu, res, out2, mean2, rstd2, x, delta, w, b, N, C, &drop);
-    cpu->ops->layernorm_backward(cpu, dinp, dw, db, dout, x, w, mean, rstd, N, C, scratch);
+    cpu->ops->layernorm_forward(cpu, out, mean, rstd, x, w, b, N, C, &LN);
+    cpu->ops->residual_layernorm_forward(cpu, res, out2, mean2, rstd2, x, delta, w, b, N, C, &drop, &LN);
+    cpu->ops->layernorm_backward(cpu, dinp, dw, db, dout, x, w, mean, rstd, N, C, scratch, &LN);
     cpu->ops->dropout_backward(cpu, dbr, dout, NC, &drop);
 
     void *dx = dev_from(gpu, x, NC, 1), *dwt = dev_from(gpu, w, C, 1), *dbt = dev_from(gpu, b, C, 1);
@@ -117,12 +119,12 @@ static void test_layernorm(hg_backend *cpu, hg_backend *gpu, int C) {
     void *d_dinp = dev_from(gpu, dinp0, NC, 1), *d_dw = dev_from(gpu, dw0, C, 0), *d_db = dev_from(gpu, db0, C, 0);
     void *d_dout = dev_from(gpu, dout, NC, 1), *d_dbr = dev_poison(gpu, NC, 1);
     void *d_scr = dev_poison(gpu, gpu->ops->layernorm_scratch_bytes(gpu, N, C) / sizeof(float), 0);
-    gpu->ops->layernorm_forward(gpu, d_out, d_mean, d_rstd, dx, dwt, dbt, N, C);
+    gpu->ops->layernorm_forward(gpu, d_out, d_mean, d_rstd, dx, dwt, dbt, N, C, &LN);
     gpu->ops->residual_layernorm_forward(gpu, d_res, d_out2, d_mean2, d_rstd2, dx, dev_from(gpu, delta, NC, 1), dwt, dbt, N, C,
-                                         &drop);
+                                         &drop, &LN);
     /* backward from the CPU's statistics, so only the backward is under test */
     gpu->ops->layernorm_backward(gpu, d_dinp, d_dw, d_db, d_dout, dx, dwt, dev_from(gpu, mean, N, 0), dev_from(gpu, rstd, N, 0), N,
-                                 C, d_scr);
+                                 C, d_scr, &LN);
     gpu->ops->dropout_backward(gpu, d_dbr, d_dout, NC, &drop);
     sync_or_fail(gpu, "layernorm");
     printf("  layernorm C=%d\n", C);
@@ -218,7 +220,7 @@ static void test_gelu(hg_backend *cpu, hg_backend *gpu) {
 /* ---- attention ---- */
 
 static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int hs, int causal) {
-    hg_attention_shape s = {B, T, NH, hs, causal};
+    hg_attention_shape s = {B, T, NH, hs, causal, 0};
     const int C = NH * hs;
     const size_t n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
     trng r = trng_seed(51 + (uint64_t)(T * hs + causal));
@@ -252,13 +254,13 @@ static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int N
  * hold the same earlier keys and values on both backends. */
 static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n) {
     const int NH = 3, hs = 32, C = NH * hs, Tc = 40;
-    hg_kv_shape s = {pos0, n, Tc, NH, hs};
+    hg_kv_shape s = {pos0, n, Tc, NH, hs, 0};
     const size_t nc = (size_t)NH * Tc * hs, nq = (size_t)n * 3 * C, no = (size_t)n * C;
     trng r = trng_seed(91 + (uint64_t)pos0);
     float *kc = rvec(gpu, nc, &r, -1.5, 1.5), *vc = rvec(gpu, nc, &r, -1, 1), *qkv = rvec(gpu, nq, &r, -1.5, 1.5);
     float *out = fvec(no);
     void *d_kc = dev_from(gpu, kc, nc, 1), *d_vc = dev_from(gpu, vc, nc, 1), *d_out = dev_poison(gpu, no, 1);
-    hg_attention_shape as = {1, Tc, NH, hs, 1};
+    hg_attention_shape as = {1, Tc, NH, hs, 1, 0};
     void *scr = malloc(cpu->ops->attention_scratch_bytes(cpu, &as) + 64);
     hg_status st = cpu->ops->attention_cached(cpu, out, kc, vc, qkv, &s, scr);
     if (st == HG_OK) st = gpu->ops->attention_cached(gpu, d_out, d_kc, d_vc, dev_from(gpu, qkv, nq, 1), &s, NULL);

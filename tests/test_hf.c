@@ -221,8 +221,12 @@ static void test_bad_input(void) {
 
     edit_config("activation_function", "\"relu\"");
     expect_fail("activation", HG_ERR_UNSUPPORTED, "config.json: field 'activation_function'");
-    edit_config("layer_norm_epsilon", "1e-6");
-    expect_fail("epsilon", HG_ERR_UNSUPPORTED, "'layer_norm_epsilon'");
+    edit_config("layer_norm_epsilon", "1e-6"); /* another epsilon is taken as given */
+    CHECK_OK(hg_model_load_hf(&m, tmpdir, &o));
+    CHECK(hg_model_config(m)->norm_eps == 1e-6f);
+    hg_model_free(m);
+    edit_config("layer_norm_epsilon", "-1");
+    expect_fail("epsilon", HG_ERR_FORMAT, "'layer_norm_epsilon'");
     edit_config("tie_word_embeddings", "false");
     expect_fail("untied", HG_ERR_UNSUPPORTED, "'tie_word_embeddings'");
     edit_config("scale_attn_by_inverse_layer_idx", "true");
@@ -234,7 +238,7 @@ static void test_bad_input(void) {
     edit_config("n_head", "2.5");
     expect_fail("fractional n_head", HG_ERR_FORMAT, "'n_head' must be a non-negative integer");
     edit_config("n_head", "8");
-    expect_fail("head size 8", HG_ERR_UNSUPPORTED, "head size");
+    expect_fail("head size 8", HG_ERR_UNSUPPORTED, "head_dim = 8");
     spill("config.json", "{\"n_embd\": 64,", 14);
     expect_fail("config not JSON", HG_ERR_FORMAT, "config.json: not valid JSON");
     /* a config that does not match the weights */

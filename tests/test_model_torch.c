@@ -1,5 +1,8 @@
 /* The whole model against PyTorch: logits, loss, every parameter gradient and a 10-step
- * AdamW trajectory, from fixtures that tools/gen_gpt2_fixture.py computed in float64.
+ * AdamW trajectory, from fixtures computed in float64: GPT-2 by tools/gen_gpt2_fixture.py,
+ * and transformers' LlamaForCausalLM (grouped-query attention, untied) and
+ * Qwen2ForCausalLM (q/k/v bias, tied) by tools/gen_llama_fixture.py. The model's config
+ * comes from the fixture's metadata through hg_config_set, field by field.
  *
  * Tolerances (fp32 engine against a float64 reference; the fixture's own float32 PyTorch
  * run agrees with float64 to ~5e-7, see its self-check):
@@ -9,10 +12,12 @@
  *   trajectory loss[k]   1e-4 relative (errors compound over steps)
  *   grad norm[k]         1e-4 relative
  *   final parameters     relative L2 error of the 10-step update (final - initial) 1e-3
- *                        (observed <= 1.6e-4). The key slice of c_attn.bias is left out:
- *                        a key bias adds a constant to a whole row of scores, which softmax
- *                        ignores, so its true gradient is exactly 0 and AdamW's m/sqrt(v)
- *                        turns rounding noise (fp32 here, fp64 there) into +-lr steps. */
+ *                        (observed <= 1.6e-4). Without rotary embeddings the key slice of
+ *                        c_attn.bias is left out: a key bias then adds a constant to a
+ *                        whole row of scores, which softmax ignores, so its true gradient
+ *                        is exactly 0 and AdamW's m/sqrt(v) turns rounding noise (fp32
+ *                        here, fp64 there) into +-lr steps. Rotated, the bias varies with
+ *                        the key's position and its gradient is not 0. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -62,17 +67,27 @@ static void compare(const char *what, const float *got, const double *want, cons
     }
 }
 
-static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T) {
+/* The fixture's config: every key of its metadata object is a config field. */
+static void read_config(hg_st_file *f, hg_config *cfg) {
     cJSON *c = cJSON_Parse(hg_st_metadata(f, "config"));
     CHECK(c != NULL);
-    cfg->vocab_size = (int)meta_num(c, "vocab_size");
-    cfg->max_seq_len = (int)meta_num(c, "max_seq_len");
-    cfg->n_layer = (int)meta_num(c, "n_layer");
-    cfg->n_head = (int)meta_num(c, "n_head");
-    cfg->d_model = (int)meta_num(c, "d_model");
-    cfg->d_ff = (int)meta_num(c, "d_ff");
-    cfg->dropout = 0.0f;
+    memset(cfg, 0, sizeof *cfg);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c) {
+        char v[64];
+        if (cJSON_IsNumber(it)) snprintf(v, sizeof v, "%.17g", it->valuedouble);
+        else if (cJSON_IsBool(it)) snprintf(v, sizeof v, "%s", cJSON_IsTrue(it) ? "true" : "false");
+        else snprintf(v, sizeof v, "%s", cJSON_IsString(it) ? it->valuestring : "?");
+        if (hg_config_set(cfg, it->string, v) != HG_OK) {
+            fprintf(stderr, "fixture: %s\n", hg_last_error());
+            exit(1);
+        }
+    }
     cJSON_Delete(c);
+}
+
+static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T) {
+    read_config(f, cfg);
     *B = atoi(hg_st_metadata(f, "batch"));
     *T = atoi(hg_st_metadata(f, "seq_len"));
     hg_options o = hg_options_default();
@@ -82,6 +97,9 @@ static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T) {
     hg_model *m = NULL;
     CHECK_OK(hg_model_create(&m, cfg, &o));
     if (!m) exit(1);
+    int in_file = 0;
+    for (int i = 0; i < hg_st_count(f); i++) in_file += !strncmp(hg_st_at(f, i)->name, "param.", 6);
+    CHECK(in_file == hg_param_count(m)); /* no tensor of the reference is left unmapped */
     for (int i = 0; i < hg_param_count(m); i++) {
         hg_param_info p;
         CHECK_OK(hg_param_at(m, i, &p));
@@ -163,10 +181,11 @@ static void check_fixture(const char *path) {
         double *want = read_f64(f, name, p.numel);
         snprintf(name, sizeof name, "param.%s", p.name);
         double *init = read_f64(f, name, p.numel);
-        if (strstr(p.name, "attn.c_attn.bias")) {
-            int C = cfg.d_model; /* q | k | v: compare q and v only */
-            compare(p.name, p.data, want, init, C, 1e-3, 0);
-            compare(p.name, p.data + 2 * C, want + 2 * C, init + 2 * C, C, 1e-3, 0);
+        if (strstr(p.name, "attn.c_attn.bias") && cfg.position == HG_POS_LEARNED) {
+            int64_t QD = (int64_t)cfg.n_head * (p.numel / (cfg.n_head + 2 * (cfg.n_kv_head ? cfg.n_kv_head : cfg.n_head)));
+            int64_t KVD = (p.numel - QD) / 2; /* q | k | v: compare q and v only */
+            compare(p.name, p.data, want, init, QD, 1e-3, 0);
+            compare(p.name, p.data + QD + KVD, want + QD + KVD, init + QD + KVD, KVD, 1e-3, 0);
         } else {
             compare(p.name, p.data, want, init, p.numel, 1e-3, 0);
         }
@@ -182,5 +201,7 @@ static void check_fixture(const char *path) {
 int main(void) {
     check_fixture("fixtures/gpt2_odd.safetensors");
     check_fixture("fixtures/gpt2_tiny.safetensors");
+    check_fixture("fixtures/llama_gqa.safetensors");
+    check_fixture("fixtures/qwen2_bias.safetensors");
     CHECK_DONE();
 }

@@ -118,7 +118,7 @@ static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int h
         int pos = 0;
         for (int c = 0; c < nchunks && pos < T; c++) {
             int n = chunks[c] < T - pos ? chunks[c] : T - pos;
-            hg_kv_shape ks = {pos, n, T, NH, hs};
+            hg_kv_shape ks = {pos, n, T, NH, hs, 0};
             CHECK_OK(be->ops->attention_cached(be, out + (size_t)pos * C, kc, vc, qkv + (size_t)pos * 3 * C, &ks, scratch));
             pos += n;
         }

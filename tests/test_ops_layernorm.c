@@ -11,6 +11,8 @@
 #include "ops_util.h"
 #include "test_ops.h"
 
+static const hg_norm_spec LN = {0, 1e-5f}; /* GPT-2's LayerNorm */
+
 /* Rows with varied offsets and spreads: the 0.01-spread rows have a variance (3e-5)
  * near eps, so a wrong or missing eps moves their outputs by ~10%. */
 static void fill_rows(float *x, int N, int C, trng *r) {
@@ -106,8 +108,8 @@ static void test_layernorm(hg_backend *bes[OPS_NBE]) {
         snprintf(tag, sizeof tag, "layernorm threads=%d", be->threads);
         poison(out, N * C), poison(mean, N), poison(rstd, N);
         poison(out2, N * C), poison(mean2, N), poison(rstd2, N);
-        be->ops->layernorm_forward(be, out, mean, rstd, x, w, b, N, C);
-        be->ops->layernorm_forward(be, out2, mean2, rstd2, x, w, b, N, C);
+        be->ops->layernorm_forward(be, out, mean, rstd, x, w, b, N, C, &LN);
+        be->ops->layernorm_forward(be, out2, mean2, rstd2, x, w, b, N, C, &LN);
         snprintf(name, sizeof name, "%s out", tag);
         check_failures += check_bitwise(name, out, out2, N * C) + check_bitwise(name, mean, mean2, N) + check_bitwise(name, rstd, rstd2, N);
         check_failures += check_finite(name, out, N * C);
@@ -126,7 +128,7 @@ static void test_layernorm(hg_backend *bes[OPS_NBE]) {
             memcpy(dw[run], pre_dw, sizeof(float) * C);
             memcpy(db[run], pre_db, sizeof(float) * C);
             poison(scr, (size_t)2 * C * be->threads);
-            be->ops->layernorm_backward(be, dx[run], dw[run], db[run], R, x, w, mean, rstd, N, C, scr);
+            be->ops->layernorm_backward(be, dx[run], dw[run], db[run], R, x, w, mean, rstd, N, C, scr, &LN);
         }
         snprintf(name, sizeof name, "%s backward", tag);
         check_failures += check_bitwise(name, dx[0], dx[1], N * C) + check_bitwise(name, dw[0], dw[1], C) + check_bitwise(name, db[0], db[1], C);
@@ -232,11 +234,11 @@ static void test_residual_layernorm(hg_backend *bes[OPS_NBE], float p) {
         snprintf(tag, sizeof tag, "residual_layernorm p=%g threads=%d", p, be->threads);
         for (int run = 0; run < 2; run++) {
             poison(sum[run], N * C), poison(out[run], N * C), poison(mean[run], N), poison(rstd[run], N);
-            be->ops->residual_layernorm_forward(be, sum[run], out[run], mean[run], rstd[run], res, delta, w, b, N, C, &drop);
+            be->ops->residual_layernorm_forward(be, sum[run], out[run], mean[run], rstd[run], res, delta, w, b, N, C, &drop, &LN);
             /* backward: the stream's gradient arrives in dres (R2), LayerNorm adds into it */
             memcpy(dres[run], R2, sizeof(float) * N * C);
             memset(dw, 0, sizeof(float) * C), memset(db, 0, sizeof(float) * C);
-            be->ops->layernorm_backward(be, dres[run], dw, db, R1, sum[run], w, mean[run], rstd[run], N, C, scr);
+            be->ops->layernorm_backward(be, dres[run], dw, db, R1, sum[run], w, mean[run], rstd[run], N, C, scr, &LN);
             poison(ddelta[run], N * C);
             if (hg_dropout_on(&drop)) be->ops->dropout_backward(be, ddelta[run], dres[run], (size_t)N * C, &drop);
             else memcpy(ddelta[run], dres[run], sizeof(float) * N * C);

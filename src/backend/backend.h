@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "handgrad.h"
+#include "ops/activation.h"
 #include "ops/adamw.h"
 #include "ops/attention.h"
 #include "ops/classifier.h"
@@ -17,6 +18,7 @@
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "ops/rope.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +44,9 @@ struct hg_backend_ops {
     const char *name;
     size_t classifier_chunk_bytes; /* largest (chunk, Vp) logits buffer the classifier wants */
     void (*destroy)(hg_backend *be);
+    /* HG_OK when this backend runs every op the config needs, else the reason, naming the
+     * field (NULL: it runs every config). */
+    hg_status (*supports)(const hg_config *cfg);
 
     /* memory: device allocations for tables and scratch (never called inside a step) */
     void *(*alloc)(hg_backend *be, size_t bytes);
@@ -73,6 +78,10 @@ struct hg_backend_ops {
     hg_matmul_gelu_backward_fn *matmul_gelu_backward;
     hg_gelu_forward_fn *gelu_forward;
     hg_gelu_backward_fn *gelu_backward;
+    hg_activation_forward_fn *activation_forward;
+    hg_activation_backward_fn *activation_backward;
+    hg_rope_forward_fn *rope_forward;
+    hg_rope_backward_fn *rope_backward;
     hg_attention_forward_fn *attention_forward;
     hg_attention_backward_fn *attention_backward;
     hg_attention_scratch_fn *attention_scratch_bytes;

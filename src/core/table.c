@@ -34,6 +34,7 @@ int hg_table_add(hg_table *t, const char *name, int ndim, const int64_t *shape,
     s->copies = copies > 0 ? copies : 1;
     s->elem_size = elem_size;
     s->flags = flags;
+    s->layer = s->role = -1;
     return t->count++;
 }
 

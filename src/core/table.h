@@ -36,6 +36,8 @@ typedef struct hg_tensor_spec {
     size_t elem_size;           /* bytes */
     size_t offset;              /* bytes from the table base; HG_ALIGN-aligned */
     unsigned flags;
+    int layer;                  /* the block it belongs to, or -1 (model-wide); set by the model */
+    int role;                   /* what it is to the model (model/gpt.h: gpt_role), or -1 */
 } hg_tensor_spec;
 
 typedef struct hg_table {

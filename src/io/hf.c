@@ -83,8 +83,9 @@ static hg_status parse_config(const char *name, const cJSON *j, hg_config *cfg) 
                            cJSON_IsString(act) ? act->valuestring : "(not a string)");
     }
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_epsilon");
-    if (eps && !(cJSON_IsNumber(eps) && fabs(eps->valuedouble - HG_LAYERNORM_EPS) <= 1e-9))
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'layer_norm_epsilon' must be 1e-05 (handgrad's LayerNorm)", name);
+    if (eps && !(cJSON_IsNumber(eps) && eps->valuedouble > 0.0 && eps->valuedouble <= 1.0))
+        return hg_fail(HG_ERR_FORMAT, "%s: field 'layer_norm_epsilon' must be a number in (0, 1]", name);
+    if (eps) cfg->norm_eps = (float)eps->valuedouble;
     HG_TRY(need_bool(name, j, "scale_attn_weights", 1, "handgrad scales scores by 1/sqrt(head size)"));
     HG_TRY(need_bool(name, j, "scale_attn_by_inverse_layer_idx", 0, "handgrad does not scale scores by layer"));
     HG_TRY(need_bool(name, j, "add_cross_attention", 0, "handgrad is decoder-only"));
@@ -130,7 +131,7 @@ char *hf_config_json(const hg_config *cfg, int eot) {
     if (gpt_dff(cfg) == 4 * cfg->d_model) cJSON_AddNullToObject(j, "n_inner"); /* GPT-2's default: 4 n_embd */
     else cJSON_AddNumberToObject(j, "n_inner", cfg->d_ff);
     cJSON_AddStringToObject(j, "activation_function", "gelu_new");
-    cJSON_AddNumberToObject(j, "layer_norm_epsilon", HG_LAYERNORM_EPS);
+    cJSON_AddNumberToObject(j, "layer_norm_epsilon", gpt_norm_eps(cfg));
     cJSON_AddNumberToObject(j, "resid_pdrop", cfg->dropout);
     cJSON_AddNumberToObject(j, "embd_pdrop", cfg->dropout);
     cJSON_AddNumberToObject(j, "attn_pdrop", 0.0);
@@ -210,13 +211,13 @@ static hg_status load_into(hg_model *m, const hg_st_file *f, const char *name, f
     if (st != HG_OK || !lm_head) return st;
     /* a tied head: equal to wte after conversion, element for element */
     hg_param_info wte;
-    hg_param_at(m, GPT_P_WTE, &wte);
+    hg_param_at(m, gpt_pi(m, -1, R_WTE), &wte);
     if (lm_head->ndim != 2 || lm_head->shape[0] != wte.shape[0] || lm_head->shape[1] != wte.shape[1])
         return hg_fail(HG_ERR_FORMAT, "%s: lm_head.weight's shape differs from wte.weight's", name);
     float *head = malloc(sizeof(float) * (size_t)wte.numel);
     if (!head) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", name);
     st = hg_st_read_f32(f, lm_head, head, wte.numel);
-    if (st == HG_OK && memcmp(head, gpt_param(m, host, GPT_P_WTE), sizeof(float) * (size_t)wte.numel))
+    if (st == HG_OK && memcmp(head, gpt_param(m, host, gpt_pi(m, -1, R_WTE)), sizeof(float) * (size_t)wte.numel))
         st = hg_fail(HG_ERR_UNSUPPORTED, "%s: lm_head.weight differs from wte.weight; handgrad ties the two", name);
     free(head);
     return st;
@@ -287,8 +288,25 @@ static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const c
     return hg_write_file_atomic(path, text, strlen(text));
 }
 
+/* The first config field that GPT2LMHeadModel cannot express, or NULL. */
+static const char *not_gpt2(const hg_config *c) {
+    gpt_dims d = gpt_dims_of(c);
+    return c->norm != HG_NORM_LAYERNORM           ? "norm"
+           : c->position != HG_POS_LEARNED       ? "position"
+           : c->mlp != HG_MLP_GELU               ? "mlp"
+           : c->omit                             ? "a bias or norm weight omitted"
+           : c->untied                           ? "tied (false)"
+           : d.NKV != d.NH                       ? "n_kv_head"
+           : d.QD != d.C                         ? "head_dim"
+                                                 : NULL;
+}
+
 hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir) {
     if (!m || !dir) return hg_fail(HG_ERR_INVALID, "hg_model_save_hf: NULL argument");
+    const char *field = not_gpt2(&m->cfg);
+    if (field)
+        return hg_fail(HG_ERR_UNSUPPORTED, "export --hf writes GPT-2 folders only so far; this model's config differs "
+                       "from GPT-2 in %s", field);
     if (tok && hg_tokenizer_vocab_size(tok) != m->cfg.vocab_size)
         return hg_fail(HG_ERR_INVALID, "the tokenizer has %d ids but the model's vocab_size is %d",
                        hg_tokenizer_vocab_size(tok), m->cfg.vocab_size);

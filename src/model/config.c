@@ -1,84 +1,308 @@
-/* Model configurations: presets, validation and derived sizes. */
+/* Model configurations: presets, the table of config fields (validation, text and JSON
+ * by name), and derived sizes. */
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "model/gpt.h"
+
+/* ---- presets ---- */
 
 typedef struct preset {
     const char *name;
     hg_config cfg;
 } preset;
 
-/* The ladder from the benchmarking notes, plus two small sizes for tests. */
+/* The CS336 "basics" model: pre-norm RMSNorm, RoPE, SwiGLU, no biases, untied output. */
+#define CS336(C, F, L, NH)                                                                      \
+    {.vocab_size = 10000, .max_seq_len = 1024, .n_layer = L, .n_head = NH, .d_model = C, .d_ff = F, \
+     .norm = HG_NORM_RMSNORM, .position = HG_POS_ROPE, .mlp = HG_MLP_SWIGLU, .omit = HG_OMIT_ALL_BIAS, .untied = 1}
+#define GPT2(V, T, L, NH, C, F) {.vocab_size = V, .max_seq_len = T, .n_layer = L, .n_head = NH, .d_model = C, .d_ff = F}
+
+/* The ladder from the benchmarking notes as GPT-2 and as the CS336 model, SmolLM-135M's
+ * shape, and small sizes for tests. */
 static const preset presets[] = {
-    {"small", {50257, 1024, 12, 12, 768, 3072, 0.0f}},
-    {"medium", {50257, 1024, 24, 16, 1024, 4096, 0.0f}},
-    {"large", {50257, 1024, 36, 20, 1280, 5120, 0.0f}},
-    {"xl", {50257, 1024, 48, 25, 1600, 6400, 0.0f}},
-    {"2.7B", {50257, 1024, 32, 32, 2560, 10240, 0.0f}},
-    {"tiny", {512, 64, 2, 4, 64, 256, 0.0f}},
-    {"odd", {1000, 64, 2, 3, 96, 384, 0.0f}},
+    {"small", GPT2(50257, 1024, 12, 12, 768, 3072)},
+    {"medium", GPT2(50257, 1024, 24, 16, 1024, 4096)},
+    {"large", GPT2(50257, 1024, 36, 20, 1280, 5120)},
+    {"xl", GPT2(50257, 1024, 48, 25, 1600, 6400)},
+    {"2.7B", GPT2(50257, 1024, 32, 32, 2560, 10240)},
+    {"cs336-small", CS336(768, 3072, 12, 12)},
+    {"cs336-medium", CS336(1024, 4096, 24, 16)},
+    {"cs336-large", CS336(1280, 5120, 36, 20)},
+    {"cs336-xl", CS336(1600, 6400, 48, 25)},
+    {"cs336-2.7B", CS336(2560, 10240, 32, 32)},
+    {"smollm-135m", {.vocab_size = 49152, .max_seq_len = 2048, .n_layer = 30, .n_head = 9, .d_model = 576,
+                     .d_ff = 1536, .norm = HG_NORM_RMSNORM, .position = HG_POS_ROPE, .rope_theta = 10000.0f,
+                     .mlp = HG_MLP_SWIGLU, .omit = HG_OMIT_ALL_BIAS, .n_kv_head = 3}},
+    {"tiny", GPT2(512, 64, 2, 4, 64, 256)},
+    {"odd", GPT2(1000, 64, 2, 3, 96, 384)},
+    {"llama-tiny", {.vocab_size = 512, .max_seq_len = 64, .n_layer = 2, .n_head = 4, .d_model = 64, .d_ff = 160,
+                    .norm = HG_NORM_RMSNORM, .position = HG_POS_ROPE, .mlp = HG_MLP_SWIGLU,
+                    .omit = HG_OMIT_ALL_BIAS, .n_kv_head = 2, .untied = 1}},
+    {"qwen2-tiny", {.vocab_size = 512, .max_seq_len = 64, .n_layer = 2, .n_head = 4, .d_model = 64, .d_ff = 176,
+                    .norm = HG_NORM_RMSNORM, .norm_eps = 1e-6f, .position = HG_POS_ROPE, .rope_theta = 1e6f,
+                    .mlp = HG_MLP_SWIGLU, .omit = HG_OMIT_PROJ_BIAS | HG_OMIT_MLP_BIAS | HG_OMIT_NORM_BIAS,
+                    .n_kv_head = 2}},
 };
+#define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+const char *hg_config_preset_name(int i) { return i >= 0 && i < NPRESETS ? presets[i].name : NULL; }
 
 hg_status hg_config_preset(const char *name, hg_config *out) {
     if (!name || !out) return hg_fail(HG_ERR_INVALID, "hg_config_preset: NULL argument");
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+    for (int i = 0; i < NPRESETS; i++)
         if (!strcmp(presets[i].name, name)) {
             *out = presets[i].cfg;
             return HG_OK;
         }
-    return hg_fail(HG_ERR_INVALID,
-                   "model preset '%s' is unknown (small, medium, large, xl, 2.7B, tiny, odd)", name);
+    char list[512] = "";
+    for (int i = 0; i < NPRESETS; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", presets[i].name);
+    return hg_fail(HG_ERR_INVALID, "model preset '%s' is unknown (%s)", name, list);
 }
 
+/* ---- the field table ---- */
+
+typedef enum field_type {
+    F_INT,   /* int in [min, max] */
+    F_FLOAT, /* float in [min, max] (max exclusive when max_open) */
+    F_ENUM,  /* int, one of names[] */
+    F_KEEP,  /* boolean shown as "kept": true when bit is clear in omit */
+    F_BOOL,  /* int 0 or 1, shown inverted when invert (tied = !untied) */
+} field_type;
+
+typedef struct field {
+    const char *name;
+    field_type type;
+    size_t offset;
+    double min, max;
+    double zero_means; /* the value a 0 stands for (F_INT, F_FLOAT); 0 when 0 is itself */
+    unsigned bit;      /* F_KEEP's omit flag; F_BOOL: 1 to invert */
+    const char *const *names;
+    const char *help;
+} field;
+
+static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const char *const position_names[] = {"learned", "rope", NULL};
+static const char *const mlp_names[] = {"gelu", "swiglu", "relu2", NULL};
+
+#define OFF(f) offsetof(hg_config, f)
 /* Limits keep every derived size inside int and int64 arithmetic. */
-#define LIMIT_DIM (1 << 20)
+static const field fields[] = {
+    {"vocab_size", F_INT, OFF(vocab_size), 1, 1 << 24, 0, 0, NULL, "V, token ids in [0, V)"},
+    {"max_seq_len", F_INT, OFF(max_seq_len), 1, 1 << 20, 0, 0, NULL, "longest sequence (learned positions: table rows)"},
+    {"n_layer", F_INT, OFF(n_layer), 1, 4096, 0, 0, NULL, "blocks"},
+    {"n_head", F_INT, OFF(n_head), 1, 65536, 0, 0, NULL, "query heads"},
+    {"n_kv_head", F_INT, OFF(n_kv_head), 0, 65536, -1, 0, NULL, "key/value heads, dividing n_head (0: n_head)"},
+    {"d_model", F_INT, OFF(d_model), 1, 65536, 0, 0, NULL, "C, the residual width"},
+    {"d_ff", F_INT, OFF(d_ff), 0, 262144, -4, 0, NULL, "MLP width (0: 4 * d_model)"},
+    {"head_dim", F_INT, OFF(head_dim), 0, 1024, -2, 0, NULL, "head size, a multiple of 16 (0: d_model / n_head)"},
+    {"dropout", F_FLOAT, OFF(dropout), 0, 1, 0, 0, NULL, "dropout probability in [0, 1)"},
+    {"norm", F_ENUM, OFF(norm), 0, 1, 0, 0, norm_names, "layernorm or rmsnorm"},
+    {"norm_eps", F_FLOAT, OFF(norm_eps), 0, 1, 1e-5, 0, NULL, "the norms' epsilon (0: 1e-5)"},
+    {"norm_weight", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_NORM_WEIGHT, NULL, "the norms have a weight"},
+    {"norm_bias", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_NORM_BIAS, NULL, "LayerNorm has a bias"},
+    {"position", F_ENUM, OFF(position), 0, 1, 0, 0, position_names, "learned or rope"},
+    {"rope_theta", F_FLOAT, OFF(rope_theta), 1, 1e12, 10000, 0, NULL, "rotary base (0: 10000)"},
+    {"mlp", F_ENUM, OFF(mlp), 0, 2, 0, 0, mlp_names, "gelu, swiglu or relu2"},
+    {"qkv_bias", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_QKV_BIAS, NULL, "the q/k/v projection has a bias"},
+    {"proj_bias", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_PROJ_BIAS, NULL, "the attention output projection has a bias"},
+    {"mlp_bias", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_MLP_BIAS, NULL, "the MLP linears have biases"},
+    {"tied", F_BOOL, OFF(untied), 0, 1, 0, 1, NULL, "the output layer is the token embedding"},
+};
+#undef OFF
+#define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
+
+int hg_config_field_count(void) { return NFIELDS; }
+
+const char *hg_config_field_name(int i, const char **help) {
+    if (i < 0 || i >= NFIELDS) return NULL;
+    if (help) *help = fields[i].help;
+    return fields[i].name;
+}
+
+static const field *find_field(const char *name) {
+    for (int i = 0; i < NFIELDS; i++)
+        if (!strcmp(fields[i].name, name)) return &fields[i];
+    return NULL;
+}
+
+static int *int_at(hg_config *c, const field *f) { return (int *)((char *)c + f->offset); }
+static float *float_at(hg_config *c, const field *f) { return (float *)((char *)c + f->offset); }
+
+static int parse_bool(const char *v, int *out) {
+    if (!strcmp(v, "true") || !strcmp(v, "1")) return *out = 1, 1;
+    if (!strcmp(v, "false") || !strcmp(v, "0")) return *out = 0, 1;
+    return 0;
+}
+
+hg_status hg_config_set(hg_config *c, const char *name, const char *value) {
+    if (!c || !name || !value) return hg_fail(HG_ERR_INVALID, "hg_config_set: NULL argument");
+    const field *f = find_field(name);
+    if (!f) return hg_fail(HG_ERR_INVALID, "config has no field '%s'", name);
+    char *end = NULL;
+    switch (f->type) {
+    case F_INT: {
+        long v = strtol(value, &end, 10);
+        if (!*value || *end || v < (long)f->min || v > (long)f->max)
+            return hg_fail(HG_ERR_INVALID, "%s must be an integer in [%.0f, %.0f], got '%s'", name, f->min, f->max, value);
+        *int_at(c, f) = (int)v;
+        return HG_OK;
+    }
+    case F_FLOAT: {
+        double v = strtod(value, &end);
+        if (!*value || *end || !(v >= 0.0 && v <= f->max))
+            return hg_fail(HG_ERR_INVALID, "%s must be a number in [0, %g], got '%s'", name, f->max, value);
+        *float_at(c, f) = (float)v;
+        return HG_OK;
+    }
+    case F_ENUM:
+        for (int i = 0; f->names[i]; i++)
+            if (!strcmp(f->names[i], value)) {
+                *int_at(c, f) = i;
+                return HG_OK;
+            }
+        return hg_fail(HG_ERR_INVALID, "%s must be %s%s%s%s%s, got '%s'", name, f->names[0], f->names[2] ? ", " : " or ",
+                       f->names[1], f->names[2] ? " or " : "", f->names[2] ? f->names[2] : "", value);
+    case F_KEEP:
+    case F_BOOL: {
+        int b;
+        if (!parse_bool(value, &b))
+            return hg_fail(HG_ERR_INVALID, "%s must be true or false, got '%s'", name, value);
+        if (f->type == F_KEEP) c->omit = b ? c->omit & ~f->bit : c->omit | f->bit;
+        else *int_at(c, f) = f->bit ? !b : b;
+        return HG_OK;
+    }
+    }
+    return HG_OK;
+}
+
+hg_status hg_config_get(const hg_config *cfg, const char *name, char *buf, size_t size) {
+    if (!cfg || !name || !buf) return hg_fail(HG_ERR_INVALID, "hg_config_get: NULL argument");
+    const field *f = find_field(name);
+    if (!f) return hg_fail(HG_ERR_INVALID, "config has no field '%s'", name);
+    hg_config *c = (hg_config *)cfg; /* read only */
+    switch (f->type) {
+    case F_INT: {
+        int v = *int_at(c, f);
+        if (!v && f->zero_means == -1) v = cfg->n_head;
+        if (!v && f->zero_means == -2) v = gpt_dims_of(cfg).hs;
+        if (!v && f->zero_means == -4) v = 4 * cfg->d_model;
+        snprintf(buf, size, "%d", v);
+        break;
+    }
+    case F_FLOAT: {
+        float v = *float_at(c, f);
+        snprintf(buf, size, "%.9g", (double)(v == 0.0f ? (float)f->zero_means : v));
+        break;
+    }
+    case F_ENUM: {
+        int v = *int_at(c, f);
+        snprintf(buf, size, "%s", v >= 0 && v <= (int)f->max ? f->names[v] : "?");
+        break;
+    }
+    case F_KEEP: snprintf(buf, size, "%s", cfg->omit & f->bit ? "false" : "true"); break;
+    case F_BOOL: snprintf(buf, size, "%s", (*int_at(c, f) != 0) != (f->bit != 0) ? "true" : "false"); break;
+    }
+    return HG_OK;
+}
+
+/* ---- validation ---- */
 
 hg_status hg_config_validate(const hg_config *c) {
     if (!c) return hg_fail(HG_ERR_INVALID, "config is NULL");
-    if (c->vocab_size <= 0 || c->vocab_size > (1 << 24))
-        return hg_fail(HG_ERR_INVALID, "vocab_size must be in [1, 16777216], got %d", c->vocab_size);
-    if (c->max_seq_len <= 0 || c->max_seq_len > LIMIT_DIM)
-        return hg_fail(HG_ERR_INVALID, "max_seq_len must be in [1, %d], got %d", LIMIT_DIM, c->max_seq_len);
-    if (c->n_layer <= 0 || c->n_layer > 4096)
-        return hg_fail(HG_ERR_INVALID, "n_layer must be in [1, 4096], got %d", c->n_layer);
-    if (c->d_model <= 0 || c->d_model > 65536)
-        return hg_fail(HG_ERR_INVALID, "d_model must be in [1, 65536], got %d", c->d_model);
-    if (c->n_head <= 0 || c->n_head > c->d_model)
-        return hg_fail(HG_ERR_INVALID, "n_head must be in [1, d_model=%d], got %d", c->d_model, c->n_head);
-    if (c->d_model % c->n_head)
-        return hg_fail(HG_ERR_INVALID, "n_head (%d) must divide d_model (%d)", c->n_head, c->d_model);
-    if ((c->d_model / c->n_head) % 16)
+    hg_config *w = (hg_config *)c; /* read only */
+    for (int i = 0; i < NFIELDS; i++) {
+        const field *f = &fields[i];
+        if (f->type == F_INT || f->type == F_ENUM) {
+            int v = *int_at(w, f);
+            if (v < f->min || v > f->max)
+                return hg_fail(HG_ERR_INVALID, "%s must be in [%.0f, %.0f], got %d", f->name, f->min, f->max, v);
+        } else if (f->type == F_FLOAT) {
+            float v = *float_at(w, f);
+            int ok = f->offset == offsetof(hg_config, dropout) ? v >= 0.0f && v < 1.0f : v == 0.0f || (v > 0.0f && v <= f->max);
+            if (!ok) return hg_fail(HG_ERR_INVALID, "%s must be in [0, %g%c, got %g", f->name, f->max,
+                                    f->offset == offsetof(hg_config, dropout) ? ')' : ']', (double)v);
+        } else if (f->type == F_BOOL && (unsigned)*int_at(w, f) > 1) {
+            return hg_fail(HG_ERR_INVALID, "untied must be 0 or 1, got %d", *int_at(w, f));
+        }
+    }
+    if (c->omit & ~(unsigned)(HG_OMIT_ALL_BIAS | HG_OMIT_NORM_WEIGHT))
+        return hg_fail(HG_ERR_INVALID, "omit has unknown flags 0x%x", c->omit);
+    if (c->n_head > c->d_model) return hg_fail(HG_ERR_INVALID, "n_head must be in [1, d_model=%d], got %d", c->d_model, c->n_head);
+    if (c->n_kv_head && c->n_head % c->n_kv_head)
+        return hg_fail(HG_ERR_INVALID, "n_head (%d) must be a multiple of n_kv_head (%d)", c->n_head, c->n_kv_head);
+    if (!c->head_dim && c->d_model % c->n_head)
+        return hg_fail(HG_ERR_INVALID, "n_head (%d) must divide d_model (%d), or head_dim must be set", c->n_head, c->d_model);
+    gpt_dims d = gpt_dims_of(c);
+    if (d.hs % 16)
         return hg_fail(HG_ERR_INVALID,
-                       "head size d_model/n_head = %d must be a multiple of 16 (attention tiles are "
-                       "16-float vectors)", c->d_model / c->n_head);
-    if (c->d_ff < 0 || c->d_ff > 4 * 65536)
-        return hg_fail(HG_ERR_INVALID, "d_ff must be 0 (4*d_model) or in [1, 262144], got %d", c->d_ff);
-    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
-        return hg_fail(HG_ERR_INVALID, "dropout must be in [0, 1), got %g", (double)c->dropout);
+                       "head_dim = %d must be a multiple of 16 (the attention tiles are 16-float vectors)", d.hs);
+    if ((int64_t)d.NH * d.hs > 65536)
+        return hg_fail(HG_ERR_INVALID, "n_head * head_dim = %lld is too large (at most 65536)", (long long)d.NH * d.hs);
     return HG_OK;
 }
+
+/* ---- derived sizes ---- */
+
+gpt_dims gpt_dims_of(const hg_config *c) {
+    gpt_dims d;
+    d.V = c->vocab_size;
+    d.Vp = (c->vocab_size + 63) / 64 * 64;
+    d.L = c->n_layer;
+    d.C = c->d_model;
+    d.NH = c->n_head;
+    d.NKV = c->n_kv_head ? c->n_kv_head : c->n_head;
+    d.hs = c->head_dim ? c->head_dim : c->n_head ? c->d_model / c->n_head : 0;
+    d.QD = d.NH * d.hs;
+    d.KVD = d.NKV * d.hs;
+    d.QKV = d.QD + 2 * d.KVD;
+    d.F = c->d_ff ? c->d_ff : 4 * c->d_model;
+    d.FI = c->mlp == HG_MLP_SWIGLU ? 2 * d.F : d.F;
+    return d;
+}
+
+float gpt_norm_eps(const hg_config *c) { return c->norm_eps > 0.0f ? c->norm_eps : 1e-5f; }
+float gpt_rope_theta(const hg_config *c) { return c->rope_theta > 0.0f ? c->rope_theta : 10000.0f; }
 
 int gpt_dff(const hg_config *c) { return c->d_ff ? c->d_ff : 4 * c->d_model; }
 
 int gpt_padded_vocab(const hg_config *c) { return (c->vocab_size + 63) / 64 * 64; }
 
 int64_t hg_config_param_count(const hg_config *c, int with_position_embedding) {
-    int64_t C = c->d_model, F = gpt_dff(c), L = c->n_layer;
-    int64_t per_layer = 2 * C              /* ln_1 */
-                        + C * 3 * C + 3 * C /* c_attn */
-                        + C * C + C         /* attn c_proj */
-                        + 2 * C             /* ln_2 */
-                        + C * F + F         /* c_fc */
-                        + F * C + C;        /* mlp c_proj */
-    int64_t n = (int64_t)c->vocab_size * C + L * per_layer + 2 * C;
-    if (with_position_embedding) n += (int64_t)c->max_seq_len * C;
+    gpt_dims d = gpt_dims_of(c);
+    int64_t C = d.C, n_norm = gpt_has_norm_weight(c) + gpt_has_norm_bias(c);
+    int64_t per_layer = 2 * n_norm * C + C * d.QKV + (int64_t)d.QD * C + C * d.FI + (int64_t)d.F * C;
+    if (!(c->omit & HG_OMIT_QKV_BIAS)) per_layer += d.QKV;
+    if (!(c->omit & HG_OMIT_PROJ_BIAS)) per_layer += C;
+    if (!(c->omit & HG_OMIT_MLP_BIAS)) per_layer += d.FI + C;
+    int64_t n = (int64_t)d.V * C * (c->untied ? 2 : 1) + d.L * per_layer + n_norm * C;
+    if (with_position_embedding && c->position == HG_POS_LEARNED) n += (int64_t)c->max_seq_len * C;
     return n;
 }
 
+/* An untied model's token embedding is a lookup: its rows cost no FLOPs. */
 double hg_train_flops(const hg_config *c, int B, int T) {
     double tokens = (double)B * T;
-    double n = (double)hg_config_param_count(c, 0);
-    return 6.0 * n * tokens + 12.0 * c->n_layer * c->d_model * (double)T * tokens;
+    double n = (double)hg_config_param_count(c, 0) - (c->untied ? (double)c->vocab_size * c->d_model : 0.0);
+    gpt_dims d = gpt_dims_of(c);
+    return 6.0 * n * tokens + 12.0 * c->n_layer * (double)d.QD * (double)T * tokens;
+}
+
+int gpt_same_architecture(const hg_config *a, const hg_config *b, char *why, size_t size) {
+    char va[64], vb[64];
+    for (int i = 0; i < NFIELDS; i++) {
+        if (fields[i].offset == offsetof(hg_config, dropout)) continue; /* training, not shape */
+        hg_config_get(a, fields[i].name, va, sizeof va);
+        hg_config_get(b, fields[i].name, vb, sizeof vb);
+        if (strcmp(va, vb)) {
+            snprintf(why, size, "%s %s against %s", fields[i].name, va, vb);
+            return 0;
+        }
+    }
+    return 1;
 }

@@ -23,73 +23,104 @@ static int add(hg_table *t, const char *name, int ndim, int64_t d0, int64_t d1, 
     return hg_table_add(t, name, ndim, shape, alloc, copies, elem, flags);
 }
 
-/* Adds "h.{layer}.{suffix}" with shape (d0) or (d0, d1). */
-static int add_layer(hg_table *t, int layer, const char *suffix, int ndim, int64_t d0, int64_t d1, size_t E,
-                     unsigned flags) {
-    char name[64];
-    snprintf(name, sizeof name, "h.%d.%s", layer, suffix);
-    return add(t, name, ndim, d0, d1, 0, 1, E, flags) >= 0;
+/* Adds parameter `name` (prefixed "h.{layer}." for a block's) with shape (d0) or (d0, d1)
+ * and its role; a matrix gets weight decay. alloc: elements reserved (0: numel). */
+static int add_param(hg_table *t, int layer, gpt_role role, const char *name, int ndim, int64_t d0, int64_t d1,
+                     int64_t alloc, size_t E) {
+    char full[64];
+    if (layer >= 0) snprintf(full, sizeof full, "h.%d.%s", layer, name);
+    else snprintf(full, sizeof full, "%s", name);
+    int i = add(t, full, ndim, d0, d1, alloc, 1, E, ndim == 2 ? HG_SPEC_DECAY : 0);
+    if (i >= 0) t->specs[i].layer = layer, t->specs[i].role = role;
+    return i >= 0;
 }
 
-/* The parameter table, in Hugging Face order, with E-byte elements (4 for the fp32
- * buffers; the compute type's size for the weight copy); enum gpt_layer_param follows it. */
+/* The parameter table from the description, in the order gpt_role documents, with E-byte
+ * elements (4 for the fp32 buffers; the compute type's size for the weight copy). The
+ * embedding and output matrices reserve Vp rows for the classifier's padded vocabulary. */
 static int build_param_table(const hg_config *c, hg_table *t, size_t E) {
-    int64_t C = c->d_model, F = gpt_dff(c), V = c->vocab_size, Vp = gpt_padded_vocab(c);
-    if (add(t, "wte.weight", 2, V, C, Vp * C, 1, E, HG_SPEC_DECAY) < 0) return 0;
-    if (add(t, "wpe.weight", 2, c->max_seq_len, C, 0, 1, E, HG_SPEC_DECAY) < 0) return 0;
-    for (int l = 0; l < c->n_layer; l++) {
-        if (!add_layer(t, l, "ln_1.weight", 1, C, 1, E, 0) || !add_layer(t, l, "ln_1.bias", 1, C, 1, E, 0) ||
-            !add_layer(t, l, "attn.c_attn.weight", 2, C, 3 * C, E, HG_SPEC_DECAY) ||
-            !add_layer(t, l, "attn.c_attn.bias", 1, 3 * C, 1, E, 0) ||
-            !add_layer(t, l, "attn.c_proj.weight", 2, C, C, E, HG_SPEC_DECAY) ||
-            !add_layer(t, l, "attn.c_proj.bias", 1, C, 1, E, 0) || !add_layer(t, l, "ln_2.weight", 1, C, 1, E, 0) ||
-            !add_layer(t, l, "ln_2.bias", 1, C, 1, E, 0) ||
-            !add_layer(t, l, "mlp.c_fc.weight", 2, C, F, E, HG_SPEC_DECAY) ||
-            !add_layer(t, l, "mlp.c_fc.bias", 1, F, 1, E, 0) ||
-            !add_layer(t, l, "mlp.c_proj.weight", 2, F, C, E, HG_SPEC_DECAY) ||
-            !add_layer(t, l, "mlp.c_proj.bias", 1, C, 1, E, 0))
-            return 0;
+    gpt_dims d = gpt_dims_of(c);
+    int64_t C = d.C;
+    int nw = gpt_has_norm_weight(c), nb = gpt_has_norm_bias(c);
+    int ok = add_param(t, -1, R_WTE, "wte.weight", 2, d.V, C, (int64_t)d.Vp * C, E);
+    if (c->position == HG_POS_LEARNED) ok = ok && add_param(t, -1, R_WPE, "wpe.weight", 2, c->max_seq_len, C, 0, E);
+    for (int l = 0; ok && l < d.L; l++) {
+        ok = (!nw || add_param(t, l, R_LN1_W, "ln_1.weight", 1, C, 1, 0, E)) &&
+             (!nb || add_param(t, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0, E)) &&
+             add_param(t, l, R_QKV_W, "attn.c_attn.weight", 2, C, d.QKV, 0, E) &&
+             (c->omit & HG_OMIT_QKV_BIAS || add_param(t, l, R_QKV_B, "attn.c_attn.bias", 1, d.QKV, 1, 0, E)) &&
+             add_param(t, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0, E) &&
+             (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0, E)) &&
+             (!nw || add_param(t, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0, E)) &&
+             (!nb || add_param(t, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0, E)) &&
+             add_param(t, l, R_FC_W, "mlp.c_fc.weight", 2, C, d.FI, 0, E) &&
+             (c->omit & HG_OMIT_MLP_BIAS || add_param(t, l, R_FC_B, "mlp.c_fc.bias", 1, d.FI, 1, 0, E)) &&
+             add_param(t, l, R_FCPROJ_W, "mlp.c_proj.weight", 2, d.F, C, 0, E) &&
+             (c->omit & HG_OMIT_MLP_BIAS || add_param(t, l, R_FCPROJ_B, "mlp.c_proj.bias", 1, C, 1, 0, E));
     }
-    return add(t, "ln_f.weight", 1, C, 1, 0, 1, E, 0) >= 0 && add(t, "ln_f.bias", 1, C, 1, 0, 1, E, 0) >= 0;
+    ok = ok && (!nw || add_param(t, -1, R_LNF_W, "ln_f.weight", 1, C, 1, 0, E));
+    ok = ok && (!nb || add_param(t, -1, R_LNF_B, "ln_f.bias", 1, C, 1, 0, E));
+    if (c->untied) ok = ok && add_param(t, -1, R_LM_HEAD, "lm_head.weight", 2, d.V, C, (int64_t)d.Vp * C, E);
+    return ok;
+}
+
+gpt_param_map gpt_param_map_of(const hg_table *t) {
+    gpt_param_map pm;
+    for (int r = 0; r < GPT_ROLES; r++) pm.at[r] = -1;
+    pm.layer0 = t->count;
+    pm.per_layer = 0;
+    for (int i = 0; i < t->count; i++) {
+        const hg_tensor_spec *s = &t->specs[i];
+        if (s->layer < 0) pm.at[s->role] = i;
+        else if (s->layer == 0) {
+            if (pm.layer0 > i) pm.layer0 = i;
+            pm.at[s->role] = i - pm.layer0;
+            pm.per_layer++;
+        }
+    }
+    return pm;
 }
 
 /* The activation table; its order must match enum gpt_act. E is the compute type's size;
- * statistics, ids and losses are 4 bytes; the two op scratches are sized in bytes. */
+ * statistics, ids, losses and the rotary table are 4 bytes; the two op scratches are
+ * sized in bytes. */
 static int build_act_table(const hg_config *c, const hg_options *o, hg_table *t, size_t E,
                            size_t attention_scratch, size_t reduce_scratch, int chunk) {
-    int64_t C = c->d_model, F = gpt_dff(c), L = c->n_layer, N = (int64_t)o->batch * o->seq_len;
-    int64_t Vp = gpt_padded_vocab(c), NH = c->n_head;
-    int64_t layers = o->training ? L : 1, bw = o->training ? 1 : 0;
-    int64_t wide = F > 3 * C ? F : 3 * C;
+    gpt_dims d = gpt_dims_of(c);
+    int64_t C = d.C, L = d.L, N = (int64_t)o->batch * o->seq_len;
+    int64_t layers = o->training ? L : 1, bw = o->training ? 1 : 0, ln = c->norm == HG_NORM_LAYERNORM;
+    int64_t wide = d.FI > d.QKV ? d.FI : d.QKV, rope = c->position == HG_POS_ROPE;
     int ok = 1;
     ok &= add(t, "tokens", 1, N, 1, 0, 1, 4, 0) == A_TOKENS;
     ok &= add(t, "targets", 1, N, 1, 0, 1, 4, 0) == A_TARGETS;
     ok &= add(t, "residual", 2, N, C, 0, o->training ? L + 1 : 2, E, 0) == A_RESIDUAL;
     ok &= add(t, "ln1", 2, N, C, 0, layers, E, 0) == A_LN1;
-    ok &= add(t, "ln1.mean", 1, N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
+    ok &= add(t, "ln1.mean", 1, ln * N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
     ok &= add(t, "ln1.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
-    ok &= add(t, "qkv", 2, N, 3 * C, 0, layers, E, 0) == A_QKV;
-    ok &= add(t, "atty", 2, N, C, 0, layers, E, 0) == A_ATTY;
-    ok &= add(t, "lse", 2, NH, N, 0, layers, 4, 0) == A_LSE;
+    ok &= add(t, "qkv", 2, N, d.QKV, 0, layers, E, 0) == A_QKV;
+    ok &= add(t, "atty", 2, N, d.QD, 0, layers, E, 0) == A_ATTY;
+    ok &= add(t, "lse", 2, d.NH, N, 0, layers, 4, 0) == A_LSE;
     ok &= add(t, "residual2", 2, N, C, 0, layers, E, 0) == A_RESIDUAL2;
     ok &= add(t, "ln2", 2, N, C, 0, layers, E, 0) == A_LN2;
-    ok &= add(t, "ln2.mean", 1, N, 1, 0, layers, 4, 0) == A_LN2_MEAN;
+    ok &= add(t, "ln2.mean", 1, ln * N, 1, 0, layers, 4, 0) == A_LN2_MEAN;
     ok &= add(t, "ln2.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN2_RSTD;
-    ok &= add(t, "fch", 2, N, F, 0, layers, E, 0) == A_FCH;
+    ok &= add(t, "fch", 2, N, d.FI, 0, layers, E, 0) == A_FCH;
     ok &= add(t, "lnf", 2, N, C, 0, 1, E, 0) == A_LNF;
-    ok &= add(t, "lnf.mean", 1, N, 1, 0, 1, 4, 0) == A_LNF_MEAN;
+    ok &= add(t, "lnf.mean", 1, ln * N, 1, 0, 1, 4, 0) == A_LNF_MEAN;
     ok &= add(t, "lnf.rstd", 1, N, 1, 0, 1, 4, 0) == A_LNF_RSTD;
     ok &= add(t, "losses", 1, N, 1, 0, 1, 4, 0) == A_LOSSES;
-    ok &= add(t, "kv_cache", 2, gpt_has_kv(o) ? 2 * N : 0, C, 0, L, E, 0) == A_KV;
+    ok &= add(t, "kv_cache", 2, gpt_has_kv(o) ? 2 * N : 0, d.KVD, 0, L, E, 0) == A_KV;
+    ok &= add(t, "rope", 2, rope * c->max_seq_len, d.hs, 0, 1, 4, 0) == A_ROPE;
     ok &= add(t, "scratch.proj", 2, N, C, 0, 1, E, 0) == S_PROJ;
-    ok &= add(t, "scratch.gelu", 2, N, F, 0, 1, E, 0) == S_GELU;
-    ok &= add(t, "scratch.logits", 2, chunk, Vp, 0, 1, E, 0) == S_LOGITS;
+    ok &= add(t, "scratch.act", 2, N, d.F, 0, 1, E, 0) == S_ACT;
+    ok &= add(t, "scratch.logits", 2, chunk, d.Vp, 0, 1, E, 0) == S_LOGITS;
     ok &= add(t, "scratch.attention", 1, (int64_t)attention_scratch, 1, 0, 1, 1, 0) == S_ATTENTION;
     ok &= add(t, "scratch.dresidual", 2, bw * N, C, 0, 1, E, 0) == S_DRES;
     ok &= add(t, "scratch.dbranch", 2, c->dropout > 0 ? bw * N : 0, C, 0, 1, E, 0) == S_DBRANCH;
     ok &= add(t, "scratch.dln", 2, bw * N, C, 0, 1, E, 0) == S_DLN;
-    ok &= add(t, "scratch.datty", 2, bw * N, C, 0, 1, E, 0) == S_DATTY;
+    ok &= add(t, "scratch.datty", 2, bw * N, d.QD, 0, 1, E, 0) == S_DATTY;
     ok &= add(t, "scratch.dwide", 2, bw * N, wide, 0, 1, E, 0) == S_DWIDE;
+    ok &= add(t, "scratch.dact", 2, c->mlp != HG_MLP_GELU ? bw * N : 0, d.F, 0, 1, E, 0) == S_DACT;
     ok &= add(t, "scratch.reduce", 1, bw * (int64_t)reduce_scratch, 1, 0, 1, 1, 0) == S_REDUCE;
     return ok;
 }
@@ -112,10 +143,12 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     int64_t N = (int64_t)opt->batch * opt->seq_len;
     const hg_backend_ops *ops = hg_backend_ops_for(opt->device);
     if (!ops) return hg_fail(HG_ERR_UNSUPPORTED, "device: this build has no CUDA backend");
+    if (ops->supports) HG_TRY(ops->supports(cfg));
     hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision};
     size_t E = hg_precision_bytes(opt->precision);
     *chunk = classifier_chunk(cfg, N, ops->classifier_chunk_bytes, E);
-    hg_attention_shape as = {opt->batch, opt->seq_len, cfg->n_head, cfg->d_model / cfg->n_head, 1};
+    gpt_dims d = gpt_dims_of(cfg);
+    hg_attention_shape as = {opt->batch, opt->seq_len, d.NH, d.hs, 1, d.NKV};
     size_t att = ops->attention_scratch_bytes(&probe, &as);
     size_t red = ops->layernorm_scratch_bytes(&probe, (int)N, cfg->d_model);
     hg_table_init(params);
@@ -228,9 +261,10 @@ hg_status gpt_host_end(hg_model *m, float *buf, float *host) {
     return st;
 }
 
-/* GPT-2 initialisation, element by element from the counter-based RNG, so the result
- * does not depend on the thread count. Written in place on the CPU, staged through host
- * memory and uploaded on other devices. */
+/* GPT-2's initialisation for every architecture: N(0, 0.02), the residual projections
+ * (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2L), norm weights 1, biases 0. Element by
+ * element from the counter-based RNG, so the result does not depend on the thread count.
+ * Written in place on the CPU, staged through host memory and uploaded on other devices. */
 static hg_status init_params(hg_model *m) {
     const hg_config *c = &m->cfg;
     float proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);
@@ -239,16 +273,41 @@ static hg_status init_params(hg_model *m) {
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
         float *p = gpt_param(m, host, i);
-        int is_bias = strstr(s->name, ".bias") != NULL;
-        int is_ln = strstr(s->name, "ln_") != NULL;
-        int is_proj = strstr(s->name, "c_proj.weight") != NULL;
-        float std = is_proj ? proj_std : 0.02f;
+        int r = s->role;
+        int is_bias = r == R_LN1_B || r == R_LN2_B || r == R_LNF_B || r == R_QKV_B || r == R_PROJ_B || r == R_FC_B ||
+                      r == R_FCPROJ_B;
+        int is_norm = r == R_LN1_W || r == R_LN2_W || r == R_LNF_W;
+        float std = r == R_PROJ_W || r == R_FCPROJ_W ? proj_std : 0.02f;
         uint64_t seed = m->opt.seed;
         #pragma omp parallel for schedule(static) num_threads(m->threads)
         for (int64_t j = 0; j < s->numel; j++)
-            p[j] = is_ln && !is_bias ? 1.0f : is_bias ? 0.0f : std * hg_rng_normal(seed, (uint32_t)i, (uint64_t)j);
+            p[j] = is_norm ? 1.0f : is_bias ? 0.0f : std * hg_rng_normal(seed, (uint32_t)i, (uint64_t)j);
     }
     return gpt_host_end(m, m->param, host);
+}
+
+/* The rotary table A_ROPE: row t holds cos(t * f_i) for i < hs/2, then sin(t * f_i), with
+ * f_i = theta^(-2i/hs) rounded to float as Hugging Face's Llama computes it; the angle and
+ * its cosine and sine are taken in double. */
+static hg_status init_rope(hg_model *m) {
+    if (m->cfg.position != HG_POS_ROPE) return HG_OK;
+    const int hs = m->d.hs, half = hs / 2, T = m->cfg.max_seq_len;
+    size_t bytes = sizeof(float) * (size_t)T * hs;
+    float *host = hg_aligned_alloc(bytes);
+    if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory for the %zu-byte rotary table", bytes);
+    float theta = gpt_rope_theta(&m->cfg);
+    for (int i = 0; i < half; i++) {
+        float f = 1.0f / powf(theta, (float)(2 * i) / (float)hs);
+        for (int t = 0; t < T; t++) {
+            double a = (double)t * (double)f;
+            host[(size_t)t * hs + i] = (float)cos(a);
+            host[(size_t)t * hs + half + i] = (float)sin(a);
+        }
+    }
+    m->be->ops->upload(m->be, gpt_act(m, A_ROPE, 0), host, bytes);
+    hg_status st = m->be->ops->sync(m->be);
+    hg_aligned_free(host);
+    return st;
 }
 
 void hg_model_free(hg_model *m) {
@@ -277,9 +336,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     if (!m) return hg_fail(HG_ERR_NOMEM, "out of memory for the model struct");
     m->cfg = *cfg;
     m->opt = opt;
-    m->F = gpt_dff(cfg);
-    m->Vp = gpt_padded_vocab(cfg);
-    m->hs = cfg->d_model / cfg->n_head;
+    m->d = gpt_dims_of(cfg);
     m->threads = resolve_threads(&opt);
     m->opt.threads = m->threads;
     m->plan = plan;
@@ -304,6 +361,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
         hg_model_free(m);
         return st;
     }
+    m->pm = gpt_param_map_of(&m->params);
     hg_backend *be = m->be;
     gpt_shard(m->params.bytes / sizeof(float), opt.shards, opt.shard, &m->shard_lo, &m->shard_n);
     float **bufs[] = {&m->param, &m->grad, &m->adam_m, &m->adam_v};
@@ -324,6 +382,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
         else be->ops->zero(be, m->act, m->acts.bytes);
     }
     if (st == HG_OK) st = init_params(m);
+    if (st == HG_OK) st = init_rope(m);
     if (st != HG_OK) {
         hg_model_free(m);
         return st;
@@ -429,12 +488,9 @@ hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx) {
 
 hg_status hg_model_copy_params(hg_model *dst, const hg_model *src) {
     if (!dst || !src) return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: NULL model");
-    const hg_config *a = &dst->cfg, *b = &src->cfg;
-    if (a->vocab_size != b->vocab_size || a->max_seq_len != b->max_seq_len || a->n_layer != b->n_layer ||
-        a->n_head != b->n_head || a->d_model != b->d_model || dst->F != src->F)
-        return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: the models' configs differ (V %d/%d, Tmax %d/%d, L %d/%d, "
-                       "NH %d/%d, C %d/%d, F %d/%d)", a->vocab_size, b->vocab_size, a->max_seq_len, b->max_seq_len,
-                       a->n_layer, b->n_layer, a->n_head, b->n_head, a->d_model, b->d_model, dst->F, src->F);
+    char why[256];
+    if (!gpt_same_architecture(&dst->cfg, &src->cfg, why, sizeof why))
+        return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: the models' configs differ: %s", why);
     /* Same config, same fp32 parameter table: one copy, staged through host memory when
      * neither model is on the CPU; then dst's compute copy. */
     size_t bytes = src->params.bytes;

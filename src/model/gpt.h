@@ -7,56 +7,82 @@
 #include "core/table.h"
 #include "handgrad.h"
 
+/* Sizes derived from a config: C d_model, NH query heads, NKV key/value heads, hs head
+ * size, QD = NH*hs and KVD = NKV*hs the query and key (or value) widths, QKV = QD + 2*KVD
+ * the fused projection's width, F the MLP width, FI the MLP's first linear's width (2F for
+ * SwiGLU: gate | up), V the vocabulary and Vp it padded to a multiple of 64. */
+typedef struct gpt_dims {
+    int C, NH, NKV, hs, QD, KVD, QKV, F, FI, V, Vp, L;
+} gpt_dims;
+gpt_dims gpt_dims_of(const hg_config *c);
+float gpt_norm_eps(const hg_config *c);
+float gpt_rope_theta(const hg_config *c);
 int gpt_dff(const hg_config *c);
 int gpt_padded_vocab(const hg_config *c);
+/* 1 when a and b describe the same parameters and computation (every config field but
+ * dropout); else 0 with the first difference in why ("n_layer 2 against 3", a's value first). */
+int gpt_same_architecture(const hg_config *a, const hg_config *b, char *why, size_t size);
+static inline int gpt_has_norm_weight(const hg_config *c) { return !(c->omit & HG_OMIT_NORM_WEIGHT); }
+static inline int gpt_has_norm_bias(const hg_config *c) {
+    return c->norm == HG_NORM_LAYERNORM && !(c->omit & HG_OMIT_NORM_BIAS);
+}
 
-/* Per-layer parameters, in table (and Hugging Face) order. */
-enum gpt_layer_param {
-    LP_LN1_W, LP_LN1_B, LP_QKV_W, LP_QKV_B, LP_ATTN_PROJ_W, LP_ATTN_PROJ_B,
-    LP_LN2_W, LP_LN2_B, LP_FC_W, LP_FC_B, LP_FC_PROJ_W, LP_FC_PROJ_B,
-    GPT_LAYER_PARAMS
-};
-/* Table index of global parameters: wte, wpe first; ln_f last. */
-#define GPT_P_WTE 0
-#define GPT_P_WPE 1
-#define GPT_P_LAYER(l, k) (2 + (l) * GPT_LAYER_PARAMS + (k))
-#define GPT_P_LNF_W(L) (2 + (L) * GPT_LAYER_PARAMS)
-#define GPT_P_LNF_B(L) (3 + (L) * GPT_LAYER_PARAMS)
+/* What a parameter is to the model: its role, with its layer in the tensor spec. The
+ * parameter table holds, in this order (and Hugging Face GPT-2's names): wte, wpe; per
+ * block ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj; ln_f; lm_head. A
+ * tensor the config omits is not in the table. Linear weights are input-major (in, out). */
+typedef enum gpt_role {
+    R_WTE, R_WPE, R_LNF_W, R_LNF_B, R_LM_HEAD, /* model-wide */
+    R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_PROJ_W, R_PROJ_B,
+    R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_FCPROJ_W, R_FCPROJ_B, /* per block */
+    GPT_ROLES
+} gpt_role;
+#define GPT_FIRST_LAYER_ROLE R_LN1_W
+
+/* Where each role sits in a parameter table: model-wide roles at their index, block roles
+ * at layer0 + layer * per_layer + at[role]; -1 where the config omits it. */
+typedef struct gpt_param_map {
+    int at[GPT_ROLES];
+    int layer0, per_layer;
+} gpt_param_map;
 
 /* Activations and scratch, in table order. Stored tensors have one copy per layer in a
  * training model and one shared copy in an inference model. Activations are in the
- * backend's compute type (backend.h); tokens, targets, mean, rstd, lse and losses are
- * int32 or fp32 on every backend. */
+ * backend's compute type (backend.h); tokens, targets, mean, rstd, lse, losses and the
+ * rotary table are int32 or fp32 on every backend. A tensor the config does not need
+ * has size 0. */
 enum gpt_act {
     A_TOKENS,    /* (N) int32 */
     A_TARGETS,   /* (N) int32 */
     A_RESIDUAL,  /* (L+1, N, C) residual stream entering each layer, and after the last */
     A_LN1,       /* (L, N, C) */
-    A_LN1_MEAN,  /* (L, N) */
+    A_LN1_MEAN,  /* (L, N) LayerNorm only */
     A_LN1_RSTD,  /* (L, N) */
-    A_QKV,       /* (L, N, 3C) */
-    A_ATTY,      /* (L, N, C) attention output before its projection */
+    A_QKV,       /* (L, N, QKV) q | k | v, after the rotary embedding when there is one */
+    A_ATTY,      /* (L, N, QD) attention output before its projection */
     A_LSE,       /* (L, B, NH, T) attention row log-sum-exp */
     A_RESIDUAL2, /* (L, N, C) residual after the attention block */
     A_LN2,       /* (L, N, C) */
-    A_LN2_MEAN,  /* (L, N) */
+    A_LN2_MEAN,  /* (L, N) LayerNorm only */
     A_LN2_RSTD,  /* (L, N) */
-    A_FCH,       /* (L, N, F) MLP pre-activation; GELU is recomputed from it */
+    A_FCH,       /* (L, N, FI) MLP pre-activation; the activation is recomputed from it */
     A_LNF,       /* (N, C) */
-    A_LNF_MEAN,  /* (N) */
+    A_LNF_MEAN,  /* (N) LayerNorm only */
     A_LNF_RSTD,  /* (N) */
     A_LOSSES,    /* (N) per-token loss */
-    A_KV,        /* (L, 2, NH, T, hs) key then value cache; inference models with B = 1 only */
+    A_KV,        /* (L, 2, NKV, T, hs) key then value cache; inference models with B = 1 only */
+    A_ROPE,      /* (Tmax, hs) fp32: cos then sin of each position's hs/2 angles (rotary only) */
     S_PROJ,      /* (N, C) output of a projection before its residual add */
-    S_GELU,      /* (N, F) GELU output, forward and recomputed in backward */
+    S_ACT,       /* (N, F) MLP activation output, forward and recomputed in backward */
     S_LOGITS,    /* (chunk, Vp) classifier chunk */
     S_ATTENTION, /* attention scratch */
     S_DRES,      /* (N, C) gradient of the residual stream (backward only) */
     S_DBRANCH,   /* (N, C) gradient of a branch output after dropout (backward, dropout>0) */
-    S_DLN,       /* (N, C) gradient of a LayerNorm output (backward only) */
-    S_DATTY,     /* (N, C) (backward only) */
-    S_DWIDE,     /* (N, max(F, 3C)) dGELU, then dQKV (backward only) */
-    S_REDUCE,    /* LayerNorm backward partial sums, layernorm_scratch_bytes (backward only) */
+    S_DLN,       /* (N, C) gradient of a norm output (backward only) */
+    S_DATTY,     /* (N, QD) (backward only) */
+    S_DWIDE,     /* (N, max(FI, QKV)) dpre of the MLP, then dQKV (backward only) */
+    S_DACT,      /* (N, F) gradient of the MLP activation (backward, MLPs other than GELU) */
+    S_REDUCE,    /* norm backward partial sums, layernorm_scratch_bytes (backward only) */
     GPT_ACTS
 };
 
@@ -65,7 +91,9 @@ typedef enum gpt_phase { PHASE_NONE, PHASE_FORWARD } gpt_phase;
 struct hg_model {
     hg_config cfg;
     hg_options opt;
-    int F, Vp, hs, threads, chunk; /* threads: opt.threads resolved (0 -> all cores) */
+    gpt_dims d;
+    gpt_param_map pm;
+    int threads, chunk;         /* threads: opt.threads resolved (0 -> all cores) */
     hg_backend *be;
     hg_table params;            /* parameter specs; grads, m, v share the layout */
     float *param, *grad, *adam_m, *adam_v; /* m, v: (shard_n) floats from shard_lo */
@@ -95,6 +123,18 @@ struct hg_model {
 /* Builds the tables for (cfg, opt) without allocating. */
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
                            hg_table *weights, hg_table *acts, int *chunk);
+/* The role map of a parameter table built by gpt_build_tables. */
+gpt_param_map gpt_param_map_of(const hg_table *params);
+
+/* Table index of parameter `role` of block `layer` (layer ignored for model-wide roles),
+ * or -1 when the config omits it. */
+static inline int gpt_pi(const hg_model *m, int layer, gpt_role role) {
+    int at = m->pm.at[role];
+    if (at < 0 || role < GPT_FIRST_LAYER_ROLE) return at;
+    return m->pm.layer0 + layer * m->pm.per_layer + at;
+}
+/* First table index of block `layer` (layer == L: the first after the blocks). */
+static inline int gpt_layer_first(const hg_model *m, int layer) { return m->pm.layer0 + layer * m->pm.per_layer; }
 
 /* Slice `shard` of `shards` of a flat buffer of P floats (P a multiple of 16): equal
  * slices of a multiple of 16 floats, the last ones shorter or empty. */
@@ -120,13 +160,14 @@ static inline void gpt_grad_ready(const hg_model *m, int first, int end) {
 hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
                           const float *g, float *mom, float *var, float *norm);
 
-/* Tensor idx of the fp32 buffers (param, grad; adam_m and adam_v only with one shard). */
+/* Tensor idx of the fp32 buffers (param, grad; adam_m and adam_v only with one shard);
+ * NULL for idx -1 (an omitted parameter). */
 static inline float *gpt_param(const hg_model *m, float *buf, int idx) {
-    return (float *)hg_table_ptr(&m->params, buf, idx, 0);
+    return idx < 0 ? NULL : (float *)hg_table_ptr(&m->params, buf, idx, 0);
 }
-/* Tensor idx of the weights the ops read, in the compute type. */
+/* Tensor idx of the weights the ops read, in the compute type; NULL for idx -1. */
 static inline float *gpt_weight(const hg_model *m, int idx) {
-    return (float *)hg_table_ptr(&m->weights, m->weight, idx, 0);
+    return idx < 0 ? NULL : (float *)hg_table_ptr(&m->weights, m->weight, idx, 0);
 }
 /* p advanced by n elements of the compute type (weights and activations). */
 static inline float *gpt_elems(const hg_model *m, const void *p, size_t n) {

@@ -30,31 +30,76 @@ static inline void op_encoder_backward(hg_model *m, float *dwte, float *dwpe, co
             .bytes = F4 * (3.0 * B * T * C + 2.0 * T * C + B * T), .touch = {dout, tokens});
 }
 
+/* The model's norm: which one, and its epsilon. */
+static inline hg_norm_spec gpt_norm_spec(const hg_model *m) {
+    hg_norm_spec ns = {m->cfg.norm == HG_NORM_RMSNORM, gpt_norm_eps(&m->cfg)};
+    return ns;
+}
+
 static inline void op_layernorm_forward(hg_model *m, int layer, float *out, float *mean, float *rstd,
                                         const float *inp, const float *w, const float *b, int N, int C) {
+    hg_norm_spec ns = gpt_norm_spec(m);
     double t0 = prof_begin(m);
-    m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, w, b, N, C);
-    PROF_OP(m, t0, .kind = OP_LAYERNORM_FWD, .layer = layer, .dims = {N, C}, .flops = 8.0 * N * C,
-            .bytes = F4 * (2.0 * N * C + 2.0 * N), .touch = {out, mean, rstd, inp});
+    m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, w, b, N, C, &ns);
+    PROF_OP(m, t0, .kind = ns.rms ? OP_RMSNORM_FWD : OP_LAYERNORM_FWD, .layer = layer, .dims = {N, C},
+            .flops = 8.0 * N * C, .bytes = F4 * (2.0 * N * C + 2.0 * N), .touch = {out, rstd, inp, mean});
 }
 
 static inline void op_residual_layernorm_forward(hg_model *m, int layer, float *res_out, float *out, float *mean,
                                                  float *rstd, const float *res_in, const float *delta,
                                                  const float *w, const float *b, int N, int C,
                                                  const hg_dropout *d) {
+    hg_norm_spec ns = gpt_norm_spec(m);
     double t0 = prof_begin(m);
-    m->be->ops->residual_layernorm_forward(m->be, res_out, out, mean, rstd, res_in, delta, w, b, N, C, d);
-    PROF_OP(m, t0, .kind = OP_RESIDUAL_LN_FWD, .layer = layer, .dims = {N, C}, .flops = 9.0 * N * C,
-            .bytes = F4 * (4.0 * N * C + 2.0 * N), .touch = {res_out, out, mean, rstd, res_in, delta});
+    m->be->ops->residual_layernorm_forward(m->be, res_out, out, mean, rstd, res_in, delta, w, b, N, C, d, &ns);
+    PROF_OP(m, t0, .kind = ns.rms ? OP_RESIDUAL_RMS_FWD : OP_RESIDUAL_LN_FWD, .layer = layer, .dims = {N, C},
+            .flops = 9.0 * N * C, .bytes = F4 * (4.0 * N * C + 2.0 * N),
+            .touch = {res_out, out, rstd, res_in, delta, mean});
 }
 
 static inline void op_layernorm_backward(hg_model *m, int layer, float *dinp, float *dw, float *db,
                                          const float *dout, const float *inp, const float *w,
                                          const float *mean, const float *rstd, int N, int C, float *scratch) {
+    hg_norm_spec ns = gpt_norm_spec(m);
     double t0 = prof_begin(m);
-    m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch);
-    PROF_OP(m, t0, .kind = OP_LAYERNORM_BWD, .layer = layer, .dims = {N, C}, .flops = 12.0 * N * C,
-            .bytes = F4 * (4.0 * N * C + 2.0 * N), .touch = {dinp, dout, inp, mean, rstd});
+    m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch, &ns);
+    PROF_OP(m, t0, .kind = ns.rms ? OP_RMSNORM_BWD : OP_LAYERNORM_BWD, .layer = layer, .dims = {N, C},
+            .flops = 12.0 * N * C, .bytes = F4 * (4.0 * N * C + 2.0 * N), .touch = {dinp, dout, inp, rstd, mean});
+}
+
+/* kind: OP_ROPE_FWD on qkv, or OP_ROPE_BWD on dqkv. */
+static inline void op_rope(hg_model *m, prof_kind kind, int layer, float *qkv, const float *cos_sin,
+                           const hg_rope_shape *s) {
+    double t0 = prof_begin(m);
+    if (kind == OP_ROPE_FWD) m->be->ops->rope_forward(m->be, qkv, cos_sin, s);
+    else m->be->ops->rope_backward(m->be, qkv, cos_sin, s);
+    double n = (double)s->B * s->T * (s->NH + s->NKV) * s->hs; /* elements rotated */
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {s->B, s->T, s->NH + s->NKV, s->hs}, .flops = 3.0 * n,
+            .bytes = F4 * (2.0 * n + (double)s->T * s->hs), .touch = {qkv});
+}
+
+/* The MLP activations other than GELU. kind: the forward, or its recompute in backward,
+ * of the model's MLP (the SwiGLU or ReLU^2 kinds follow each other in prof_kind). */
+static inline void op_activation_forward(hg_model *m, int recompute, int layer, float *out, const float *pre, int N,
+                                         int F) {
+    hg_mlp_kind mk = m->cfg.mlp;
+    prof_kind kind = mk == HG_MLP_SWIGLU ? (recompute ? OP_SWIGLU_RECOMPUTE : OP_SWIGLU_FWD)
+                                         : (recompute ? OP_RELU2_RECOMPUTE : OP_RELU2_FWD);
+    double t0 = prof_begin(m);
+    m->be->ops->activation_forward(m->be, mk, out, pre, N, F);
+    double n = (double)N * F, in = mk == HG_MLP_SWIGLU ? 2.0 * n : n;
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {N, F}, .flops = (mk == HG_MLP_SWIGLU ? 14.0 : 2.0) * n,
+            .bytes = F4 * (in + n), .touch = {out, pre});
+}
+
+static inline void op_activation_backward(hg_model *m, int layer, float *dpre, const float *pre, const float *dout,
+                                          int N, int F) {
+    hg_mlp_kind mk = m->cfg.mlp;
+    double t0 = prof_begin(m);
+    m->be->ops->activation_backward(m->be, mk, dpre, pre, dout, N, F);
+    double n = (double)N * F, in = mk == HG_MLP_SWIGLU ? 2.0 * n : n;
+    PROF_OP(m, t0, .kind = mk == HG_MLP_SWIGLU ? OP_SWIGLU_BWD : OP_RELU2_BWD, .layer = layer, .dims = {N, F},
+            .flops = (mk == HG_MLP_SWIGLU ? 20.0 : 3.0) * n, .bytes = F4 * (2.0 * in + n), .touch = {dpre, pre, dout});
 }
 
 static inline void op_dropout_backward(hg_model *m, int layer, float *dbranch, const float *dres, size_t n,
@@ -154,9 +199,9 @@ static inline hg_status op_attention_forward(hg_model *m, int layer, float *out,
                                              const hg_attention_shape *s, void *scratch) {
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->attention_forward(m->be, out, lse, qkv, s, scratch);
-    double N = (double)s->B * s->T, C = (double)s->NH * s->hs;
+    double N = (double)s->B * s->T, C = (double)s->NH * s->hs, KV = (double)hg_attention_kv_heads(s) * s->hs;
     PROF_OP(m, t0, .kind = OP_ATTENTION_FWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
-            .flops = 2.0 * attention_pair_flops(s), .bytes = F4 * (4.0 * N * C + N * s->NH),
+            .flops = 2.0 * attention_pair_flops(s), .bytes = F4 * (2.0 * N * C + 2.0 * N * KV + N * s->NH),
             .touch = {out, lse, qkv});
     return st;
 }
@@ -166,9 +211,9 @@ static inline hg_status op_attention_backward(hg_model *m, int layer, float *dqk
                                               const hg_attention_shape *s, void *scratch) {
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->attention_backward(m->be, dqkv, dout, qkv, out, lse, s, scratch);
-    double N = (double)s->B * s->T, C = (double)s->NH * s->hs;
+    double N = (double)s->B * s->T, C = (double)s->NH * s->hs, KV = (double)hg_attention_kv_heads(s) * s->hs;
     PROF_OP(m, t0, .kind = OP_ATTENTION_BWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
-            .flops = 5.0 * attention_pair_flops(s), .bytes = F4 * (8.0 * N * C + N * s->NH),
+            .flops = 5.0 * attention_pair_flops(s), .bytes = F4 * (4.0 * N * C + 4.0 * N * KV + N * s->NH),
             .touch = {dqkv, dout, qkv, out, lse});
     return st;
 }

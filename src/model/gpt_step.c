@@ -7,8 +7,8 @@
 #include "model/gpt.h"
 #include "model/gpt_ops.h"
 
-#define P(l, k) gpt_weight(m, GPT_P_LAYER(l, k))
-#define G(l, k) gpt_param(m, m->grad, GPT_P_LAYER(l, k))
+#define P(l, r) gpt_weight(m, gpt_pi(m, l, r))
+#define G(l, r) gpt_param(m, m->grad, gpt_pi(m, l, r))
 
 static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
     hg_dropout d = {m->train_mode ? m->cfg.dropout : 0.0f, m->dropout_seed, m->rng_step, site};
@@ -16,46 +16,90 @@ static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
 }
 
 static hg_attention_shape attention_shape(const hg_model *m) {
-    hg_attention_shape s = {m->B, m->T, m->cfg.n_head, m->hs, 1};
+    hg_attention_shape s = {m->B, m->T, m->d.NH, m->d.hs, 1, m->d.NKV};
     return s;
 }
 
+static hg_rope_shape rope_shape(const hg_model *m, int pos0) {
+    hg_rope_shape s = {m->B, m->T, pos0, m->d.NH, m->d.NKV, m->d.hs};
+    return s;
+}
+
+/* A norm's saved mean: NULL for RMSNorm, which has none. */
+static float *norm_mean(const hg_model *m, int a, int layer) {
+    return m->cfg.norm == HG_NORM_RMSNORM ? NULL : gpt_act(m, a, layer);
+}
+
+/* The output matrix: lm_head, or the token embedding when tied. */
+static int head_index(const hg_model *m) { return m->cfg.untied ? gpt_pi(m, -1, R_LM_HEAD) : gpt_pi(m, -1, R_WTE); }
+
+/* The MLP of block l from ln2 into S_PROJ: its first linear into fch, the activation,
+ * the second linear. GELU may be fused with the first linear (op_matmul_gelu_forward). */
+static hg_status mlp_forward(hg_model *m, int l, float *proj, float *act, float *fch, const float *ln2) {
+    const int N = m->B * m->T, C = m->d.C, F = m->d.F;
+    if (m->cfg.mlp == HG_MLP_GELU) {
+        HG_TRY(op_matmul_gelu_forward(m, l, act, fch, ln2, P(l, R_FC_W), P(l, R_FC_B), N, C, F));
+    } else {
+        HG_TRY(op_matmul_forward(m, OP_C_FC_FWD, l, fch, ln2, P(l, R_FC_W), P(l, R_FC_B), N, C, m->d.FI));
+        op_activation_forward(m, 0, l, act, fch, N, F);
+    }
+    return op_matmul_forward(m, OP_MLP_PROJ_FWD, l, proj, act, P(l, R_FCPROJ_W), P(l, R_FCPROJ_B), N, F, C);
+}
+
+/* The MLP's backward from dmlp (N, C) to dpre (N, FI) in S_DWIDE, through the recomputed
+ * activation; GELU's recompute and backward may be fused with the second linear's. */
+static hg_status mlp_backward(hg_model *m, int l, float *dpre, const float *dmlp, const float *fch) {
+    const int N = m->B * m->T, C = m->d.C, F = m->d.F;
+    float *act = gpt_act(m, S_ACT, 0);
+    if (m->cfg.mlp == HG_MLP_GELU)
+        return op_matmul_gelu_backward(m, l, dpre, G(l, R_FCPROJ_W), G(l, R_FCPROJ_B), act, dmlp, fch, P(l, R_FCPROJ_W),
+                                       N, F, C);
+    float *dact = gpt_act(m, S_DACT, 0);
+    op_activation_forward(m, 1, l, act, fch, N, F);
+    HG_TRY(op_matmul_backward(m, OP_MLP_PROJ_BWD, l, dact, G(l, R_FCPROJ_W), G(l, R_FCPROJ_B), dmlp, act,
+                              P(l, R_FCPROJ_W), N, F, C));
+    op_activation_backward(m, l, dpre, fch, dact, N, F);
+    return HG_OK;
+}
+
 hg_status gpt_forward_body(hg_model *m, int kv_pos) {
-    const int B = m->B, T = m->T, N = B * T, C = m->cfg.d_model, F = m->F, L = m->cfg.n_layer;
+    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L, QD = m->d.QD;
     hg_attention_shape as = attention_shape(m);
-    hg_kv_shape ks = {kv_pos, T, m->opt.seq_len, m->cfg.n_head, m->hs};
-    float *proj = gpt_act(m, S_PROJ, 0), *gelu = gpt_act(m, S_GELU, 0);
-    const float *wpe = gpt_elems(m, gpt_weight(m, GPT_P_WPE), (size_t)(kv_pos > 0 ? kv_pos : 0) * C);
+    hg_rope_shape rs = rope_shape(m, kv_pos > 0 ? kv_pos : 0);
+    hg_kv_shape ks = {kv_pos, T, m->opt.seq_len, m->d.NH, m->d.hs, m->d.NKV};
+    float *proj = gpt_act(m, S_PROJ, 0), *act = gpt_act(m, S_ACT, 0);
+    const float *wpe = P(-1, R_WPE), *rope = m->cfg.position == HG_POS_ROPE ? gpt_act(m, A_ROPE, 0) : NULL;
+    if (wpe) wpe = gpt_elems(m, wpe, (size_t)(kv_pos > 0 ? kv_pos : 0) * C);
 
     hg_dropout d0 = dropout_site(m, 0);
-    op_encoder_forward(m, gpt_act(m, A_RESIDUAL, 0), gpt_act(m, A_TOKENS, 0), gpt_weight(m, GPT_P_WTE), wpe, B, T, C, &d0);
-    op_layernorm_forward(m, 0, gpt_act(m, A_LN1, 0), gpt_act(m, A_LN1_MEAN, 0), gpt_act(m, A_LN1_RSTD, 0),
-                         gpt_act(m, A_RESIDUAL, 0), P(0, LP_LN1_W), P(0, LP_LN1_B), N, C);
+    op_encoder_forward(m, gpt_act(m, A_RESIDUAL, 0), gpt_act(m, A_TOKENS, 0), P(-1, R_WTE), wpe, B, T, C, &d0);
+    op_layernorm_forward(m, 0, gpt_act(m, A_LN1, 0), norm_mean(m, A_LN1_MEAN, 0), gpt_act(m, A_LN1_RSTD, 0),
+                         gpt_act(m, A_RESIDUAL, 0), P(0, R_LN1_W), P(0, R_LN1_B), N, C);
     for (int l = 0; l < L; l++) {
         float *ln1 = gpt_act(m, A_LN1, l), *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
         float *res = gpt_act(m, A_RESIDUAL, l), *res2 = gpt_act(m, A_RESIDUAL2, l);
         float *ln2 = gpt_act(m, A_LN2, l), *fch = gpt_act(m, A_FCH, l);
-        HG_TRY(op_matmul_forward(m, OP_C_ATTN_FWD, l, qkv, ln1, P(l, LP_QKV_W), P(l, LP_QKV_B), N, C, 3 * C));
+        HG_TRY(op_matmul_forward(m, OP_C_ATTN_FWD, l, qkv, ln1, P(l, R_QKV_W), P(l, R_QKV_B), N, C, m->d.QKV));
+        if (rope) op_rope(m, OP_ROPE_FWD, l, qkv, rope, &rs);
         if (kv_pos < 0) {
             HG_TRY(op_attention_forward(m, l, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
         } else {
-            float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * C);
+            float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * m->d.KVD);
             HG_TRY(m->be->ops->attention_cached(m->be, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
         }
-        HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, proj, atty, P(l, LP_ATTN_PROJ_W), P(l, LP_ATTN_PROJ_B), N, C, C));
+        HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, proj, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
         hg_dropout da = dropout_site(m, 1 + 2 * l);
-        op_residual_layernorm_forward(m, l, res2, ln2, gpt_act(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
-                                      res, proj, P(l, LP_LN2_W), P(l, LP_LN2_B), N, C, &da);
-        HG_TRY(op_matmul_gelu_forward(m, l, gelu, fch, ln2, P(l, LP_FC_W), P(l, LP_FC_B), N, C, F));
-        HG_TRY(op_matmul_forward(m, OP_MLP_PROJ_FWD, l, proj, gelu, P(l, LP_FC_PROJ_W), P(l, LP_FC_PROJ_B), N, F, C));
-        /* the residual add fused with the next LayerNorm: layer l+1's ln_1, or ln_f */
+        op_residual_layernorm_forward(m, l, res2, ln2, norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
+                                      res, proj, P(l, R_LN2_W), P(l, R_LN2_B), N, C, &da);
+        HG_TRY(mlp_forward(m, l, proj, act, fch, ln2));
+        /* the residual add fused with the next norm: layer l+1's ln_1, or ln_f */
         hg_dropout dm = dropout_site(m, 2 + 2 * l);
         int last = l == L - 1;
-        const float *w = last ? gpt_weight(m, GPT_P_LNF_W(L)) : P(l + 1, LP_LN1_W);
-        const float *b = last ? gpt_weight(m, GPT_P_LNF_B(L)) : P(l + 1, LP_LN1_B);
+        const float *w = last ? P(-1, R_LNF_W) : P(l + 1, R_LN1_W);
+        const float *b = last ? P(-1, R_LNF_B) : P(l + 1, R_LN1_B);
         op_residual_layernorm_forward(m, l, gpt_act(m, A_RESIDUAL, l + 1),
                                       last ? gpt_act(m, A_LNF, 0) : gpt_act(m, A_LN1, l + 1),
-                                      last ? gpt_act(m, A_LNF_MEAN, 0) : gpt_act(m, A_LN1_MEAN, l + 1),
+                                      last ? norm_mean(m, A_LNF_MEAN, 0) : norm_mean(m, A_LN1_MEAN, l + 1),
                                       last ? gpt_act(m, A_LNF_RSTD, 0) : gpt_act(m, A_LN1_RSTD, l + 1),
                                       res2, proj, w, b, N, C, &dm);
     }
@@ -64,21 +108,21 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
 
 /* Chunk by chunk (S_LOGITS holds one): forward, then in training its backward. */
 hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *logits) {
-    const int N = m->B * m->T, C = m->cfg.d_model, V = m->cfg.vocab_size;
+    const int N = m->B * m->T, C = m->d.C, V = m->d.V;
     const float *x = gpt_act(m, A_LNF, 0);
     int32_t *targets = m->has_targets ? gpt_act(m, A_TARGETS, 0) : NULL;
     float *losses = m->has_targets ? gpt_act(m, A_LOSSES, 0) : NULL, *dx = gpt_act(m, S_DLN, 0);
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         hg_classifier_args a = {
-            .N = N - r0 < m->chunk ? N - r0 : m->chunk, .C = C, .V = V, .Vp = m->Vp,
-            .x = gpt_elems(m, x, (size_t)r0 * C), .wte = gpt_weight(m, GPT_P_WTE),
+            .N = N - r0 < m->chunk ? N - r0 : m->chunk, .C = C, .V = V, .Vp = m->d.Vp,
+            .x = gpt_elems(m, x, (size_t)r0 * C), .wte = gpt_weight(m, head_index(m)),
             .targets = targets ? targets + r0 : NULL, .losses = losses ? losses + r0 : NULL,
             .logits = logits ? logits + (size_t)r0 * V : NULL, .scratch = gpt_act(m, S_LOGITS, 0),
         };
         if (backward) {
             a.dscale = m->loss_scale_n > 0 ? grad_scale / m->loss_scale_n : 0.0f;
             a.dx = gpt_elems(m, dx, (size_t)r0 * C);
-            a.dwte = gpt_param(m, m->grad, GPT_P_WTE);
+            a.dwte = gpt_param(m, m->grad, head_index(m));
         }
         HG_TRY(op_classifier_forward(m, &a));
         if (backward) HG_TRY(op_classifier_backward(m, &a));
@@ -91,44 +135,46 @@ static const float *branch_grad(hg_model *m, int layer, const float *dres, uint3
     hg_dropout d = dropout_site(m, site);
     if (!hg_dropout_on(&d)) return dres;
     float *out = gpt_act(m, S_DBRANCH, 0);
-    op_dropout_backward(m, layer, out, dres, (size_t)m->B * m->T * m->cfg.d_model, &d);
+    op_dropout_backward(m, layer, out, dres, (size_t)m->B * m->T * m->d.C, &d);
     return out;
 }
 
 hg_status gpt_backward_body(hg_model *m) {
-    const int B = m->B, T = m->T, N = B * T, C = m->cfg.d_model, F = m->F, L = m->cfg.n_layer;
+    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L, QD = m->d.QD;
     hg_attention_shape as = attention_shape(m);
+    hg_rope_shape rs = rope_shape(m, 0);
+    const float *rope = m->cfg.position == HG_POS_ROPE ? gpt_act(m, A_ROPE, 0) : NULL;
     float *dres = gpt_act(m, S_DRES, 0), *dln = gpt_act(m, S_DLN, 0), *datty = gpt_act(m, S_DATTY, 0);
-    float *dwide = gpt_act(m, S_DWIDE, 0), *gelu = gpt_act(m, S_GELU, 0), *reduce = gpt_act(m, S_REDUCE, 0);
+    float *dwide = gpt_act(m, S_DWIDE, 0), *reduce = gpt_act(m, S_REDUCE, 0);
 
     /* ln_f, fused into the last block's forward, counts to that block here too */
     op_zero(m, OP_ZERO_DRES, L - 1, dres, hg_precision_bytes(m->be->precision) * (size_t)N * C);
-    op_layernorm_backward(m, L - 1, dres, gpt_param(m, m->grad, GPT_P_LNF_W(L)), gpt_param(m, m->grad, GPT_P_LNF_B(L)),
-                          dln, gpt_act(m, A_RESIDUAL, L), gpt_weight(m, GPT_P_LNF_W(L)),
-                          gpt_act(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);
-    gpt_grad_ready(m, GPT_P_LNF_W(L), m->params.count);
+    op_layernorm_backward(m, L - 1, dres, G(-1, R_LNF_W), G(-1, R_LNF_B), dln, gpt_act(m, A_RESIDUAL, L),
+                          P(-1, R_LNF_W), norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);
+    gpt_grad_ready(m, gpt_layer_first(m, L), m->params.count);
     for (int l = L - 1; l >= 0; l--) {
         float *fch = gpt_act(m, A_FCH, l), *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
-        /* MLP: c_proj and GELU (recomputed), c_fc, ln_2 */
-        const float *dmlp = branch_grad(m, l, dres, 2 + 2 * l);
-        HG_TRY(op_matmul_gelu_backward(m, l, dwide, G(l, LP_FC_PROJ_W), G(l, LP_FC_PROJ_B), gelu, dmlp, fch,
-                                       P(l, LP_FC_PROJ_W), N, F, C));
-        HG_TRY(op_matmul_backward(m, OP_C_FC_BWD, l, dln, G(l, LP_FC_W), G(l, LP_FC_B), dwide, gpt_act(m, A_LN2, l), P(l, LP_FC_W), N, C, F));
-        op_layernorm_backward(m, l, dres, G(l, LP_LN2_W), G(l, LP_LN2_B), dln, gpt_act(m, A_RESIDUAL2, l), P(l, LP_LN2_W),
-                              gpt_act(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l), N, C, reduce);
-        /* attention: c_proj, attention, c_attn, ln_1 */
+        /* MLP: c_proj and the activation (recomputed), c_fc, ln_2 */
+        HG_TRY(mlp_backward(m, l, dwide, branch_grad(m, l, dres, 2 + 2 * l), fch));
+        HG_TRY(op_matmul_backward(m, OP_C_FC_BWD, l, dln, G(l, R_FC_W), G(l, R_FC_B), dwide, gpt_act(m, A_LN2, l),
+                                  P(l, R_FC_W), N, C, m->d.FI));
+        op_layernorm_backward(m, l, dres, G(l, R_LN2_W), G(l, R_LN2_B), dln, gpt_act(m, A_RESIDUAL2, l), P(l, R_LN2_W),
+                              norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l), N, C, reduce);
+        /* attention: c_proj, attention, rope, c_attn, ln_1 */
         const float *dattn = branch_grad(m, l, dres, 1 + 2 * l);
-        HG_TRY(op_matmul_backward(m, OP_ATTN_PROJ_BWD, l, datty, G(l, LP_ATTN_PROJ_W), G(l, LP_ATTN_PROJ_B), dattn, atty, P(l, LP_ATTN_PROJ_W), N, C, C));
+        HG_TRY(op_matmul_backward(m, OP_ATTN_PROJ_BWD, l, datty, G(l, R_PROJ_W), G(l, R_PROJ_B), dattn, atty,
+                                  P(l, R_PROJ_W), N, QD, C));
         HG_TRY(op_attention_backward(m, l, dwide, datty, qkv, atty, gpt_act(m, A_LSE, l), &as, gpt_act(m, S_ATTENTION, 0)));
-        HG_TRY(op_matmul_backward(m, OP_C_ATTN_BWD, l, dln, G(l, LP_QKV_W), G(l, LP_QKV_B), dwide, gpt_act(m, A_LN1, l), P(l, LP_QKV_W), N, C, 3 * C));
-        op_layernorm_backward(m, l, dres, G(l, LP_LN1_W), G(l, LP_LN1_B), dln, gpt_act(m, A_RESIDUAL, l), P(l, LP_LN1_W),
-                              gpt_act(m, A_LN1_MEAN, l), gpt_act(m, A_LN1_RSTD, l), N, C, reduce);
-        gpt_grad_ready(m, GPT_P_LAYER(l, 0), GPT_P_LAYER(l + 1, 0));
+        if (rope) op_rope(m, OP_ROPE_BWD, l, dwide, rope, &rs);
+        HG_TRY(op_matmul_backward(m, OP_C_ATTN_BWD, l, dln, G(l, R_QKV_W), G(l, R_QKV_B), dwide, gpt_act(m, A_LN1, l),
+                                  P(l, R_QKV_W), N, C, m->d.QKV));
+        op_layernorm_backward(m, l, dres, G(l, R_LN1_W), G(l, R_LN1_B), dln, gpt_act(m, A_RESIDUAL, l), P(l, R_LN1_W),
+                              norm_mean(m, A_LN1_MEAN, l), gpt_act(m, A_LN1_RSTD, l), N, C, reduce);
+        gpt_grad_ready(m, gpt_layer_first(m, l), gpt_layer_first(m, l + 1));
     }
     hg_dropout d0 = dropout_site(m, 0);
-    op_encoder_backward(m, gpt_param(m, m->grad, GPT_P_WTE), gpt_param(m, m->grad, GPT_P_WPE), dres,
-                        gpt_act(m, A_TOKENS, 0), B, T, C, &d0);
-    gpt_grad_ready(m, GPT_P_WTE, GPT_P_LAYER(0, 0));
+    op_encoder_backward(m, G(-1, R_WTE), G(-1, R_WPE), dres, gpt_act(m, A_TOKENS, 0), B, T, C, &d0);
+    gpt_grad_ready(m, 0, gpt_layer_first(m, 0));
     return HG_OK;
 }
 
@@ -296,11 +342,11 @@ hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits
     HG_TRY(stage_inputs(m, tokens, NULL, 1, n));
     m->phase = PHASE_NONE;
     HG_TRY(gpt_forward_body(m, m->kv_len));
-    const int C = m->cfg.d_model;
+    const int C = m->d.C;
     hg_classifier_args a = {
-        .N = 1, .C = C, .V = m->cfg.vocab_size, .Vp = m->Vp,
+        .N = 1, .C = C, .V = m->d.V, .Vp = m->d.Vp,
         .x = gpt_elems(m, gpt_act(m, A_LNF, 0), (size_t)(n - 1) * C),
-        .wte = gpt_weight(m, GPT_P_WTE), .logits = logits, .scratch = gpt_act(m, S_LOGITS, 0),
+        .wte = gpt_weight(m, head_index(m)), .logits = logits, .scratch = gpt_act(m, S_LOGITS, 0),
     };
     HG_TRY(op_classifier_forward(m, &a));
     HG_TRY(m->be->ops->sync(m->be));

@@ -11,17 +11,23 @@
 typedef struct hg_backend hg_backend;
 
 typedef struct hg_attention_shape {
-    int B, T, NH, hs; /* C = NH * hs */
+    int B, T, NH, hs; /* C = NH * hs: the width of the output */
     int causal;       /* 1 for GPT; 0 for the attention benchmark's non-causal mode */
+    int NKV;          /* key/value heads, dividing NH: query head h reads kv head
+                         h / (NH/NKV) (grouped-query attention); 0 means NH */
 } hg_attention_shape;
 
+static inline int hg_attention_kv_heads(const hg_attention_shape *s) { return s->NKV ? s->NKV : s->NH; }
+
 /* out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head, heads concatenated;
- * qkv (B,T,3C) holds q | k | v, head h at columns h*hs..(h+1)*hs of each;
+ * qkv (B,T,W) with W = (NH + 2 NKV) hs holds q (NH heads) | k (NKV heads) | v (NKV
+ * heads), head h at columns h*hs..(h+1)*hs of each part;
  * lse (B,NH,T) = log-sum-exp of each row's scaled scores, kept for backward.
  * scratch: attention_scratch_bytes(shape) bytes, enough for forward and backward. */
 typedef hg_status hg_attention_forward_fn(hg_backend *be, float *out, float *lse, const float *qkv,
                                           const hg_attention_shape *s, void *scratch);
-/* dqkv (B,T,3C) = gradient of the loss wrt qkv (written). */
+/* dqkv (B,T,W) = gradient of the loss wrt qkv (written); a kv head's dK and dV are summed
+ * over the query heads that read it inside the kernel. */
 typedef hg_status hg_attention_backward_fn(hg_backend *be, float *dqkv, const float *dout,
                                            const float *qkv, const float *out, const float *lse,
                                            const hg_attention_shape *s, void *scratch);
@@ -32,13 +38,14 @@ typedef size_t hg_attention_scratch_fn(hg_backend *be, const hg_attention_shape 
 /* Attention of n new rows against a key/value cache (inference with a KV cache).
  * The new rows sit at positions pos0 .. pos0+n-1 of one sequence; Tc is the cache length
  * (pos0 + n <= Tc). First the k and v of the new rows are stored into the caches:
- *   kcache, vcache (NH, Tc, hs): row pos0+i of head h = k (resp. v) of new row i;
+ *   kcache, vcache (NKV, Tc, hs): row pos0+i of kv head g = k (resp. v) of new row i;
  * then each new row attends causally to cache rows 0 .. pos0+i:
  *   out (n, C) = softmax(q K^T / sqrt(hs)) V per head, heads concatenated;
- *   qkv (n, 3C) = q | k | v of the new rows, as in attention_forward.
+ *   qkv (n, W) = q | k | v of the new rows, as in attention_forward.
  * Cost O(n (pos0 + n) C): one new token reads the cache once. */
 typedef struct hg_kv_shape {
     int pos0, n, Tc, NH, hs;
+    int NKV; /* 0 means NH */
 } hg_kv_shape;
 typedef hg_status hg_attention_cached_fn(hg_backend *be, float *out, float *kcache, float *vcache,
                                          const float *qkv, const hg_kv_shape *s, void *scratch);

@@ -24,10 +24,11 @@ static hg_status check_adamw(const hg_adamw *a) {
     return HG_OK;
 }
 
-/* The block a parameter belongs to (ln_f: the last), -1 for the embeddings. */
+/* The block a parameter counts to (ln_f and lm_head: the last), -1 for the embeddings. */
 static int param_layer(const hg_model *m, int i) {
-    int l = (i - GPT_P_LAYER(0, 0)) / GPT_LAYER_PARAMS;
-    return i < GPT_P_LAYER(0, 0) ? -1 : l < m->cfg.n_layer ? l : m->cfg.n_layer - 1;
+    const hg_tensor_spec *s = &m->params.specs[i];
+    if (s->layer >= 0) return s->layer;
+    return s->role == R_WTE || s->role == R_WPE ? -1 : m->cfg.n_layer - 1;
 }
 
 hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,

@@ -20,37 +20,47 @@
 
 /* ---- metadata ---- */
 
+/* Every config field by name (hg_config_field_name): booleans and numbers as JSON
+ * booleans and numbers, the enumerations as strings. */
 char *ckpt_config_json(const hg_config *c) {
-    char buf[512];
-    snprintf(buf, sizeof buf,
-             "{\"vocab_size\":%d,\"max_seq_len\":%d,\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"d_ff\":%d,"
-             "\"dropout\":%.9g}",
-             c->vocab_size, c->max_seq_len, c->n_layer, c->n_head, c->d_model, gpt_dff(c), (double)c->dropout);
-    return strdup(buf);
+    cJSON *o = cJSON_CreateObject();
+    const char *name;
+    char v[64];
+    for (int i = 0; o && (name = hg_config_field_name(i, NULL)); i++) {
+        if (hg_config_get(c, name, v, sizeof v) != HG_OK) break;
+        char *end;
+        double num = strtod(v, &end);
+        if (!strcmp(v, "true") || !strcmp(v, "false")) cJSON_AddBoolToObject(o, name, v[0] == 't');
+        else if (*v && !*end) cJSON_AddNumberToObject(o, name, num);
+        else cJSON_AddStringToObject(o, name, v);
+    }
+    char *out = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return out;
 }
 
-static hg_status json_int(const char *file, const cJSON *o, const char *key, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble)
-        return hg_fail(HG_ERR_FORMAT, "%s: config field '%s' is missing or not an integer", file, key);
-    *out = (int)v->valuedouble;
-    return HG_OK;
-}
-
+/* Each key must be a config field; fields a file leaves out keep GPT-2's choice (so a
+ * version 1 config, which has the sizes and dropout only, reads as the GPT-2 it was). */
 hg_status ckpt_config_parse(const char *file, const char *json, hg_config *out) {
     cJSON *o = cJSON_Parse(json);
     hg_status s = cJSON_IsObject(o) ? HG_OK : hg_fail(HG_ERR_FORMAT, "%s: metadata 'config' is not a JSON object", file);
     hg_config c = {0};
-    if (s == HG_OK) s = json_int(file, o, "vocab_size", &c.vocab_size);
-    if (s == HG_OK) s = json_int(file, o, "max_seq_len", &c.max_seq_len);
-    if (s == HG_OK) s = json_int(file, o, "n_layer", &c.n_layer);
-    if (s == HG_OK) s = json_int(file, o, "n_head", &c.n_head);
-    if (s == HG_OK) s = json_int(file, o, "d_model", &c.d_model);
-    if (s == HG_OK) s = json_int(file, o, "d_ff", &c.d_ff);
-    if (s == HG_OK) {
-        const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dropout");
-        if (d && !cJSON_IsNumber(d)) s = hg_fail(HG_ERR_FORMAT, "%s: config field 'dropout' is not a number", file);
-        c.dropout = d ? (float)d->valuedouble : 0.0f;
+    const cJSON *it = NULL;
+    if (s == HG_OK) cJSON_ArrayForEach(it, o) {
+        char v[64];
+        if (cJSON_IsNumber(it)) snprintf(v, sizeof v, "%.17g", it->valuedouble);
+        else if (cJSON_IsBool(it)) snprintf(v, sizeof v, "%s", cJSON_IsTrue(it) ? "true" : "false");
+        else if (cJSON_IsString(it) && strlen(it->valuestring) < sizeof v) snprintf(v, sizeof v, "%s", it->valuestring);
+        else {
+            s = hg_fail(HG_ERR_FORMAT, "%s: config field '%.64s' is not a number, boolean or short string", file, it->string);
+            break;
+        }
+        if (hg_config_set(&c, it->string, v) != HG_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", hg_last_error());
+            s = hg_fail(HG_ERR_FORMAT, "%s: bad config in metadata: %s", file, why);
+            break;
+        }
     }
     cJSON_Delete(o);
     if (s == HG_OK && hg_config_validate(&c) != HG_OK) {
@@ -68,8 +78,8 @@ hg_status ckpt_read_config(const hg_st_file *f, const char *file, const char *fo
     if (!fmt || strcmp(fmt, format))
         return hg_fail(HG_ERR_FORMAT, "%s: metadata 'format' is '%s', expected '%s' (not a handgrad checkpoint file?)",
                        file, fmt ? fmt : "(none)", format);
-    if (!ver || strcmp(ver, CKPT_VERSION))
-        return hg_fail(HG_ERR_FORMAT, "%s: checkpoint version '%s' is not supported (this build reads version %s)",
+    if (!ver || (strcmp(ver, "1") && strcmp(ver, CKPT_VERSION)))
+        return hg_fail(HG_ERR_FORMAT, "%s: checkpoint version '%.32s' is not supported (this build reads versions 1 and %s)",
                        file, ver ? ver : "(none)", CKPT_VERSION);
     if (!cfg) return hg_fail(HG_ERR_FORMAT, "%s: metadata has no 'config'", file);
     return ckpt_config_parse(file, cfg, out);
@@ -157,14 +167,11 @@ hg_status hg_checkpoint_config(const char *path, hg_config *out) {
     return s;
 }
 
-/* The shape fields of two configs agree; the message names the first that differs. */
+/* The two configs describe the same model; the message names the first field that differs. */
 static hg_status same_shape(const char *file, const hg_config *a, const hg_config *m) {
-    const int fa[] = {a->vocab_size, a->max_seq_len, a->n_layer, a->n_head, a->d_model, gpt_dff(a)};
-    const int fm[] = {m->vocab_size, m->max_seq_len, m->n_layer, m->n_head, m->d_model, gpt_dff(m)};
-    static const char *const names[] = {"vocab_size", "max_seq_len", "n_layer", "n_head", "d_model", "d_ff"};
-    for (int i = 0; i < 6; i++)
-        if (fa[i] != fm[i])
-            return hg_fail(HG_ERR_INVALID, "%s: checkpoint has %s %d but the model has %d", file, names[i], fa[i], fm[i]);
+    char why[256];
+    if (!gpt_same_architecture(a, m, why, sizeof why))
+        return hg_fail(HG_ERR_INVALID, "%s: the checkpoint and the model differ: %s (checkpoint against model)", file, why);
     return HG_OK;
 }
 

@@ -9,7 +9,7 @@
 
 #define CKPT_WEIGHTS_FORMAT "handgrad-weights"
 #define CKPT_OPTIMIZER_FORMAT "handgrad-optimizer"
-#define CKPT_VERSION "1"
+#define CKPT_VERSION "2" /* 2 records the architecture; 1 (GPT-2 only) still loads */
 
 /* The config as one JSON object; returns a malloc'd string or NULL. */
 char *ckpt_config_json(const hg_config *cfg);

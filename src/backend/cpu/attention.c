@@ -1,15 +1,17 @@
 /* Causal self-attention on the CPU, blockwise: forward with online softmax, backward
  * recomputing the scores; no T x T matrix is ever stored.
  *
- * q, k, v are read in place from the QKV projection (B,T,3C): no permute. K (and, for
- * backward, V) are first transposed per head into (hs, Tp) so that every tile product
- * reads contiguous rows (tile.h). Work items:
+ * q, k, v are read in place from the QKV projection (B,T,W), W = (NH + 2 NKV) hs: no
+ * permute. K (and, for backward, V) are first transposed per kv head into (hs, Tp) so
+ * that every tile product reads contiguous rows (tile.h). Under grouped-query attention
+ * the NH/NKV query heads of a group share their kv head's transposes. Work items:
  *   forward  - one (head, query block), heaviest first, so causal blocks balance;
- *   backward - one head, which owns its dQ, dK and dV rows: no atomics, and results do
+ *   backward - one kv head with its group of query heads, which owns its dQ, dK and dV
+ *              rows and sums dK, dV over the group in order: no atomics, and results do
  *              not depend on scheduling.
  * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
  * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
- * Scratch: KT and VT for all heads, (B*NH, hs, Tp) each, plus per-thread tiles.
+ * Scratch: KT and VT for all kv heads, (B*NKV, hs, Tp) each, plus per-thread tiles.
  *
  * attention_cached (generation) is a separate, plain kernel: its queries are one row or
  * one prompt, and its keys are already stored head-major in the cache. */
@@ -32,22 +34,34 @@ static size_t thread_floats(int hs) { return round16(2 * BQ * BK + (size_t)BQ * 
 /* attention_cached: one row of scores per thread. */
 static size_t cached_thread_floats(int Tc) { return round16((size_t)Tc); }
 
+/* The layout of a QKV row: W floats, k of kv head g at k0 + g*hs, v at v0 + g*hs; query
+ * head h reads kv head h / rep. */
+typedef struct qkv_layout {
+    int NKV, rep, W, k0, v0;
+} qkv_layout;
+
+static qkv_layout layout_of(const hg_attention_shape *s) {
+    int NKV = hg_attention_kv_heads(s);
+    return (qkv_layout){NKV, s->NH / NKV, (s->NH + 2 * NKV) * s->hs, s->NH * s->hs, (s->NH + NKV) * s->hs};
+}
+
 size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) {
-    size_t heads = (size_t)s->B * s->NH;
+    size_t heads = (size_t)s->B * hg_attention_kv_heads(s);
     size_t blocked = 2 * heads * head_floats(s) + (size_t)be->threads * thread_floats(s->hs);
     size_t cached = (size_t)be->threads * cached_thread_floats(s->T);
     return (blocked > cached ? blocked : cached) * sizeof(float);
 }
 
-/* dst (B*NH, hs, Tp) = transpose of the heads of src (B,T,3C) at column offset col0,
+/* dst (B*NKV, hs, Tp) = transpose of the kv heads of src (B,T,W) at column offset col0,
  * zero beyond T: 16 x 16 blocks in registers (tile.h), the last partial block of time
  * steps element by element. */
 static void transpose_heads(hg_backend *be, float *dst, const float *src, int col0,
                             const hg_attention_shape *s) {
-    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = 3 * s->NH * hs, full = T / 16 * 16;
+    const qkv_layout q = layout_of(s);
+    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = q.W, full = T / 16 * 16;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
-    for (int head = 0; head < s->B * s->NH; head++) {
-        int b = head / s->NH, h = head % s->NH;
+    for (int head = 0; head < s->B * q.NKV; head++) {
+        int b = head / q.NKV, h = head % q.NKV;
         const float *x = src + (size_t)b * T * ld + col0 + h * hs;
         float *y = dst + (size_t)head * hs * Tp;
         for (int t0 = 0; t0 < full; t0 += 16)
@@ -73,11 +87,12 @@ static inline int last_key_block(const hg_attention_shape *s, int i_last) {
 
 hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const float *qkv,
                                 const hg_attention_shape *s, void *scratch) {
-    const int T = s->T, hs = s->hs, C = s->NH * hs, ld = 3 * C, Tp = padded_len(T);
+    const qkv_layout q = layout_of(s);
+    const int T = s->T, hs = s->hs, C = s->NH * hs, ld = q.W, Tp = padded_len(T);
     const int heads = s->B * s->NH, nqb = (T + BQ - 1) / BQ;
     const float scale = 1.0f / sqrtf((float)hs);
-    float *KT = scratch, *tiles = KT + 2 * heads * head_floats(s);
-    transpose_heads(be, KT, qkv, C, s);
+    float *KT = scratch, *tiles = KT + 2 * (size_t)s->B * q.NKV * head_floats(s);
+    transpose_heads(be, KT, qkv, q.k0, s);
 
     #pragma omp parallel num_threads(be->threads)
     {
@@ -86,10 +101,10 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
         #pragma omp for schedule(dynamic, 1)
         for (long item = 0; item < (long)heads * nqb; item++) {
             int head = (int)(item / nqb), qb = nqb - 1 - (int)(item % nqb);
-            int b = head / s->NH, h = head % s->NH, i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
+            int b = head / s->NH, h = head % s->NH, g = h / q.rep, i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
             const float *Q = qkv + ((size_t)b * T + i0) * ld + h * hs;
-            const float *V = qkv + (size_t)b * T * ld + 2 * C + h * hs;
-            const float *KTh = KT + (size_t)head * hs * Tp;
+            const float *V = qkv + (size_t)b * T * ld + q.v0 + g * hs;
+            const float *KTh = KT + ((size_t)b * q.NKV + g) * hs * Tp;
             for (int r = 0; r < m; r++) mx[r] = -INFINITY, l[r] = 0.0f;
             memset(O, 0, sizeof(float) * (size_t)m * hs);
             for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
@@ -150,79 +165,84 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
 hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv,
                                  const float *out, const float *lse, const hg_attention_shape *s,
                                  void *scratch) {
-    const int T = s->T, hs = s->hs, C = s->NH * hs, ld = 3 * C, Tp = padded_len(T);
-    const int heads = s->B * s->NH, nqb = (T + BQ - 1) / BQ;
+    const qkv_layout q = layout_of(s);
+    const int T = s->T, hs = s->hs, C = s->NH * hs, ld = q.W, Tp = padded_len(T);
+    const int groups = s->B * q.NKV, nqb = (T + BQ - 1) / BQ;
     const float scale = 1.0f / sqrtf((float)hs);
-    float *KT = scratch, *VT = KT + heads * head_floats(s), *tiles = VT + heads * head_floats(s);
-    transpose_heads(be, KT, qkv, C, s);
-    transpose_heads(be, VT, qkv, 2 * C, s);
+    float *KT = scratch, *VT = KT + groups * head_floats(s), *tiles = VT + groups * head_floats(s);
+    transpose_heads(be, KT, qkv, q.k0, s);
+    transpose_heads(be, VT, qkv, q.v0, s);
 
     #pragma omp parallel num_threads(be->threads)
     {
         float *P = tiles + (size_t)omp_get_thread_num() * thread_floats(hs);
         float *dS = P + BQ * BK, *dQ = dS + BQ * BK, *D = dQ + BQ * hs;
         #pragma omp for schedule(dynamic, 1)
-        for (int head = 0; head < heads; head++) {
-            int b = head / s->NH, h = head % s->NH;
-            const float *Qh = qkv + (size_t)b * T * ld + h * hs, *Kh = Qh + C;
-            const float *dOh = dout + (size_t)b * T * C + h * hs, *Oh = out + (size_t)b * T * C + h * hs;
-            const float *KTh = KT + (size_t)head * hs * Tp, *VTh = VT + (size_t)head * hs * Tp;
-            const float *lse_h = lse + (size_t)head * T;
-            float *dQh = dqkv + (size_t)b * T * ld + h * hs, *dKh = dQh + C, *dVh = dQh + 2 * C;
+        for (int group = 0; group < groups; group++) {
+            int b = group / q.NKV, g = group % q.NKV;
+            const float *Kh = qkv + (size_t)b * T * ld + q.k0 + g * hs;
+            const float *KTh = KT + (size_t)group * hs * Tp, *VTh = VT + (size_t)group * hs * Tp;
+            float *dKh = dqkv + (size_t)b * T * ld + q.k0 + g * hs, *dVh = dqkv + (size_t)b * T * ld + q.v0 + g * hs;
             for (int t = 0; t < T; t++) {
                 memset(dKh + (size_t)t * ld, 0, sizeof(float) * hs);
                 memset(dVh + (size_t)t * ld, 0, sizeof(float) * hs);
             }
-            for (int qb = 0; qb < nqb; qb++) {
-                int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
-                const float *Q = Qh + (size_t)i0 * ld, *dO = dOh + (size_t)i0 * C;
-                for (int r = 0; r < m; r++) {
-                    const float *o = Oh + (size_t)(i0 + r) * C, *g = dO + (size_t)r * C;
-                    float dot = 0.0f;
-                    #pragma omp simd reduction(+ : dot)
-                    for (int d = 0; d < hs; d++) dot += o[d] * g[d];
-                    D[r] = dot;
-                }
-                for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
-                    int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0;
-                    if (diag) {
-                        for (int r0 = 0; r0 < m; r0 += SLAB) {
-                            int mr = slab_rows(m, r0);
-                            tile_gemm(mr, r0 + SLAB, hs, Q + (size_t)r0 * ld, ld, 1, KTh + j0, Tp, P + r0 * BK, BK, 0);
-                            tile_gemm(mr, r0 + SLAB, hs, dO + (size_t)r0 * C, C, 1, VTh + j0, Tp, dS + r0 * BK, BK, 0);
-                        }
-                    } else {
-                        tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, P, BK, 0);   /* S = Q K^T */
-                        tile_gemm(m, BK, hs, dO, C, 1, VTh + j0, Tp, dS, BK, 0);  /* dP = dO V^T */
-                    }
+            for (int h = g * q.rep; h < (g + 1) * q.rep; h++) {
+                const float *Qh = qkv + (size_t)b * T * ld + h * hs;
+                const float *dOh = dout + (size_t)b * T * C + h * hs, *Oh = out + (size_t)b * T * C + h * hs;
+                const float *lse_h = lse + ((size_t)b * s->NH + h) * T;
+                float *dQh = dqkv + (size_t)b * T * ld + h * hs;
+                for (int qb = 0; qb < nqb; qb++) {
+                    int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
+                    const float *Q = Qh + (size_t)i0 * ld, *dO = dOh + (size_t)i0 * C;
                     for (int r = 0; r < m; r++) {
-                        float *p = P + r * BK, *ds = dS + r * BK, ls = lse_h[i0 + r], dr = D[r];
-                        int n = visible_keys(s, i0 + r, j0);
-                        #pragma omp simd
-                        for (int c = 0; c < BK; c++) {
-                            float pc = c < n ? expf(p[c] * scale - ls) : 0.0f;
-                            p[c] = pc;
-                            ds[c] = c < n ? pc * (ds[c] - dr) * scale : 0.0f;
-                        }
+                        const float *o = Oh + (size_t)(i0 + r) * C, *gr = dO + (size_t)r * C;
+                        float dot = 0.0f;
+                        #pragma omp simd reduction(+ : dot)
+                        for (int d = 0; d < hs; d++) dot += o[d] * gr[d];
+                        D[r] = dot;
                     }
-                    if (diag) {
-                        /* query slab r0 sees keys up to r0 + SLAB; key slab c0 is seen from
-                         * query c0 on */
-                        for (int r0 = 0; r0 < m; r0 += SLAB)
-                            tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, dS + r0 * BK, BK, 1,
-                                      Kh + (size_t)j0 * ld, ld, dQ + r0 * hs, hs, kb > 0);
-                        for (int c0 = 0; c0 < nk; c0 += SLAB) {
-                            float *dk = dKh + (size_t)(j0 + c0) * ld, *dv = dVh + (size_t)(j0 + c0) * ld;
-                            tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * ld, ld, dk, ld, 1);
-                            tile_gemm(slab_rows(nk, c0), hs, m - c0, P + c0 * BK + c0, 1, BK, dO + (size_t)c0 * C, C, dv, ld, 1);
+                    for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
+                        int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0;
+                        if (diag) {
+                            for (int r0 = 0; r0 < m; r0 += SLAB) {
+                                int mr = slab_rows(m, r0);
+                                tile_gemm(mr, r0 + SLAB, hs, Q + (size_t)r0 * ld, ld, 1, KTh + j0, Tp, P + r0 * BK, BK, 0);
+                                tile_gemm(mr, r0 + SLAB, hs, dO + (size_t)r0 * C, C, 1, VTh + j0, Tp, dS + r0 * BK, BK, 0);
+                            }
+                        } else {
+                            tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, P, BK, 0);   /* S = Q K^T */
+                            tile_gemm(m, BK, hs, dO, C, 1, VTh + j0, Tp, dS, BK, 0);  /* dP = dO V^T */
                         }
-                        continue;
+                        for (int r = 0; r < m; r++) {
+                            float *p = P + r * BK, *ds = dS + r * BK, ls = lse_h[i0 + r], dr = D[r];
+                            int n = visible_keys(s, i0 + r, j0);
+                            #pragma omp simd
+                            for (int c = 0; c < BK; c++) {
+                                float pc = c < n ? expf(p[c] * scale - ls) : 0.0f;
+                                p[c] = pc;
+                                ds[c] = c < n ? pc * (ds[c] - dr) * scale : 0.0f;
+                            }
+                        }
+                        if (diag) {
+                            /* query slab r0 sees keys up to r0 + SLAB; key slab c0 is seen from
+                             * query c0 on */
+                            for (int r0 = 0; r0 < m; r0 += SLAB)
+                                tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, dS + r0 * BK, BK, 1,
+                                          Kh + (size_t)j0 * ld, ld, dQ + r0 * hs, hs, kb > 0);
+                            for (int c0 = 0; c0 < nk; c0 += SLAB) {
+                                float *dk = dKh + (size_t)(j0 + c0) * ld, *dv = dVh + (size_t)(j0 + c0) * ld;
+                                tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * ld, ld, dk, ld, 1);
+                                tile_gemm(slab_rows(nk, c0), hs, m - c0, P + c0 * BK + c0, 1, BK, dO + (size_t)c0 * C, C, dv, ld, 1);
+                            }
+                            continue;
+                        }
+                        tile_gemm(m, hs, nk, dS, BK, 1, Kh + (size_t)j0 * ld, ld, dQ, hs, kb > 0);       /* dQ += dS K */
+                        tile_gemm(nk, hs, m, dS, 1, BK, Q, ld, dKh + (size_t)j0 * ld, ld, 1);           /* dK += dS^T Q */
+                        tile_gemm(nk, hs, m, P, 1, BK, dO, C, dVh + (size_t)j0 * ld, ld, 1);            /* dV += P^T dO */
                     }
-                    tile_gemm(m, hs, nk, dS, BK, 1, Kh + (size_t)j0 * ld, ld, dQ, hs, kb > 0);       /* dQ += dS K */
-                    tile_gemm(nk, hs, m, dS, 1, BK, Q, ld, dKh + (size_t)j0 * ld, ld, 1);           /* dK += dS^T Q */
-                    tile_gemm(nk, hs, m, P, 1, BK, dO, C, dVh + (size_t)j0 * ld, ld, 1);            /* dV += P^T dO */
+                    for (int r = 0; r < m; r++) memcpy(dQh + (size_t)(i0 + r) * ld, dQ + r * hs, sizeof(float) * hs);
                 }
-                for (int r = 0; r < m; r++) memcpy(dQh + (size_t)(i0 + r) * ld, dQ + r * hs, sizeof(float) * hs);
             }
         }
     }
@@ -234,24 +254,25 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
  * O(len * hs) per (head, row). */
 hg_status cpu_attention_cached(hg_backend *be, float *out, float *kcache, float *vcache, const float *qkv,
                                const hg_kv_shape *s, void *scratch) {
-    const int n = s->n, hs = s->hs, NH = s->NH, C = NH * hs, ld = 3 * C, Tc = s->Tc;
+    const int n = s->n, hs = s->hs, NH = s->NH, NKV = s->NKV ? s->NKV : NH, C = NH * hs, Tc = s->Tc;
+    const int ld = (NH + 2 * NKV) * hs, rep = NH / NKV;
     const float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel num_threads(be->threads)
     {
         #pragma omp for schedule(static)
-        for (long item = 0; item < (long)NH * n; item++) {
-            int h = (int)(item / n), i = (int)(item % n);
-            const float *row = qkv + (size_t)i * ld + h * hs;
-            size_t at = ((size_t)h * Tc + s->pos0 + i) * hs;
-            memcpy(kcache + at, row + C, sizeof(float) * hs);
-            memcpy(vcache + at, row + 2 * C, sizeof(float) * hs);
+        for (long item = 0; item < (long)NKV * n; item++) {
+            int g = (int)(item / n), i = (int)(item % n);
+            const float *row = qkv + (size_t)i * ld + C + g * hs;
+            size_t at = ((size_t)g * Tc + s->pos0 + i) * hs;
+            memcpy(kcache + at, row, sizeof(float) * hs);
+            memcpy(vcache + at, row + NKV * hs, sizeof(float) * hs);
         }
         float *sc = (float *)scratch + (size_t)omp_get_thread_num() * cached_thread_floats(Tc);
         #pragma omp for schedule(dynamic, 1)
         for (long item = 0; item < (long)NH * n; item++) {
             int h = (int)(item / n), i = n - 1 - (int)(item % n), len = s->pos0 + i + 1;
             const float *q = qkv + (size_t)i * ld + h * hs;
-            const float *K = kcache + (size_t)h * Tc * hs, *V = vcache + (size_t)h * Tc * hs;
+            const float *K = kcache + (size_t)(h / rep) * Tc * hs, *V = vcache + (size_t)(h / rep) * Tc * hs;
             float mx = -INFINITY, sum = 0.0f;
             for (int j = 0; j < len; j++) {
                 const float *k = K + (size_t)j * hs;

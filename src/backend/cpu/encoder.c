@@ -1,4 +1,7 @@
-/* Token and position embeddings on the CPU, forward and backward. */
+/* Token and position embeddings on the CPU, forward and backward. wpe and dwpe are NULL
+ * for a model without learned positions. */
+#include <string.h>
+
 #include "backend/cpu/cpu.h"
 
 void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const float *wte,
@@ -6,10 +9,14 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
     int dropping = hg_dropout_on(drop);
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int n = 0; n < B * T; n++) {
-        const float *te = wte + (size_t)tokens[n] * C, *pe = wpe + (size_t)(n % T) * C;
+        const float *te = wte + (size_t)tokens[n] * C, *pe = wpe ? wpe + (size_t)(n % T) * C : NULL;
         float *o = out + (size_t)n * C;
-        #pragma omp simd
-        for (int i = 0; i < C; i++) o[i] = te[i] + pe[i];
+        if (pe) {
+            #pragma omp simd
+            for (int i = 0; i < C; i++) o[i] = te[i] + pe[i];
+        } else {
+            memcpy(o, te, sizeof(float) * (size_t)C);
+        }
         if (dropping)
             for (int i = 0; i < C; i++) o[i] *= hg_dropout_scale(drop, (size_t)n * C + i);
     }
@@ -27,13 +34,16 @@ void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float 
         int c0 = t * per, c1 = c0 + per < C ? c0 + per : C;
         for (int n = 0; n < B * T; n++) {
             const float *g = dout + (size_t)n * C;
-            float *te = dwte + (size_t)tokens[n] * C, *pe = dwpe + (size_t)(n % T) * C;
+            float *te = dwte + (size_t)tokens[n] * C, *pe = dwpe ? dwpe + (size_t)(n % T) * C : NULL;
             if (dropping) {
                 for (int i = c0; i < c1; i++) {
                     float gi = g[i] * hg_dropout_scale(drop, (size_t)n * C + i);
                     te[i] += gi;
-                    pe[i] += gi;
+                    if (pe) pe[i] += gi;
                 }
+            } else if (!pe) {
+                #pragma omp simd
+                for (int i = c0; i < c1; i++) te[i] += g[i];
             } else {
                 #pragma omp simd
                 for (int i = c0; i < c1; i++) {

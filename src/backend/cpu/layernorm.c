@@ -1,37 +1,50 @@
-/* LayerNorm on the CPU: forward, forward fused with the residual add, and a one-pass
- * backward per row. Rows are independent and split statically across threads. */
+/* LayerNorm and RMSNorm on the CPU: forward, forward fused with the residual add, and a
+ * one-pass backward per row. Rows are independent and split statically across threads.
+ * One code path serves both norms: RMSNorm is LayerNorm with the mean taken as 0 and no
+ * bias; a norm without affine parameters reads no weight. */
 #include <math.h>
 
 #include "backend/cpu/cpu.h"
 
-/* Normalises one row x (C) into out, returning its mean and rstd. */
+/* Normalises one row x (C) into out, returning its mean (0 for RMSNorm) and rstd. */
 static inline void norm_row(float *out, float *mean, float *rstd, const float *x, const float *w,
-                            const float *b, int C) {
-    float sum = 0.0f;
-    #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < C; i++) sum += x[i];
-    float m = sum / (float)C;
+                            const float *b, int C, const hg_norm_spec *ns) {
+    float m = 0.0f;
+    if (!ns->rms) {
+        float sum = 0.0f;
+        #pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < C; i++) sum += x[i];
+        m = sum / (float)C;
+    }
     float var = 0.0f;
     #pragma omp simd reduction(+ : var)
     for (int i = 0; i < C; i++) var += (x[i] - m) * (x[i] - m);
-    float s = 1.0f / sqrtf(var / (float)C + HG_LAYERNORM_EPS);
-    #pragma omp simd
-    for (int i = 0; i < C; i++) out[i] = (x[i] - m) * s * w[i] + b[i];
-    *mean = m;
+    float s = 1.0f / sqrtf(var / (float)C + ns->eps);
+    if (w && b) {
+        #pragma omp simd
+        for (int i = 0; i < C; i++) out[i] = (x[i] - m) * s * w[i] + b[i];
+    } else if (w) {
+        #pragma omp simd
+        for (int i = 0; i < C; i++) out[i] = (x[i] - m) * s * w[i];
+    } else {
+        #pragma omp simd
+        for (int i = 0; i < C; i++) out[i] = (x[i] - m) * s + (b ? b[i] : 0.0f);
+    }
+    if (mean) *mean = m;
     *rstd = s;
 }
 
 void cpu_layernorm_forward(hg_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                           const float *w, const float *b, int N, int C) {
+                           const float *w, const float *b, int N, int C, const hg_norm_spec *ns) {
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int n = 0; n < N; n++)
-        norm_row(out + (size_t)n * C, &mean[n], &rstd[n], inp + (size_t)n * C, w, b, C);
+        norm_row(out + (size_t)n * C, ns->rms ? NULL : &mean[n], &rstd[n], inp + (size_t)n * C, w, b, C, ns);
 }
 
 void cpu_residual_layernorm_forward(hg_backend *be, float *res_out, float *out, float *mean,
                                     float *rstd, const float *res_in, const float *delta,
                                     const float *w, const float *b, int N, int C,
-                                    const hg_dropout *drop) {
+                                    const hg_dropout *drop, const hg_norm_spec *ns) {
     int dropping = hg_dropout_on(drop);
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int n = 0; n < N; n++) {
@@ -43,14 +56,16 @@ void cpu_residual_layernorm_forward(hg_backend *be, float *res_out, float *out, 
             #pragma omp simd
             for (int i = 0; i < C; i++) r[i] = res_in[o + i] + delta[o + i];
         }
-        norm_row(out + o, &mean[n], &rstd[n], r, w, b, C);
+        norm_row(out + o, ns->rms ? NULL : &mean[n], &rstd[n], r, w, b, C, ns);
     }
 }
 
+/* With xh = (x - m) s and g = dy w: dx = s (g - mean(g) - xh mean(g xh)) for LayerNorm;
+ * RMSNorm has no mean term (m = 0 and no mean(g)). */
 void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, const float *mean, const float *rstd,
-                            int N, int C, float *scratch) {
-    int nt_used = 1;
+                            int N, int C, float *scratch, const hg_norm_spec *ns) {
+    int nt_used = 1, rms = ns->rms;
     #pragma omp parallel num_threads(be->threads)
     {
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
@@ -62,20 +77,20 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
         for (int n = n0; n < n1; n++) {
             const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
             float *dx = dinp + (size_t)n * C;
-            float m = mean[n], s = rstd[n];
+            float m = rms ? 0.0f : mean[n], s = rstd[n];
             /* the row's two reductions, then dx and the parameter partials */
             float sum_g = 0.0f, sum_gx = 0.0f;
             #pragma omp simd reduction(+ : sum_g, sum_gx)
             for (int i = 0; i < C; i++) {
-                float g = dy[i] * w[i];
+                float g = w ? dy[i] * w[i] : dy[i];
                 sum_g += g;
                 sum_gx += g * (x[i] - m) * s;
             }
-            float mg = sum_g / (float)C, mgx = sum_gx / (float)C;
+            float mg = rms ? 0.0f : sum_g / (float)C, mgx = sum_gx / (float)C;
             #pragma omp simd
             for (int i = 0; i < C; i++) {
                 float xh = (x[i] - m) * s;
-                dx[i] += s * (dy[i] * w[i] - mg - xh * mgx);
+                dx[i] += s * ((w ? dy[i] * w[i] : dy[i]) - mg - xh * mgx);
                 pw[i] += dy[i] * xh;
                 pb[i] += dy[i];
             }
@@ -83,10 +98,13 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
     }
     for (int t = 0; t < nt_used; t++) {
         const float *pw = scratch + (size_t)t * 2 * C, *pb = pw + C;
-        #pragma omp simd
-        for (int i = 0; i < C; i++) {
-            dw[i] += pw[i];
-            db[i] += pb[i];
+        if (dw) {
+            #pragma omp simd
+            for (int i = 0; i < C; i++) dw[i] += pw[i];
+        }
+        if (db) {
+            #pragma omp simd
+            for (int i = 0; i < C; i++) db[i] += pb[i];
         }
     }
 }

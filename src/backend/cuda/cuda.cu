@@ -228,10 +228,28 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
  * dwte (fp32), so fewer chunks move less; 1 GiB of bf16 logits is 10672 rows of GPT-2. */
 #define CUDA_CLASSIFIER_CHUNK_BYTES ((size_t)1 << 30)
 
+/* What the CUDA kernels run so far: GPT-2's blocks, with biases and tying as the config
+ * says. The other switches of hg_config need kernels not written yet; the model is
+ * refused at creation rather than failing inside a step. */
+static hg_status cuda_supports(const hg_config *c) {
+    const char *field = c->norm != HG_NORM_LAYERNORM                ? "norm (rmsnorm)"
+                        : c->omit & HG_OMIT_NORM_WEIGHT              ? "norm_weight (false)"
+                        : c->omit & HG_OMIT_NORM_BIAS                ? "norm_bias (false)"
+                        : c->position != HG_POS_LEARNED             ? "position (rope)"
+                        : c->mlp != HG_MLP_GELU                     ? "mlp"
+                        : c->n_kv_head && c->n_kv_head != c->n_head ? "n_kv_head (grouped-query attention)"
+                        : c->head_dim && c->head_dim * c->n_head != c->d_model ? "head_dim (other than d_model/n_head)"
+                                                                                : NULL;
+    if (field)
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s: the CUDA backend has no kernels for this yet; use the CPU", field);
+    return HG_OK;
+}
+
 static const hg_backend_ops cuda_ops = {
     .name = "cuda",
     .classifier_chunk_bytes = CUDA_CLASSIFIER_CHUNK_BYTES,
     .destroy = cuda_destroy,
+    .supports = cuda_supports,
     .alloc = cuda_alloc,
     .free = cuda_free_mem,
     .mem_available = cuda_mem_available,
@@ -255,6 +273,10 @@ static const hg_backend_ops cuda_ops = {
     .matmul_gelu_backward = cuda_matmul_gelu_backward,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
+    .activation_forward = NULL, /* SwiGLU, ReLU^2, RoPE: not written yet (cuda_supports) */
+    .activation_backward = NULL,
+    .rope_forward = NULL,
+    .rope_backward = NULL,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
     .attention_scratch_bytes = cuda_attention_scratch_bytes,

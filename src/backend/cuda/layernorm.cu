@@ -1,4 +1,5 @@
-/* LayerNorm on the GPU: forward, forward fused with the residual add (and its dropout),
+/* LayerNorm on the GPU (RMSNorm and norms without affine parameters are not written yet:
+ * cuda_supports refuses them): forward, forward fused with the residual add (and its dropout),
  * and backward; dropout's backward. One warp per row; statistics and every sum in fp32.
  * The row (C elements of T) is read from L1/L2 on the second and third passes.
  *
@@ -12,7 +13,7 @@ enum { LN_WARPS = 8 };
 
 /* Mean and rstd of row x (C) as the CPU computes them: two passes, fp32. */
 template <typename T>
-__device__ __forceinline__ void row_stats(const T *x, int C, float *mean, float *rstd) {
+__device__ __forceinline__ void row_stats(const T *x, int C, float eps, float *mean, float *rstd) {
     int lane = threadIdx.x % 32;
     float s = 0.0f;
     for (int i = lane; i < C; i += 32) s += to_f(x[i]);
@@ -23,7 +24,7 @@ __device__ __forceinline__ void row_stats(const T *x, int C, float *mean, float 
         v += d * d;
     }
     *mean = m;
-    *rstd = rsqrtf(warp_sum(v) / (float)C + HG_LAYERNORM_EPS);
+    *rstd = rsqrtf(warp_sum(v) / (float)C + eps);
 }
 
 template <typename T>
@@ -33,12 +34,12 @@ __device__ __forceinline__ void norm_row(T *out, const T *x, const T *w, const T
 
 template <typename T>
 __global__ void __launch_bounds__(32 * LN_WARPS)
-    layernorm_forward_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N, int C) {
+    layernorm_forward_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N, int C, float eps) {
     int n = blockIdx.x * LN_WARPS + threadIdx.x / 32;
     if (n >= N) return;
     const T *x = inp + (size_t)n * C;
     float m, s;
-    row_stats(x, C, &m, &s);
+    row_stats(x, C, eps, &m, &s);
     norm_row(out + (size_t)n * C, x, w, b, C, m, s);
     if (threadIdx.x % 32 == 0) mean[n] = m, rstd[n] = s;
 }
@@ -48,7 +49,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
 template <typename T>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     residual_layernorm_forward_kernel(T *res_out, T *out, float *mean, float *rstd, const T *res_in, const T *delta,
-                                      const T *w, const T *b, int N, int C, hg_dropout drop) {
+                                      const T *w, const T *b, int N, int C, hg_dropout drop, float eps) {
     int n = blockIdx.x * LN_WARPS + threadIdx.x / 32;
     if (n >= N) return;
     size_t o = (size_t)n * C;
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     }
     __syncwarp();
     float m, s;
-    row_stats(res_out + o, C, &m, &s);
+    row_stats(res_out + o, C, eps, &m, &s);
     norm_row(out + o, res_out + o, w, b, C, m, s);
     if (threadIdx.x % 32 == 0) mean[n] = m, rstd[n] = s;
 }
@@ -108,20 +109,20 @@ __global__ void dropout_backward_kernel(T *dbranch, const T *dres, size_t n, hg_
 static unsigned row_blocks(int N) { return (unsigned)((N + LN_WARPS - 1) / LN_WARPS); }
 
 extern "C" void cuda_layernorm_forward(hg_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                       const float *b, int N, int C) {
+                                       const float *b, int N, int C, const hg_norm_spec *ns) {
     CUDA_OP("layernorm_forward");
     CUDA_DISPATCH(be, layernorm_forward_kernel<T><<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
-                          (T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C));
+                          (T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, ns->eps));
     cuda_launched(be, "layernorm_forward_kernel");
 }
 
 extern "C" void cuda_residual_layernorm_forward(hg_backend *be, float *res_out, float *out, float *mean, float *rstd,
                                                 const float *res_in, const float *delta, const float *w, const float *b, int N,
-                                                int C, const hg_dropout *drop) {
+                                                int C, const hg_dropout *drop, const hg_norm_spec *ns) {
     CUDA_OP("residual_layernorm_forward");
     CUDA_DISPATCH(be, residual_layernorm_forward_kernel<T><<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
                           (T *)res_out, (T *)out, mean, rstd, (const T *)res_in, (const T *)delta, (const T *)w, (const T *)b, N,
-                          C, cuda_dropout(drop)));
+                          C, cuda_dropout(drop), ns->eps));
     cuda_launched(be, "residual_layernorm_forward_kernel");
 }
 
@@ -131,7 +132,9 @@ extern "C" size_t cuda_layernorm_scratch_bytes(hg_backend *be, int N, int C) {
 }
 
 extern "C" void cuda_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                                        const float *w, const float *mean, const float *rstd, int N, int C, float *scratch) {
+                                        const float *w, const float *mean, const float *rstd, int N, int C, float *scratch,
+                                        const hg_norm_spec *ns) {
+    (void)ns; /* LayerNorm only on CUDA (cuda_supports); its eps is folded into rstd */
     CUDA_OP("layernorm_backward");
     CUDA_DISPATCH(be, layernorm_backward_kernel<T><<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
                           (T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);

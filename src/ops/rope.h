@@ -1,0 +1,25 @@
+/* Rotary position embedding (RoPE), applied in place to the q and k heads of the fused
+ * QKV projection, so that attention reads rotated q and k where they already are and no
+ * permuted copy exists. Pairs (i, i + hs/2) of each head are rotated (the rotate-half
+ * convention of Hugging Face's Llama):
+ *   x'_i = x_i cos(a) - x_{i+hs/2} sin(a),  x'_{i+hs/2} = x_{i+hs/2} cos(a) + x_i sin(a)
+ * with a = pos * f_i. Legend as in README.md; W = (NH + 2 NKV) hs. */
+#ifndef HG_OPS_ROPE_H
+#define HG_OPS_ROPE_H
+
+typedef struct hg_backend hg_backend;
+
+typedef struct hg_rope_shape {
+    int B, T;   /* rows n = b*T + t sit at position pos0 + t */
+    int pos0;
+    int NH, NKV, hs;
+} hg_rope_shape;
+
+/* qkv (B,T,W): its q and k heads rotated in place; v untouched. cos_sin (Tmax, hs) fp32:
+ * row p holds cos(p f_i) for i < hs/2, then sin(p f_i). */
+typedef void hg_rope_forward_fn(hg_backend *be, float *qkv, const float *cos_sin, const hg_rope_shape *s);
+/* dqkv (B,T,W): the q and k parts rotated back in place (the transpose of the forward
+ * rotation), turning gradients wrt rotated q, k into gradients wrt the projection's. */
+typedef void hg_rope_backward_fn(hg_backend *be, float *dqkv, const float *cos_sin, const hg_rope_shape *s);
+
+#endif

@@ -1,0 +1,509 @@
+"""Writes the Llama-family safetensors fixtures in tests/fixtures/ that the C tests compare against.
+
+The reference is transformers' own LlamaForCausalLM (llama_gqa: grouped-query attention,
+untied, no biases) and Qwen2ForCausalLM (qwen2_bias: q/k/v bias, tied), attn_implementation
+"eager", run in float64 (model.to(torch.float64)) from float32-drawn parameters: weights and
+biases N(0, 0.02), norm weights 1 + N(0, 0.1), drawn in handgrad's layout from a fixed seed.
+Even in a float64 model, transformers rounds RMSNorm's normalize, the rotary cos/sin and the
+eager softmax through float32 (and its labels loss too). The reference runs those three
+functions with only the casts removed, computes the loss itself from targets already aligned
+with tokens (no shift), and checks that stock transformers agrees to float32 rounding and that
+a forward written from the layout table below agrees to 1e-12.
+Usage: python3 tools/gen_llama_fixture.py [--out-dir tests/fixtures] [--only llama_gqa|qwen2_bias]
+
+Contents of each file (little-endian, row-major):
+  tokens, targets        I32 (B, T); a target of -1 is ignored
+  param.<name>           F32, the initial parameters, handgrad names and layouts (below)
+  logits                 F64 (B, T, V);  loss F64 (1,), the mean over non-ignored targets
+  grad.<name>            F64, gradient of that mean loss
+  adamw.losses           F64 (10,), loss before update k;  adamw.grad_norms F64 (10,), pre-clip
+  final.<name>           F64, parameters after the 10 updates
+  __metadata__ (strings) config (handgrad's config keys), adamw (JSON), batch, seq_len,
+                         generator, hf_class, torch_version, transformers_version
+The updates are torch.nn.utils.clip_grad_norm_ (grads *= min(1, clip / (norm + 1e-6)))
+then torch.optim.AdamW(foreach=False), with decay on the tensors of dim >= 2 only; the clip
+is a 4-significant-bit value near the median unclipped norm that clips some steps, not all,
+with no pre-clip norm within 0.1% of it.
+
+handgrad names and layouts. Every linear weight is input-major (in, out), the transpose of
+nn.Linear's (out, in). C hidden, QD = NH*hs, KVD = NKV*hs, F intermediate, V vocab:
+  wte.weight               (V, C)          model.embed_tokens.weight
+  h.{l}.ln_1.weight        (C)             layers[l].input_layernorm.weight
+  h.{l}.attn.c_attn.weight (C, QD+2*KVD)   cat([q_proj, k_proj, v_proj].weight, 0).T
+  h.{l}.attn.c_attn.bias   (QD+2*KVD)      cat([q_proj, k_proj, v_proj].bias)  (Qwen2 only)
+  h.{l}.attn.c_proj.weight (QD, C)         o_proj.weight.T
+  h.{l}.ln_2.weight        (C)             layers[l].post_attention_layernorm.weight
+  h.{l}.mlp.c_fc.weight    (C, 2F)         cat([gate_proj, up_proj].weight, 0).T (gate | up)
+  h.{l}.mlp.c_proj.weight  (F, C)          down_proj.weight.T
+  ln_f.weight              (C)             model.norm.weight
+  lm_head.weight           (V, C)          lm_head.weight (untied only; tied: wte is the
+                                           output matrix and its gradient sums both uses)
+Columns of c_attn are q heads, then k heads, then v heads, hs each; query head h attends
+with key/value head h // (NH / NKV). RoPE rotates pairs (i, i + hs/2) of each q and k head.
+"""
+import argparse
+import contextlib
+import json
+import math
+import os
+from unittest import mock
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+from safetensors.torch import load_file
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers.models.llama import modeling_llama
+from transformers.models.qwen2 import modeling_qwen2
+
+FIXTURES = {
+    "llama_gqa": dict(
+        arch="llama",
+        hf=dict(vocab_size=512, hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+                intermediate_size=160, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
+                hidden_act="silu"),
+        batch=3, seq_len=37, seed=2001),
+    "qwen2_bias": dict(
+        arch="qwen2",
+        hf=dict(vocab_size=500, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=176, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False, hidden_act="silu"),
+        batch=2, seq_len=29, seed=2002),
+}
+ARCH = {"llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2")}
+ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
+ADAMW_STEPS = 10
+IGNORE_FRACTION = 0.1
+
+
+# ------------------------------------------------------------------ the transformers model
+
+def make_config(spec):
+    config_cls = ARCH[spec["arch"]][0]
+    cfg = config_cls(**spec["hf"], attention_dropout=0.0, use_cache=False, pad_token_id=None,
+                     attn_implementation="eager")
+    hf = spec["hf"]
+    # Plain RoPE with the requested base, no scaling; no dropout anywhere; eager attention.
+    rope = getattr(cfg, "rope_parameters", None)
+    if rope is not None:  # transformers >= 5
+        assert rope == {"rope_type": "default", "rope_theta": hf["rope_theta"]}, rope
+    else:
+        assert cfg.rope_theta == hf["rope_theta"] and getattr(cfg, "rope_scaling", None) is None
+    assert cfg.attention_dropout == 0.0 and cfg._attn_implementation == "eager"
+    assert all(v == 0 for k, v in vars(cfg).items() if "dropout" in k), "a dropout is set"
+    assert cfg.tie_word_embeddings == hf["tie_word_embeddings"]
+    if spec["arch"] == "qwen2":
+        assert cfg.sliding_window is None and set(cfg.layer_types) == {"full_attention"}
+    return cfg
+
+
+def make_model(spec, dtype):
+    torch.manual_seed(0)  # transformers' own init is overwritten by load_params
+    model = ARCH[spec["arch"]][1](make_config(spec)).to(dtype)
+    model.eval()  # dropout is 0 anyway
+    assert model.model.embed_tokens.padding_idx is None
+    tied = spec["hf"]["tie_word_embeddings"]
+    assert (model.lm_head.weight is model.model.embed_tokens.weight) == tied, "lm_head tying is wrong"
+    return model
+
+
+@contextlib.contextmanager
+def exact_float64(arch):
+    """transformers' RMSNorm, rotary embedding and eager attention with their float32 casts
+    removed (for a float32 model these are the same computation)."""
+    _, _, mod, prefix = ARCH[arch]
+
+    def rmsnorm(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    @torch.no_grad()
+    def rotary(self, x, position_ids):
+        assert self.rope_type == "default" and self.attention_scaling == 1.0
+        cfg = self.config
+        theta = cfg.rope_parameters["rope_theta"] if getattr(cfg, "rope_parameters", None) else cfg.rope_theta
+        hs = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        inv_freq = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+        assert torch.allclose(inv_freq, self.inv_freq.double(), rtol=1e-6, atol=0)
+        freqs = position_ids[..., None].double() * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    def eager(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        key_states = mod.repeat_kv(key, module.num_key_value_groups)
+        value_states = mod.repeat_kv(value, module.num_key_value_groups)
+        attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+        if attention_mask is not None:
+            attn_weights = attn_weights + attention_mask
+        attn_weights = F.softmax(attn_weights, dim=-1)
+        attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)
+        attn_output = torch.matmul(attn_weights, value_states).transpose(1, 2).contiguous()
+        return attn_output, attn_weights
+
+    with mock.patch.object(getattr(mod, prefix + "RMSNorm"), "forward", rmsnorm), \
+            mock.patch.object(getattr(mod, prefix + "RotaryEmbedding"), "forward", rotary), \
+            mock.patch.object(mod, "eager_attention_forward", eager):
+        yield
+
+
+def loss_fn(logits, targets):
+    """Mean cross-entropy over the targets != -1; targets are already aligned with tokens."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long(), ignore_index=-1)
+
+
+def run(model, tokens, targets):
+    logits = model(input_ids=tokens.long(), use_cache=False).logits
+    return logits, loss_fn(logits, targets)
+
+
+# ------------------------------------------------------------------ handgrad's layout
+
+def handgrad_shapes(spec):
+    """handgrad name -> shape, in handgrad's order."""
+    h = spec["hf"]
+    C, NH, NKV, F_, V = (h["hidden_size"], h["num_attention_heads"], h["num_key_value_heads"],
+                         h["intermediate_size"], h["vocab_size"])
+    hs = h.get("head_dim") or C // NH
+    QD, KVD = NH * hs, NKV * hs
+    shapes = {"wte.weight": (V, C)}
+    for l in range(h["num_hidden_layers"]):
+        p = f"h.{l}."
+        shapes[p + "ln_1.weight"] = (C,)
+        shapes[p + "attn.c_attn.weight"] = (C, QD + 2 * KVD)
+        if spec["arch"] == "qwen2":
+            shapes[p + "attn.c_attn.bias"] = (QD + 2 * KVD,)
+        shapes[p + "attn.c_proj.weight"] = (QD, C)
+        shapes[p + "ln_2.weight"] = (C,)
+        shapes[p + "mlp.c_fc.weight"] = (C, 2 * F_)
+        shapes[p + "mlp.c_proj.weight"] = (F_, C)
+    shapes["ln_f.weight"] = (C,)
+    if not h["tie_word_embeddings"]:
+        shapes["lm_head.weight"] = (V, C)
+    return shapes
+
+
+def split_sizes(spec):
+    h = spec["hf"]
+    hs = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+    return [h["num_attention_heads"] * hs, h["num_key_value_heads"] * hs, h["num_key_value_heads"] * hs]
+
+
+def to_torch(spec, hg):
+    """handgrad name -> tensor  to  transformers parameter name -> tensor (contiguous)."""
+    qkv, F_ = split_sizes(spec), spec["hf"]["intermediate_size"]
+    out = {"model.embed_tokens.weight": hg["wte.weight"], "model.norm.weight": hg["ln_f.weight"]}
+    if "lm_head.weight" in hg:
+        out["lm_head.weight"] = hg["lm_head.weight"]
+    for l in range(spec["hf"]["num_hidden_layers"]):
+        p, t = f"h.{l}.", f"model.layers.{l}."
+        out[t + "input_layernorm.weight"] = hg[p + "ln_1.weight"]
+        out[t + "post_attention_layernorm.weight"] = hg[p + "ln_2.weight"]
+        for name, w in zip("qkv", hg[p + "attn.c_attn.weight"].T.split(qkv, dim=0)):
+            out[t + f"self_attn.{name}_proj.weight"] = w
+        if p + "attn.c_attn.bias" in hg:
+            for name, b in zip("qkv", hg[p + "attn.c_attn.bias"].split(qkv)):
+                out[t + f"self_attn.{name}_proj.bias"] = b
+        out[t + "self_attn.o_proj.weight"] = hg[p + "attn.c_proj.weight"].T
+        gate, up = hg[p + "mlp.c_fc.weight"].T.split([F_, F_], dim=0)
+        out[t + "mlp.gate_proj.weight"], out[t + "mlp.up_proj.weight"] = gate, up
+        out[t + "mlp.down_proj.weight"] = hg[p + "mlp.c_proj.weight"].T
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def to_handgrad(spec, tt):
+    """transformers parameter name -> tensor  to  handgrad name -> tensor (contiguous)."""
+    out = {"wte.weight": tt["model.embed_tokens.weight"], "ln_f.weight": tt["model.norm.weight"]}
+    if not spec["hf"]["tie_word_embeddings"]:
+        out["lm_head.weight"] = tt["lm_head.weight"]
+    for l in range(spec["hf"]["num_hidden_layers"]):
+        p, t = f"h.{l}.", f"model.layers.{l}."
+        a = t + "self_attn."
+        out[p + "ln_1.weight"] = tt[t + "input_layernorm.weight"]
+        out[p + "ln_2.weight"] = tt[t + "post_attention_layernorm.weight"]
+        out[p + "attn.c_attn.weight"] = torch.cat([tt[a + f"{n}_proj.weight"] for n in "qkv"], dim=0).T
+        if a + "q_proj.bias" in tt:
+            out[p + "attn.c_attn.bias"] = torch.cat([tt[a + f"{n}_proj.bias"] for n in "qkv"])
+        out[p + "attn.c_proj.weight"] = tt[a + "o_proj.weight"].T
+        out[p + "mlp.c_fc.weight"] = torch.cat([tt[t + "mlp.gate_proj.weight"], tt[t + "mlp.up_proj.weight"]]).T
+        out[p + "mlp.c_proj.weight"] = tt[t + "mlp.down_proj.weight"].T
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def load_params(spec, model, hg):
+    """Copies handgrad-layout tensors into the model; every parameter must be covered once."""
+    tt = to_torch(spec, hg)
+    named = dict(model.named_parameters())  # a tied lm_head is listed once, as embed_tokens
+    assert named.keys() == tt.keys(), f"unmapped: {sorted(named.keys() ^ tt.keys())}"
+    with torch.no_grad():
+        for k, p in named.items():
+            assert p.shape == tt[k].shape, (k, p.shape, tt[k].shape)
+            p.copy_(tt[k].to(p.dtype))
+
+
+def build(spec, hg, dtype):
+    model = make_model(spec, dtype)
+    load_params(spec, model, hg)
+    return model
+
+
+def handgrad_forward(spec, hg, tokens):
+    """An independent float64 forward over the handgrad-layout tensors, written from the
+    layout table (not from transformers), used only to check the mapping both ways."""
+    h = spec["hf"]
+    NH, NKV, eps, theta = h["num_attention_heads"], h["num_key_value_heads"], h["rms_norm_eps"], h["rope_theta"]
+    QD, KVD, _ = split_sizes(spec)
+    hs, F_ = QD // NH, h["intermediate_size"]
+    B, T = tokens.shape
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    ang = torch.arange(T, dtype=torch.float64)[:, None] / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    cos, sin = ang.cos(), ang.sin()  # (T, hs/2)
+
+    def rope(x):  # (B, heads, T, hs), pairs (i, i + hs/2)
+        x1, x2 = x[..., : hs // 2], x[..., hs // 2:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    x = hg["wte.weight"][tokens.long()]
+    for l in range(h["num_hidden_layers"]):
+        p = f"h.{l}."
+        qkv = rms(x, hg[p + "ln_1.weight"]) @ hg[p + "attn.c_attn.weight"]
+        if p + "attn.c_attn.bias" in hg:
+            qkv = qkv + hg[p + "attn.c_attn.bias"]
+        q = rope(qkv[..., :QD].reshape(B, T, NH, hs).transpose(1, 2))
+        k = rope(qkv[..., QD:QD + KVD].reshape(B, T, NKV, hs).transpose(1, 2))
+        v = qkv[..., QD + KVD:].reshape(B, T, NKV, hs).transpose(1, 2)
+        kv_of = torch.arange(NH) // (NH // NKV)  # query head h uses key/value head h // (NH/NKV)
+        s = (q @ k[:, kv_of].transpose(-1, -2)) / math.sqrt(hs)
+        y = s.masked_fill(~mask, -math.inf).softmax(-1) @ v[:, kv_of]
+        x = x + y.transpose(1, 2).reshape(B, T, QD) @ hg[p + "attn.c_proj.weight"]
+        gu = rms(x, hg[p + "ln_2.weight"]) @ hg[p + "mlp.c_fc.weight"]
+        x = x + (F.silu(gu[..., :F_]) * gu[..., F_:]) @ hg[p + "mlp.c_proj.weight"]
+    return rms(x, hg["ln_f.weight"]) @ hg.get("lm_head.weight", hg["wte.weight"]).T
+
+
+# ------------------------------------------------------------------ fixture generation
+
+def draw_params(spec, rng):
+    """Non-trivial float32 values in handgrad's layout: N(0, 0.02) weights and biases,
+    1 + N(0, 0.1) norm weights."""
+    params = {}
+    for name, shape in handgrad_shapes(spec).items():
+        z = rng.standard_normal(shape, dtype=np.float32)
+        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+            v = np.float32(1) + np.float32(0.1) * z
+        else:
+            v = np.float32(0.02) * z
+        params[name] = torch.from_numpy(v)
+    return params
+
+
+def draw_batch(V, B, T, rng):
+    """Tokens and targets uniform in [0, V); 10% of the targets (at least one) are -1,
+    at distinct random positions, never a whole row."""
+    tokens = rng.integers(0, V, size=(B, T), dtype=np.int32)
+    targets = rng.integers(0, V, size=(B, T), dtype=np.int32)
+    n_ignore = max(1, round(IGNORE_FRACTION * B * T))
+    targets.reshape(-1)[rng.choice(B * T, size=n_ignore, replace=False)] = -1
+    assert not (targets == -1).all(axis=1).any(), "a row has every target ignored"
+    return torch.from_numpy(tokens), torch.from_numpy(targets)
+
+
+SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32"}
+
+
+def write_safetensors(path, tensors, metadata):
+    """A safetensors file with sorted keys, so reruns write identical bytes. Tensors are
+    laid out in name order."""
+    header, chunks, offset = {"__metadata__": metadata}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        data = t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": SAFETENSORS_DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    blob = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)  # the data section starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(len(blob).to_bytes(8, "little"))
+        f.write(blob)
+        for c in chunks:
+            f.write(c)
+
+
+def handgrad_config(spec):
+    h = spec["hf"]
+    return {
+        "vocab_size": h["vocab_size"], "max_seq_len": h["max_position_embeddings"],
+        "n_layer": h["num_hidden_layers"], "n_head": h["num_attention_heads"],
+        "n_kv_head": h["num_key_value_heads"], "d_model": h["hidden_size"], "d_ff": h["intermediate_size"],
+        "head_dim": h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"], "dropout": 0.0,
+        "norm": "rmsnorm", "norm_eps": h["rms_norm_eps"], "position": "rope", "rope_theta": h["rope_theta"],
+        "mlp": "swiglu", "tied": h["tie_word_embeddings"], "qkv_bias": spec["arch"] == "qwen2",
+        "proj_bias": False, "mlp_bias": False,
+    }
+
+
+def rel_err(a, b):
+    return ((a - b).norm() / b.norm()).item()
+
+
+def adamw_trajectory(spec, params, tokens, targets, grad_clip):
+    """Losses before each update, pre-clip grad norms, and the final float64 parameters."""
+    model = build(spec, params, torch.float64)
+    ps = list(model.parameters())
+    groups = [{"params": [p for p in ps if p.dim() >= 2], "weight_decay": ADAMW["weight_decay"]},
+              {"params": [p for p in ps if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=ADAMW["lr"], betas=(ADAMW["beta1"], ADAMW["beta2"]), eps=ADAMW["eps"],
+                            foreach=False)
+    losses, norms = [], []
+    for _ in range(ADAMW_STEPS):
+        opt.zero_grad(set_to_none=True)
+        _, loss = run(model, tokens, targets)
+        loss.backward()
+        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip).item())
+        losses.append(loss.item())
+        opt.step()
+    final = to_handgrad(spec, {n: p.detach().clone() for n, p in model.named_parameters()})
+    return np.array(losses), np.array(norms), final
+
+
+def clip_candidates(norms):
+    """Values with 4 significant bits (exact in float32, short in decimal) near the median
+    unclipped norm, nearest first."""
+    m = float(np.median(norms))
+    quantum = 2.0 ** (math.floor(math.log2(m)) - 3)
+    ks = range(max(1, round(m / quantum) - 4), round(m / quantum) + 5)
+    return sorted((k * quantum for k in ks), key=lambda c: (abs(c - m), c))
+
+
+def clip_ok(norms, grad_clip):
+    """Clipping acts on some steps, not all, and (so that a float32 engine takes the same
+    decisions) no pre-clip norm is within 0.1% of the clip."""
+    clipped = int((norms > grad_clip).sum())
+    return 0 < clipped < ADAMW_STEPS and float(np.min(np.abs(norms / grad_clip - 1))) > 1e-3
+
+
+def generate(name, spec, out_dir):
+    B, T, V = spec["batch"], spec["seq_len"], spec["hf"]["vocab_size"]
+    rng = np.random.default_rng(spec["seed"])
+    params = draw_params(spec, rng)
+    tokens, targets = draw_batch(V, B, T, rng)
+    shapes = handgrad_shapes(spec)
+
+    # Every transformers parameter is mapped, once; the mapping round-trips exactly.
+    model = make_model(spec, torch.float64)
+    n_model = sum(p.numel() for p in model.parameters())
+    n_handgrad = sum(math.prod(s) for s in shapes.values())
+    assert n_model == n_handgrad, f"{name}: model has {n_model} parameters, handgrad layout {n_handgrad}"
+    back = to_handgrad(spec, to_torch(spec, params))
+    assert back.keys() == params.keys() and all(torch.equal(back[k], params[k]) for k in params)
+
+    with exact_float64(spec["arch"]):
+        model = build(spec, params, torch.float64)
+        logits, loss = run(model, tokens, targets)
+        loss.backward()
+        grads = to_handgrad(spec, {n: p.grad.detach().clone() for n, p in model.named_parameters()})
+        logits = logits.detach()
+    assert math.isfinite(loss.item()), f"{name}: loss is not finite"
+    assert {k: tuple(v.shape) for k, v in grads.items()} == shapes
+
+    # Independent check of the layout: a forward written from the table, on handgrad tensors.
+    hg64 = {k: v.double().requires_grad_() for k, v in params.items()}
+    ref_logits = handgrad_forward(spec, hg64, tokens)
+    loss_fn(ref_logits, targets).backward()
+    ind_logits = ((ref_logits.detach() - logits).abs().max() / logits.abs().max()).item()
+    ind_grad = max(rel_err(hg64[k].grad, grads[k]) for k in grads)
+    print(f"{name}: independent handgrad-layout forward: logits max rel {ind_logits:.1e}, "
+          f"worst grad rel-norm err {ind_grad:.1e}")
+    assert ind_logits < 1e-12 and ind_grad < 1e-10, f"{name}: handgrad-layout forward disagrees"
+
+    # Stock transformers (float32 casts inside) in float64, and fully in float32, agree.
+    for dtype in (torch.float64, torch.float32):
+        m = build(spec, params, dtype)
+        lg, ls = run(m, tokens, targets)
+        ls.backward()
+        g = to_handgrad(spec, {n: p.grad for n, p in m.named_parameters()})
+        rel_loss = abs(ls.item() - loss.item()) / abs(loss.item())
+        rel_logits = ((lg.detach().double() - logits).abs().max() / logits.abs().max()).item()
+        rel_grad = max(rel_err(g[k].double(), grads[k]) for k in grads)
+        print(f"{name}: stock transformers {str(dtype)[6:]}: loss {ls.item():.12f} rel {rel_loss:.1e}; "
+              f"logits max rel {rel_logits:.1e}; worst grad rel-norm err {rel_grad:.1e}")
+        assert rel_loss < 1e-5 and rel_logits < 1e-5 and rel_grad < 1e-4, f"{name}: stock {dtype} disagrees"
+
+    # Choose the clip from an unclipped run: the candidate nearest the median norm that
+    # clips some steps, not all, with no norm near the threshold.
+    with exact_float64(spec["arch"]):
+        _, free_norms, _ = adamw_trajectory(spec, params, tokens, targets, math.inf)
+        for grad_clip in clip_candidates(free_norms):
+            losses, norms, final = adamw_trajectory(spec, params, tokens, targets, grad_clip)
+            if clip_ok(norms, grad_clip):
+                break
+            print(f"{name}: grad_clip {grad_clip} rejected (pre-clip norms {np.array2string(norms, precision=5)})")
+    clipped = [k for k in range(ADAMW_STEPS) if norms[k] > grad_clip]
+    margin = float(np.min(np.abs(norms / grad_clip - 1)))
+    print(f"{name}: loss {loss.item():.12f}; grad_clip {grad_clip}; pre-clip norms "
+          f"{np.array2string(norms, precision=4)}; clipped steps {clipped}; closest norm {margin:.1%} from the clip")
+    print(f"{name}: losses {np.array2string(losses, precision=8, max_line_width=200)}")
+    assert 0 < len(clipped) < ADAMW_STEPS, f"{name}: clipping must be active on some steps, not all"
+    # A float32 engine must take the same clip decisions, so no norm may sit on the threshold.
+    assert margin > 1e-3, f"{name}: a grad norm is within {margin:.1e} of grad_clip"
+    assert np.isfinite(losses).all() and np.isfinite(norms).all(), f"{name}: non-finite trajectory"
+    assert losses[0] == loss.item(), f"{name}: first trajectory loss differs from the reference loss"
+    assert (np.diff(losses) < 0).all(), f"{name}: loss does not decrease at every AdamW step"
+
+    tensors = {"tokens": tokens, "targets": targets, "logits": logits,
+               "loss": torch.tensor([loss.item()], dtype=torch.float64),
+               "adamw.losses": torch.from_numpy(losses), "adamw.grad_norms": torch.from_numpy(norms)}
+    for n in params:
+        tensors[f"param.{n}"] = params[n]
+        tensors[f"grad.{n}"] = grads[n]
+        tensors[f"final.{n}"] = final[n]
+    metadata = {
+        "config": json.dumps(handgrad_config(spec)),
+        "batch": str(B),
+        "seq_len": str(T),
+        "adamw": json.dumps({**ADAMW, "grad_clip": grad_clip}),
+        "generator": "tools/gen_llama_fixture.py",
+        "hf_class": ARCH[spec["arch"]][1].__name__,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+    }
+    path = os.path.join(out_dir, f"{name}.safetensors")
+    write_safetensors(path, tensors, metadata)
+
+    # Read it back with the reference reader; a fresh model built from the file's params
+    # (handgrad layout mapped back) reproduces the stored logits.
+    back = load_file(path)
+    assert back.keys() == tensors.keys() and all(torch.equal(back[k], tensors[k]) for k in tensors)
+    with exact_float64(spec["arch"]):
+        fresh = build(spec, {k[6:]: v for k, v in back.items() if k.startswith("param.")}, torch.float64)
+        with torch.no_grad():
+            lg, _ = run(fresh, back["tokens"], back["targets"])
+    err = ((lg - back["logits"]).abs().max() / back["logits"].abs().max()).item()
+    assert err <= 1e-12, f"{name}: rebuilt model's logits differ by {err:.1e}"
+    print(f"{name}: reloaded; rebuilt model's logits max rel diff {err:.1e}")
+    print(f"{name}: wrote {path} ({os.path.getsize(path) / 1e6:.2f} MB, {len(tensors)} tensors)")
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out-dir", default=os.path.join(root, "tests", "fixtures"))
+    ap.add_argument("--only", choices=sorted(FIXTURES))
+    args = ap.parse_args()
+    # One thread: reductions then happen in a fixed order, so reruns write identical bytes.
+    torch.set_num_threads(1)
+    os.makedirs(args.out_dir, exist_ok=True)
+    for name, spec in FIXTURES.items():
+        if args.only in (None, name):
+            generate(name, spec, args.out_dir)
+
+
+if __name__ == "__main__":
+    main()
