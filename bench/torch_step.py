@@ -1,11 +1,17 @@
-"""Times GPT-2 forward, backward and a training step in PyTorch on the CPU, printing rows in the
-schema of `handgrad bench --json` (one JSON object per pass).
+"""Times forward, backward and a training step of GPT-2 or the CS336 Transformer in PyTorch on the CPU,
+printing rows in the schema of `handgrad bench --json` (one JSON object per pass).
+
+Two architectures: GPT-2 (tools/torch_gpt2.py; presets small ... 2.7B, tiny, odd) and the
+CS336 "basics" Transformer (tools/torch_cs336.py: RMSNorm, RoPE, SwiGLU, no biases, untied
+output; presets cs336-small ... cs336-2.7B, V=10000), as handgrad's presets of the same
+names. --arch picks one for an explicit shape with no --model.
 
 One configuration (model, batch, ctx, threads, mode) per process. The vocabulary is padded
-to a multiple of 64 (50257 -> 50304, as nanoGPT does), which makes PyTorch's GEMMs faster;
-tokens and targets come from the real vocabulary, and FLOPs count the real vocabulary, as
-handgrad does. Attention is F.scaled_dot_product_attention(is_causal=True), PyTorch's
-fastest CPU path (torch >= 2.0; the spelled-out softmax before that).
+to a multiple of 64 (50257 -> 50304, as nanoGPT does; 10000 -> 10048; handgrad pads it
+internally too), which makes PyTorch's GEMMs faster; tokens and targets come from the real
+vocabulary, and FLOPs count the real vocabulary, as handgrad does (CS336: the untied output
+matrix counts, the embedding lookup does not). Attention is F.scaled_dot_product_attention(is_causal=True),
+PyTorch's fastest CPU path (torch >= 2.0; the spelled-out softmax before that).
 
 Like handgrad, a model whose training state (16 bytes a parameter) does not fit is not
 trained: its forward row runs under torch.no_grad() if the parameters fit, and the other
@@ -31,9 +37,17 @@ PRESETS = {  # d_model, d_ff, layers, heads, as hg_config_preset
     "2.7B": (2560, 10240, 32, 32),
     "tiny": (64, 256, 2, 4),
     "odd": (96, 384, 2, 3),
+    # the CS336 Transformer (tools/torch_cs336.py) on the same ladder
+    "cs336-small": (768, 3072, 12, 12),
+    "cs336-medium": (1024, 4096, 24, 16),
+    "cs336-large": (1280, 5120, 36, 20),
+    "cs336-xl": (1600, 6400, 48, 25),
+    "cs336-2.7B": (2560, 10240, 32, 32),
 }
-PRESET_VOCAB = {"tiny": 512, "odd": 1000}
+PRESET_VOCAB = {"tiny": 512, "odd": 1000, **{m: 10000 for m in PRESETS if m.startswith("cs336-")}}
 PRESET_TMAX = {"tiny": 64, "odd": 64}
+ARCHS = ("gpt2", "cs336")
+ARCH_VOCAB = {"gpt2": 50257, "cs336": 10000}  # an explicit shape's default vocabulary
 VOCAB = 50257
 MAX_SEQ_LEN = 1024
 VOCAB_MULTIPLE = 64
@@ -47,7 +61,10 @@ def parse_args():
     ap.add_argument("--d-ff", type=int, help="default 4 * d_model")
     ap.add_argument("--layers", type=int)
     ap.add_argument("--heads", type=int)
-    ap.add_argument("--vocab", type=int, help="real vocabulary before padding (default 50257)")
+    ap.add_argument("--vocab", type=int, help="real vocabulary before padding (default the preset's; explicit "
+                    "shapes 50257 for gpt2, 10000 for cs336)")
+    ap.add_argument("--arch", choices=ARCHS, help="architecture of an explicit shape (default gpt2); a --model "
+                    "preset sets its own (cs336-* are cs336)")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -69,15 +86,19 @@ def parse_args():
     if missing:
         ap.error("give --model or all of --d-model --layers --heads (missing: %s)" % ", ".join(missing))
     shape.setdefault("d_ff", 4 * shape["d_model"])
-    args.vocab = args.vocab or PRESET_VOCAB.get(args.model, VOCAB)
+    preset_arch = ("cs336" if args.model.startswith("cs336-") else "gpt2") if args.model else None
+    if args.arch and preset_arch and args.arch != preset_arch:
+        ap.error(f"--arch {args.arch} contradicts --model {args.model} ({preset_arch})")
+    args.arch = preset_arch or args.arch or "gpt2"
+    args.vocab = args.vocab or PRESET_VOCAB.get(args.model, ARCH_VOCAB[args.arch])
     args.tmax = PRESET_TMAX.get(args.model, MAX_SEQ_LEN)
     overridden = args.model and (tuple(shape[k] for k in ("d_model", "d_ff", "layers", "heads")) != PRESETS[args.model]
                                  or args.vocab != PRESET_VOCAB.get(args.model, VOCAB))
     if args.model and not overridden:
         args.model_name = args.model
     else:
-        args.model_name = "d{d_model}-f{d_ff}-l{layers}-h{heads}".format(**shape)
-        if args.vocab != VOCAB:
+        args.model_name = ("cs336-" if args.arch == "cs336" else "") + "d{d_model}-f{d_ff}-l{layers}-h{heads}".format(**shape)
+        if args.vocab != ARCH_VOCAB[args.arch]:
             args.model_name += f"-v{args.vocab}"
     args.shape = shape
     args.passes = [p for p in PASSES if p in args.passes.split(",")]
@@ -92,7 +113,10 @@ def parse_args():
 
 def run(args, torch, rows):
     """Fills rows[pass] with timings; raises on failure (the caller reports OOM)."""
-    from torch_gpt2 import GPT, GPTConfig, param_count, param_groups, train_flops
+    if args.arch == "cs336":
+        from torch_cs336 import CS336LM as GPT, CS336Config as GPTConfig, param_count, param_groups, train_flops
+    else:
+        from torch_gpt2 import GPT, GPTConfig, param_count, param_groups, train_flops
 
     s = args.shape
     padded = math.ceil(args.vocab / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
