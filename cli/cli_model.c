@@ -49,6 +49,7 @@ int cli_model_flag(const char *cmd, cli_model *o, int c, const char *arg) {
         o->precision = arg;
         return 1;
     case CLI_OPT_CUDA_GRAPHS: o->flags |= HG_FLAG_CUDA_GRAPHS; return 1;
+    case CLI_OPT_ARCH: o->arch = arg; return 1;
     default: return 0;
     }
 }
@@ -58,6 +59,7 @@ int cli_model_setup(const char *cmd, const cli_model *o, int training, hg_config
         fprintf(stderr, "handgrad %s: %s\n", cmd, hg_last_error());
         return 1;
     }
+    if (cli_apply_arch(cmd, o->arch, cfg)) return 1;
     *opt = hg_options_default();
     opt->batch = o->batch;
     opt->seq_len = o->ctx;
@@ -72,6 +74,30 @@ void cli_model_device(const cli_model *o, hg_options *opt) {
     opt->device = strcmp(o->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
     opt->precision = strcmp(o->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
     opt->flags = o->flags;
+}
+
+int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg) {
+    if (!spec || !*spec) return 0;
+    char buf[1024];
+    if (strlen(spec) >= sizeof buf) {
+        fprintf(stderr, "handgrad %s: --arch is longer than %zu characters\n", cmd, sizeof buf - 1);
+        return 1;
+    }
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (!eq) {
+            fprintf(stderr, "handgrad %s: --arch '%s' is not FIELD=VALUE\n", cmd, item);
+            return 1;
+        }
+        *eq = 0;
+        if (hg_config_set(cfg, item, eq + 1) != HG_OK) {
+            fprintf(stderr, "handgrad %s: --arch: %s\n", cmd, hg_last_error());
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets) {

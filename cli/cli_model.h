@@ -15,21 +15,27 @@ typedef struct cli_model {
     uint64_t seed;
     const char *device, *precision; /* "cpu" or "cuda"; "fp32" or "bf16" (checked) */
     unsigned flags;                 /* HG_FLAG_* */
+    const char *arch;               /* --arch FIELD=VALUE,...: config fields over the preset */
 } cli_model;
 
 /* getopt_long values of the shared flags, clear of any short option. */
 enum { CLI_OPT_MODEL = 0x100, CLI_OPT_BATCH, CLI_OPT_CTX, CLI_OPT_THREADS, CLI_OPT_SEED,
-       CLI_OPT_DEVICE, CLI_OPT_PRECISION, CLI_OPT_CUDA_GRAPHS };
+       CLI_OPT_DEVICE, CLI_OPT_PRECISION, CLI_OPT_CUDA_GRAPHS, CLI_OPT_ARCH };
 
 /* Entries for a command's struct option array. */
 #define CLI_MODEL_OPTIONS                                                                            \
     {"model", required_argument, 0, CLI_OPT_MODEL}, {"batch", required_argument, 0, CLI_OPT_BATCH},  \
     {"ctx", required_argument, 0, CLI_OPT_CTX}, {"threads", required_argument, 0, CLI_OPT_THREADS},  \
     {"seed", required_argument, 0, CLI_OPT_SEED}, {"device", required_argument, 0, CLI_OPT_DEVICE},  \
-    {"precision", required_argument, 0, CLI_OPT_PRECISION}, {"cuda-graphs", no_argument, 0, CLI_OPT_CUDA_GRAPHS}
+    {"precision", required_argument, 0, CLI_OPT_PRECISION}, {"cuda-graphs", no_argument, 0, CLI_OPT_CUDA_GRAPHS}, \
+    {"arch", required_argument, 0, CLI_OPT_ARCH}
 
 #define CLI_MODEL_USAGE                                                                              \
-    "  --model NAME     preset: small, medium, large, xl, 2.7B, tiny, odd (default small)\n"         \
+    "  --model NAME     preset (default small): small, medium, large, xl, 2.7B (GPT-2);\n"           \
+    "                   cs336-small ... cs336-2.7B (RMSNorm, RoPE, SwiGLU, V=10000); smollm-135m;\n" \
+    "                   tiny, odd, llama-tiny, qwen2-tiny\n"                                        \
+    "  --arch F=V,...   config fields over the preset, e.g. norm=rmsnorm,n_kv_head=4 (fields:\n"    \
+    "                   handgrad.h, hg_config_field_name)\n"                                         \
     "  --batch B        batch size (default 4)\n"                                                    \
     "  --ctx T          sequence length (default 256)\n"                                             \
     "  --threads N      OpenMP threads (default: all cores)\n"                                       \
@@ -46,6 +52,9 @@ int cli_model_flag(const char *cmd, cli_model *o, int c, const char *arg);
 int cli_model_setup(const char *cmd, const cli_model *o, int training, hg_config *cfg, hg_options *opt);
 /* Copies the device, precision and flags of o into opt (part of cli_model_setup). */
 void cli_model_device(const cli_model *o, hg_options *opt);
+/* Sets the config fields of spec "FIELD=VALUE,FIELD=VALUE" (NULL or "": none); prints
+ * the error and returns 1 if a field or value is bad. */
+int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg);
 /* Random token ids and next-token targets in [0, vocab), reproducible from seed. */
 void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets);
 

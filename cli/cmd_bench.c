@@ -30,7 +30,10 @@ static void usage(FILE *f) {
             "usage: handgrad bench [options]            model ladder: forward, backward, train step\n"
             "       handgrad bench --attention [options] attention alone: head size x sequence length\n"
             "models:\n"
-            "  --model LIST       presets small, medium, large, xl, 2.7B, tiny, odd (default small)\n"
+            "  --model LIST       presets (default small): small, medium, large, xl, 2.7B (GPT-2),\n"
+            "                     cs336-small ... cs336-2.7B (the CS336 model), smollm-135m,\n"
+            "                     tiny, odd, llama-tiny, qwen2-tiny\n"
+            "  --arch F=V,...     config fields over one preset, e.g. n_kv_head=4,mlp=relu2\n"
             "  --d-model C --layers L --heads NH [--d-ff F] [--vocab V]\n"
             "                     an explicit shape (F default 4*C, V default 50257, Tmax 1024);\n"
             "                     with one --model preset, these override its fields\n"
@@ -116,6 +119,7 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
         {"head-dims", required_argument, 0, O_HEAD_DIMS}, {"causal", no_argument, 0, O_CAUSAL},
         {"no-causal", no_argument, 0, O_NO_CAUSAL},   {"help", no_argument, 0, O_HELP},
         {"device", required_argument, 0, CLI_OPT_DEVICE}, {"precision", required_argument, 0, CLI_OPT_PRECISION},
+        {"arch", required_argument, 0, CLI_OPT_ARCH},
         {"cuda-graphs", no_argument, 0, CLI_OPT_CUDA_GRAPHS},
         {0, 0, 0, 0}};
     int dmodel = 0, dff = -1, layers = 0, heads = 0, vocab = 0, batch = 0, pass_given = 0;
@@ -133,7 +137,8 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
         case O_MODEL: models = optarg; break;
         case CLI_OPT_DEVICE:
         case CLI_OPT_PRECISION:
-        case CLI_OPT_CUDA_GRAPHS: bad = cli_model_flag("bench", &o->dev, c, optarg) < 0; break;
+        case CLI_OPT_CUDA_GRAPHS:
+        case CLI_OPT_ARCH: bad = cli_model_flag("bench", &o->dev, c, optarg) < 0; break;
         case O_DMODEL: bad = parse_int("--d-model", optarg, 1, &dmodel); break;
         case O_DFF: bad = parse_int("--d-ff", optarg, 1, &dff); break;
         case O_LAYERS: bad = parse_int("--layers", optarg, 1, &layers); break;
@@ -171,7 +176,7 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
         fprintf(stderr, "handgrad bench: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    int explicit_shape = dmodel || dff > 0 || layers || vocab || (heads && !o->attention);
+    int explicit_shape = dmodel || dff > 0 || layers || vocab || (heads && !o->attention) || o->dev.arch;
     if (o->attention && (models || explicit_shape || pass_given)) {
         fprintf(stderr, "handgrad bench: --attention times attention alone: --model, --pass and model sizes do not apply\n");
         return -1;
@@ -260,6 +265,7 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
         if (layers) e->n_layer = layers;
         if (heads) e->n_head = heads;
         if (vocab) e->vocab_size = vocab;
+        if (cli_apply_arch("bench", o->dev.arch, e)) return -1;
         if (hg_config_validate(e) != HG_OK) {
             fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
             return -1;

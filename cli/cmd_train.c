@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli_io.h"
+#include "cli_model.h"
 #include "commands.h"
 #include "core/timer.h"
 #include "handgrad.h"
@@ -194,6 +195,17 @@ static int check_dims(const train_opts *o, const hg_config *c, const char *from)
             return ERR("--model %s differs from %s (n_layer %d, n_head %d, d_model %d)", o->model, from, c->n_layer,
                        c->n_head, c->d_model);
     }
+    if (o->arch) { /* each field it names must already hold that value */
+        hg_config want = *c;
+        if (cli_apply_arch("train", o->arch, &want)) return 1;
+        const char *name;
+        char a[64], b[64];
+        for (int i = 0; (name = hg_config_field_name(i, NULL)); i++) {
+            hg_config_get(&want, name, a, sizeof a);
+            hg_config_get(c, name, b, sizeof b);
+            if (strcmp(a, b)) return ERR("--arch %s=%s differs from %s, which has %s", name, a, from, b);
+        }
+    }
     return 0;
 }
 
@@ -230,6 +242,7 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
         if (o->d_model) c->d_model = o->d_model;
         if (o->d_ff) c->d_ff = o->d_ff;
         if (o->max_seq_len) c->max_seq_len = o->max_seq_len;
+        if (cli_apply_arch("train", o->arch, c)) return 1;
         if (o->vocab_size) c->vocab_size = o->vocab_size;
         else if (t->tok) c->vocab_size = hg_tokenizer_vocab_size(t->tok);
         else c->vocab_size = shard_vocab(o->train);

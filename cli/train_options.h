@@ -12,7 +12,7 @@ typedef struct train_opts {
     char *config, *out;
     int resume;
     /* model: a preset, explicit dims (0: unset), or weights to start from */
-    char *model;
+    char *model, *arch; /* arch: "FIELD=VALUE,..." config fields over the preset */
     int n_layer, n_head, d_model, d_ff, max_seq_len, vocab_size;
     double dropout; /* < 0: unset */
     char *init_from, *init_from_hf;
