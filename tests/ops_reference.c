@@ -58,6 +58,52 @@ void ref_layernorm_backward(double *dinp, double *dw, double *db, const double *
     free(tmp);
 }
 
+void ref_norm_row(double *out, double *mean, double *rstd, const double *x, const double *w,
+                  const double *b, int C, const hg_norm_spec *ns) {
+    double m = 0.0, var = 0.0;
+    if (!ns->rms) {
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+    }
+    for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+    var /= C;
+    double s = 1.0 / sqrt(var + (double)ns->eps);
+    for (int c = 0; c < C; c++) out[c] = (x[c] - m) * s * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
+    *mean = m;
+    *rstd = s;
+}
+
+/* With xh = (x - m) s and g = dout w: dinp = s (g - mean(g) - xh mean(g xh)); RMSNorm
+ * has m = 0 and no mean(g) term (its output does not subtract a mean). */
+void ref_norm_backward(double *dinp, double *dw, double *db, const double *dout, const double *inp,
+                       const double *w, int N, int C, const hg_norm_spec *ns) {
+    double *xh = malloc(sizeof(double) * (size_t)C), *tmp = malloc(sizeof(double) * (size_t)C);
+    for (int c = 0; c < C; c++) {
+        if (dw) dw[c] = 0.0;
+        if (db) db[c] = 0.0;
+    }
+    for (int n = 0; n < N; n++) {
+        const double *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+        double m, s, mg = 0.0, mgx = 0.0;
+        ref_norm_row(tmp, &m, &s, x, NULL, NULL, C, ns);
+        for (int c = 0; c < C; c++) {
+            double g = dy[c] * (w ? w[c] : 1.0);
+            xh[c] = (x[c] - m) * s;
+            mg += g;
+            mgx += g * xh[c];
+        }
+        mg = ns->rms ? 0.0 : mg / C;
+        mgx /= C;
+        for (int c = 0; c < C; c++) {
+            dinp[(size_t)n * C + c] = s * (dy[c] * (w ? w[c] : 1.0) - mg - xh[c] * mgx);
+            if (dw) dw[c] += dy[c] * xh[c];
+            if (db) db[c] += dy[c];
+        }
+    }
+    free(xh);
+    free(tmp);
+}
+
 void ref_matmul_forward(double *out, double *mag, const double *inp, const double *w,
                         const double *bias, int M, int K, int N) {
     for (int m = 0; m < M; m++)
@@ -101,17 +147,54 @@ double ref_gelu_grad(double x) {
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GELU_K * (1.0 + 3.0 * GELU_A * x * x);
 }
 
+double ref_silu(double x) { return x / (1.0 + exp(-x)); }
+
+double ref_silu_grad(double x) {
+    double sg = 1.0 / (1.0 + exp(-x));
+    return sg * (1.0 + x * (1.0 - sg));
+}
+
+void ref_rope_table(float *cos_sin, int Tmax, int hs, float theta) {
+    const int half = hs / 2;
+    for (int i = 0; i < half; i++) {
+        float f = 1.0f / powf(theta, (float)(2 * i) / (float)hs);
+        for (int t = 0; t < Tmax; t++) {
+            double a = (double)t * (double)f;
+            cos_sin[(size_t)t * hs + i] = (float)cos(a);
+            cos_sin[(size_t)t * hs + half + i] = (float)sin(a);
+        }
+    }
+}
+
+void ref_rope(double *qkv, const float *cos_sin, const hg_rope_shape *s, int inverse) {
+    const int hs = s->hs, half = hs / 2, W = (s->NH + 2 * s->NKV) * hs;
+    for (int b = 0; b < s->B; b++)
+        for (int t = 0; t < s->T; t++) {
+            const float *row = cos_sin + (size_t)(s->pos0 + t) * hs;
+            double *x = qkv + ((size_t)b * s->T + t) * W;
+            for (int h = 0; h < s->NH + s->NKV; h++) /* the q heads, then the k heads */
+                for (int i = 0; i < half; i++) {
+                    double c = row[i], sn = inverse ? -(double)row[half + i] : row[half + i];
+                    double x1 = x[h * hs + i], x2 = x[h * hs + half + i];
+                    x[h * hs + i] = x1 * c - x2 * sn;
+                    x[h * hs + half + i] = x2 * c + x1 * sn;
+                }
+        }
+}
+
 /* Keys query t may see: all T, or 0..t when causal. */
 static int keys_seen(const hg_attention_shape *s, int t) { return s->causal ? t + 1 : s->T; }
 
 void ref_attention_row(double *out, double *lse, const double *qkv, const hg_attention_shape *s,
                        int b, int h, int t) {
-    const int T = s->T, hs = s->hs, C = s->NH * hs, nk = keys_seen(s, t);
+    const int T = s->T, hs = s->hs, nk = keys_seen(s, t);
+    const int NKV = s->NKV ? s->NKV : s->NH, W = (s->NH + 2 * NKV) * hs, g = h / (s->NH / NKV);
+    const int k0 = s->NH * hs + g * hs, v0 = (s->NH + NKV) * hs + g * hs;
     const double scale = 1.0 / sqrt((double)hs);
-    const double *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+    const double *q = qkv + ((size_t)b * T + t) * W + h * hs;
     double *p = malloc(sizeof(double) * (size_t)nk), mx = -INFINITY, sum = 0.0;
     for (int j = 0; j < nk; j++) {
-        const double *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+        const double *k = qkv + ((size_t)b * T + j) * W + k0;
         double dot = 0.0;
         for (int d = 0; d < hs; d++) dot += q[d] * k[d];
         p[j] = dot * scale;
@@ -120,7 +203,7 @@ void ref_attention_row(double *out, double *lse, const double *qkv, const hg_att
     for (int j = 0; j < nk; j++) sum += (p[j] = exp(p[j] - mx));
     for (int d = 0; d < hs; d++) out[d] = 0.0;
     for (int j = 0; j < nk; j++) {
-        const double *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
+        const double *v = qkv + ((size_t)b * T + j) * W + v0;
         for (int d = 0; d < hs; d++) out[d] += p[j] / sum * v[d];
     }
     *lse = mx + log(sum);
@@ -138,20 +221,22 @@ void ref_attention_forward(double *out, double *lse, const double *qkv, const hg
 void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
                             const hg_attention_shape *s) {
     const int T = s->T, hs = s->hs, C = s->NH * hs;
+    const int NKV = s->NKV ? s->NKV : s->NH, W = (s->NH + 2 * NKV) * hs, vk = NKV * hs; /* v - k */
     const double scale = 1.0 / sqrt((double)hs);
     double *P = malloc(sizeof(double) * (size_t)T), *dP = malloc(sizeof(double) * (size_t)T);
     double *o = malloc(sizeof(double) * (size_t)hs);
-    memset(dqkv, 0, sizeof(double) * (size_t)s->B * T * 3 * C);
+    memset(dqkv, 0, sizeof(double) * (size_t)s->B * T * W);
     for (int b = 0; b < s->B; b++)
         for (int h = 0; h < s->NH; h++)
             for (int t = 0; t < T; t++) {
-                const size_t row = ((size_t)b * T + t) * 3 * C + h * hs;
+                const int k0 = s->NH * hs + h / (s->NH / NKV) * hs; /* kv head of h */
+                const size_t row = ((size_t)b * T + t) * W + h * hs;
                 const double *q = qkv + row, *g = dout + ((size_t)b * T + t) * C + h * hs;
                 double lse, D = 0.0;
                 int nk = keys_seen(s, t);
                 ref_attention_row(o, &lse, qkv, s, b, h, t);
                 for (int j = 0; j < nk; j++) {
-                    const double *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs, *v = k + C;
+                    const double *k = qkv + ((size_t)b * T + j) * W + k0, *v = k + vk;
                     double dot = 0.0, dpv = 0.0;
                     for (int d = 0; d < hs; d++) dot += q[d] * k[d], dpv += g[d] * v[d];
                     P[j] = exp(dot * scale - lse);
@@ -159,12 +244,12 @@ void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
                     D += P[j] * dpv;
                 }
                 for (int j = 0; j < nk; j++) {
-                    const size_t krow = ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    const size_t krow = ((size_t)b * T + j) * W + k0;
                     double ds = P[j] * (dP[j] - D) * scale;
                     for (int d = 0; d < hs; d++) {
                         dqkv[row + d] += ds * qkv[krow + d];
                         dqkv[krow + d] += ds * q[d];
-                        dqkv[krow + C + d] += P[j] * g[d];
+                        dqkv[krow + vk + d] += P[j] * g[d];
                     }
                 }
             }

@@ -26,6 +26,16 @@ void ref_layernorm_row(double *out, double *mean, double *rstd, const double *x,
 void ref_layernorm_backward(double *dinp, double *dw, double *db, const double *dout,
                             const double *inp, const double *w, int N, int C);
 
+/* One row of LayerNorm or RMSNorm (ns->rms) with epsilon ns->eps (taken as the fp32
+ * value the kernels add, widened): out (C), mean (0 for RMSNorm), rstd of x (C). w and b
+ * may be NULL (weight 1, bias 0). */
+void ref_norm_row(double *out, double *mean, double *rstd, const double *x, const double *w,
+                  const double *b, int C, const hg_norm_spec *ns);
+/* dinp (N,C), dw (C), db (C) = gradients of sum(out * dout) of ref_norm_row, written;
+ * w NULL means weight 1; dw and db may be NULL (not computed). */
+void ref_norm_backward(double *dinp, double *dw, double *db, const double *dout, const double *inp,
+                       const double *w, int N, int C, const hg_norm_spec *ns);
+
 /* out (M,N) = inp (M,K) @ w (K,N) + bias; mag (M,N) = sum_k |inp||w| + |bias|, the
  * scale of a dot product's rounding error. bias and mag may be NULL. */
 void ref_matmul_forward(double *out, double *mag, const double *inp, const double *w,
@@ -37,12 +47,28 @@ void ref_matmul_backward(double *dinp, double *dw, double *dbias, const double *
 double ref_gelu(double x);
 double ref_gelu_grad(double x);
 
-/* Query row t of head (b, h): out (hs) and its log-sum-exp. qkv (B,T,3C). */
+/* silu(x) = x / (1 + exp(-x)) and its derivative. */
+double ref_silu(double x);
+double ref_silu_grad(double x);
+
+/* The rotary table as the model builds it (init_rope in src/model/gpt.c): cos_sin
+ * (Tmax, hs) fp32, row p = cos(p f_i) for i < hs/2, then sin(p f_i), f_i = 1/theta^(2i/hs)
+ * rounded to float, the angle p f_i and its cosine and sine in double. */
+void ref_rope_table(float *cos_sin, int Tmax, int hs, float theta);
+/* RoPE of ops/rope.h in double with the fp32 table's values: the q and k heads of qkv
+ * (B,T,W) rotated in place by +a (inverse = 0), or by the transpose (inverse = 1,
+ * rope_backward); v untouched. */
+void ref_rope(double *qkv, const float *cos_sin, const hg_rope_shape *s, int inverse);
+
+/* Attention as in ops/attention.h, grouped-query when s->NKV (0 means NH): qkv (B,T,W),
+ * W = (NH + 2 NKV) hs, q | k | v with query head h reading kv head h / (NH/NKV). */
+/* Query row t of head (b, h): out (hs) and its log-sum-exp. */
 void ref_attention_row(double *out, double *lse, const double *qkv, const hg_attention_shape *s,
                        int b, int h, int t);
 /* out (B,T,C), lse (B,NH,T). */
 void ref_attention_forward(double *out, double *lse, const double *qkv, const hg_attention_shape *s);
-/* dqkv (B,T,3C) = gradient of sum(out * dout). */
+/* dqkv (B,T,W) = gradient of sum(out * dout): a kv head's dk, dv summed over its query
+ * heads. */
 void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
                             const hg_attention_shape *s);
 

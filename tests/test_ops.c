@@ -311,6 +311,7 @@ int main(void) {
     check_failures += test_ops_matmul(bes);
     check_failures += test_ops_classifier(bes);
     check_failures += test_ops_attention(bes);
+    check_failures += test_ops_llama(bes);
 
     for (int k = 0; k < OPS_NBE; k++) bes[k]->ops->destroy(bes[k]);
     CHECK_DONE();

@@ -12,5 +12,6 @@ int test_ops_layernorm(hg_backend *bes[OPS_NBE]);  /* test_ops_layernorm.c */
 int test_ops_matmul(hg_backend *bes[OPS_NBE]);     /* test_ops_matmul.c */
 int test_ops_classifier(hg_backend *bes[OPS_NBE]); /* test_ops_classifier.c */
 int test_ops_attention(hg_backend *bes[OPS_NBE]);  /* test_ops_attention.c */
+int test_ops_llama(hg_backend *bes[OPS_NBE]);      /* test_ops_llama.c */
 
 #endif

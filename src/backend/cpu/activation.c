@@ -17,7 +17,7 @@ void cpu_activation_forward(hg_backend *be, hg_mlp_kind kind, float *out, const 
     size_t n = (size_t)N * F;
     #pragma omp parallel for simd schedule(static) num_threads(be->threads)
     for (size_t i = 0; i < n; i++) {
-        float r = pre[i] > 0.0f ? pre[i] : 0.0f;
+        float r = pre[i] > 0.0f ? pre[i] : 0.0f * pre[i]; /* 0 * NaN keeps a NaN input visible */
         out[i] = r * r;
     }
 }
@@ -42,5 +42,5 @@ void cpu_activation_backward(hg_backend *be, hg_mlp_kind kind, float *dpre, cons
     }
     size_t n = (size_t)N * F;
     #pragma omp parallel for simd schedule(static) num_threads(be->threads)
-    for (size_t i = 0; i < n; i++) dpre[i] = pre[i] > 0.0f ? 2.0f * pre[i] * dout[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) dpre[i] = (pre[i] > 0.0f ? 2.0f * pre[i] : 0.0f * pre[i]) * dout[i];
 }

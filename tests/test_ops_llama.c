@@ -1,0 +1,779 @@
+/* Op tests, part 6: the ops of Llama-family models. RMSNorm (alone and fused with the
+ * residual add), LayerNorm without affine parameters, a non-default epsilon; rotary
+ * position embedding with fewer kv heads than query heads; the SwiGLU and ReLU^2
+ * activations; grouped-query attention (blockwise forward and backward, and the cached
+ * forward of generation). Conventions as in test_ops.c: poisoned outputs, prefilled
+ * accumulators, two bitwise-equal runs, double references and finite differences,
+ * tolerances in units of u = 2^-24. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ops_reference.h"
+#include "ops_util.h"
+#include "test_ops.h"
+
+/* ---- RMSNorm, and LayerNorm without affine parameters ---- */
+
+/* Spread of row n's values. Every fourth row has sd = sqrt(eps) and an offset within
+ * sd/2 (RMSNorm) or 0.5 (LayerNorm): its mean square (RMSNorm) or variance (LayerNorm)
+ * is about eps, so a wrong or missing eps moves its rstd by 30% or more (1e-5 for 1e-6:
+ * a factor 2.3). The other rows have spreads 0.1 to 4. */
+static double norm_spread(int n, const hg_norm_spec *ns) {
+    static const double spread[] = {0.0, 0.1, 1.0, 4.0};
+    return n % 4 ? spread[n % 4] : sqrt((double)ns->eps);
+}
+
+static void fill_norm_rows(float *x, int N, int C, trng *r, const hg_norm_spec *ns) {
+    for (int n = 0; n < N; n++) {
+        double sd = norm_spread(n, ns), mu = trng_range(r, -0.5, 0.5) * (ns->rms ? sd : 1.0);
+        for (int c = 0; c < C; c++) x[n * C + c] = (float)(mu + sd * trng_range(r, -1.7, 1.7));
+    }
+}
+
+/* Forward tolerance scale of element (n, c), as in test_ops_layernorm.c: the size of
+ * what is computed, (|x| + |mean|) rstd |w| + |b| (w, b NULL: 1, 0). */
+static void norm_scale(double *scale, const double *x, const double *mean, const double *rstd,
+                       const double *w, const double *b, int N, int C) {
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            scale[n * C + c] = (fabs(x[n * C + c]) + fabs(mean[n])) * rstd[n] * (w ? fabs(w[c]) : 1.0) + (b ? fabs(b[c]) : 0.0);
+}
+
+/* A row's dinp is rstd * (dy w - means): its scale is rstd * rms(dy w) of the row. */
+static void norm_grad_scale(double *sx, const double *dy, const double *w, const double *rstd, int N, int C, double add) {
+    for (int n = 0; n < N; n++) {
+        double s2 = 0.0;
+        for (int c = 0; c < C; c++) {
+            double g = dy[n * C + c] * (w ? w[c] : 1.0);
+            s2 += g * g;
+        }
+        for (int c = 0; c < C; c++) sx[n * C + c] = add + rstd[n] * sqrt(s2 / C);
+    }
+}
+
+typedef struct norm_ctx {
+    double *x, *w, *b, *row;
+    const double *R;
+    int N, C;
+    const hg_norm_spec *ns;
+} norm_ctx;
+
+static double norm_loss_rows(norm_ctx *c, int n0, int n1) {
+    double L = 0.0, m, s;
+    for (int n = n0; n < n1; n++) {
+        ref_norm_row(c->row, &m, &s, c->x + (size_t)n * c->C, c->w, c->b, c->C, c->ns);
+        for (int j = 0; j < c->C; j++) L += c->row[j] * c->R[(size_t)n * c->C + j];
+    }
+    return L;
+}
+/* sum(out * R) over the row of input element i, or over all rows (a weight or bias) */
+static double norm_loss_x(void *v, size_t i) {
+    norm_ctx *c = v;
+    return norm_loss_rows(c, (int)(i / c->C), (int)(i / c->C) + 1);
+}
+static double norm_loss_all(void *v, size_t i) {
+    (void)i;
+    norm_ctx *c = v;
+    return norm_loss_rows(c, 0, c->N);
+}
+
+/* Bitwise: x still holds the poison pattern (a buffer the kernel must not write). */
+static int check_untouched(const char *what, const float *x, size_t n) {
+    float *p = fvec(n);
+    poison(p, n);
+    int bad = memcmp(p, x, sizeof(float) * n) != 0;
+    if (bad) fprintf(stderr, "%s: written, though the contract says it is not\n", what);
+    free(p);
+    return bad;
+}
+
+/* The norm of ns on its own, forward and backward. With has_w/has_b 0, w/b and dw/db are
+ * NULL. For RMSNorm the first runs pass mean = NULL and the second a poisoned buffer,
+ * which must stay untouched (RMSNorm neither reads nor writes mean) and give the same
+ * bits. */
+static void test_norm(hg_backend *bes[OPS_NBE], hg_norm_spec ns, int has_w, int has_b, uint64_t seed) {
+    enum { N = 74, C = 96 };
+    trng r = trng_seed(seed);
+    float *x = fvec(N * C), *w = has_w ? fvec(C) : NULL, *b = has_b ? fvec(C) : NULL, *R = fvec(N * C);
+    float *pre_dx = fvec(N * C), *pre_dw = fvec(C), *pre_db = fvec(C);
+    fill_norm_rows(x, N, C, &r, &ns);
+    if (w) fill(w, C, &r, -1.5, 1.5);
+    if (b) fill(b, C, &r, -0.5, 0.5);
+    fill(R, N * C, &r, -1, 1);
+    fill(pre_dx, N * C, &r, -1, 1), fill(pre_dw, C, &r, -1, 1), fill(pre_db, C, &r, -1, 1);
+    double *xd = dvec(N * C), *wd = w ? dvec(C) : NULL, *bd = b ? dvec(C) : NULL, *Rd = dvec(N * C);
+    widen(xd, x, N * C), widen(Rd, R, N * C);
+    if (w) widen(wd, w, C);
+    if (b) widen(bd, b, C);
+
+    double *out_ref = dvec(N * C), mean_ref[N], rstd_ref[N], mabs[N], *scale = dvec(N * C);
+    for (int n = 0; n < N; n++) {
+        ref_norm_row(out_ref + n * C, &mean_ref[n], &rstd_ref[n], xd + n * C, wd, bd, C, &ns);
+        mabs[n] = 0.0;
+        for (int c = 0; c < C; c++) mabs[n] += fabs(xd[n * C + c]) / C;
+    }
+    norm_scale(scale, xd, mean_ref, rstd_ref, wd, bd, N, C);
+
+    double *gx = dvec(N * C), gw[C], gb[C], *sx = dvec(N * C);
+    ref_norm_backward(gx, w ? gw : NULL, b ? gb : NULL, Rd, xd, wd, N, C, &ns);
+    norm_grad_scale(sx, Rd, wd, rstd_ref, N, C, 0.0);
+    /* finite differences of x with a step scaled to the row's spread (1/rstd): the
+     * eps-sized rows are ~1e-3 wide, where a fixed 1e-5 step would leave a truncation
+     * error of (1e-2)^2 */
+    size_t kx, *ix = sample_indices(N * C, 250, 61, &kx);
+    double row[C], *fx = dvec(kx), fw[C], fb[C];
+    norm_ctx ctx = {xd, wd, bd, row, Rd, N, C, &ns};
+    for (size_t j = 0; j < kx; j++) fx[j] = fd_central(xd, ix[j], FD_H / rstd_ref[ix[j] / C], norm_loss_x, &ctx);
+    char tag[96], name[160];
+    snprintf(tag, sizeof tag, "%s eps=%g%s%s", ns.rms ? "rmsnorm" : "layernorm", (double)ns.eps, w ? " w" : "", b ? " b" : "");
+    snprintf(name, sizeof name, "%s ref dinp vs fd", tag);
+    check_failures += check_grad_d(name, gx, fx, ix, kx, sx, 0, FD_TOL);
+    double sw = w ? rms(gw, C) : 0.0, sb = b ? rms(gb, C) : 0.0;
+    if (w) { /* the output is linear in w and b: their differences are exact but for rounding */
+        for (int c = 0; c < C; c++) fw[c] = fd_central(wd, c, FD_H, norm_loss_all, &ctx);
+        snprintf(name, sizeof name, "%s ref dw vs fd", tag);
+        check_failures += check_grad_d(name, gw, fw, NULL, C, NULL, sw, FD_TOL);
+    }
+    if (b) {
+        for (int c = 0; c < C; c++) fb[c] = fd_central(bd, c, FD_H, norm_loss_all, &ctx);
+        snprintf(name, sizeof name, "%s ref db vs fd", tag);
+        check_failures += check_grad_d(name, gb, fb, NULL, C, NULL, sb, FD_TOL);
+    }
+
+    float *out[2] = {fvec(N * C), fvec(N * C)}, *mean[2] = {fvec(N), fvec(N)}, *rstd[2] = {fvec(N), fvec(N)};
+    float *dx[2] = {fvec(N * C), fvec(N * C)}, *dw[2] = {fvec(C), fvec(C)}, *db[2] = {fvec(C), fvec(C)};
+    for (int k = 0; k < OPS_NBE; k++) {
+        hg_backend *be = bes[k];
+        use_backend(be);
+        float *scr = fvec((size_t)2 * C * be->threads);
+        snprintf(tag, sizeof tag, "%s eps=%g%s%s threads=%d", ns.rms ? "rmsnorm" : "layernorm", (double)ns.eps,
+                 w ? " w" : "", b ? " b" : "", be->threads);
+        for (int run = 0; run < 2; run++) {
+            poison(out[run], N * C), poison(mean[run], N), poison(rstd[run], N);
+            float *m = ns.rms && run == 0 ? NULL : mean[run];
+            be->ops->layernorm_forward(be, out[run], m, rstd[run], x, w, b, N, C, &ns);
+        }
+        snprintf(name, sizeof name, "%s out", tag);
+        check_failures += check_bitwise(name, out[0], out[1], N * C) + check_bitwise(name, rstd[0], rstd[1], N);
+        check_failures += check_finite(name, out[0], N * C);
+        /* as LayerNorm's (test_ops_layernorm.c): C-term fp32 sums, ~sqrt(C) u of the
+         * computed magnitude, 4 sqrt(C) u = 2.3e-6 */
+        check_failures += check_vec(name, out[0], out_ref, scale, N * C, 4 * sqrt(C) * U32, 0.0);
+        snprintf(name, sizeof name, "%s rstd", tag);
+        check_failures += check_finite(name, rstd[0], N);
+        check_failures += check_vec(name, rstd[0], rstd_ref, NULL, N, 4 * sqrt(C) * U32, 0.0);
+        snprintf(name, sizeof name, "%s mean", tag);
+        if (ns.rms) {
+            check_failures += check_untouched(name, mean[1], N);
+        } else {
+            check_failures += check_bitwise(name, mean[0], mean[1], N) + check_finite(name, mean[0], N);
+            check_failures += check_vec(name, mean[0], mean_ref, mabs, N, 4 * sqrt(C) * U32, 0.0);
+        }
+
+        for (int run = 0; run < 2; run++) {
+            memcpy(dx[run], pre_dx, sizeof(float) * N * C);
+            memcpy(dw[run], pre_dw, sizeof(float) * C);
+            memcpy(db[run], pre_db, sizeof(float) * C);
+            poison(scr, (size_t)2 * C * be->threads);
+            /* RMSNorm: NULL, then the poisoned mean of the forward's second run (NaN if read) */
+            float *m = ns.rms && run == 0 ? NULL : mean[1];
+            be->ops->layernorm_backward(be, dx[run], w ? dw[run] : NULL, b ? db[run] : NULL, R, x, w, m, rstd[0], N, C, scr, &ns);
+        }
+        snprintf(name, sizeof name, "%s backward", tag);
+        check_failures += check_bitwise(name, dx[0], dx[1], N * C) + check_finite(name, dx[0], N * C);
+        check_failures += check_bitwise(name, dw[0], dw[1], C) + check_bitwise(name, db[0], db[1], C);
+        /* dinp: two C-term reductions per row, 1e-5 of the row's scale, as LayerNorm's */
+        snprintf(name, sizeof name, "%s dinp fd", tag);
+        check_failures += check_grad(name, dx[0], pre_dx, fx, ix, kx, sx, 0, 1e-5);
+        snprintf(name, sizeof name, "%s dinp", tag);
+        check_failures += check_grad(name, dx[0], pre_dx, gx, NULL, N * C, sx, 0, 1e-5);
+        check_failures += check_rel_l2(name, dx[0], pre_dx, gx, N * C, 2e-6);
+        /* dw, db: N-row sums (per-thread partials, then in thread order) of dy xh and dy,
+         * |xh| < ~2.5: 1e-5 of the tensor's rms, as LayerNorm's. Without w, b: passed as
+         * NULL, so the prefilled buffers must come back bitwise as given */
+        snprintf(name, sizeof name, "%s dw fd", tag);
+        if (w) check_failures += check_grad(name, dw[0], pre_dw, fw, NULL, C, NULL, sw, 1e-5);
+        else check_failures += check_bitwise(name, dw[0], pre_dw, C);
+        snprintf(name, sizeof name, "%s db fd", tag);
+        if (b) check_failures += check_grad(name, db[0], pre_db, fb, NULL, C, NULL, sb, 1e-5);
+        else check_failures += check_bitwise(name, db[0], pre_db, C);
+        free(scr);
+    }
+    free(x), free(w), free(b), free(R), free(pre_dx), free(pre_dw), free(pre_db);
+    free(xd), free(wd), free(bd), free(Rd), free(out_ref), free(scale), free(gx), free(sx), free(ix), free(fx);
+    for (int run = 0; run < 2; run++) {
+        free(out[run]), free(mean[run]), free(rstd[run]), free(dx[run]), free(dw[run]), free(db[run]);
+    }
+}
+
+typedef struct rnorm_ctx {
+    double *res, *delta, *row, *sum;
+    const double *w, *R1, *R2;
+    int C;
+    const hg_dropout *drop;
+    const hg_norm_spec *ns;
+} rnorm_ctx;
+
+/* L = sum(out * R1) + sum(res_out * R2) over the row of element i. */
+static double rnorm_loss(void *v, size_t i) {
+    rnorm_ctx *c = v;
+    size_t o = i / c->C * c->C;
+    double L = 0.0, m, s;
+    for (int j = 0; j < c->C; j++) {
+        c->sum[j] = c->res[o + j] + c->delta[o + j] * ref_dropout_scale(c->drop, o + j);
+        L += c->sum[j] * c->R2[o + j];
+    }
+    ref_norm_row(c->row, &m, &s, c->sum, c->w, NULL, c->C, c->ns);
+    for (int j = 0; j < c->C; j++) L += c->row[j] * c->R1[o + j];
+    return L;
+}
+
+/* residual_layernorm_forward with RMSNorm (Llama: weight, no bias, mean NULL), then the
+ * backward chained as the model chains it: layernorm_backward into the stream's
+ * gradient, dropout_backward to the branch. */
+static void test_residual_rmsnorm(hg_backend *bes[OPS_NBE], hg_norm_spec ns, float p) {
+    enum { N = 74, C = 96 };
+    const hg_dropout drop = {.p = p, .seed = 77, .step = 5, .site = 2};
+    trng r = trng_seed(1300 + (p > 0));
+    float *res = fvec(N * C), *delta = fvec(N * C), *w = fvec(C), *R1 = fvec(N * C), *R2 = fvec(N * C), *pre_dw = fvec(C);
+    fill_norm_rows(res, N, C, &r, &ns);
+    /* a branch output 5% of its row's spread, so the eps-sized rows stay eps-sized */
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) delta[n * C + c] = (float)(0.05 * norm_spread(n, &ns) * trng_range(&r, -1, 1));
+    fill(w, C, &r, -1.5, 1.5), fill(R1, N * C, &r, -1, 1), fill(R2, N * C, &r, -1, 1), fill(pre_dw, C, &r, -1, 1);
+    double *resd = dvec(N * C), *deltad = dvec(N * C), *wd = dvec(C), *R1d = dvec(N * C), *R2d = dvec(N * C);
+    widen(resd, res, N * C), widen(deltad, delta, N * C), widen(wd, w, C), widen(R1d, R1, N * C), widen(R2d, R2, N * C);
+
+    double *sum_ref = dvec(N * C), *sum_scale = dvec(N * C), *out_ref = dvec(N * C), mean_ref[N], rstd_ref[N];
+    double *scale = dvec(N * C);
+    for (int i = 0; i < N * C; i++) {
+        double d = deltad[i] * ref_dropout_scale(&drop, i);
+        sum_ref[i] = resd[i] + d;
+        sum_scale[i] = fabs(resd[i]) + fabs(d);
+    }
+    for (int n = 0; n < N; n++) ref_norm_row(out_ref + n * C, &mean_ref[n], &rstd_ref[n], sum_ref + n * C, wd, NULL, C, &ns);
+    norm_scale(scale, sum_ref, mean_ref, rstd_ref, wd, NULL, N, C);
+
+    /* analytic: dres_in = R2 + RMSNorm'(R1); ddelta = mask * dres_in; dw = sum R1 xh */
+    double *gres = dvec(N * C), *gdelta = dvec(N * C), gw[C], *sx = dvec(N * C);
+    ref_norm_backward(gres, gw, NULL, R1d, sum_ref, wd, N, C, &ns);
+    norm_grad_scale(sx, R1d, wd, rstd_ref, N, C, 1.0);
+    for (int i = 0; i < N * C; i++) {
+        gres[i] += R2d[i];
+        gdelta[i] = gres[i] * ref_dropout_scale(&drop, i);
+    }
+    size_t kr, *ir = sample_indices(N * C, 200, 71, &kr);
+    double row[C], rowsum[C], *fres = dvec(kr), *fdelta = dvec(kr);
+    rnorm_ctx ctx = {resd, deltad, row, rowsum, wd, R1d, R2d, C, &drop, &ns};
+    for (size_t j = 0; j < kr; j++) {
+        double h = FD_H / rstd_ref[ir[j] / C]; /* the step scaled to the row, as above */
+        fres[j] = fd_central(resd, ir[j], h, rnorm_loss, &ctx);
+        fdelta[j] = fd_central(deltad, ir[j], h, rnorm_loss, &ctx);
+    }
+    char tag[96], name[160];
+    snprintf(tag, sizeof tag, "residual_rmsnorm eps=%g p=%g", (double)ns.eps, p);
+    snprintf(name, sizeof name, "%s ref dres vs fd", tag);
+    check_failures += check_grad_d(name, gres, fres, ir, kr, sx, 0, FD_TOL);
+    snprintf(name, sizeof name, "%s ref ddelta vs fd", tag);
+    check_failures += check_grad_d(name, gdelta, fdelta, ir, kr, sx, 0, FD_TOL);
+    double sw = rms(gw, C);
+
+    float *sum[2] = {fvec(N * C), fvec(N * C)}, *out[2] = {fvec(N * C), fvec(N * C)}, *mean = fvec(N);
+    float *rstd[2] = {fvec(N), fvec(N)}, *dw[2] = {fvec(C), fvec(C)};
+    float *dres[2] = {fvec(N * C), fvec(N * C)}, *ddelta[2] = {fvec(N * C), fvec(N * C)};
+    for (int k = 0; k < OPS_NBE; k++) {
+        hg_backend *be = bes[k];
+        use_backend(be);
+        float *scr = fvec((size_t)2 * C * be->threads);
+        snprintf(tag, sizeof tag, "residual_rmsnorm eps=%g p=%g threads=%d", (double)ns.eps, p, be->threads);
+        poison(mean, N);
+        for (int run = 0; run < 2; run++) {
+            /* mean: NULL, then a poisoned buffer that must stay so */
+            float *m = run ? mean : NULL;
+            poison(sum[run], N * C), poison(out[run], N * C), poison(rstd[run], N);
+            be->ops->residual_layernorm_forward(be, sum[run], out[run], m, rstd[run], res, delta, w, NULL, N, C, &drop, &ns);
+            memcpy(dres[run], R2, sizeof(float) * N * C);
+            memcpy(dw[run], pre_dw, sizeof(float) * C);
+            be->ops->layernorm_backward(be, dres[run], dw[run], NULL, R1, sum[run], w, m, rstd[run], N, C, scr, &ns);
+            poison(ddelta[run], N * C);
+            if (hg_dropout_on(&drop)) be->ops->dropout_backward(be, ddelta[run], dres[run], (size_t)N * C, &drop);
+            else memcpy(ddelta[run], dres[run], sizeof(float) * N * C);
+        }
+        snprintf(name, sizeof name, "%s forward", tag);
+        check_failures += check_bitwise(name, sum[0], sum[1], N * C) + check_bitwise(name, out[0], out[1], N * C);
+        check_failures += check_bitwise(name, rstd[0], rstd[1], N);
+        check_failures += check_finite(name, out[0], N * C) + check_finite(name, rstd[0], N);
+        snprintf(name, sizeof name, "%s mean", tag);
+        check_failures += check_untouched(name, mean, N);
+        snprintf(name, sizeof name, "%s backward", tag);
+        check_failures += check_bitwise(name, dres[0], dres[1], N * C) + check_bitwise(name, ddelta[0], ddelta[1], N * C);
+        check_failures += check_bitwise(name, dw[0], dw[1], C) + check_finite(name, ddelta[0], N * C);
+        /* tolerances as test_ops_layernorm.c's residual test: res_out 3u of |res| +
+         * |delta'|, out and rstd 4 sqrt(C) u, gradients 1e-5 of each row's scale */
+        snprintf(name, sizeof name, "%s res_out", tag);
+        check_failures += check_vec(name, sum[0], sum_ref, sum_scale, N * C, 3 * U32, 0.0);
+        snprintf(name, sizeof name, "%s out", tag);
+        check_failures += check_vec(name, out[0], out_ref, scale, N * C, 4 * sqrt(C) * U32, 0.0);
+        snprintf(name, sizeof name, "%s rstd", tag);
+        check_failures += check_vec(name, rstd[0], rstd_ref, NULL, N, 4 * sqrt(C) * U32, 0.0);
+        snprintf(name, sizeof name, "%s dres_in fd", tag);
+        check_failures += check_grad(name, dres[0], NULL, fres, ir, kr, sx, 0, 1e-5);
+        snprintf(name, sizeof name, "%s ddelta fd", tag);
+        check_failures += check_grad(name, ddelta[0], NULL, fdelta, ir, kr, sx, 0, 1e-5);
+        snprintf(name, sizeof name, "%s ddelta", tag);
+        check_failures += check_grad(name, ddelta[0], NULL, gdelta, NULL, N * C, sx, 0, 1e-5);
+        snprintf(name, sizeof name, "%s dw", tag);
+        check_failures += check_grad(name, dw[0], pre_dw, gw, NULL, C, NULL, sw, 1e-5);
+        free(scr);
+    }
+    for (int run = 0; run < 2; run++) {
+        free(sum[run]), free(out[run]), free(rstd[run]), free(dw[run]), free(dres[run]), free(ddelta[run]);
+    }
+    free(mean), free(res), free(delta), free(w), free(R1), free(R2), free(pre_dw);
+    free(resd), free(deltad), free(wd), free(R1d), free(R2d), free(sum_ref), free(sum_scale);
+    free(out_ref), free(scale), free(gres), free(gdelta), free(sx), free(ir), free(fres), free(fdelta);
+}
+
+/* ---- RoPE ---- */
+
+/* Rounding scale of each rotated element: |x_i c| + |x_partner s| of its pair (one
+ * product each, one add); 0 for the v columns, which must come back unchanged. */
+static void rope_scale(double *scale, const double *x, const float *cs, const hg_rope_shape *s) {
+    const int hs = s->hs, half = hs / 2, W = (s->NH + 2 * s->NKV) * hs, rot = (s->NH + s->NKV) * hs;
+    for (int n = 0; n < s->B * s->T; n++) {
+        const float *row = cs + (size_t)(s->pos0 + n % s->T) * hs;
+        const double *xr = x + (size_t)n * W;
+        double *sr = scale + (size_t)n * W;
+        for (int j = 0; j < W; j++) {
+            if (j >= rot) {
+                sr[j] = 0.0;
+                continue;
+            }
+            int i = j % hs % half, first = j % hs < half, partner = first ? j + half : j - half;
+            sr[j] = fabs(xr[j] * row[i]) + fabs(xr[partner] * row[half + i]);
+        }
+    }
+}
+
+/* Counts the v columns of a that differ bitwise from b's. */
+static int check_v_untouched(const char *what, const float *a, const float *b, const hg_rope_shape *s) {
+    const int W = (s->NH + 2 * s->NKV) * s->hs, rot = (s->NH + s->NKV) * s->hs;
+    int bad = 0;
+    for (int n = 0; n < s->B * s->T; n++)
+        bad += memcmp(a + (size_t)n * W + rot, b + (size_t)n * W + rot, sizeof(float) * (W - rot)) != 0;
+    if (bad) fprintf(stderr, "%s: v columns changed in %d rows\n", what, bad);
+    return bad;
+}
+
+static void test_rope(hg_backend *bes[OPS_NBE], int B, int T, int pos0, int NH, int NKV, int hs, float theta) {
+    const hg_rope_shape s = {B, T, pos0, NH, NKV, hs};
+    const int W = (NH + 2 * NKV) * hs, Tmax = pos0 + T; /* the table has exactly the rows used */
+    const size_t NQ = (size_t)B * T * W;
+    trng r = trng_seed(1400 + (uint64_t)pos0 + (uint64_t)hs);
+    float *cs = fvec((size_t)Tmax * hs), *x = fvec(NQ), *y = fvec(NQ);
+    ref_rope_table(cs, Tmax, hs, theta);
+    fill(x, NQ, &r, -2, 2), fill(y, NQ, &r, -1, 1);
+    double *xd = dvec(NQ), *yd = dvec(NQ), *fx = dvec(NQ), *by = dvec(NQ), *fscale = dvec(NQ), *bscale = dvec(NQ);
+    double *pscale = dvec(NQ);
+    widen(xd, x, NQ), widen(yd, y, NQ);
+    memcpy(fx, xd, sizeof(double) * NQ), memcpy(by, yd, sizeof(double) * NQ);
+    ref_rope(fx, cs, &s, 0);
+    ref_rope(by, cs, &s, 1);
+    rope_scale(fscale, xd, cs, &s);
+    rope_scale(bscale, yd, cs, &s);
+    /* the round trip's scale: |x_i| + |x_partner| of each rotated element */
+    for (size_t i = 0; i < NQ; i++) {
+        int j = (int)(i % W), half = hs / 2;
+        size_t partner = j % hs < half ? i + half : i - half;
+        pscale[i] = j >= (NH + NKV) * hs ? 0.0 : fabs(xd[i]) + fabs(xd[partner]);
+    }
+    char tag[128], name[192];
+    float *fwd[2] = {fvec(NQ), fvec(NQ)}, *bwd[2] = {fvec(NQ), fvec(NQ)}, *rt = fvec(NQ);
+    for (int k = 0; k < OPS_NBE; k++) {
+        hg_backend *be = bes[k];
+        use_backend(be);
+        snprintf(tag, sizeof tag, "rope B=%d T=%d pos0=%d NH=%d NKV=%d hs=%d threads=%d", B, T, pos0, NH, NKV, hs, be->threads);
+        for (int run = 0; run < 2; run++) {
+            memcpy(fwd[run], x, sizeof(float) * NQ), memcpy(bwd[run], y, sizeof(float) * NQ);
+            be->ops->rope_forward(be, fwd[run], cs, &s);
+            be->ops->rope_backward(be, bwd[run], cs, &s);
+        }
+        memcpy(rt, fwd[0], sizeof(float) * NQ);
+        be->ops->rope_backward(be, rt, cs, &s);
+        /* each rotated element is two products and an add (or a fused multiply-add):
+         * within 2u of |x_i c| + |x_partner s|; 3u for margin. v exact. */
+        snprintf(name, sizeof name, "%s forward", tag);
+        check_failures += check_bitwise(name, fwd[0], fwd[1], NQ) + check_finite(name, fwd[0], NQ);
+        check_failures += check_vec(name, fwd[0], fx, fscale, NQ, 3 * U32, 0.0);
+        check_failures += check_v_untouched(name, fwd[0], x, &s);
+        snprintf(name, sizeof name, "%s backward", tag);
+        check_failures += check_bitwise(name, bwd[0], bwd[1], NQ) + check_finite(name, bwd[0], NQ);
+        check_failures += check_vec(name, bwd[0], by, bscale, NQ, 3 * U32, 0.0);
+        check_failures += check_v_untouched(name, bwd[0], y, &s);
+        /* backward is the transpose: <rope(x), y> = <x, rope_backward(y)> exactly for the
+         * fp32 table's values; each kernel output is within 2u (1 + u) of its scale, so
+         * the two sums in double differ by at most 2.1u (sum fscale |y| + sum |x| bscale) */
+        double d1 = 0.0, d2 = 0.0, bound = 0.0;
+        for (size_t i = 0; i < NQ; i++) {
+            d1 += (double)fwd[0][i] * yd[i];
+            d2 += xd[i] * (double)bwd[0][i];
+            bound += fscale[i] * fabs(yd[i]) + fabs(xd[i]) * bscale[i];
+        }
+        bound *= 2.1 * U32;
+        if (ops_verbose) printf("  %-44s <rope x, y> - <x, rope' y> = %.3g of bound %.3g\n", "rope transpose", fabs(d1 - d2), bound);
+        if (!(fabs(d1 - d2) <= bound)) {
+            fprintf(stderr, "%s: <rope(x), y> = %.12g, <x, rope_backward(y)> = %.12g (bound %.3g)\n", tag, d1, d2, bound);
+            check_failures++;
+        }
+        /* backward(forward(x)) = (c^2 + s^2) x up to two rotations' rounding: c, s are
+         * rounded from double, so c^2 + s^2 = 1 within 2u; each rotation adds 2u of
+         * sqrt(2) (|x_i| + |x_partner|): 8u of |x_i| + |x_partner| */
+        snprintf(name, sizeof name, "%s backward(forward)", tag);
+        check_failures += check_vec(name, rt, xd, pscale, NQ, 8 * U32, 0.0);
+        check_failures += check_v_untouched(name, rt, x, &s);
+    }
+    for (int run = 0; run < 2; run++) free(fwd[run]), free(bwd[run]);
+    free(rt), free(cs), free(x), free(y), free(xd), free(yd), free(fx), free(by), free(fscale), free(bscale), free(pscale);
+}
+
+/* ---- SwiGLU and ReLU^2 ---- */
+
+typedef struct act_ctx {
+    double *pre;
+    const double *R;
+    int F;
+    hg_mlp_kind kind;
+} act_ctx;
+
+/* The only term of sum(out * R) that pre element i moves. */
+static double act_loss(void *v, size_t i) {
+    act_ctx *c = v;
+    if (c->kind == HG_MLP_RELU2) {
+        double r = c->pre[i] > 0.0 ? c->pre[i] : 0.0;
+        return r * r * c->R[i];
+    }
+    size_t n = i / (2 * (size_t)c->F), j = i % (2 * (size_t)c->F) % (size_t)c->F;
+    const double *g = c->pre + n * 2 * c->F;
+    return ref_silu(g[j]) * g[c->F + j] * c->R[n * c->F + j];
+}
+
+static void test_swiglu(hg_backend *bes[OPS_NBE]) {
+    enum { N = 74, F = 171, NP = N * 2 * F, NO = N * F }; /* F: no multiple of a vector width */
+    trng r = trng_seed(1500);
+    float *pre = fvec(NP), *R = fvec(NO);
+    fill(pre, NP, &r, -6, 6), fill(R, NO, &r, -1, 1);
+    /* gates at 0, -0, the ends of the range, and near -1.2785 where silu' = 0 */
+    static const float special[] = {0.0f, -0.0f, 6.0f, -6.0f, -1.2784645f, 1e-3f};
+    memcpy(pre, special, sizeof special);
+    double *pd = dvec(NP), *Rd = dvec(NO), *want = dvec(NO), *g = dvec(NP), *gscale = dvec(NP), *fd = dvec(NP);
+    widen(pd, pre, NP), widen(Rd, R, NO);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < F; j++) {
+            size_t ig = (size_t)n * 2 * F + j, iu = ig + F, o = (size_t)n * F + j;
+            double x = pd[ig], u = pd[iu], sg = 1.0 / (1.0 + exp(-x));
+            want[o] = ref_silu(x) * u;
+            g[ig] = Rd[o] * u * ref_silu_grad(x);
+            g[iu] = Rd[o] * ref_silu(x);
+            /* dgate = dy u sg (1 + g (1 - sg)): the terms' size is |dy u| sg (1 + |g|);
+             * it cancels near g = -1.28, and 1 - sg cancels for g >> 0 */
+            gscale[ig] = fabs(Rd[o] * u) * sg * (1.0 + fabs(x));
+            gscale[iu] = fabs(g[iu]);
+        }
+    act_ctx ctx = {pd, Rd, F, HG_MLP_SWIGLU};
+    for (size_t i = 0; i < NP; i++) fd[i] = fd_central(pd, i, FD_H, act_loss, &ctx);
+    check_failures += check_grad_d("swiglu ref dpre vs fd", g, fd, NULL, NP, gscale, 0, FD_TOL);
+
+    float *out[2] = {fvec(NO), fvec(NO)}, *dpre[2] = {fvec(NP), fvec(NP)};
+    for (int k = 0; k < OPS_NBE; k++) {
+        hg_backend *be = bes[k];
+        use_backend(be);
+        char name[96];
+        for (int run = 0; run < 2; run++) {
+            poison(out[run], NO), poison(dpre[run], NP);
+            be->ops->activation_forward(be, HG_MLP_SWIGLU, out[run], pre, N, F);
+            be->ops->activation_backward(be, HG_MLP_SWIGLU, dpre[run], pre, R, N, F);
+        }
+        snprintf(name, sizeof name, "swiglu threads=%d out", be->threads);
+        check_failures += check_bitwise(name, out[0], out[1], NO) + check_finite(name, out[0], NO);
+        /* g / (1 + expf(-g)) * u: expf within a few u, then an add, a divide and a
+         * multiply, all relative: 8u of |out| */
+        check_failures += check_vec(name, out[0], want, NULL, NO, 8 * U32, 0.0);
+        snprintf(name, sizeof name, "swiglu threads=%d dpre", be->threads);
+        check_failures += check_bitwise(name, dpre[0], dpre[1], NP) + check_finite(name, dpre[0], NP);
+        /* ~8 roundings after expf, against the terms' size: 16u, as GELU's backward */
+        check_failures += check_grad(name, dpre[0], NULL, g, NULL, NP, gscale, 0, 16 * U32);
+        check_failures += check_grad(name, dpre[0], NULL, fd, NULL, NP, gscale, 0, 16 * U32);
+    }
+    for (int run = 0; run < 2; run++) free(out[run]), free(dpre[run]);
+    free(pre), free(R), free(pd), free(Rd), free(want), free(g), free(gscale), free(fd);
+}
+
+static void test_relu2(hg_backend *bes[OPS_NBE]) {
+    enum { N = 74, F = 171, NP = N * F, NZ = 2 };
+    trng r = trng_seed(1600);
+    float *pre = fvec(NP), *R = fvec(NP);
+    fill(pre, NP, &r, -3, 3), fill(R, NP, &r, -1, 1);
+    /* relu^2 has a kink in its derivative at 0, where a central difference errs by h/2:
+     * every input but the first NZ (0 and -0, checked against the analytic gradient
+     * only) is at least 1e-3 = 100 FD_H away from 0, so x +- h stay on one side */
+    for (int i = 0; i < NP; i++)
+        if (fabsf(pre[i]) < 1e-3f) pre[i] = pre[i] < 0 ? -1e-3f : 1e-3f;
+    pre[0] = 0.0f, pre[1] = -0.0f;
+    double *pd = dvec(NP), *Rd = dvec(NP), *want = dvec(NP), *g = dvec(NP), *fd = dvec(NP - NZ);
+    size_t *idx = malloc(sizeof(size_t) * (NP - NZ));
+    widen(pd, pre, NP), widen(Rd, R, NP);
+    for (int i = 0; i < NP; i++) {
+        double x = pd[i] > 0.0 ? pd[i] : 0.0;
+        want[i] = x * x;
+        g[i] = 2.0 * x * Rd[i];
+    }
+    act_ctx ctx = {pd, Rd, F, HG_MLP_RELU2};
+    for (int i = NZ; i < NP; i++) idx[i - NZ] = (size_t)i, fd[i - NZ] = fd_central(pd, (size_t)i, FD_H, act_loss, &ctx);
+    /* the difference of a quadratic is exact but for rounding (1e-16 |x| / h) */
+    check_failures += check_grad_d("relu2 ref dpre vs fd", g, fd, idx, NP - NZ, NULL, 0, 1e-9);
+
+    float *out[2] = {fvec(NP), fvec(NP)}, *dpre[2] = {fvec(NP), fvec(NP)};
+    for (int k = 0; k < OPS_NBE; k++) {
+        hg_backend *be = bes[k];
+        use_backend(be);
+        char name[96];
+        for (int run = 0; run < 2; run++) {
+            poison(out[run], NP), poison(dpre[run], NP);
+            be->ops->activation_forward(be, HG_MLP_RELU2, out[run], pre, N, F);
+            be->ops->activation_backward(be, HG_MLP_RELU2, dpre[run], pre, R, N, F);
+        }
+        /* out = r * r and dpre = (2 x) * dy: one rounding of an exact product each, so
+         * within u relative (exactly 0 for x <= 0); 2u leaves room for the finite
+         * differences' own 1e-11 */
+        snprintf(name, sizeof name, "relu2 threads=%d out", be->threads);
+        check_failures += check_bitwise(name, out[0], out[1], NP) + check_finite(name, out[0], NP);
+        check_failures += check_vec(name, out[0], want, NULL, NP, U32, 0.0);
+        snprintf(name, sizeof name, "relu2 threads=%d dpre", be->threads);
+        check_failures += check_bitwise(name, dpre[0], dpre[1], NP) + check_finite(name, dpre[0], NP);
+        check_failures += check_grad(name, dpre[0], NULL, g, NULL, NP, NULL, 0, U32);
+        check_failures += check_grad(name, dpre[0], NULL, fd, idx, NP - NZ, NULL, 0, 2 * U32);
+    }
+    for (int run = 0; run < 2; run++) free(out[run]), free(dpre[run]);
+    free(pre), free(R), free(pd), free(Rd), free(want), free(g), free(fd), free(idx);
+}
+
+/* ---- grouped-query attention ---- */
+
+typedef struct gqa_ctx {
+    double *qkv, *row;
+    const double *R;
+    const hg_attention_shape *s;
+} gqa_ctx;
+
+/* L = sum(out * R) over the rows element i of qkv moves: a query its own row of its
+ * head; a key or value every row that sees it, in each query head of its group. */
+static double gqa_loss(void *v, size_t i) {
+    gqa_ctx *c = v;
+    const hg_attention_shape *s = c->s;
+    const int hs = s->hs, C = s->NH * hs, T = s->T, NKV = hg_attention_kv_heads(s), rep = s->NH / NKV;
+    const int W = (s->NH + 2 * NKV) * hs;
+    int j = (int)(i % (size_t)W), bt = (int)(i / (size_t)W), b = bt / T, t = bt % T;
+    int h0, h1, t0, t1;
+    if (j < C) {
+        h0 = j / hs, h1 = h0 + 1, t0 = t, t1 = t + 1;
+    } else {
+        int g = (j - C) / hs % NKV; /* k, then v */
+        h0 = g * rep, h1 = h0 + rep, t0 = s->causal ? t : 0, t1 = T;
+    }
+    double L = 0.0, lse;
+    for (int h = h0; h < h1; h++)
+        for (int tt = t0; tt < t1; tt++) {
+            ref_attention_row(c->row, &lse, c->qkv, s, b, h, tt);
+            for (int d = 0; d < hs; d++) L += c->row[d] * c->R[((size_t)b * T + tt) * C + h * hs + d];
+        }
+    return L;
+}
+
+/* q and k in [-2, 2] (scores of a few units), v in [-1, 1], as test_ops_attention.c. */
+static void fill_qkv(float *qkv, size_t rows, int W, int qk, trng *r) {
+    for (size_t i = 0; i < rows * (size_t)W; i++) qkv[i] = (float)(i % (size_t)W < (size_t)qk ? trng_range(r, -2, 2) : trng_range(r, -1, 1));
+}
+
+static void test_gqa(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int causal, size_t nfd) {
+    const hg_attention_shape s = {.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal, .NKV = NKV};
+    const hg_attention_shape se = {.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal, .NKV = 0};
+    const int C = NH * hs, W = (NH + 2 * NKV) * hs, rep = NH / NKV;
+    const size_t NQ = (size_t)B * T * W, NE = (size_t)B * T * 3 * C, NO = (size_t)B * T * C, NL = (size_t)B * NH * T;
+    trng r = trng_seed(1700 + (uint64_t)T * 8 + (uint64_t)NKV * 2 + (uint64_t)causal);
+    float *qkv = fvec(NQ), *R = fvec(NO), *qkve = fvec(NE);
+    fill_qkv(qkv, (size_t)B * T, W, (NH + NKV) * hs, &r);
+    fill(R, NO, &r, -1, 1);
+    /* the same attention with NH kv heads, each query head's k and v copied out of its
+     * group's */
+    for (size_t bt = 0; bt < (size_t)B * T; bt++)
+        for (int h = 0; h < NH; h++)
+            for (int d = 0; d < hs; d++) {
+                const float *src = qkv + bt * W;
+                float *dst = qkve + bt * 3 * C;
+                dst[h * hs + d] = src[h * hs + d];
+                dst[C + h * hs + d] = src[C + h / rep * hs + d];
+                dst[2 * C + h * hs + d] = src[C + NKV * hs + h / rep * hs + d];
+            }
+    double *qkvd = dvec(NQ), *Rd = dvec(NO), *out_ref = dvec(NO), *lse_ref = dvec(NL), *g = dvec(NQ);
+    widen(qkvd, qkv, NQ), widen(Rd, R, NO);
+    ref_attention_forward(out_ref, lse_ref, qkvd, &s);
+    ref_attention_backward(g, Rd, qkvd, &s);
+    double sg = rms(g, NQ);
+
+    size_t k, *idx = sample_indices(NQ, nfd, 43, &k);
+    double *fd = dvec(k), *row = dvec(hs);
+    gqa_ctx ctx = {qkvd, row, Rd, &s};
+    for (size_t j = 0; j < k; j++) fd[j] = fd_central(qkvd, idx[j], FD_H, gqa_loss, &ctx);
+    char tag[160], name[224];
+    snprintf(tag, sizeof tag, "gqa B=%d T=%d NH=%d NKV=%d hs=%d %s", B, T, NH, NKV, hs, causal ? "causal" : "full");
+    snprintf(name, sizeof name, "%s ref dqkv vs fd", tag);
+    check_failures += check_grad_d(name, g, fd, idx, k, NULL, sg, FD_TOL);
+
+    float *out[2] = {fvec(NO), fvec(NO)}, *lse[2] = {fvec(NL), fvec(NL)}, *dqkv[2] = {fvec(NQ), fvec(NQ)};
+    float *oute = fvec(NO), *lsee = fvec(NL), *dqkve = fvec(NE);
+    double *gsum = dvec(NQ);
+    for (int kb = 0; kb < OPS_NBE; kb++) {
+        hg_backend *be = bes[kb];
+        use_backend(be);
+        size_t bytes = be->ops->attention_scratch_bytes(be, &s), bytese = be->ops->attention_scratch_bytes(be, &se);
+        float *scratch = fvec(bytes / sizeof(float)), *scre = fvec(bytese / sizeof(float));
+        snprintf(tag, sizeof tag, "gqa B=%d T=%d NH=%d NKV=%d hs=%d %s threads=%d", B, T, NH, NKV, hs,
+                 causal ? "causal" : "full", be->threads);
+        for (int run = 0; run < 2; run++) {
+            poison(out[run], NO), poison(lse[run], NL), poison(scratch, bytes / sizeof(float));
+            CHECK_OK(be->ops->attention_forward(be, out[run], lse[run], qkv, &s, scratch));
+        }
+        for (int run = 0; run < 2; run++) {
+            poison(dqkv[run], NQ), poison(scratch, bytes / sizeof(float));
+            CHECK_OK(be->ops->attention_backward(be, dqkv[run], R, qkv, out[0], lse[0], &s, scratch));
+        }
+        /* tolerances as test_ops_attention.c's: out 4e-6 absolute (a convex combination
+         * of |v| <= 1), lse 4e-6, dqkv 2e-5 of the tensor's rms; a kv head's dk, dv sum
+         * rep times the terms of a head's, still far inside 2e-5 */
+        snprintf(name, sizeof name, "%s out", tag);
+        check_failures += check_bitwise(name, out[0], out[1], NO) + check_finite(name, out[0], NO);
+        check_failures += check_vec(name, out[0], out_ref, NULL, NO, 0.0, 4e-6);
+        snprintf(name, sizeof name, "%s lse", tag);
+        check_failures += check_bitwise(name, lse[0], lse[1], NL) + check_finite(name, lse[0], NL);
+        check_failures += check_vec(name, lse[0], lse_ref, NULL, NL, 4e-6, 4e-6);
+        snprintf(name, sizeof name, "%s dqkv", tag);
+        check_failures += check_bitwise(name, dqkv[0], dqkv[1], NQ) + check_finite(name, dqkv[0], NQ);
+        check_failures += check_grad(name, dqkv[0], NULL, g, NULL, NQ, NULL, sg, 2e-5);
+        check_failures += check_grad(name, dqkv[0], NULL, fd, idx, k, NULL, sg, 2e-5);
+        check_failures += check_rel_l2(name, dqkv[0], NULL, g, NQ, 5e-6);
+
+        /* against the kernel's own multi-head attention on the expanded copy: the same
+         * out and lse, the same dq, and a kv head's dk, dv = the sum over its query heads
+         * of theirs (two kernels' errors: twice the budgets above) */
+        poison(oute, NO), poison(lsee, NL), poison(dqkve, NE), poison(scre, bytese / sizeof(float));
+        CHECK_OK(be->ops->attention_forward(be, oute, lsee, qkve, &se, scre));
+        CHECK_OK(be->ops->attention_backward(be, dqkve, R, qkve, oute, lsee, &se, scre));
+        memset(gsum, 0, sizeof(double) * NQ);
+        for (size_t bt = 0; bt < (size_t)B * T; bt++)
+            for (int h = 0; h < NH; h++)
+                for (int d = 0; d < hs; d++) {
+                    const float *e = dqkve + bt * 3 * C;
+                    double *dst = gsum + bt * W;
+                    dst[h * hs + d] = e[h * hs + d];
+                    dst[C + h / rep * hs + d] += e[C + h * hs + d];
+                    dst[C + NKV * hs + h / rep * hs + d] += e[2 * C + h * hs + d];
+                }
+        double *oe = dvec(NO), *le = dvec(NL);
+        widen(oe, oute, NO), widen(le, lsee, NL);
+        snprintf(name, sizeof name, "%s out vs NKV=NH", tag);
+        check_failures += check_vec(name, out[0], oe, NULL, NO, 0.0, 8e-6);
+        snprintf(name, sizeof name, "%s lse vs NKV=NH", tag);
+        check_failures += check_vec(name, lse[0], le, NULL, NL, 8e-6, 8e-6);
+        snprintf(name, sizeof name, "%s dqkv vs group sums", tag);
+        check_failures += check_grad(name, dqkv[0], NULL, gsum, NULL, NQ, NULL, sg, 4e-5);
+        free(oe), free(le), free(scratch), free(scre);
+    }
+    for (int run = 0; run < 2; run++) free(out[run]), free(lse[run]), free(dqkv[run]);
+    free(qkv), free(R), free(qkve), free(qkvd), free(Rd), free(out_ref), free(lse_ref), free(g), free(idx), free(fd), free(row);
+    free(oute), free(lsee), free(dqkve), free(gsum);
+}
+
+/* attention_cached with NKV < NH, fed one sequence in the chunks given, against the
+ * double reference and against the kernel's blockwise forward; the caches (NKV, T, hs)
+ * hold exactly the k and v rows of each kv head. */
+static void test_gqa_cached(hg_backend *bes[OPS_NBE], int T, int NH, int NKV, int hs, const int *chunks, int nchunks) {
+    const hg_attention_shape s = {.B = 1, .T = T, .NH = NH, .hs = hs, .causal = 1, .NKV = NKV};
+    const int C = NH * hs, W = (NH + 2 * NKV) * hs;
+    const size_t NQ = (size_t)T * W, NO = (size_t)T * C, NC = (size_t)NKV * T * hs;
+    trng r = trng_seed(1800 + (uint64_t)T + (uint64_t)NKV);
+    float *qkv = fvec(NQ);
+    fill_qkv(qkv, (size_t)T, W, (NH + NKV) * hs, &r);
+    double *qkvd = dvec(NQ), *out_ref = dvec(NO), *lse_ref = dvec((size_t)NH * T), *blk = dvec(NO);
+    widen(qkvd, qkv, NQ);
+    ref_attention_forward(out_ref, lse_ref, qkvd, &s);
+    float *out = fvec(NO), *outb = fvec(NO), *lse = fvec((size_t)NH * T), *kc = fvec(NC), *vc = fvec(NC);
+    for (int kb = 0; kb < OPS_NBE; kb++) {
+        hg_backend *be = bes[kb];
+        use_backend(be);
+        size_t bytes = be->ops->attention_scratch_bytes(be, &s);
+        float *scratch = fvec(bytes / sizeof(float));
+        poison(out, NO), poison(kc, NC), poison(vc, NC), poison(scratch, bytes / sizeof(float));
+        int pos = 0;
+        for (int c = 0; c < nchunks && pos < T; c++) {
+            int n = chunks[c] < T - pos ? chunks[c] : T - pos;
+            hg_kv_shape ks = {pos, n, T, NH, hs, NKV};
+            CHECK_OK(be->ops->attention_cached(be, out + (size_t)pos * C, kc, vc, qkv + (size_t)pos * W, &ks, scratch));
+            pos += n;
+        }
+        CHECK(pos == T);
+        poison(outb, NO), poison(lse, (size_t)NH * T), poison(scratch, bytes / sizeof(float));
+        CHECK_OK(be->ops->attention_forward(be, outb, lse, qkv, &s, scratch));
+        widen(blk, outb, NO);
+        char name[160];
+        snprintf(name, sizeof name, "gqa_cached T=%d NH=%d NKV=%d hs=%d threads=%d", T, NH, NKV, hs, be->threads);
+        /* the blockwise forward's budget against the reference, twice it against the
+         * blockwise forward's own output */
+        check_failures += check_finite(name, out, NO) + check_vec(name, out, out_ref, NULL, NO, 0.0, 4e-6);
+        check_failures += check_vec(name, out, blk, NULL, NO, 0.0, 8e-6);
+        int bad = 0;
+        for (int g = 0; g < NKV; g++)
+            for (int t = 0; t < T; t++) {
+                const float *row = qkv + (size_t)t * W;
+                size_t at = ((size_t)g * T + t) * hs;
+                bad += memcmp(kc + at, row + C + g * hs, sizeof(float) * hs) != 0;
+                bad += memcmp(vc + at, row + C + (NKV + g) * hs, sizeof(float) * hs) != 0;
+            }
+        if (bad) fprintf(stderr, "%s: %d cache rows differ from k, v\n", name, bad);
+        check_failures += bad;
+        free(scratch);
+    }
+    free(qkv), free(qkvd), free(out_ref), free(lse_ref), free(blk), free(out), free(outb), free(lse), free(kc), free(vc);
+}
+
+int test_ops_llama(hg_backend *bes[OPS_NBE]) {
+    const hg_norm_spec rms5 = {1, 1e-5f}, rms6 = {1, 1e-6f}, ln5 = {0, 1e-5f};
+    test_norm(bes, rms5, 1, 0, 1200); /* Llama's RMSNorm: a weight, no bias */
+    test_norm(bes, rms6, 1, 0, 1201); /* rows whose mean square is ~1e-6 */
+    test_norm(bes, rms5, 0, 0, 1202); /* without a weight */
+    test_norm(bes, ln5, 0, 0, 1203);  /* LayerNorm without affine parameters */
+    test_residual_rmsnorm(bes, rms6, 0.0f);
+    test_residual_rmsnorm(bes, rms5, 0.3f);
+
+    test_rope(bes, 2, 37, 0, 6, 2, 16, 10000.0f);
+    test_rope(bes, 2, 37, 211, 6, 2, 32, 10000.0f);  /* a later chunk of the sequences */
+    test_rope(bes, 3, 1, 4000, 4, 1, 32, 500000.0f); /* one generated row, Llama 3's theta */
+
+    test_swiglu(bes);
+    test_relu2(bes);
+
+    const int prefill_then_rows[] = {5, 1, 1, 1, 20, 1, 1000};
+    test_gqa_cached(bes, 37, 6, 2, 16, prefill_then_rows, 7);
+    const int rows[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    test_gqa_cached(bes, 17, 4, 1, 32, rows, 17);
+    const int whole[] = {130};
+    test_gqa_cached(bes, 130, 6, 2, 16, whole, 1);
+    test_gqa(bes, 2, 37, 6, 2, 16, 1, 150);  /* one partial block */
+    test_gqa(bes, 2, 37, 4, 1, 16, 1, 150);  /* multi-query */
+    test_gqa(bes, 2, 37, 6, 2, 16, 0, 100);  /* non-causal */
+    test_gqa(bes, 2, 130, 6, 2, 16, 1, 100); /* three blocks, their diagonal slabs */
+    test_gqa(bes, 2, 130, 4, 1, 16, 1, 100);
+    return check_failures;
+}
