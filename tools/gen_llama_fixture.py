@@ -46,6 +46,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 from unittest import mock
 
 import numpy as np
@@ -56,6 +57,9 @@ from safetensors.torch import load_file
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 from transformers.models.llama import modeling_llama
 from transformers.models.qwen2 import modeling_qwen2
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_gpt2_fixture import ADAMW, ADAMW_STEPS, draw_batch, write_safetensors  # noqa: E402
 
 FIXTURES = {
     "llama_gqa": dict(
@@ -74,9 +78,6 @@ FIXTURES = {
 }
 ARCH = {"llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
         "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2")}
-ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
-ADAMW_STEPS = 10
-IGNORE_FRACTION = 0.1
 
 
 # ------------------------------------------------------------------ the transformers model
@@ -300,40 +301,6 @@ def draw_params(spec, rng):
             v = np.float32(0.02) * z
         params[name] = torch.from_numpy(v)
     return params
-
-
-def draw_batch(V, B, T, rng):
-    """Tokens and targets uniform in [0, V); 10% of the targets (at least one) are -1,
-    at distinct random positions, never a whole row."""
-    tokens = rng.integers(0, V, size=(B, T), dtype=np.int32)
-    targets = rng.integers(0, V, size=(B, T), dtype=np.int32)
-    n_ignore = max(1, round(IGNORE_FRACTION * B * T))
-    targets.reshape(-1)[rng.choice(B * T, size=n_ignore, replace=False)] = -1
-    assert not (targets == -1).all(axis=1).any(), "a row has every target ignored"
-    return torch.from_numpy(tokens), torch.from_numpy(targets)
-
-
-SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32"}
-
-
-def write_safetensors(path, tensors, metadata):
-    """A safetensors file with sorted keys, so reruns write identical bytes. Tensors are
-    laid out in name order."""
-    header, chunks, offset = {"__metadata__": metadata}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].contiguous()
-        data = t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    blob = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    blob += b" " * (-len(blob) % 8)  # the data section starts 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(len(blob).to_bytes(8, "little"))
-        f.write(blob)
-        for c in chunks:
-            f.write(c)
 
 
 def handgrad_config(spec):
