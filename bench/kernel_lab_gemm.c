@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
     reps = argc > 5 ? atoi(argv[5]) : 7;
     if (reps < 1 || reps > 64) reps = 7;
     omp_set_num_threads(threads);
-    int N = B * T, C = cfg.d_model, F = gpt_dff(&cfg), Vp = gpt_padded_vocab(&cfg), chunk = 256;
+    int N = B * T, C = cfg.d_model, F = gpt_dims_of(&cfg).F, Vp = gpt_dims_of(&cfg).Vp, chunk = 256;
     shape shapes[] = {
         {"qkv fwd", N, 3 * C, C, 0, 0, 0},     {"attn.proj fwd", N, C, C, 0, 0, 0},
         {"fc fwd", N, F, C, 0, 0, 0},          {"fc.proj fwd", N, C, F, 0, 0, 0},

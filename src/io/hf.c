@@ -128,7 +128,7 @@ char *hf_config_json(const hg_config *cfg, int eot) {
     cJSON_AddNumberToObject(j, "n_embd", cfg->d_model);
     cJSON_AddNumberToObject(j, "n_layer", cfg->n_layer);
     cJSON_AddNumberToObject(j, "n_head", cfg->n_head);
-    if (gpt_dff(cfg) == 4 * cfg->d_model) cJSON_AddNullToObject(j, "n_inner"); /* GPT-2's default: 4 n_embd */
+    if (gpt_dims_of(cfg).F == 4 * cfg->d_model) cJSON_AddNullToObject(j, "n_inner"); /* GPT-2's default: 4 n_embd */
     else cJSON_AddNumberToObject(j, "n_inner", cfg->d_ff);
     cJSON_AddStringToObject(j, "activation_function", "gelu_new");
     cJSON_AddNumberToObject(j, "layer_norm_epsilon", gpt_norm_eps(cfg));

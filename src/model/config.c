@@ -80,7 +80,6 @@ typedef struct field {
     field_type type;
     size_t offset;
     double min, max;
-    double zero_means; /* the value a 0 stands for (F_INT, F_FLOAT); 0 when 0 is itself */
     unsigned bit;      /* F_KEEP's omit flag; F_BOOL: 1 to invert */
     const char *const *names;
     const char *help;
@@ -93,26 +92,26 @@ static const char *const mlp_names[] = {"gelu", "swiglu", "relu2", NULL};
 #define OFF(f) offsetof(hg_config, f)
 /* Limits keep every derived size inside int and int64 arithmetic. */
 static const field fields[] = {
-    {"vocab_size", F_INT, OFF(vocab_size), 1, 1 << 24, 0, 0, NULL, "V, token ids in [0, V)"},
-    {"max_seq_len", F_INT, OFF(max_seq_len), 1, 1 << 20, 0, 0, NULL, "longest sequence (learned positions: table rows)"},
-    {"n_layer", F_INT, OFF(n_layer), 1, 4096, 0, 0, NULL, "blocks"},
-    {"n_head", F_INT, OFF(n_head), 1, 65536, 0, 0, NULL, "query heads"},
-    {"n_kv_head", F_INT, OFF(n_kv_head), 0, 65536, -1, 0, NULL, "key/value heads, dividing n_head (0: n_head)"},
-    {"d_model", F_INT, OFF(d_model), 1, 65536, 0, 0, NULL, "C, the residual width"},
-    {"d_ff", F_INT, OFF(d_ff), 0, 262144, -4, 0, NULL, "MLP width (0: 4 * d_model)"},
-    {"head_dim", F_INT, OFF(head_dim), 0, 1024, -2, 0, NULL, "head size, a multiple of 16 (0: d_model / n_head)"},
-    {"dropout", F_FLOAT, OFF(dropout), 0, 1, 0, 0, NULL, "dropout probability in [0, 1)"},
-    {"norm", F_ENUM, OFF(norm), 0, 1, 0, 0, norm_names, "layernorm or rmsnorm"},
-    {"norm_eps", F_FLOAT, OFF(norm_eps), 0, 1, 1e-5, 0, NULL, "the norms' epsilon (0: 1e-5)"},
-    {"norm_weight", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_NORM_WEIGHT, NULL, "the norms have a weight"},
-    {"norm_bias", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_NORM_BIAS, NULL, "LayerNorm has a bias"},
-    {"position", F_ENUM, OFF(position), 0, 1, 0, 0, position_names, "learned or rope"},
-    {"rope_theta", F_FLOAT, OFF(rope_theta), 1, 1e12, 10000, 0, NULL, "rotary base (0: 10000)"},
-    {"mlp", F_ENUM, OFF(mlp), 0, 2, 0, 0, mlp_names, "gelu, swiglu or relu2"},
-    {"qkv_bias", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_QKV_BIAS, NULL, "the q/k/v projection has a bias"},
-    {"proj_bias", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_PROJ_BIAS, NULL, "the attention output projection has a bias"},
-    {"mlp_bias", F_KEEP, OFF(omit), 0, 1, 0, HG_OMIT_MLP_BIAS, NULL, "the MLP linears have biases"},
-    {"tied", F_BOOL, OFF(untied), 0, 1, 0, 1, NULL, "the output layer is the token embedding"},
+    {"vocab_size", F_INT, OFF(vocab_size), 1, 1 << 24, 0, NULL, "V, token ids in [0, V)"},
+    {"max_seq_len", F_INT, OFF(max_seq_len), 1, 1 << 20, 0, NULL, "longest sequence (learned positions: table rows)"},
+    {"n_layer", F_INT, OFF(n_layer), 1, 4096, 0, NULL, "blocks"},
+    {"n_head", F_INT, OFF(n_head), 1, 65536, 0, NULL, "query heads"},
+    {"n_kv_head", F_INT, OFF(n_kv_head), 0, 65536, 0, NULL, "key/value heads, dividing n_head (0: n_head)"},
+    {"d_model", F_INT, OFF(d_model), 1, 65536, 0, NULL, "C, the residual width"},
+    {"d_ff", F_INT, OFF(d_ff), 0, 262144, 0, NULL, "MLP width (0: 4 * d_model)"},
+    {"head_dim", F_INT, OFF(head_dim), 0, 1024, 0, NULL, "head size, a multiple of 16 (0: d_model / n_head)"},
+    {"dropout", F_FLOAT, OFF(dropout), 0, 1, 0, NULL, "dropout probability in [0, 1)"},
+    {"norm", F_ENUM, OFF(norm), 0, 1, 0, norm_names, "layernorm or rmsnorm"},
+    {"norm_eps", F_FLOAT, OFF(norm_eps), 0, 1, 0, NULL, "the norms' epsilon (0: 1e-5)"},
+    {"norm_weight", F_KEEP, OFF(omit), 0, 1, HG_OMIT_NORM_WEIGHT, NULL, "the norms have a weight"},
+    {"norm_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_NORM_BIAS, NULL, "LayerNorm has a bias"},
+    {"position", F_ENUM, OFF(position), 0, 1, 0, position_names, "learned or rope"},
+    {"rope_theta", F_FLOAT, OFF(rope_theta), 1, 1e12, 0, NULL, "rotary base (0: 10000)"},
+    {"mlp", F_ENUM, OFF(mlp), 0, 2, 0, mlp_names, "gelu, swiglu or relu2"},
+    {"qkv_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_QKV_BIAS, NULL, "the q/k/v projection has a bias"},
+    {"proj_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_PROJ_BIAS, NULL, "the attention output projection has a bias"},
+    {"mlp_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_MLP_BIAS, NULL, "the MLP linears have biases"},
+    {"tied", F_BOOL, OFF(untied), 0, 1, 1, NULL, "the output layer is the token embedding"},
 };
 #undef OFF
 #define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
@@ -188,16 +187,19 @@ hg_status hg_config_get(const hg_config *cfg, const char *name, char *buf, size_
     hg_config *c = (hg_config *)cfg; /* read only */
     switch (f->type) {
     case F_INT: {
-        int v = *int_at(c, f);
-        if (!v && f->zero_means == -1) v = cfg->n_head;
-        if (!v && f->zero_means == -2) v = gpt_dims_of(cfg).hs;
-        if (!v && f->zero_means == -4) v = 4 * cfg->d_model;
+        gpt_dims d = gpt_dims_of(cfg); /* a 0 that stands for a derived size, resolved */
+        int v = f->offset == offsetof(hg_config, n_kv_head) ? d.NKV
+                : f->offset == offsetof(hg_config, head_dim) ? d.hs
+                : f->offset == offsetof(hg_config, d_ff)     ? d.F
+                                                             : *int_at(c, f);
         snprintf(buf, size, "%d", v);
         break;
     }
     case F_FLOAT: {
-        float v = *float_at(c, f);
-        snprintf(buf, size, "%.9g", (double)(v == 0.0f ? (float)f->zero_means : v));
+        float v = f->offset == offsetof(hg_config, norm_eps)     ? gpt_norm_eps(cfg)
+                  : f->offset == offsetof(hg_config, rope_theta) ? gpt_rope_theta(cfg)
+                                                                 : *float_at(c, f);
+        snprintf(buf, size, "%.9g", (double)v);
         break;
     }
     case F_ENUM: {
@@ -268,10 +270,6 @@ gpt_dims gpt_dims_of(const hg_config *c) {
 
 float gpt_norm_eps(const hg_config *c) { return c->norm_eps > 0.0f ? c->norm_eps : 1e-5f; }
 float gpt_rope_theta(const hg_config *c) { return c->rope_theta > 0.0f ? c->rope_theta : 10000.0f; }
-
-int gpt_dff(const hg_config *c) { return c->d_ff ? c->d_ff : 4 * c->d_model; }
-
-int gpt_padded_vocab(const hg_config *c) { return (c->vocab_size + 63) / 64 * 64; }
 
 int64_t hg_config_param_count(const hg_config *c, int with_position_embedding) {
     gpt_dims d = gpt_dims_of(c);

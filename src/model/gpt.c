@@ -129,7 +129,7 @@ int gpt_has_kv(const hg_options *o) { return !o->training && o->batch == 1; }
 
 /* Rows per classifier chunk: as many as the backend's chunk budget holds, balanced. */
 static int classifier_chunk(const hg_config *c, int64_t N, size_t budget, size_t E) {
-    int64_t Vp = gpt_padded_vocab(c);
+    int64_t Vp = gpt_dims_of(c).Vp;
     int64_t max_rows = (int64_t)(budget / ((size_t)Vp * E));
     if (max_rows < 16) max_rows = 16;
     int64_t nchunks = (N + max_rows - 1) / max_rows;

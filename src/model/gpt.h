@@ -17,8 +17,6 @@ typedef struct gpt_dims {
 gpt_dims gpt_dims_of(const hg_config *c);
 float gpt_norm_eps(const hg_config *c);
 float gpt_rope_theta(const hg_config *c);
-int gpt_dff(const hg_config *c);
-int gpt_padded_vocab(const hg_config *c);
 /* 1 when a and b describe the same parameters and computation (every config field but
  * dropout); else 0 with the first difference in why ("n_layer 2 against 3", a's value first). */
 int gpt_same_architecture(const hg_config *a, const hg_config *b, char *why, size_t size);

@@ -78,8 +78,8 @@ static inline void op_rope(hg_model *m, prof_kind kind, int layer, float *qkv, c
             .bytes = F4 * (2.0 * n + (double)s->T * s->hs), .touch = {qkv});
 }
 
-/* The MLP activations other than GELU. kind: the forward, or its recompute in backward,
- * of the model's MLP (the SwiGLU or ReLU^2 kinds follow each other in prof_kind). */
+/* The MLP activations other than GELU: the forward, or with recompute its recompute in
+ * backward, recorded under the model's MLP kind. */
 static inline void op_activation_forward(hg_model *m, int recompute, int layer, float *out, const float *pre, int N,
                                          int F) {
     hg_mlp_kind mk = m->cfg.mlp;
