@@ -39,6 +39,11 @@ void fill(float *x, size_t n, trng *r, double lo, double hi) {
     for (size_t i = 0; i < n; i++) x[i] = (float)trng_range(r, lo, hi);
 }
 
+void fill_qkv(float *qkv, size_t rows, int W, int qk, trng *r) {
+    for (size_t i = 0; i < rows * (size_t)W; i++)
+        qkv[i] = (float)(i % (size_t)W < (size_t)qk ? trng_range(r, -2, 2) : trng_range(r, -1, 1));
+}
+
 void poison(float *x, size_t n) {
     const uint32_t snan = 0x7FA5A5A5u;
     for (size_t i = 0; i < n; i++) memcpy(&x[i], &snan, sizeof snan);

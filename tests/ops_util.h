@@ -30,6 +30,9 @@ double *dvec(size_t n);
 int32_t *ivec(size_t n);
 
 void fill(float *x, size_t n, trng *r, double lo, double hi);
+/* Attention inputs, rows of W floats: the first qk of each (q and k) in [-2, 2], so scaled
+ * scores are a few units and softmaxes neither flat nor one-hot; the rest (v) in [-1, 1]. */
+void fill_qkv(float *qkv, size_t rows, int W, int qk, trng *r);
 /* Signalling-NaN pattern: any element a kernel forgets to write shows as NaN. */
 void poison(float *x, size_t n);
 void widen(double *dst, const float *src, size_t n);

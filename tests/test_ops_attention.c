@@ -1,6 +1,7 @@
 /* Op tests, part 5: blockwise attention, forward (out and lse) and backward (dqkv),
  * causal and not, with head sizes 16 to 128, T not a multiple of the 64-row blocks,
- * and fewer heads (B * NH) than threads. */
+ * fewer heads (B * NH) than threads, and grouped-query attention (NKV < NH); the cached
+ * attention of generation. The group sums are checked in test_ops_llama.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,31 +18,38 @@ typedef struct att_ctx {
     const hg_attention_shape *s;
 } att_ctx;
 
-/* L = sum(out * R) over the rows element i of qkv moves: a query its own row; a key or
- * value every row of its head that sees it. */
+/* L = sum(out * R) over the rows element i of qkv moves: a query its own row of its
+ * head; a key or value every row that sees it, in each query head of its group. */
 static double att_loss(void *v, size_t i) {
     att_ctx *c = v;
     const hg_attention_shape *s = c->s;
-    const int C = s->NH * s->hs, T = s->T;
-    int j = (int)(i % (3 * (size_t)C)), bt = (int)(i / (3 * (size_t)C)), b = bt / T, t = bt % T;
-    int part = j / C, h = (j % C) / s->hs;
-    int t0 = part == 0 || s->causal ? t : 0, t1 = part == 0 ? t + 1 : T;
-    double L = 0.0, lse;
-    for (int tt = t0; tt < t1; tt++) {
-        ref_attention_row(c->row, &lse, c->qkv, s, b, h, tt);
-        for (int d = 0; d < s->hs; d++) L += c->row[d] * c->R[((size_t)b * T + tt) * C + h * s->hs + d];
+    const int hs = s->hs, C = s->NH * hs, T = s->T, NKV = hg_attention_kv_heads(s), rep = s->NH / NKV;
+    const int W = (s->NH + 2 * NKV) * hs;
+    int j = (int)(i % (size_t)W), bt = (int)(i / (size_t)W), b = bt / T, t = bt % T;
+    int h0, h1, t0, t1;
+    if (j < C) {
+        h0 = j / hs, h1 = h0 + 1, t0 = t, t1 = t + 1;
+    } else {
+        int g = (j - C) / hs % NKV; /* k, then v */
+        h0 = g * rep, h1 = h0 + rep, t0 = s->causal ? t : 0, t1 = T;
     }
+    double L = 0.0, lse;
+    for (int h = h0; h < h1; h++)
+        for (int tt = t0; tt < t1; tt++) {
+            ref_attention_row(c->row, &lse, c->qkv, s, b, h, tt);
+            for (int d = 0; d < hs; d++) L += c->row[d] * c->R[((size_t)b * T + tt) * C + h * hs + d];
+        }
     return L;
 }
 
-static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int hs, int causal, size_t nfd) {
-    const hg_attention_shape s = {.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal};
-    const int C = NH * hs;
-    const size_t NQ = (size_t)B * T * 3 * C, NO = (size_t)B * T * C, NL = (size_t)B * NH * T;
-    trng r = trng_seed(900 + (uint64_t)T * 4 + (uint64_t)hs + (uint64_t)causal);
+/* NKV: kv heads (0: NH); NKV < NH is grouped-query attention. */
+static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int causal, size_t nfd) {
+    const hg_attention_shape s = {.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal, .NKV = NKV};
+    const int C = NH * hs, KV = hg_attention_kv_heads(&s), W = (NH + 2 * KV) * hs;
+    const size_t NQ = (size_t)B * T * W, NO = (size_t)B * T * C, NL = (size_t)B * NH * T;
+    trng r = trng_seed(900 + (uint64_t)T * 4 + (uint64_t)hs + (uint64_t)causal + (uint64_t)NKV * 1000);
     float *qkv = fvec(NQ), *R = fvec(NO);
-    /* q and k in [-2, 2]: scaled scores of a few units, softmaxes neither flat nor one-hot */
-    for (size_t i = 0; i < NQ; i++) qkv[i] = (float)(i % (3 * (size_t)C) < 2 * (size_t)C ? trng_range(&r, -2, 2) : trng_range(&r, -1, 1));
+    fill_qkv(qkv, (size_t)B * T, W, (NH + KV) * hs, &r);
     fill(R, NO, &r, -1, 1);
     double *qkvd = dvec(NQ), *Rd = dvec(NO), *out_ref = dvec(NO), *lse_ref = dvec(NL), *g = dvec(NQ);
     widen(qkvd, qkv, NQ), widen(Rd, R, NO);
@@ -54,7 +62,7 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int h
     att_ctx ctx = {qkvd, row, Rd, &s};
     for (size_t j = 0; j < k; j++) fd[j] = fd_central(qkvd, idx[j], FD_H, att_loss, &ctx);
     char tag[128], name[192];
-    snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d hs=%d %s", B, T, NH, hs, causal ? "causal" : "full");
+    snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s", B, T, NH, KV, hs, causal ? "causal" : "full");
     snprintf(name, sizeof name, "%s ref dqkv vs fd", tag);
     check_failures += check_grad_d(name, g, fd, idx, k, NULL, sg, FD_TOL);
 
@@ -64,7 +72,8 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int h
         use_backend(be);
         size_t bytes = be->ops->attention_scratch_bytes(be, &s);
         float *scratch = fvec(bytes / sizeof(float));
-        snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d hs=%d %s threads=%d", B, T, NH, hs, causal ? "causal" : "full", be->threads);
+        snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s threads=%d", B, T, NH, KV, hs,
+                 causal ? "causal" : "full", be->threads);
         for (int run = 0; run < 2; run++) {
             poison(out[run], NO), poison(lse[run], NL), poison(scratch, bytes / sizeof(float));
             CHECK_OK(be->ops->attention_forward(be, out[run], lse[run], qkv, &s, scratch));
@@ -96,66 +105,81 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int h
 }
 
 /* attention_cached, fed the rows of one sequence in the chunks given (a prefill, single
- * rows, a second prefill), against the double reference of the whole causal sequence;
- * the cache holds exactly the k and v rows. */
-static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int hs, const int *chunks, int nchunks) {
-    const hg_attention_shape s = {.B = 1, .T = T, .NH = NH, .hs = hs, .causal = 1};
-    const int C = NH * hs;
-    const size_t NQ = (size_t)T * 3 * C, NO = (size_t)T * C, NKV = (size_t)NH * T * hs;
-    trng r = trng_seed(950 + (uint64_t)T + (uint64_t)hs);
+ * rows, a second prefill), against the double reference of the whole causal sequence and
+ * against the blockwise forward; the caches (NKV, T, hs) hold exactly each kv head's k
+ * and v rows. NKV: kv heads (0: NH). */
+static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int NKV, int hs, const int *chunks,
+                                  int nchunks) {
+    const hg_attention_shape s = {.B = 1, .T = T, .NH = NH, .hs = hs, .causal = 1, .NKV = NKV};
+    const int C = NH * hs, KV = hg_attention_kv_heads(&s), W = (NH + 2 * KV) * hs;
+    const size_t NQ = (size_t)T * W, NO = (size_t)T * C, NC = (size_t)KV * T * hs;
+    trng r = trng_seed(950 + (uint64_t)T + (uint64_t)hs + (uint64_t)NKV * 1000);
     float *qkv = fvec(NQ);
-    for (size_t i = 0; i < NQ; i++) qkv[i] = (float)(i % (3 * (size_t)C) < 2 * (size_t)C ? trng_range(&r, -2, 2) : trng_range(&r, -1, 1));
-    double *qkvd = dvec(NQ), *out_ref = dvec(NO), *lse_ref = dvec((size_t)NH * T);
+    fill_qkv(qkv, (size_t)T, W, (NH + KV) * hs, &r);
+    double *qkvd = dvec(NQ), *out_ref = dvec(NO), *lse_ref = dvec((size_t)NH * T), *blk = dvec(NO);
     widen(qkvd, qkv, NQ);
     ref_attention_forward(out_ref, lse_ref, qkvd, &s);
-    float *out = fvec(NO), *kc = fvec(NKV), *vc = fvec(NKV);
+    float *out = fvec(NO), *outb = fvec(NO), *lse = fvec((size_t)NH * T), *kc = fvec(NC), *vc = fvec(NC);
     for (int kb = 0; kb < OPS_NBE; kb++) {
         hg_backend *be = bes[kb];
         use_backend(be);
         size_t bytes = be->ops->attention_scratch_bytes(be, &s);
         float *scratch = fvec(bytes / sizeof(float));
-        poison(out, NO), poison(kc, NKV), poison(vc, NKV), poison(scratch, bytes / sizeof(float));
+        poison(out, NO), poison(kc, NC), poison(vc, NC), poison(scratch, bytes / sizeof(float));
         int pos = 0;
         for (int c = 0; c < nchunks && pos < T; c++) {
             int n = chunks[c] < T - pos ? chunks[c] : T - pos;
-            hg_kv_shape ks = {pos, n, T, NH, hs, 0};
-            CHECK_OK(be->ops->attention_cached(be, out + (size_t)pos * C, kc, vc, qkv + (size_t)pos * 3 * C, &ks, scratch));
+            hg_kv_shape ks = {pos, n, T, NH, hs, NKV};
+            CHECK_OK(be->ops->attention_cached(be, out + (size_t)pos * C, kc, vc, qkv + (size_t)pos * W, &ks, scratch));
             pos += n;
         }
         CHECK(pos == T);
+        poison(outb, NO), poison(lse, (size_t)NH * T), poison(scratch, bytes / sizeof(float));
+        CHECK_OK(be->ops->attention_forward(be, outb, lse, qkv, &s, scratch));
+        widen(blk, outb, NO);
         char name[160];
-        snprintf(name, sizeof name, "attention_cached T=%d NH=%d hs=%d threads=%d", T, NH, hs, be->threads);
-        /* the same error budget as the blockwise forward */
+        snprintf(name, sizeof name, "attention_cached T=%d NH=%d NKV=%d hs=%d threads=%d", T, NH, KV, hs, be->threads);
+        /* the blockwise forward's budget against the reference, twice it against the
+         * blockwise forward's own output */
         check_failures += check_finite(name, out, NO) + check_vec(name, out, out_ref, NULL, NO, 0.0, 4e-6);
+        check_failures += check_vec(name, out, blk, NULL, NO, 0.0, 8e-6);
         int bad = 0;
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++)
-                for (int d = 0; d < hs; d++) {
-                    const float *row = qkv + (size_t)t * 3 * C + h * hs + d;
-                    size_t at = ((size_t)h * T + t) * hs + d;
-                    bad += kc[at] != row[C] || vc[at] != row[2 * C];
-                }
-        if (bad) fprintf(stderr, "%s: %d cache elements differ from k, v\n", name, bad);
+        for (int g = 0; g < KV; g++)
+            for (int t = 0; t < T; t++) {
+                const float *row = qkv + (size_t)t * W;
+                size_t at = ((size_t)g * T + t) * hs;
+                bad += memcmp(kc + at, row + C + g * hs, sizeof(float) * hs) != 0;
+                bad += memcmp(vc + at, row + C + (KV + g) * hs, sizeof(float) * hs) != 0;
+            }
+        if (bad) fprintf(stderr, "%s: %d cache rows differ from k, v\n", name, bad);
         check_failures += bad;
         free(scratch);
     }
-    free(qkv), free(qkvd), free(out_ref), free(lse_ref), free(out), free(kc), free(vc);
+    free(qkv), free(qkvd), free(out_ref), free(lse_ref), free(blk), free(out), free(outb), free(lse), free(kc), free(vc);
 }
 
 int test_ops_attention(hg_backend *bes[OPS_NBE]) {
     const int prefill_then_rows[] = {5, 1, 1, 1, 20, 1, 1000};
-    test_attention_cached(bes, 37, 3, 32, prefill_then_rows, 7);
+    test_attention_cached(bes, 37, 3, 0, 32, prefill_then_rows, 7);
     const int rows[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    test_attention_cached(bes, 17, 2, 16, rows, 17);
+    test_attention_cached(bes, 17, 2, 0, 16, rows, 17);
     const int whole[] = {130};
-    test_attention_cached(bes, 130, 1, 128, whole, 1);
-    test_attention(bes, 2, 37, 3, 32, 1, 200);  /* the model's shape: one partial block */
-    test_attention(bes, 2, 37, 3, 32, 0, 200);
-    test_attention(bes, 1, 100, 1, 16, 1, 150); /* one head for two threads; two blocks */
-    test_attention(bes, 1, 65, 2, 16, 1, 150);  /* a last block of one row */
-    test_attention(bes, 1, 130, 2, 64, 0, 120); /* three blocks, non-causal */
-    test_attention(bes, 1, 130, 1, 128, 1, 100);
-    test_attention(bes, 2, 100, 1, 128, 0, 100);
-    test_attention(bes, 1, 1, 2, 16, 1, 100);   /* T = 1: out = v */
+    test_attention_cached(bes, 130, 1, 0, 128, whole, 1);
+    test_attention_cached(bes, 37, 6, 2, 16, prefill_then_rows, 7); /* grouped-query */
+    test_attention_cached(bes, 17, 4, 1, 32, rows, 17);             /* multi-query */
+    test_attention_cached(bes, 130, 6, 2, 16, whole, 1);
+    test_attention(bes, 2, 37, 3, 0, 32, 1, 200);  /* the model's shape: one partial block */
+    test_attention(bes, 2, 37, 3, 0, 32, 0, 200);
+    test_attention(bes, 1, 100, 1, 0, 16, 1, 150); /* one head for two threads; two blocks */
+    test_attention(bes, 1, 65, 2, 0, 16, 1, 150);  /* a last block of one row */
+    test_attention(bes, 1, 130, 2, 0, 64, 0, 120); /* three blocks, non-causal */
+    test_attention(bes, 1, 130, 1, 0, 128, 1, 100);
+    test_attention(bes, 2, 100, 1, 0, 128, 0, 100);
+    test_attention(bes, 1, 1, 2, 0, 16, 1, 100);   /* T = 1: out = v */
+    test_attention(bes, 2, 37, 6, 2, 16, 1, 150);  /* grouped-query: one partial block */
+    test_attention(bes, 2, 37, 4, 1, 16, 1, 150);  /* multi-query */
+    test_attention(bes, 2, 37, 6, 2, 16, 0, 100);  /* non-causal */
+    test_attention(bes, 2, 130, 6, 2, 16, 1, 100); /* three blocks, their diagonal slabs */
+    test_attention(bes, 2, 130, 4, 1, 16, 1, 100);
     return check_failures;
 }
