@@ -1,10 +1,8 @@
 /* The backend's ops as the step calls them: each wrapper runs the op through the
- * model's backend and, when a profiler is attached, records its kind, layer, shape, work
- * and the activation-table buffers it touched (profile/profile.h). Work is what the op executes: GEMMs
- * count 2 FLOPs per multiply-add, attention counts the causal half of its products
- * (forward: QK^T, PV; backward: QK^T recomputed, dV, dP, dQ, dK); bytes count each
- * tensor read or written once, at 4 bytes an element (a bf16 CUDA model moves about
- * half). Legend as in src/ops/README.md. */
+ * model's backend and, when a profiler is attached, records its kind (a row of the op
+ * registry, ops/registry.h), layer, shape, work (the op's cost function, beside its
+ * contract) and the activation-table buffers it touched (profile/profile.h). Legend as
+ * in src/ops/README.md. */
 #ifndef HG_MODEL_GPT_OPS_H
 #define HG_MODEL_GPT_OPS_H
 
@@ -12,22 +10,18 @@
 #include "model/gpt.h"
 #include "profile/profile.h"
 
-#define F4 4.0 /* bytes per float */
-
 static inline void op_encoder_forward(hg_model *m, float *out, const int32_t *tokens, const float *wte,
                                       const float *wpe, int B, int T, int C, const hg_dropout *d) {
     double t0 = prof_begin(m);
     m->be->ops->encoder_forward(m->be, out, tokens, wte, wpe, B, T, C, d);
-    PROF_OP(m, t0, .kind = OP_ENCODER_FWD, .layer = -1, .dims = {B, T, C}, .flops = (double)B * T * C,
-            .bytes = F4 * (3.0 * B * T * C + B * T), .touch = {out, tokens});
+    PROF_OP(m, t0, .kind = OP_ENCODER_FWD, .layer = -1, .dims = {B, T, C}, .cost = hg_encoder_forward_cost(B, T, C, wpe != NULL), .touch = {out, tokens});
 }
 
 static inline void op_encoder_backward(hg_model *m, float *dwte, float *dwpe, const float *dout,
                                        const int32_t *tokens, int B, int T, int C, const hg_dropout *d) {
     double t0 = prof_begin(m);
     m->be->ops->encoder_backward(m->be, dwte, dwpe, dout, tokens, B, T, C, d);
-    PROF_OP(m, t0, .kind = OP_ENCODER_BWD, .layer = -1, .dims = {B, T, C}, .flops = 2.0 * B * T * C,
-            .bytes = F4 * (3.0 * B * T * C + 2.0 * T * C + B * T), .touch = {dout, tokens});
+    PROF_OP(m, t0, .kind = OP_ENCODER_BWD, .layer = -1, .dims = {B, T, C}, .cost = hg_encoder_backward_cost(B, T, C, dwpe != NULL), .touch = {dout, tokens});
 }
 
 /* The model's norm: which one, and its epsilon. */
@@ -42,7 +36,7 @@ static inline void op_layernorm_forward(hg_model *m, int layer, float *out, floa
     double t0 = prof_begin(m);
     m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, w, b, N, C, &ns);
     PROF_OP(m, t0, .kind = ns.rms ? OP_RMSNORM_FWD : OP_LAYERNORM_FWD, .layer = layer, .dims = {N, C},
-            .flops = 8.0 * N * C, .bytes = F4 * (2.0 * N * C + 2.0 * N), .touch = {out, rstd, inp, mean});
+            .cost = hg_norm_forward_cost(N, C), .touch = {out, rstd, inp, mean});
 }
 
 static inline void op_residual_layernorm_forward(hg_model *m, int layer, float *res_out, float *out, float *mean,
@@ -53,7 +47,7 @@ static inline void op_residual_layernorm_forward(hg_model *m, int layer, float *
     double t0 = prof_begin(m);
     m->be->ops->residual_layernorm_forward(m->be, res_out, out, mean, rstd, res_in, delta, w, b, N, C, d, &ns);
     PROF_OP(m, t0, .kind = ns.rms ? OP_RESIDUAL_RMS_FWD : OP_RESIDUAL_LN_FWD, .layer = layer, .dims = {N, C},
-            .flops = 9.0 * N * C, .bytes = F4 * (4.0 * N * C + 2.0 * N),
+            .cost = hg_residual_norm_forward_cost(N, C),
             .touch = {res_out, out, rstd, res_in, delta, mean});
 }
 
@@ -64,7 +58,7 @@ static inline void op_layernorm_backward(hg_model *m, int layer, float *dinp, fl
     double t0 = prof_begin(m);
     m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch, &ns);
     PROF_OP(m, t0, .kind = ns.rms ? OP_RMSNORM_BWD : OP_LAYERNORM_BWD, .layer = layer, .dims = {N, C},
-            .flops = 12.0 * N * C, .bytes = F4 * (4.0 * N * C + 2.0 * N), .touch = {dinp, dout, inp, rstd, mean});
+            .cost = hg_norm_backward_cost(N, C), .touch = {dinp, dout, inp, rstd, mean});
 }
 
 /* kind: OP_ROPE_FWD on qkv, or OP_ROPE_BWD on dqkv. */
@@ -73,9 +67,8 @@ static inline void op_rope(hg_model *m, prof_kind kind, int layer, float *qkv, c
     double t0 = prof_begin(m);
     if (kind == OP_ROPE_FWD) m->be->ops->rope_forward(m->be, qkv, cos_sin, s);
     else m->be->ops->rope_backward(m->be, qkv, cos_sin, s);
-    double n = (double)s->B * s->T * (s->NH + s->NKV) * s->hs; /* elements rotated */
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {s->B, s->T, s->NH + s->NKV, s->hs}, .flops = 3.0 * n,
-            .bytes = F4 * (2.0 * n + (double)s->T * s->hs), .touch = {qkv});
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {s->B, s->T, s->NH + s->NKV, s->hs},
+            .cost = hg_rope_cost(s), .touch = {qkv});
 }
 
 /* The MLP activations other than GELU: the forward, or with recompute its recompute in
@@ -87,9 +80,8 @@ static inline void op_activation_forward(hg_model *m, int recompute, int layer, 
                                          : (recompute ? OP_RELU2_RECOMPUTE : OP_RELU2_FWD);
     double t0 = prof_begin(m);
     m->be->ops->activation_forward(m->be, mk, out, pre, N, F);
-    double n = (double)N * F, in = mk == HG_MLP_SWIGLU ? 2.0 * n : n;
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {N, F}, .flops = (mk == HG_MLP_SWIGLU ? 14.0 : 2.0) * n,
-            .bytes = F4 * (in + n), .touch = {out, pre});
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {N, F}, .cost = hg_activation_forward_cost(mk, N, F),
+            .touch = {out, pre});
 }
 
 static inline void op_activation_backward(hg_model *m, int layer, float *dpre, const float *pre, const float *dout,
@@ -97,17 +89,16 @@ static inline void op_activation_backward(hg_model *m, int layer, float *dpre, c
     hg_mlp_kind mk = m->cfg.mlp;
     double t0 = prof_begin(m);
     m->be->ops->activation_backward(m->be, mk, dpre, pre, dout, N, F);
-    double n = (double)N * F, in = mk == HG_MLP_SWIGLU ? 2.0 * n : n;
     PROF_OP(m, t0, .kind = mk == HG_MLP_SWIGLU ? OP_SWIGLU_BWD : OP_RELU2_BWD, .layer = layer, .dims = {N, F},
-            .flops = (mk == HG_MLP_SWIGLU ? 20.0 : 3.0) * n, .bytes = F4 * (2.0 * in + n), .touch = {dpre, pre, dout});
+            .cost = hg_activation_backward_cost(mk, N, F), .touch = {dpre, pre, dout});
 }
 
 static inline void op_dropout_backward(hg_model *m, int layer, float *dbranch, const float *dres, size_t n,
                                        const hg_dropout *d) {
     double t0 = prof_begin(m);
     m->be->ops->dropout_backward(m->be, dbranch, dres, n, d);
-    PROF_OP(m, t0, .kind = OP_DROPOUT_BWD, .layer = layer, .dims = {(long long)n}, .flops = (double)n,
-            .bytes = F4 * 2.0 * (double)n, .touch = {dbranch, dres});
+    PROF_OP(m, t0, .kind = OP_DROPOUT_BWD, .layer = layer, .dims = {(long long)n},
+            .cost = hg_dropout_backward_cost(n), .touch = {dbranch, dres});
 }
 
 /* kind: which linear layer and pass, e.g. OP_C_FC_FWD. */
@@ -115,8 +106,8 @@ static inline hg_status op_matmul_forward(hg_model *m, prof_kind kind, int layer
                                           const float *w, const float *bias, int M, int K, int N) {
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->matmul_forward(m->be, out, inp, w, bias, M, K, N);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N}, .flops = 2.0 * M * K * N,
-            .bytes = F4 * ((double)M * K + (double)K * N + (double)M * N), .touch = {out, inp});
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N},
+            .cost = hg_matmul_forward_cost(M, K, N), .touch = {out, inp});
     return st;
 }
 
@@ -125,9 +116,8 @@ static inline hg_status op_matmul_backward(hg_model *m, prof_kind kind, int laye
                                            int M, int K, int N) {
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->matmul_backward(m->be, dinp, dw, dbias, dout, inp, w, M, K, N);
-    /* dinp = dout w^T and dw += inp^T dout; dw is read and written */
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N}, .flops = 4.0 * M * K * N + (double)M * N,
-            .bytes = F4 * (2.0 * M * K + 3.0 * K * N + (double)M * N), .touch = {dinp, dout, inp});
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N}, .cost = hg_matmul_backward_cost(M, K, N),
+            .touch = {dinp, dout, inp});
     return st;
 }
 
@@ -135,16 +125,16 @@ static inline hg_status op_matmul_backward(hg_model *m, prof_kind kind, int laye
 static inline void op_gelu_forward(hg_model *m, prof_kind kind, int layer, float *out, const float *inp, size_t n) {
     double t0 = prof_begin(m);
     m->be->ops->gelu_forward(m->be, out, inp, n);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {(long long)n}, .flops = 10.0 * (double)n,
-            .bytes = F4 * 2.0 * (double)n, .touch = {out, inp});
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {(long long)n},
+            .cost = hg_gelu_forward_cost(n), .touch = {out, inp});
 }
 
 static inline void op_gelu_backward(hg_model *m, int layer, float *dinp, const float *inp, const float *dout,
                                     size_t n) {
     double t0 = prof_begin(m);
     m->be->ops->gelu_backward(m->be, dinp, inp, dout, n);
-    PROF_OP(m, t0, .kind = OP_GELU_BWD, .layer = layer, .dims = {(long long)n}, .flops = 16.0 * (double)n,
-            .bytes = F4 * 3.0 * (double)n, .touch = {dinp, inp, dout});
+    PROF_OP(m, t0, .kind = OP_GELU_BWD, .layer = layer, .dims = {(long long)n},
+            .cost = hg_gelu_backward_cost(n), .touch = {dinp, inp, dout});
 }
 
 /* The MLP's c_fc and its GELU: pre (M,N) = inp @ w + bias, out = GELU(pre). One fused op
@@ -159,10 +149,8 @@ static inline hg_status op_matmul_gelu_forward(hg_model *m, int layer, float *ou
     }
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->matmul_gelu_forward(m->be, out, pre, inp, w, bias, M, K, N);
-    /* the GEMM, then GELU at 10 FLOPs an element; pre and out both written */
     PROF_OP(m, t0, .kind = OP_C_FC_GELU_FWD, .layer = layer, .dims = {M, K, N},
-            .flops = 2.0 * M * K * N + 10.0 * M * N,
-            .bytes = F4 * ((double)M * K + (double)K * N + 2.0 * M * N), .touch = {out, pre, inp});
+            .cost = hg_matmul_gelu_forward_cost(M, K, N), .touch = {out, pre, inp});
     return st;
 }
 
@@ -181,28 +169,17 @@ static inline hg_status op_matmul_gelu_backward(hg_model *m, int layer, float *d
     }
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->matmul_gelu_backward(m->be, dpre, dw, dbias, act, dout, pre, w, M, K, N);
-    /* GELU (10 FLOPs an element), the matmul backward, GELU' (16); bytes: pre, act, dpre,
-     * dout and w once, dw read and written */
     PROF_OP(m, t0, .kind = OP_MLP_PROJ_GELU_BWD, .layer = layer, .dims = {M, K, N},
-            .flops = 4.0 * M * K * N + (double)M * N + 26.0 * M * K,
-            .bytes = F4 * (3.0 * M * K + 3.0 * K * N + (double)M * N), .touch = {dpre, act, dout, pre});
+            .cost = hg_matmul_gelu_backward_cost(M, K, N), .touch = {dpre, act, dout, pre});
     return st;
-}
-
-/* Score products one (QK^T, PV, ...) costs over the causal half (or all of T x T). */
-static inline double attention_pair_flops(const hg_attention_shape *s) {
-    double pairs = s->causal ? 0.5 * s->T * (s->T + 1.0) : (double)s->T * s->T;
-    return 2.0 * s->B * s->NH * pairs * s->hs;
 }
 
 static inline hg_status op_attention_forward(hg_model *m, int layer, float *out, float *lse, const float *qkv,
                                              const hg_attention_shape *s, void *scratch) {
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->attention_forward(m->be, out, lse, qkv, s, scratch);
-    double N = (double)s->B * s->T, C = (double)s->NH * s->hs, KV = (double)hg_attention_kv_heads(s) * s->hs;
     PROF_OP(m, t0, .kind = OP_ATTENTION_FWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
-            .flops = 2.0 * attention_pair_flops(s), .bytes = F4 * (2.0 * N * C + 2.0 * N * KV + N * s->NH),
-            .touch = {out, lse, qkv});
+            .cost = hg_attention_forward_cost(s), .touch = {out, lse, qkv});
     return st;
 }
 
@@ -211,10 +188,8 @@ static inline hg_status op_attention_backward(hg_model *m, int layer, float *dqk
                                               const hg_attention_shape *s, void *scratch) {
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->attention_backward(m->be, dqkv, dout, qkv, out, lse, s, scratch);
-    double N = (double)s->B * s->T, C = (double)s->NH * s->hs, KV = (double)hg_attention_kv_heads(s) * s->hs;
     PROF_OP(m, t0, .kind = OP_ATTENTION_BWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
-            .flops = 5.0 * attention_pair_flops(s), .bytes = F4 * (4.0 * N * C + 4.0 * N * KV + N * s->NH),
-            .touch = {dqkv, dout, qkv, out, lse});
+            .cost = hg_attention_backward_cost(s), .touch = {dqkv, dout, qkv, out, lse});
     return st;
 }
 
@@ -223,8 +198,7 @@ static inline hg_status op_classifier_forward(hg_model *m, const hg_classifier_a
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->classifier_forward(m->be, a);
     PROF_OP(m, t0, .kind = OP_CLASSIFIER_FWD, .layer = m->cfg.n_layer, .dims = {a->N, a->C, a->Vp},
-            .flops = 2.0 * a->N * a->C * a->Vp, .bytes = F4 * ((double)a->N * a->C + (double)a->Vp * a->C + 2.0 * a->N * a->Vp),
-            .touch = {a->x, a->targets, a->losses});
+            .cost = hg_classifier_forward_cost(a), .touch = {a->x, a->targets, a->losses});
     return st;
 }
 
@@ -232,8 +206,7 @@ static inline hg_status op_classifier_backward(hg_model *m, const hg_classifier_
     double t0 = prof_begin(m);
     hg_status st = m->be->ops->classifier_backward(m->be, a);
     PROF_OP(m, t0, .kind = OP_CLASSIFIER_BWD, .layer = m->cfg.n_layer, .dims = {a->N, a->C, a->Vp},
-            .flops = 4.0 * a->N * a->C * a->Vp, .bytes = F4 * (2.0 * a->N * a->C + 3.0 * a->Vp * a->C + 2.0 * a->N * a->Vp),
-            .touch = {a->x, a->dx});
+            .cost = hg_classifier_backward_cost(a), .touch = {a->x, a->dx});
     return st;
 }
 
@@ -241,26 +214,24 @@ static inline hg_status op_classifier_backward(hg_model *m, const hg_classifier_
 static inline void op_zero(hg_model *m, prof_kind kind, int layer, void *p, size_t bytes) {
     double t0 = prof_begin(m);
     m->be->ops->zero(m->be, p, bytes);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {(long long)(bytes / sizeof(float))}, .bytes = (double)bytes);
+    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {(long long)(bytes / sizeof(float))},
+            .cost = hg_zero_cost(bytes));
 }
 
 static inline void op_sumsq(hg_model *m, const float *x, size_t n, double *out) {
     double t0 = prof_begin(m);
     m->be->ops->sumsq(m->be, x, n, out);
-    PROF_OP(m, t0, .kind = OP_GRAD_NORM, .layer = PROF_NO_LAYER, .dims = {(long long)n}, .flops = 2.0 * (double)n,
-            .bytes = F4 * (double)n);
+    PROF_OP(m, t0, .kind = OP_GRAD_NORM, .layer = PROF_NO_LAYER, .dims = {(long long)n},
+            .cost = hg_sumsq_cost(n));
 }
 
 /* param: the table index of the one tensor the range lies in (for the trace), or -1. */
 static inline void op_adamw(hg_model *m, int param, int layer, const hg_adamw_args *a) {
     double t0 = prof_begin(m);
     m->be->ops->adamw(m->be, a);
-    /* reads p, g, m, v; writes p, m, v (and the compute copy, when separate) */
-    double n = (double)a->n, w = a->w ? (double)hg_precision_bytes(m->be->precision) * n : 0.0;
+    double w = a->w ? (double)hg_precision_bytes(m->be->precision) : 0.0;
     PROF_OP(m, t0, .kind = OP_ADAMW, .layer = layer, .param = param, .dims = {(long long)a->n},
-            .flops = 14.0 * n, .bytes = F4 * 7.0 * n + w);
+            .cost = hg_adamw_cost(a->n, w));
 }
-
-#undef F4
 
 #endif

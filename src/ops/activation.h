@@ -6,6 +6,7 @@
 #define HG_OPS_ACTIVATION_H
 
 #include "handgrad.h"
+#include "ops/cost.h"
 
 typedef struct hg_backend hg_backend;
 
@@ -15,5 +16,24 @@ typedef void hg_activation_forward_fn(hg_backend *be, hg_mlp_kind kind, float *o
  * alias dout or pre. */
 typedef void hg_activation_backward_fn(hg_backend *be, hg_mlp_kind kind, float *dpre, const float *pre,
                                        const float *dout, int N, int F);
+
+#define HG_ACTIVATION_OPS(X)                                    \
+    X(SWIGLU_FWD, "swiglu forward", FORWARD, MEMORY)            \
+    X(SWIGLU_RECOMPUTE, "swiglu recompute", BACKWARD, MEMORY)   \
+    X(SWIGLU_BWD, "swiglu backward", BACKWARD, MEMORY)          \
+    X(RELU2_FWD, "relu2 forward", FORWARD, MEMORY)              \
+    X(RELU2_RECOMPUTE, "relu2 recompute", BACKWARD, MEMORY)     \
+    X(RELU2_BWD, "relu2 backward", BACKWARD, MEMORY)
+
+/* Forward reads pre (2F or F wide) and writes out; backward reads pre and dout and writes
+ * dpre. SwiGLU's exp and divide are counted as 10 FLOPs. */
+static inline hg_op_cost hg_activation_forward_cost(hg_mlp_kind kind, int N, int F) {
+    double n = (double)N * F, in = kind == HG_MLP_SWIGLU ? 2.0 : 1.0;
+    return hg_elementwise_cost(n, kind == HG_MLP_SWIGLU ? 14.0 : 2.0, in + 1.0);
+}
+static inline hg_op_cost hg_activation_backward_cost(hg_mlp_kind kind, int N, int F) {
+    double n = (double)N * F, in = kind == HG_MLP_SWIGLU ? 2.0 : 1.0;
+    return hg_elementwise_cost(n, kind == HG_MLP_SWIGLU ? 20.0 : 3.0, 2.0 * in + 1.0);
+}
 
 #endif

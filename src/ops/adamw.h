@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/table.h"
+#include "ops/cost.h"
 
 typedef struct hg_backend hg_backend;
 
@@ -40,5 +41,17 @@ typedef struct hg_adamw_args {
 typedef void hg_adamw_fn(hg_backend *be, const hg_adamw_args *a);
 /* *out = sum of x^2 over n elements, accumulated in double. */
 typedef void hg_sumsq_fn(hg_backend *be, const float *x, size_t n, double *out);
+
+#define HG_ADAMW_OPS(X)                                 \
+    X(GRAD_NORM, "grad norm", OPTIMIZER, MEMORY)        \
+    X(ADAMW, "adamw", OPTIMIZER, MEMORY)
+
+/* Reads p, g, m, v and writes p, m, v, plus the compute copy: w_bytes an element when
+ * there is one (0 when p is it). */
+static inline hg_op_cost hg_adamw_cost(size_t n, double w_bytes) {
+    hg_op_cost c = {14.0 * (double)n, (HG_COST_F4 * 7.0 + w_bytes) * (double)n};
+    return c;
+}
+static inline hg_op_cost hg_sumsq_cost(size_t n) { return hg_elementwise_cost((double)n, 2.0, 1.0); }
 
 #endif

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "handgrad.h"
+#include "ops/cost.h"
 
 typedef struct hg_backend hg_backend;
 
@@ -49,5 +50,27 @@ typedef struct hg_kv_shape {
 } hg_kv_shape;
 typedef hg_status hg_attention_cached_fn(hg_backend *be, float *out, float *kcache, float *vcache,
                                          const float *qkv, const hg_kv_shape *s, void *scratch);
+
+#define HG_ATTENTION_OPS(X)                                     \
+    X(ATTENTION_FWD, "attention forward", FORWARD, ATTENTION)   \
+    X(ATTENTION_BWD, "attention backward", BACKWARD, ATTENTION)
+
+/* FLOPs of one score product (QK^T, PV, ...) over the causal half (or all of T x T). */
+static inline double hg_attention_pair_flops(const hg_attention_shape *s) {
+    double pairs = s->causal ? 0.5 * s->T * (s->T + 1.0) : (double)s->T * s->T;
+    return 2.0 * s->B * s->NH * pairs * s->hs;
+}
+/* Forward: QK^T and PV; reads q, k, v, writes out and lse. Backward: QK^T recomputed,
+ * dV, dP, dQ, dK; reads q, k, v, out, dout, lse, writes dq, dk, dv. */
+static inline hg_op_cost hg_attention_forward_cost(const hg_attention_shape *s) {
+    double N = (double)s->B * s->T, C = (double)s->NH * s->hs, KV = (double)hg_attention_kv_heads(s) * s->hs;
+    hg_op_cost c = {2.0 * hg_attention_pair_flops(s), HG_COST_F4 * (2.0 * N * C + 2.0 * N * KV + N * s->NH)};
+    return c;
+}
+static inline hg_op_cost hg_attention_backward_cost(const hg_attention_shape *s) {
+    double N = (double)s->B * s->T, C = (double)s->NH * s->hs, KV = (double)hg_attention_kv_heads(s) * s->hs;
+    hg_op_cost c = {5.0 * hg_attention_pair_flops(s), HG_COST_F4 * (4.0 * N * C + 4.0 * N * KV + N * s->NH)};
+    return c;
+}
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "handgrad.h"
+#include "ops/cost.h"
 
 typedef struct hg_backend hg_backend;
 
@@ -33,5 +34,22 @@ typedef hg_status hg_classifier_forward_fn(hg_backend *be, const hg_classifier_a
 /* After classifier_forward on the same chunk with dx set: dx = dlogits @ wte;
  * dwte += dlogits^T @ x. */
 typedef hg_status hg_classifier_backward_fn(hg_backend *be, const hg_classifier_args *a);
+
+#define HG_CLASSIFIER_OPS(X)                                    \
+    X(CLASSIFIER_FWD, "classifier forward", FORWARD, GEMM)      \
+    X(CLASSIFIER_BWD, "classifier backward", BACKWARD, GEMM)
+
+/* Per chunk: the logits GEMM, and backward's two products; the (N, Vp) scratch is written
+ * and read back, dwte read and written. */
+static inline hg_op_cost hg_classifier_forward_cost(const hg_classifier_args *a) {
+    double N = a->N, C = a->C, Vp = a->Vp;
+    hg_op_cost c = {2.0 * N * C * Vp, HG_COST_F4 * (N * C + Vp * C + 2.0 * N * Vp)};
+    return c;
+}
+static inline hg_op_cost hg_classifier_backward_cost(const hg_classifier_args *a) {
+    double N = a->N, C = a->C, Vp = a->Vp;
+    hg_op_cost c = {4.0 * N * C * Vp, HG_COST_F4 * (2.0 * N * C + 3.0 * Vp * C + 2.0 * N * Vp)};
+    return c;
+}
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "ops/cost.h"
 #include "ops/dropout.h"
 
 typedef struct hg_backend hg_backend;
@@ -18,5 +19,22 @@ typedef void hg_encoder_forward_fn(hg_backend *be, float *out, const int32_t *to
 typedef void hg_encoder_backward_fn(hg_backend *be, float *dwte, float *dwpe, const float *dout,
                                     const int32_t *tokens, int B, int T, int C,
                                     const hg_dropout *drop);
+
+#define HG_ENCODER_OPS(X)                                   \
+    X(ENCODER_FWD, "encoder forward", FORWARD, MEMORY)      \
+    X(ENCODER_BWD, "encoder backward", BACKWARD, MEMORY)
+
+/* wpe: 1 with learned positions (wpe != NULL), else 0. Forward reads a wte row (and a wpe
+ * row) and writes out per row; backward reads dout and adds into dwte rows (and dwpe). */
+static inline hg_op_cost hg_encoder_forward_cost(int B, int T, int C, int wpe) {
+    double n = (double)B * T * C;
+    hg_op_cost c = {n, HG_COST_F4 * ((2.0 + wpe) * n + (double)B * T)};
+    return c;
+}
+static inline hg_op_cost hg_encoder_backward_cost(int B, int T, int C, int wpe) {
+    double n = (double)B * T * C;
+    hg_op_cost c = {(1.0 + wpe) * n, HG_COST_F4 * (3.0 * n + 2.0 * wpe * T * C + (double)B * T)};
+    return c;
+}
 
 #endif

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "ops/cost.h"
 #include "ops/dropout.h"
 
 typedef struct hg_backend hg_backend;
@@ -43,5 +44,30 @@ typedef size_t hg_layernorm_scratch_fn(hg_backend *be, int N, int C);
 /* dbranch (n) = dropout'(dres): the gradient reaching a dropped-out branch output. */
 typedef void hg_dropout_backward_fn(hg_backend *be, float *dbranch, const float *dres, size_t n,
                                     const hg_dropout *drop);
+
+#define HG_NORM_OPS(X)                                                  \
+    X(LAYERNORM_FWD, "layernorm forward", FORWARD, MEMORY)              \
+    X(RESIDUAL_LN_FWD, "residual+layernorm forward", FORWARD, MEMORY)   \
+    X(LAYERNORM_BWD, "layernorm backward", BACKWARD, MEMORY)            \
+    X(RMSNORM_FWD, "rmsnorm forward", FORWARD, MEMORY)                  \
+    X(RESIDUAL_RMS_FWD, "residual+rmsnorm forward", FORWARD, MEMORY)    \
+    X(RMSNORM_BWD, "rmsnorm backward", BACKWARD, MEMORY)                \
+    X(DROPOUT_BWD, "dropout backward", BACKWARD, MEMORY)
+
+/* Per row of C: the statistics (N floats each) besides inp and out; the residual form
+ * also reads delta and writes res_out; backward reads dout, inp and adds into dinp. */
+static inline hg_op_cost hg_norm_forward_cost(int N, int C) {
+    hg_op_cost c = {8.0 * N * C, HG_COST_F4 * (2.0 * N * C + 2.0 * N)};
+    return c;
+}
+static inline hg_op_cost hg_residual_norm_forward_cost(int N, int C) {
+    hg_op_cost c = {9.0 * N * C, HG_COST_F4 * (4.0 * N * C + 2.0 * N)};
+    return c;
+}
+static inline hg_op_cost hg_norm_backward_cost(int N, int C) {
+    hg_op_cost c = {12.0 * N * C, HG_COST_F4 * (4.0 * N * C + 2.0 * N)};
+    return c;
+}
+static inline hg_op_cost hg_dropout_backward_cost(size_t n) { return hg_elementwise_cost((double)n, 1.0, 2.0); }
 
 #endif

@@ -3,6 +3,7 @@
 #define HG_OPS_MATMUL_H
 
 #include "handgrad.h"
+#include "ops/cost.h"
 
 typedef struct hg_backend hg_backend;
 
@@ -27,5 +28,39 @@ typedef hg_status hg_matmul_gelu_forward_fn(hg_backend *be, float *out, float *p
 typedef hg_status hg_matmul_gelu_backward_fn(hg_backend *be, float *dpre, float *dw, float *dbias,
                                              float *act, const float *dout, const float *pre,
                                              const float *w, int M, int K, int N);
+
+/* One row per linear layer of the decoder block and pass, so each is timed apart. */
+#define HG_MATMUL_OPS(X)                                                        \
+    X(C_ATTN_FWD, "matmul c_attn forward", FORWARD, GEMM)                       \
+    X(ATTN_PROJ_FWD, "matmul attn.c_proj forward", FORWARD, GEMM)               \
+    X(C_FC_FWD, "matmul c_fc forward", FORWARD, GEMM)                           \
+    X(C_FC_GELU_FWD, "matmul c_fc+gelu forward", FORWARD, GEMM)                 \
+    X(MLP_PROJ_FWD, "matmul mlp.c_proj forward", FORWARD, GEMM)                 \
+    X(MLP_PROJ_BWD, "matmul mlp.c_proj backward", BACKWARD, GEMM)               \
+    X(MLP_PROJ_GELU_BWD, "matmul mlp.c_proj+gelu backward", BACKWARD, GEMM)     \
+    X(C_FC_BWD, "matmul c_fc backward", BACKWARD, GEMM)                         \
+    X(ATTN_PROJ_BWD, "matmul attn.c_proj backward", BACKWARD, GEMM)             \
+    X(C_ATTN_BWD, "matmul c_attn backward", BACKWARD, GEMM)
+
+/* GEMMs count 2 FLOPs a multiply-add. Backward: dinp and dw products plus the bias's
+ * column sums; dw is read and written. The GELU forms add GELU (10 FLOPs an element) or
+ * its recompute and derivative (26), and the pre/act tensors they move. */
+static inline hg_op_cost hg_matmul_forward_cost(int M, int K, int N) {
+    hg_op_cost c = {2.0 * M * K * N, HG_COST_F4 * ((double)M * K + (double)K * N + (double)M * N)};
+    return c;
+}
+static inline hg_op_cost hg_matmul_backward_cost(int M, int K, int N) {
+    hg_op_cost c = {4.0 * M * K * N + (double)M * N, HG_COST_F4 * (2.0 * M * K + 3.0 * K * N + (double)M * N)};
+    return c;
+}
+static inline hg_op_cost hg_matmul_gelu_forward_cost(int M, int K, int N) {
+    hg_op_cost c = {2.0 * M * K * N + 10.0 * M * N, HG_COST_F4 * ((double)M * K + (double)K * N + 2.0 * M * N)};
+    return c;
+}
+static inline hg_op_cost hg_matmul_gelu_backward_cost(int M, int K, int N) {
+    hg_op_cost c = {4.0 * M * K * N + (double)M * N + 26.0 * M * K,
+                    HG_COST_F4 * (3.0 * M * K + 3.0 * K * N + (double)M * N)};
+    return c;
+}
 
 #endif

@@ -7,6 +7,8 @@
 #ifndef HG_OPS_ROPE_H
 #define HG_OPS_ROPE_H
 
+#include "ops/cost.h"
+
 typedef struct hg_backend hg_backend;
 
 typedef struct hg_rope_shape {
@@ -21,5 +23,17 @@ typedef void hg_rope_forward_fn(hg_backend *be, float *qkv, const float *cos_sin
 /* dqkv (B,T,W): the q and k parts rotated back in place (the transpose of the forward
  * rotation), turning gradients wrt rotated q, k into gradients wrt the projection's. */
 typedef void hg_rope_backward_fn(hg_backend *be, float *dqkv, const float *cos_sin, const hg_rope_shape *s);
+
+#define HG_ROPE_OPS(X)                              \
+    X(ROPE_FWD, "rope forward", FORWARD, MEMORY)    \
+    X(ROPE_BWD, "rope backward", BACKWARD, MEMORY)
+
+/* Either direction: the q and k elements read and written once, plus the T rows of the
+ * cos|sin table. */
+static inline hg_op_cost hg_rope_cost(const hg_rope_shape *s) {
+    double n = (double)s->B * s->T * (s->NH + s->NKV) * s->hs;
+    hg_op_cost c = {3.0 * n, HG_COST_F4 * (2.0 * n + (double)s->T * s->hs)};
+    return c;
+}
 
 #endif

@@ -13,57 +13,23 @@
 
 #include "core/error.h"
 
-typedef enum { SHAPE_DIMS, SHAPE_GEMM, SHAPE_ATTENTION } shape_kind;
+/* How a kind is rated and its shape printed: the CLASS column of a registry row. */
+typedef enum { CLASS_MEMORY, CLASS_GEMM, CLASS_ATTENTION } op_class;
 
 static const struct kind_info {
     const char *name;
     hg_prof_pass pass;
-    int region, gemm, flop_bound;
-    shape_kind shape;
+    int region;
+    op_class cls;
 } kinds[PROF_KINDS] = {
-    [PROF_STEP] = {"step", HG_PASS_STEP, 1, 0, 0, SHAPE_DIMS},
-    [PROF_FORWARD] = {"forward", HG_PASS_FORWARD, 1, 0, 0, SHAPE_DIMS},
-    [PROF_CLASSIFIER] = {"classifier", HG_PASS_FORWARD, 1, 0, 0, SHAPE_DIMS},
-    [PROF_BACKWARD] = {"backward", HG_PASS_BACKWARD, 1, 0, 0, SHAPE_DIMS},
-    [PROF_OPTIMIZER] = {"optimizer", HG_PASS_OPTIMIZER, 1, 0, 0, SHAPE_DIMS},
-    [OP_ENCODER_FWD] = {"encoder forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_LAYERNORM_FWD] = {"layernorm forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_C_ATTN_FWD] = {"matmul c_attn forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_ATTENTION_FWD] = {"attention forward", HG_PASS_FORWARD, 0, 0, 1, SHAPE_ATTENTION},
-    [OP_ATTN_PROJ_FWD] = {"matmul attn.c_proj forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_RESIDUAL_LN_FWD] = {"residual+layernorm forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_C_FC_FWD] = {"matmul c_fc forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_GELU_FWD] = {"gelu forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_C_FC_GELU_FWD] = {"matmul c_fc+gelu forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_MLP_PROJ_FWD] = {"matmul mlp.c_proj forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_CLASSIFIER_FWD] = {"classifier forward", HG_PASS_FORWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_CLASSIFIER_BWD] = {"classifier backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_ZERO_DRES] = {"zero dresidual", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_LAYERNORM_BWD] = {"layernorm backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_DROPOUT_BWD] = {"dropout backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_GELU_RECOMPUTE] = {"gelu recompute", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_MLP_PROJ_BWD] = {"matmul mlp.c_proj backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_GELU_BWD] = {"gelu backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_MLP_PROJ_GELU_BWD] = {"matmul mlp.c_proj+gelu backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_C_FC_BWD] = {"matmul c_fc backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_ATTN_PROJ_BWD] = {"matmul attn.c_proj backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_ATTENTION_BWD] = {"attention backward", HG_PASS_BACKWARD, 0, 0, 1, SHAPE_ATTENTION},
-    [OP_C_ATTN_BWD] = {"matmul c_attn backward", HG_PASS_BACKWARD, 0, 1, 1, SHAPE_GEMM},
-    [OP_ENCODER_BWD] = {"encoder backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_RMSNORM_FWD] = {"rmsnorm forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_RESIDUAL_RMS_FWD] = {"residual+rmsnorm forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_RMSNORM_BWD] = {"rmsnorm backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_ROPE_FWD] = {"rope forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_ROPE_BWD] = {"rope backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_SWIGLU_FWD] = {"swiglu forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_SWIGLU_RECOMPUTE] = {"swiglu recompute", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_SWIGLU_BWD] = {"swiglu backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_RELU2_FWD] = {"relu2 forward", HG_PASS_FORWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_RELU2_RECOMPUTE] = {"relu2 recompute", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_RELU2_BWD] = {"relu2 backward", HG_PASS_BACKWARD, 0, 0, 0, SHAPE_DIMS},
-    [OP_ZERO_GRAD] = {"zero_grad", HG_PASS_OPTIMIZER, 0, 0, 0, SHAPE_DIMS},
-    [OP_GRAD_NORM] = {"grad norm", HG_PASS_OPTIMIZER, 0, 0, 0, SHAPE_DIMS},
-    [OP_ADAMW] = {"adamw", HG_PASS_OPTIMIZER, 0, 0, 0, SHAPE_DIMS},
+    [PROF_STEP] = {"step", HG_PASS_STEP, 1, CLASS_MEMORY},
+    [PROF_FORWARD] = {"forward", HG_PASS_FORWARD, 1, CLASS_MEMORY},
+    [PROF_CLASSIFIER] = {"classifier", HG_PASS_FORWARD, 1, CLASS_MEMORY},
+    [PROF_BACKWARD] = {"backward", HG_PASS_BACKWARD, 1, CLASS_MEMORY},
+    [PROF_OPTIMIZER] = {"optimizer", HG_PASS_OPTIMIZER, 1, CLASS_MEMORY},
+#define KIND_ROW(id, name, pass, cls) [OP_##id] = {name, HG_PASS_##pass, 0, CLASS_##cls},
+    HG_OP_REGISTRY(KIND_ROW)
+#undef KIND_ROW
 };
 
 /* An activation-table buffer (index into the table) and which of its copies. */
@@ -128,7 +94,7 @@ void prof_record(const hg_model *m, const prof_op *op, double t0) {
     hg_profiler *p = m->prof;
     prof_event *e = claim(p);
     if (!e) return;
-    *e = (prof_event){.t0 = t0 - p->epoch, .t1 = t1 - p->epoch, .flops = op->flops, .bytes = op->bytes,
+    *e = (prof_event){.t0 = t0 - p->epoch, .t1 = t1 - p->epoch, .flops = op->cost.flops, .bytes = op->cost.bytes,
                       .kind = op->kind, .step = p->step, .layer = op->layer, .thread = thread_id(),
                       .param = op->param};
     memcpy(e->dims, op->dims, sizeof e->dims);
@@ -220,9 +186,9 @@ int64_t hg_profiler_dropped(const hg_profiler *p) {
     return n > p->cap ? n - p->cap : 0;
 }
 
-static void format_shape(char *s, size_t cap, shape_kind k, const long long *d) {
-    if (k == SHAPE_GEMM) snprintf(s, cap, "%lldx%lld @ %lldx%lld", d[0], d[1], d[1], d[2]);
-    else if (k == SHAPE_ATTENTION) snprintf(s, cap, "B=%lld T=%lld NH=%lld hs=%lld", d[0], d[1], d[2], d[3]);
+static void format_shape(char *s, size_t cap, op_class k, const long long *d) {
+    if (k == CLASS_GEMM) snprintf(s, cap, "%lldx%lld @ %lldx%lld", d[0], d[1], d[1], d[2]);
+    else if (k == CLASS_ATTENTION) snprintf(s, cap, "B=%lld T=%lld NH=%lld hs=%lld", d[0], d[1], d[2], d[3]);
     else {
         size_t n = 0;
         s[0] = 0;
@@ -236,11 +202,11 @@ hg_status hg_profiler_event(const hg_profiler *p, int index, hg_prof_event *out)
         return hg_fail(HG_ERR_INVALID, "event index %d is out of range [0, %d)", index, hg_profiler_count(p));
     const prof_event *e = &p->ev[index];
     const struct kind_info *k = &kinds[e->kind];
-    *out = (hg_prof_event){.name = k->name, .region = k->region, .pass = k->pass, .gemm = k->gemm,
-                           .flop_bound = k->flop_bound, .step = e->step, .layer = e->layer, .thread = e->thread,
+    *out = (hg_prof_event){.name = k->name, .region = k->region, .pass = k->pass, .gemm = k->cls == CLASS_GEMM,
+                           .flop_bound = k->cls != CLASS_MEMORY, .step = e->step, .layer = e->layer, .thread = e->thread,
                            .start = e->t0, .end = e->t1, .flops = e->flops, .bytes = e->bytes,
                            .param = e->kind == OP_ADAMW ? e->param : -1};
-    if (!k->region) format_shape(out->shape, sizeof out->shape, k->shape, e->dims);
+    if (!k->region) format_shape(out->shape, sizeof out->shape, k->cls, e->dims);
     return HG_OK;
 }
 

@@ -10,22 +10,18 @@
 
 #include "core/timer.h"
 #include "model/gpt.h"
+#include "ops/registry.h"
 
 #ifndef HG_PROFILE
 #define HG_PROFILE 1
 #endif
 
-/* Regions first, then one kind per row of the per-op table (name and pass). */
+/* Regions first, then OP_<ID> for each row of the op registry (ops/registry.h). */
 typedef enum prof_kind {
     PROF_STEP, PROF_FORWARD, PROF_CLASSIFIER, PROF_BACKWARD, PROF_OPTIMIZER,
-    OP_ENCODER_FWD, OP_LAYERNORM_FWD, OP_C_ATTN_FWD, OP_ATTENTION_FWD, OP_ATTN_PROJ_FWD,
-    OP_RESIDUAL_LN_FWD, OP_C_FC_FWD, OP_GELU_FWD, OP_C_FC_GELU_FWD, OP_MLP_PROJ_FWD, OP_CLASSIFIER_FWD,
-    OP_CLASSIFIER_BWD, OP_ZERO_DRES, OP_LAYERNORM_BWD, OP_DROPOUT_BWD, OP_GELU_RECOMPUTE,
-    OP_MLP_PROJ_BWD, OP_GELU_BWD, OP_MLP_PROJ_GELU_BWD, OP_C_FC_BWD, OP_ATTN_PROJ_BWD, OP_ATTENTION_BWD,
-    OP_C_ATTN_BWD, OP_ENCODER_BWD,
-    OP_RMSNORM_FWD, OP_RESIDUAL_RMS_FWD, OP_RMSNORM_BWD, OP_ROPE_FWD, OP_ROPE_BWD,
-    OP_SWIGLU_FWD, OP_SWIGLU_RECOMPUTE, OP_SWIGLU_BWD, OP_RELU2_FWD, OP_RELU2_RECOMPUTE, OP_RELU2_BWD,
-    OP_ZERO_GRAD, OP_GRAD_NORM, OP_ADAMW,
+#define PROF_KIND_ID(id, name, pass, cls) OP_##id,
+    HG_OP_REGISTRY(PROF_KIND_ID)
+#undef PROF_KIND_ID
     PROF_KINDS
 } prof_kind;
 
@@ -38,7 +34,7 @@ typedef struct prof_op {
     int layer;
     int param;                      /* OP_ADAMW: the parameter's table index */
     long long dims[4];              /* the shape; meaning per kind (profile.c: format_shape) */
-    double flops, bytes;
+    hg_op_cost cost;                /* from the op's cost function (ops/<op>.h) */
     const void *touch[PROF_MAX_TOUCH]; /* buffers read or written; NULL-terminated */
 } prof_op;
 
