@@ -30,13 +30,14 @@ __global__ void __launch_bounds__(256) colsum_partial_kernel(float2 *partial, in
     }
 }
 
-/* out0[c] += sum of partial[r][c].x over r; out1 likewise with .y (skipped when NULL). */
+/* out0[c] += sum of partial[r][c].x over r; out1 likewise with .y. Either may be NULL (not
+ * written): a norm may have a weight and no bias, or a bias and no weight. */
 __global__ static void colsum_finish_kernel(float *out0, float *out1, const float2 *partial, int N, int R) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= N) return;
     float2 s = make_float2(0.0f, 0.0f);
     for (int r = 0; r < R; r++) s.x += partial[(size_t)r * N + c].x, s.y += partial[(size_t)r * N + c].y;
-    out0[c] += s.x;
+    if (out0) out0[c] += s.x;
     if (out1) out1[c] += s.y;
 }
 
