@@ -8,6 +8,8 @@ target_sources(handgrad PRIVATE
   backend/cuda/gemm.cu
   backend/cuda/matmul.cu
   backend/cuda/gelu.cu
+  backend/cuda/activation.cu
+  backend/cuda/rope.cu
   backend/cuda/layernorm.cu
   backend/cuda/encoder.cu
   backend/cuda/attention.cu
