@@ -1,4 +1,5 @@
-/* Token and position embeddings on the GPU, forward and backward.
+/* Token and position embeddings on the GPU, forward and backward. wpe and dwpe are NULL
+ * in a model without learned positions (RoPE): the position term is left out.
  *
  * Backward: dwpe (Tmax,C) is a sum over the batch, one thread per (t, c) walking b in
  * order (deterministic). dwte is a scatter by token id: fp32 atomicAdd, so its
@@ -12,7 +13,8 @@ __global__ void encoder_forward_kernel(T *out, const int32_t *tokens, const T *w
     int dropping = hg_dropout_on(&drop);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / C, c = i % C;
-        float v = to_f(wte[(size_t)tokens[r] * C + c]) + to_f(wpe[(r % T_) * C + c]);
+        float v = to_f(wte[(size_t)tokens[r] * C + c]);
+        if (wpe) v += to_f(wpe[(r % T_) * C + c]);
         if (dropping) v *= hg_dropout_scale(&drop, i);
         out[i] = from_f<T>(v);
     }
@@ -61,7 +63,7 @@ extern "C" void cuda_encoder_backward(hg_backend *be, float *dwte, float *dwpe, 
     hg_dropout d = cuda_dropout(drop);
     CUDA_DISPATCH(be, encoder_backward_wte_kernel<T><<<cuda_grid(be, (size_t)B * T_ * C), 256, 0, cuda_stream(be)>>>(
                           dwte, (const T *)dout, tokens, B * T_, C, d));
-    if (cuda_launched(be, "encoder_backward_wte_kernel") != HG_OK) return;
+    if (cuda_launched(be, "encoder_backward_wte_kernel") != HG_OK || !dwpe) return;
     CUDA_DISPATCH(be, encoder_backward_wpe_kernel<T><<<cuda_grid(be, (size_t)T_ * C), 256, 0, cuda_stream(be)>>>(
                           dwpe, (const T *)dout, B, T_, C, d));
     cuda_launched(be, "encoder_backward_wpe_kernel");

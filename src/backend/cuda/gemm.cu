@@ -5,12 +5,12 @@
  * column-major D^T = op(B)^T op(A)^T: cuBLASLt's A is our B, its B is our A, its m is
  * our N and its n our M, with the transposes carried over unchanged.
  *
- * Bias and GELU run in cuBLASLt's epilogue (BIAS, GELU_AUX_BIAS, DGELU); cuBLASLt's
- * GELU is the tanh approximation, as ours. When its heuristic offers no kernel for an
- * epilogue, the GEMM runs plain and small kernels (gelu.cu) apply the epilogue.
- * The heuristic's choice is cached per shape, transposes, types, epilogue and pointer
- * alignment (the alignment limits which kernels are valid). Accumulation is fp32
- * (CUBLAS_COMPUTE_32F; no TF32 in fp32 mode). */
+ * Bias and GELU run in cuBLASLt's epilogue (BIAS, GELU_AUX_BIAS or GELU_AUX when there is
+ * no bias, DGELU); cuBLASLt's GELU is the tanh approximation, as ours. When its heuristic
+ * offers no kernel for an epilogue, the GEMM runs plain and small kernels (gelu.cu) apply
+ * the epilogue. The heuristic's choice is cached per shape, transposes, types, epilogue
+ * (and whether it has a bias) and pointer alignment (the alignment limits which kernels
+ * are valid). Accumulation is fp32 (CUBLAS_COMPUTE_32F; no TF32 in fp32 mode). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +21,7 @@ typedef struct gemm_key {
     cuda_gemm_desc d;
     int precision;
     int align[4]; /* bytes: A, B, C/D, aux */
+    int bias;     /* GELU_AUX: with a bias (GELU_AUX_BIAS) or without (GELU_AUX) */
 } gemm_key;
 
 typedef struct gemm_entry {
@@ -80,10 +81,10 @@ static hg_status lt_call_init(hg_backend *be, lt_call *k, const cuda_gemm_desc *
     LT(cublasLtMatrixLayoutCreate(&k->c, dt, d->N, d->M, d->ldd));
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (d->epilogue == EPI_BIAS) epi = CUBLASLT_EPILOGUE_BIAS;
-    if (d->epilogue == EPI_GELU_AUX) epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (d->epilogue == EPI_GELU_AUX) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     if (d->epilogue == EPI_DGELU) epi = CUBLASLT_EPILOGUE_DGELU;
     LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (d->epilogue == EPI_BIAS || d->epilogue == EPI_GELU_AUX) {
+    if ((d->epilogue == EPI_BIAS || d->epilogue == EPI_GELU_AUX) && bias) {
         LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t));
     }
@@ -134,6 +135,7 @@ static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, co
     key.align[1] = alignment(B);
     key.align[2] = alignment(D);
     key.align[3] = aux ? alignment(aux) : 0;
+    key.bias = bias != NULL;
     lt_call k;
     memset(&k, 0, sizeof k);
     hg_status st = lt_call_init(be, &k, d, &key, bias, aux);
