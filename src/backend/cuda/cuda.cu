@@ -228,16 +228,12 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
  * dwte (fp32), so fewer chunks move less; 1 GiB of bf16 logits is 10672 rows of GPT-2. */
 #define CUDA_CLASSIFIER_CHUNK_BYTES ((size_t)1 << 30)
 
-/* What the CUDA kernels run so far: GPT-2's blocks, with biases and tying as the config
- * says. The other switches of hg_config need kernels not written yet; the model is
- * refused at creation rather than failing inside a step. */
+/* What the CUDA kernels run so far: every norm, position encoding, MLP activation, bias
+ * and tying choice of hg_config, with as many kv heads as query heads. Grouped-query
+ * attention needs attention kernels not written yet; the model is refused at creation
+ * rather than failing inside a step. */
 static hg_status cuda_supports(const hg_config *c) {
-    const char *field = c->norm != HG_NORM_LAYERNORM                ? "norm (rmsnorm)"
-                        : c->omit & HG_OMIT_NORM_WEIGHT              ? "norm_weight (false)"
-                        : c->omit & HG_OMIT_NORM_BIAS                ? "norm_bias (false)"
-                        : c->position != HG_POS_LEARNED             ? "position (rope)"
-                        : c->mlp != HG_MLP_GELU                     ? "mlp"
-                        : c->n_kv_head && c->n_kv_head != c->n_head ? "n_kv_head (grouped-query attention)"
+    const char *field = c->n_kv_head && c->n_kv_head != c->n_head ? "n_kv_head (grouped-query attention)"
                         : c->head_dim && c->head_dim * c->n_head != c->d_model ? "head_dim (other than d_model/n_head)"
                                                                                 : NULL;
     if (field)
@@ -273,10 +269,10 @@ static const hg_backend_ops cuda_ops = {
     .matmul_gelu_backward = cuda_matmul_gelu_backward,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
-    .activation_forward = NULL, /* SwiGLU, ReLU^2, RoPE: not written yet (cuda_supports) */
-    .activation_backward = NULL,
-    .rope_forward = NULL,
-    .rope_backward = NULL,
+    .activation_forward = cuda_activation_forward,
+    .activation_backward = cuda_activation_backward,
+    .rope_forward = cuda_rope_forward,
+    .rope_backward = cuda_rope_backward,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
     .attention_scratch_bytes = cuda_attention_scratch_bytes,
