@@ -23,7 +23,8 @@
 #include "cuda_util.h"
 #include "ops_util.h"
 
-static const hg_norm_spec LN = {0, 1e-5f}; /* GPT-2's LayerNorm */
+static const hg_norm_spec LN = {0, 1e-5f};  /* GPT-2's LayerNorm */
+static const hg_norm_spec RMS = {1, 1e-6f}; /* Qwen2's RMSNorm (Llama 2's eps) */
 
 static int failures;
 
@@ -41,6 +42,13 @@ static float *copy_of(const float *x, size_t n) {
     float *y = fvec(n);
     memcpy(y, x, n * sizeof(float));
     return y;
+}
+
+/* A check's label: fmt with %s replaced by op (valid until the next call). */
+static const char *op_name(const char *fmt, const char *op) {
+    static char buf[128];
+    snprintf(buf, sizeof buf, fmt, op);
+    return buf;
 }
 
 /* The GPU buffer d (n elements) against the CPU's want. */
@@ -94,50 +102,62 @@ static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p) {
     free(wte), free(wpe), free(dout), free(dwte0), free(dwpe0), free(tok), free(out), free(dwte), free(dwpe);
 }
 
-/* ---- LayerNorm, residual + LayerNorm with dropout, backward, dropout backward ---- */
+/* ---- LayerNorm and RMSNorm (with and without w, b), residual + norm with dropout,
+ * backward, dropout backward ---- */
 
-static void test_layernorm(hg_backend *cpu, hg_backend *gpu, int C) {
-    const int N = 111;
+enum { NORM_W = 1, NORM_B = 2 }; /* which affine parameters the norm has */
+
+/* RMSNorm is given NULL for mean on both backends (it must neither read nor write it),
+ * and a missing w or b is NULL along with its gradient. */
+static void test_norm(hg_backend *cpu, hg_backend *gpu, int C, const hg_norm_spec *ns, int affine) {
+    const int N = 111, rms = ns->rms;
     const size_t NC = (size_t)N * C;
-    trng r = trng_seed(21 + (uint64_t)C);
+    trng r = trng_seed(21 + (uint64_t)C + 100 * (uint64_t)(rms + 2 * affine));
     float *x = rvec(gpu, NC, &r, -1.5, 2.5), *delta = rvec(gpu, NC, &r, -1, 1), *w = rvec(gpu, C, &r, 0.5, 1.5);
     float *b = rvec(gpu, C, &r, -0.5, 0.5), *dout = rvec(gpu, NC, &r, -1, 1), *dinp0 = rvec(gpu, NC, &r, -1, 1);
     float *dw0 = rvec(gpu, C, &r, -1, 1), *db0 = rvec(gpu, C, &r, -1, 1);
     hg_dropout drop = {0.1f, 5, 2, 3};
-    float *out = fvec(NC), *mean = fvec(N), *rstd = fvec(N), *res = fvec(NC), *out2 = fvec(NC), *mean2 = fvec(N), *rstd2 = fvec(N);
+    float *out = fvec(NC), *mean = rms ? NULL : fvec(N), *rstd = fvec(N), *res = fvec(NC), *out2 = fvec(NC);
+    float *mean2 = rms ? NULL : fvec(N), *rstd2 = fvec(N);
     float *dinp = copy_of(dinp0, NC), *dw = copy_of(dw0, C), *db = copy_of(db0, C), *dbr = fvec(NC);
     float *scratch = fvec(cpu->ops->layernorm_scratch_bytes(cpu, N, C) / sizeof(float));
-    cpu->ops->layernorm_forward(cpu, out, mean, rstd, x, w, b, N, C, &LN);
-    cpu->ops->residual_layernorm_forward(cpu, res, out2, mean2, rstd2, x, delta, w, b, N, C, &drop, &LN);
-    cpu->ops->layernorm_backward(cpu, dinp, dw, db, dout, x, w, mean, rstd, N, C, scratch, &LN);
+    const float *cw = affine & NORM_W ? w : NULL, *cb = affine & NORM_B ? b : NULL;
+    float *cdw = affine & NORM_W ? dw : NULL, *cdb = affine & NORM_B ? db : NULL;
+    cpu->ops->layernorm_forward(cpu, out, mean, rstd, x, cw, cb, N, C, ns);
+    cpu->ops->residual_layernorm_forward(cpu, res, out2, mean2, rstd2, x, delta, cw, cb, N, C, &drop, ns);
+    cpu->ops->layernorm_backward(cpu, dinp, cdw, cdb, dout, x, cw, mean, rstd, N, C, scratch, ns);
     cpu->ops->dropout_backward(cpu, dbr, dout, NC, &drop);
 
-    void *dx = dev_from(gpu, x, NC, 1), *dwt = dev_from(gpu, w, C, 1), *dbt = dev_from(gpu, b, C, 1);
-    void *d_out = dev_poison(gpu, NC, 1), *d_mean = dev_poison(gpu, N, 0), *d_rstd = dev_poison(gpu, N, 0);
-    void *d_res = dev_poison(gpu, NC, 1), *d_out2 = dev_poison(gpu, NC, 1), *d_mean2 = dev_poison(gpu, N, 0),
+    void *dx = dev_from(gpu, x, NC, 1), *dwt = affine & NORM_W ? dev_from(gpu, w, C, 1) : NULL;
+    void *dbt = affine & NORM_B ? dev_from(gpu, b, C, 1) : NULL;
+    void *d_out = dev_poison(gpu, NC, 1), *d_mean = rms ? NULL : dev_poison(gpu, N, 0), *d_rstd = dev_poison(gpu, N, 0);
+    void *d_res = dev_poison(gpu, NC, 1), *d_out2 = dev_poison(gpu, NC, 1), *d_mean2 = rms ? NULL : dev_poison(gpu, N, 0),
          *d_rstd2 = dev_poison(gpu, N, 0);
-    void *d_dinp = dev_from(gpu, dinp0, NC, 1), *d_dw = dev_from(gpu, dw0, C, 0), *d_db = dev_from(gpu, db0, C, 0);
+    void *d_dinp = dev_from(gpu, dinp0, NC, 1), *d_dw = affine & NORM_W ? dev_from(gpu, dw0, C, 0) : NULL;
+    void *d_db = affine & NORM_B ? dev_from(gpu, db0, C, 0) : NULL;
     void *d_dout = dev_from(gpu, dout, NC, 1), *d_dbr = dev_poison(gpu, NC, 1);
     void *d_scr = dev_poison(gpu, gpu->ops->layernorm_scratch_bytes(gpu, N, C) / sizeof(float), 0);
-    gpu->ops->layernorm_forward(gpu, d_out, d_mean, d_rstd, dx, dwt, dbt, N, C, &LN);
+    gpu->ops->layernorm_forward(gpu, d_out, d_mean, d_rstd, dx, dwt, dbt, N, C, ns);
     gpu->ops->residual_layernorm_forward(gpu, d_res, d_out2, d_mean2, d_rstd2, dx, dev_from(gpu, delta, NC, 1), dwt, dbt, N, C,
-                                         &drop, &LN);
+                                         &drop, ns);
     /* backward from the CPU's statistics, so only the backward is under test */
-    gpu->ops->layernorm_backward(gpu, d_dinp, d_dw, d_db, d_dout, dx, dwt, dev_from(gpu, mean, N, 0), dev_from(gpu, rstd, N, 0), N,
-                                 C, d_scr, &LN);
+    gpu->ops->layernorm_backward(gpu, d_dinp, d_dw, d_db, d_dout, dx, dwt, rms ? NULL : dev_from(gpu, mean, N, 0),
+                                 dev_from(gpu, rstd, N, 0), N, C, d_scr, ns);
     gpu->ops->dropout_backward(gpu, d_dbr, d_dout, NC, &drop);
-    sync_or_fail(gpu, "layernorm");
-    printf("  layernorm C=%d\n", C);
-    check(gpu, "layernorm_forward out", d_out, out, NC, 1, tol(gpu, 1e-5, 1e-2));
-    check(gpu, "layernorm_forward mean", d_mean, mean, N, 0, 1e-5);
-    check(gpu, "layernorm_forward rstd", d_rstd, rstd, N, 0, 1e-5);
-    check(gpu, "residual_layernorm_forward res (dropout 0.1)", d_res, res, NC, 1, tol(gpu, 1e-6, 1e-2));
-    check(gpu, "residual_layernorm_forward out", d_out2, out2, NC, 1, tol(gpu, 1e-5, 1e-2));
-    check(gpu, "residual_layernorm_forward mean", d_mean2, mean2, N, 0, tol(gpu, 1e-5, 2e-3));
-    check(gpu, "residual_layernorm_forward rstd", d_rstd2, rstd2, N, 0, tol(gpu, 1e-5, 2e-3));
-    check(gpu, "layernorm_backward dinp (accumulated)", d_dinp, dinp, NC, 1, tol(gpu, 1e-5, 2e-2));
-    check(gpu, "layernorm_backward dw", d_dw, dw, C, 0, 1e-4);
-    check(gpu, "layernorm_backward db", d_db, db, C, 0, 1e-4);
+    const char *name = rms ? "rmsnorm" : "layernorm";
+    sync_or_fail(gpu, name);
+    printf("  %s C=%d eps=%g, %s\n", name, C, (double)ns->eps,
+           affine == (NORM_W | NORM_B) ? "w and b" : affine == NORM_W ? "w, no b" : affine == NORM_B ? "b, no w" : "no w, no b");
+    check(gpu, op_name("%s_forward out", name), d_out, out, NC, 1, tol(gpu, 1e-5, 1e-2));
+    if (!rms) check(gpu, op_name("%s_forward mean", name), d_mean, mean, N, 0, 1e-5);
+    check(gpu, op_name("%s_forward rstd", name), d_rstd, rstd, N, 0, 1e-5);
+    check(gpu, op_name("residual_%s_forward res (dropout 0.1)", name), d_res, res, NC, 1, tol(gpu, 1e-6, 1e-2));
+    check(gpu, op_name("residual_%s_forward out", name), d_out2, out2, NC, 1, tol(gpu, 1e-5, 1e-2));
+    if (!rms) check(gpu, op_name("residual_%s_forward mean", name), d_mean2, mean2, N, 0, tol(gpu, 1e-5, 2e-3));
+    check(gpu, op_name("residual_%s_forward rstd", name), d_rstd2, rstd2, N, 0, tol(gpu, 1e-5, 2e-3));
+    check(gpu, op_name("%s_backward dinp (accumulated)", name), d_dinp, dinp, NC, 1, tol(gpu, 1e-5, 2e-2));
+    if (affine & NORM_W) check(gpu, op_name("%s_backward dw (accumulated)", name), d_dw, dw, C, 0, 1e-4);
+    if (affine & NORM_B) check(gpu, op_name("%s_backward db (accumulated)", name), d_db, db, C, 0, 1e-4);
     check(gpu, "dropout_backward", d_dbr, dbr, NC, 1, tol(gpu, 1e-6, 1e-2));
     dev_free_all(gpu);
     free(x), free(delta), free(w), free(b), free(dout), free(dinp0), free(dw0), free(db0), free(out), free(mean), free(rstd);
@@ -215,6 +235,66 @@ static void test_gelu(hg_backend *cpu, hg_backend *gpu) {
     check(gpu, "gelu_backward (in place)", d_din, din, n, 1, tol(gpu, 1e-6, 1e-2));
     dev_free_all(gpu);
     free(x), free(g), free(out), free(din);
+}
+
+/* ---- SwiGLU and ReLU^2 ---- */
+
+static void test_activation(hg_backend *cpu, hg_backend *gpu, hg_mlp_kind kind, int N, int F) {
+    const int swiglu = kind == HG_MLP_SWIGLU;
+    const size_t no = (size_t)N * F, np = swiglu ? 2 * no : no;
+    trng r = trng_seed(45 + (uint64_t)kind);
+    /* gates far enough out that the sigmoid saturates on some elements */
+    float *pre = rvec(gpu, np, &r, -6, 6), *dout = rvec(gpu, no, &r, -1, 1), *out = fvec(no), *dpre = fvec(np);
+    cpu->ops->activation_forward(cpu, kind, out, pre, N, F);
+    cpu->ops->activation_backward(cpu, kind, dpre, pre, dout, N, F);
+    void *d_pre = dev_from(gpu, pre, np, 1), *d_out = dev_poison(gpu, no, 1), *d_dpre = dev_poison(gpu, np, 1);
+    gpu->ops->activation_forward(gpu, kind, d_out, d_pre, N, F);
+    gpu->ops->activation_backward(gpu, kind, d_dpre, d_pre, dev_from(gpu, dout, no, 1), N, F);
+    const char *name = swiglu ? "swiglu" : "relu2";
+    sync_or_fail(gpu, name);
+    printf("  %s N=%d F=%d\n", name, N, F);
+    check(gpu, op_name("%s_forward", name), d_out, out, no, 1, tol(gpu, 1e-6, 1e-2));
+    check(gpu, op_name(swiglu ? "%s_backward dgate | dup" : "%s_backward", name), d_dpre, dpre, np, 1, tol(gpu, 1e-6, 1e-2));
+    dev_free_all(gpu);
+    free(pre), free(dout), free(out), free(dpre);
+}
+
+/* ---- rotary position embedding ---- */
+
+/* The model's table (gpt.c: init_rope) for theta 10000: row p holds cos(p f_i), then
+ * sin(p f_i), f_i = theta^(-2i/hs). */
+static float *rope_table(int Tmax, int hs) {
+    float *t = fvec((size_t)Tmax * hs);
+    for (int i = 0; i < hs / 2; i++) {
+        float f = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hs);
+        for (int p = 0; p < Tmax; p++) {
+            t[(size_t)p * hs + i] = (float)cos((double)p * f);
+            t[(size_t)p * hs + hs / 2 + i] = (float)sin((double)p * f);
+        }
+    }
+    return t;
+}
+
+/* In place on QKV rows at positions pos0 .. pos0+T-1, forward on one buffer and backward
+ * on another; the comparison covers the v heads, which must come back untouched. */
+static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, int NH, int NKV, int hs) {
+    hg_rope_shape s = {B, T, pos0, NH, NKV, hs};
+    const int Tmax = pos0 + T + 3;
+    const size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
+    trng r = trng_seed(47 + (uint64_t)(pos0 + NKV));
+    float *qkv = rvec(gpu, n, &r, -2, 2), *dqkv = rvec(gpu, n, &r, -1, 1), *cs = rope_table(Tmax, hs);
+    void *d_qkv = dev_from(gpu, qkv, n, 1), *d_dqkv = dev_from(gpu, dqkv, n, 1), *d_cs = dev_from(gpu, cs, (size_t)Tmax * hs, 0);
+    cpu->ops->rope_forward(cpu, qkv, cs, &s);
+    cpu->ops->rope_backward(cpu, dqkv, cs, &s);
+    gpu->ops->rope_forward(gpu, d_qkv, d_cs, &s);
+    gpu->ops->rope_backward(gpu, d_dqkv, d_cs, &s);
+    sync_or_fail(gpu, "rope");
+    char name[96];
+    snprintf(name, sizeof name, "rope_forward B=%d T=%d pos0=%d NH=%d NKV=%d hs=%d", B, T, pos0, NH, NKV, hs);
+    check(gpu, name, d_qkv, qkv, n, 1, tol(gpu, 1e-6, 1e-2));
+    check(gpu, "rope_backward", d_dqkv, dqkv, n, 1, tol(gpu, 1e-6, 1e-2));
+    dev_free_all(gpu);
+    free(qkv), free(dqkv), free(cs);
 }
 
 /* ---- attention ---- */
@@ -448,12 +528,22 @@ int main(void) {
         printf("%s:\n", precisions[k] == HG_PRECISION_FP32 ? "fp32" : "bf16");
         test_encoder(cpu, gpu, 0.0f);
         test_encoder(cpu, gpu, 0.1f);
-        test_layernorm(cpu, gpu, 96);
-        test_layernorm(cpu, gpu, 768);
+        test_norm(cpu, gpu, 96, &LN, NORM_W | NORM_B);
+        test_norm(cpu, gpu, 768, &LN, NORM_W | NORM_B);
+        test_norm(cpu, gpu, 96, &LN, 0);
+        test_norm(cpu, gpu, 77, &LN, NORM_B);
+        test_norm(cpu, gpu, 96, &RMS, NORM_W);
+        test_norm(cpu, gpu, 77, &RMS, 0);
+        test_norm(cpu, gpu, 768, &RMS, NORM_W);
         test_matmul(cpu, gpu, 111, 96, 288, 0);
         test_matmul(cpu, gpu, 111, 384, 96, 0);
         test_matmul(cpu, gpu, 111, 96, 384, 1);
         test_gelu(cpu, gpu);
+        test_activation(cpu, gpu, HG_MLP_SWIGLU, 111, 173);
+        test_activation(cpu, gpu, HG_MLP_RELU2, 111, 173);
+        test_rope(cpu, gpu, 2, 37, 0, 3, 3, 32);
+        test_rope(cpu, gpu, 1, 5, 20, 4, 2, 64);
+        test_rope(cpu, gpu, 3, 19, 0, 2, 1, 128);
         test_attention(cpu, gpu, 2, 37, 3, 32, 1);
         test_attention(cpu, gpu, 1, 130, 2, 64, 1);
         test_attention(cpu, gpu, 2, 70, 1, 128, 1);
