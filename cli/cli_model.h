@@ -33,7 +33,7 @@ enum { CLI_OPT_MODEL = 0x100, CLI_OPT_BATCH, CLI_OPT_CTX, CLI_OPT_THREADS, CLI_O
 #define CLI_MODEL_USAGE                                                                              \
     "  --model NAME     preset (default small): small, medium, large, xl, 2.7B (GPT-2);\n"           \
     "                   cs336-small ... cs336-2.7B (RMSNorm, RoPE, SwiGLU, V=10000); smollm-135m;\n" \
-    "                   tiny, odd, llama-tiny, qwen2-tiny\n"                                        \
+    "                   tiny, odd, llama-tiny, qwen2-tiny, qwen3-tiny\n"                                        \
     "  --arch F=V,...   config fields over the preset, e.g. norm=rmsnorm,n_kv_head=4 (fields:\n"    \
     "                   handgrad.h, hg_config_field_name)\n"                                         \
     "  --batch B        batch size (default 4)\n"                                                    \

@@ -32,7 +32,7 @@ static void usage(FILE *f) {
             "models:\n"
             "  --model LIST       presets (default small): small, medium, large, xl, 2.7B (GPT-2),\n"
             "                     cs336-small ... cs336-2.7B (the CS336 model), smollm-135m,\n"
-            "                     tiny, odd, llama-tiny, qwen2-tiny\n"
+            "                     tiny, odd, llama-tiny, qwen2-tiny, qwen3-tiny\n"
             "  --arch F=V,...     config fields over one preset, e.g. n_kv_head=4,mlp=relu2\n"
             "  --d-model C --layers L --heads NH [--d-ff F] [--vocab V]\n"
             "                     an explicit shape (F default 4*C, V default 50257, Tmax 1024);\n"

@@ -114,6 +114,9 @@ typedef struct hg_config {
     int head_dim;            /* hs; 0 means d_model / n_head (which must then divide) */
     int untied;              /* 1: the output layer has its own (V, C) matrix lm_head;
                                 0: it is the token embedding wte */
+    int qk_norm;             /* 1: each q and k head is RMS-normalised (norm_eps, a weight
+                                of hs per q and per k unless norm_weight is off) before
+                                the rotary embedding, as in Qwen3 */
 } hg_config;
 
 /* Presets: the GPT-2 ladder "small", "medium", "large", "xl", "2.7B" (V=50257,
@@ -121,7 +124,8 @@ typedef struct hg_config {
  * (RMSNorm, RoPE, SwiGLU, no biases, untied, V=10000, Tmax=1024); "smollm-135m"
  * (SmolLM's shape: C=576, L=30, NH=9, NKV=3, F=1536, V=49152, tied); and the test sizes
  * "tiny" (V=512, Tmax=64, L=2, NH=4, C=64), "odd" (V=1000, Tmax=64, L=2, NH=3, C=96),
- * "llama-tiny" (GQA 4/2, untied) and "qwen2-tiny" (GQA 4/2, q/k/v bias, tied).
+ * "llama-tiny" (GQA 4/2, untied), "qwen2-tiny" (GQA 4/2, q/k/v bias, tied) and
+ * "qwen3-tiny" (GQA 4/2, q/k norm, head_dim 32 > d_model/n_head, tied).
  * hg_config_preset_name(i) lists them (NULL past the last). */
 hg_status hg_config_preset(const char *name, hg_config *out);
 const char *hg_config_preset_name(int i);
@@ -135,8 +139,8 @@ int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding)
  * Hugging Face mapping and command-line flags. Names are the JSON keys: vocab_size,
  * max_seq_len, n_layer, n_head, n_kv_head, d_model, d_ff, head_dim, dropout, norm
  * ("layernorm" | "rmsnorm"), norm_eps, norm_weight, norm_bias, position ("learned" |
- * "rope"), rope_theta, mlp ("gelu" | "swiglu" | "relu2"), qkv_bias, proj_bias, mlp_bias
- * and tied (booleans "true" | "false" | "1" | "0"). */
+ * "rope"), rope_theta, mlp ("gelu" | "swiglu" | "relu2"), qkv_bias, proj_bias, mlp_bias,
+ * tied and qk_norm (booleans "true" | "false" | "1" | "0"). */
 int hg_config_field_count(void);
 /* Field i's name and a one-line description (NULL past the last). */
 const char *hg_config_field_name(int i, const char **help);

@@ -149,5 +149,6 @@ int main(void) {
     check_preset("odd");        /* GPT-2 */
     check_preset("llama-tiny"); /* RMSNorm, RoPE, SwiGLU, GQA, untied */
     check_preset("qwen2-tiny"); /* the same with a q/k/v bias, tied */
+    check_preset("qwen3-tiny"); /* q/k norm, head_dim above d_model/n_head */
     CHECK_DONE();
 }

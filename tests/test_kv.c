@@ -214,6 +214,8 @@ static void test_sampling(void) {
 int main(void) {
     test_preset("tiny", 64);
     test_preset("odd", 40);
+    test_preset("llama-tiny", 48); /* RoPE from the cache position, grouped-query cache */
+    test_preset("qwen3-tiny", 64); /* the q/k norm in an inference model (no raw kept) */
     test_sampling();
     CHECK_DONE();
 }

@@ -1,7 +1,8 @@
 /* The whole model against PyTorch: logits, loss, every parameter gradient and a 10-step
  * AdamW trajectory, from fixtures computed in float64: GPT-2 by tools/gen_gpt2_fixture.py,
- * and transformers' LlamaForCausalLM (grouped-query attention, untied) and
- * Qwen2ForCausalLM (q/k/v bias, tied) by tools/gen_llama_fixture.py. The model's config
+ * and transformers' LlamaForCausalLM (grouped-query attention, untied),
+ * Qwen2ForCausalLM (q/k/v bias, tied) and Qwen3ForCausalLM (q/k norm, head_dim above
+ * d_model/n_head, tied) by tools/gen_llama_fixture.py. The model's config
  * comes from the fixture's metadata through hg_config_set, field by field.
  *
  * Tolerances (fp32 engine against a float64 reference; the fixture's own float32 PyTorch
@@ -203,5 +204,6 @@ int main(void) {
     check_fixture("fixtures/gpt2_tiny.safetensors");
     check_fixture("fixtures/llama_gqa.safetensors");
     check_fixture("fixtures/qwen2_bias.safetensors");
+    check_fixture("fixtures/qwen3_qknorm.safetensors");
     CHECK_DONE();
 }

@@ -1,7 +1,8 @@
 """Writes the Llama-family safetensors fixtures in tests/fixtures/ that the C tests compare against.
 
 The reference is transformers' own LlamaForCausalLM (llama_gqa: grouped-query attention,
-untied, no biases) and Qwen2ForCausalLM (qwen2_bias: q/k/v bias, tied), attn_implementation
+untied, no biases), Qwen2ForCausalLM (qwen2_bias: q/k/v bias, tied) and Qwen3ForCausalLM
+(qwen3_qknorm: RMSNorm of each q and k head, head_dim above hidden/heads, tied), attn_implementation
 "eager", run in float64 (model.to(torch.float64)) from float32-drawn parameters: weights and
 biases N(0, 0.02), norm weights 1 + N(0, 0.1), drawn in handgrad's layout from a fixed seed.
 Even in a float64 model, transformers rounds RMSNorm's normalize, the rotary cos/sin and the
@@ -9,7 +10,7 @@ eager softmax through float32 (and its labels loss too). The reference runs thos
 functions with only the casts removed, computes the loss itself from targets already aligned
 with tokens (no shift), and checks that stock transformers agrees to float32 rounding and that
 a forward written from the layout table below agrees to 1e-12.
-Usage: python3 tools/gen_llama_fixture.py [--out-dir tests/fixtures] [--only llama_gqa|qwen2_bias]
+Usage: python3 tools/gen_llama_fixture.py [--out-dir tests/fixtures] [--only llama_gqa|qwen2_bias|qwen3_qknorm]
 
 Contents of each file (little-endian, row-major):
   tokens, targets        I32 (B, T); a target of -1 is ignored
@@ -31,6 +32,8 @@ nn.Linear's (out, in). C hidden, QD = NH*hs, KVD = NKV*hs, F intermediate, V voc
   h.{l}.ln_1.weight        (C)             layers[l].input_layernorm.weight
   h.{l}.attn.c_attn.weight (C, QD+2*KVD)   cat([q_proj, k_proj, v_proj].weight, 0).T
   h.{l}.attn.c_attn.bias   (QD+2*KVD)      cat([q_proj, k_proj, v_proj].bias)  (Qwen2 only)
+  h.{l}.attn.q_norm.weight (hs)            self_attn.q_norm.weight  (Qwen3 only)
+  h.{l}.attn.k_norm.weight (hs)            self_attn.k_norm.weight  (Qwen3 only)
   h.{l}.attn.c_proj.weight (QD, C)         o_proj.weight.T
   h.{l}.ln_2.weight        (C)             layers[l].post_attention_layernorm.weight
   h.{l}.mlp.c_fc.weight    (C, 2F)         cat([gate_proj, up_proj].weight, 0).T (gate | up)
@@ -39,7 +42,8 @@ nn.Linear's (out, in). C hidden, QD = NH*hs, KVD = NKV*hs, F intermediate, V voc
   lm_head.weight           (V, C)          lm_head.weight (untied only; tied: wte is the
                                            output matrix and its gradient sums both uses)
 Columns of c_attn are q heads, then k heads, then v heads, hs each; query head h attends
-with key/value head h // (NH / NKV). RoPE rotates pairs (i, i + hs/2) of each q and k head.
+with key/value head h // (NH / NKV). RoPE rotates pairs (i, i + hs/2) of each q and k head,
+after Qwen3's q/k norm (an RMSNorm over each head's hs values).
 """
 import argparse
 import contextlib
@@ -54,9 +58,10 @@ import torch
 import torch.nn.functional as F
 import transformers
 from safetensors.torch import load_file
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 from transformers.models.llama import modeling_llama
 from transformers.models.qwen2 import modeling_qwen2
+from transformers.models.qwen3 import modeling_qwen3
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_gpt2_fixture import ADAMW, ADAMW_STEPS, draw_batch, write_safetensors  # noqa: E402
@@ -75,9 +80,17 @@ FIXTURES = {
                 intermediate_size=176, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
                 rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False, hidden_act="silu"),
         batch=2, seq_len=29, seed=2002),
+    "qwen3_qknorm": dict(
+        arch="qwen3",
+        hf=dict(vocab_size=384, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                intermediate_size=96, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=1000000.0, tie_word_embeddings=True, attention_bias=False, use_sliding_window=False,
+                hidden_act="silu"),
+        batch=2, seq_len=23, seed=2003),
 }
 ARCH = {"llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
-        "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2")}
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2"),
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM, modeling_qwen3, "Qwen3")}
 
 
 # ------------------------------------------------------------------ the transformers model
@@ -96,7 +109,7 @@ def make_config(spec):
     assert cfg.attention_dropout == 0.0 and cfg._attn_implementation == "eager"
     assert all(v == 0 for k, v in vars(cfg).items() if "dropout" in k), "a dropout is set"
     assert cfg.tie_word_embeddings == hf["tie_word_embeddings"]
-    if spec["arch"] == "qwen2":
+    if spec["arch"] in ("qwen2", "qwen3"):
         assert cfg.sliding_window is None and set(cfg.layer_types) == {"full_attention"}
     return cfg
 
@@ -175,6 +188,8 @@ def handgrad_shapes(spec):
         shapes[p + "attn.c_attn.weight"] = (C, QD + 2 * KVD)
         if spec["arch"] == "qwen2":
             shapes[p + "attn.c_attn.bias"] = (QD + 2 * KVD,)
+        if spec["arch"] == "qwen3":
+            shapes[p + "attn.q_norm.weight"] = shapes[p + "attn.k_norm.weight"] = (hs,)
         shapes[p + "attn.c_proj.weight"] = (QD, C)
         shapes[p + "ln_2.weight"] = (C,)
         shapes[p + "mlp.c_fc.weight"] = (C, 2 * F_)
@@ -206,6 +221,9 @@ def to_torch(spec, hg):
         if p + "attn.c_attn.bias" in hg:
             for name, b in zip("qkv", hg[p + "attn.c_attn.bias"].split(qkv)):
                 out[t + f"self_attn.{name}_proj.bias"] = b
+        for name in ("q_norm", "k_norm"):
+            if p + f"attn.{name}.weight" in hg:
+                out[t + f"self_attn.{name}.weight"] = hg[p + f"attn.{name}.weight"]
         out[t + "self_attn.o_proj.weight"] = hg[p + "attn.c_proj.weight"].T
         gate, up = hg[p + "mlp.c_fc.weight"].T.split([F_, F_], dim=0)
         out[t + "mlp.gate_proj.weight"], out[t + "mlp.up_proj.weight"] = gate, up
@@ -226,6 +244,9 @@ def to_handgrad(spec, tt):
         out[p + "attn.c_attn.weight"] = torch.cat([tt[a + f"{n}_proj.weight"] for n in "qkv"], dim=0).T
         if a + "q_proj.bias" in tt:
             out[p + "attn.c_attn.bias"] = torch.cat([tt[a + f"{n}_proj.bias"] for n in "qkv"])
+        for name in ("q_norm", "k_norm"):
+            if a + f"{name}.weight" in tt:
+                out[p + f"attn.{name}.weight"] = tt[a + f"{name}.weight"]
         out[p + "attn.c_proj.weight"] = tt[a + "o_proj.weight"].T
         out[p + "mlp.c_fc.weight"] = torch.cat([tt[t + "mlp.gate_proj.weight"], tt[t + "mlp.up_proj.weight"]]).T
         out[p + "mlp.c_proj.weight"] = tt[t + "mlp.down_proj.weight"].T
@@ -275,8 +296,11 @@ def handgrad_forward(spec, hg, tokens):
         qkv = rms(x, hg[p + "ln_1.weight"]) @ hg[p + "attn.c_attn.weight"]
         if p + "attn.c_attn.bias" in hg:
             qkv = qkv + hg[p + "attn.c_attn.bias"]
-        q = rope(qkv[..., :QD].reshape(B, T, NH, hs).transpose(1, 2))
-        k = rope(qkv[..., QD:QD + KVD].reshape(B, T, NKV, hs).transpose(1, 2))
+        q = qkv[..., :QD].reshape(B, T, NH, hs).transpose(1, 2)
+        k = qkv[..., QD:QD + KVD].reshape(B, T, NKV, hs).transpose(1, 2)
+        if p + "attn.q_norm.weight" in hg:  # per head, before the rotation
+            q, k = rms(q, hg[p + "attn.q_norm.weight"]), rms(k, hg[p + "attn.k_norm.weight"])
+        q, k = rope(q), rope(k)
         v = qkv[..., QD + KVD:].reshape(B, T, NKV, hs).transpose(1, 2)
         kv_of = torch.arange(NH) // (NH // NKV)  # query head h uses key/value head h // (NH/NKV)
         s = (q @ k[:, kv_of].transpose(-1, -2)) / math.sqrt(hs)
@@ -295,7 +319,7 @@ def draw_params(spec, rng):
     params = {}
     for name, shape in handgrad_shapes(spec).items():
         z = rng.standard_normal(shape, dtype=np.float32)
-        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight", "q_norm.weight", "k_norm.weight")):
             v = np.float32(1) + np.float32(0.1) * z
         else:
             v = np.float32(0.02) * z
@@ -312,7 +336,7 @@ def handgrad_config(spec):
         "head_dim": h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"], "dropout": 0.0,
         "norm": "rmsnorm", "norm_eps": h["rms_norm_eps"], "position": "rope", "rope_theta": h["rope_theta"],
         "mlp": "swiglu", "tied": h["tie_word_embeddings"], "qkv_bias": spec["arch"] == "qwen2",
-        "proj_bias": False, "mlp_bias": False,
+        "proj_bias": False, "mlp_bias": False, "qk_norm": spec["arch"] == "qwen3",
     }
 
 

@@ -47,6 +47,9 @@ static const preset presets[] = {
                     .norm = HG_NORM_RMSNORM, .norm_eps = 1e-6f, .position = HG_POS_ROPE, .rope_theta = 1e6f,
                     .mlp = HG_MLP_SWIGLU, .omit = HG_OMIT_PROJ_BIAS | HG_OMIT_MLP_BIAS | HG_OMIT_NORM_BIAS,
                     .n_kv_head = 2}},
+    {"qwen3-tiny", {.vocab_size = 512, .max_seq_len = 64, .n_layer = 2, .n_head = 4, .d_model = 64, .d_ff = 160,
+                    .norm = HG_NORM_RMSNORM, .norm_eps = 1e-6f, .position = HG_POS_ROPE, .rope_theta = 1e6f,
+                    .mlp = HG_MLP_SWIGLU, .omit = HG_OMIT_ALL_BIAS, .n_kv_head = 2, .head_dim = 32, .qk_norm = 1}},
 };
 #define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -112,6 +115,7 @@ static const field fields[] = {
     {"proj_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_PROJ_BIAS, NULL, "the attention output projection has a bias"},
     {"mlp_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_MLP_BIAS, NULL, "the MLP linears have biases"},
     {"tied", F_BOOL, OFF(untied), 0, 1, 1, NULL, "the output layer is the token embedding"},
+    {"qk_norm", F_BOOL, OFF(qk_norm), 0, 1, 0, NULL, "q and k heads RMS-normalised before the rotary embedding"},
 };
 #undef OFF
 #define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
@@ -230,7 +234,7 @@ hg_status hg_config_validate(const hg_config *c) {
             if (!ok) return hg_fail(HG_ERR_INVALID, "%s must be in [0, %g%c, got %g", f->name, f->max,
                                     f->offset == offsetof(hg_config, dropout) ? ')' : ']', (double)v);
         } else if (f->type == F_BOOL && (unsigned)*int_at(w, f) > 1) {
-            return hg_fail(HG_ERR_INVALID, "untied must be 0 or 1, got %d", *int_at(w, f));
+            return hg_fail(HG_ERR_INVALID, "%s: its flag must be 0 or 1, got %d", f->name, *int_at(w, f));
         }
     }
     if (c->omit & ~(unsigned)(HG_OMIT_ALL_BIAS | HG_OMIT_NORM_WEIGHT))
@@ -275,6 +279,7 @@ int64_t hg_config_param_count(const hg_config *c, int with_position_embedding) {
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C, n_norm = gpt_has_norm_weight(c) + gpt_has_norm_bias(c);
     int64_t per_layer = 2 * n_norm * C + C * d.QKV + (int64_t)d.QD * C + C * d.FI + (int64_t)d.F * C;
+    if (c->qk_norm && gpt_has_norm_weight(c)) per_layer += 2 * (int64_t)d.hs;
     if (!(c->omit & HG_OMIT_QKV_BIAS)) per_layer += d.QKV;
     if (!(c->omit & HG_OMIT_PROJ_BIAS)) per_layer += C;
     if (!(c->omit & HG_OMIT_MLP_BIAS)) per_layer += d.FI + C;

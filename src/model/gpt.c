@@ -41,7 +41,7 @@ static int add_param(hg_table *t, int layer, gpt_role role, const char *name, in
 static int build_param_table(const hg_config *c, hg_table *t, size_t E) {
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C;
-    int nw = gpt_has_norm_weight(c), nb = gpt_has_norm_bias(c);
+    int nw = gpt_has_norm_weight(c), nb = gpt_has_norm_bias(c), qn = c->qk_norm && nw;
     int ok = add_param(t, -1, R_WTE, "wte.weight", 2, d.V, C, (int64_t)d.Vp * C, E);
     if (c->position == HG_POS_LEARNED) ok = ok && add_param(t, -1, R_WPE, "wpe.weight", 2, c->max_seq_len, C, 0, E);
     for (int l = 0; ok && l < d.L; l++) {
@@ -49,6 +49,8 @@ static int build_param_table(const hg_config *c, hg_table *t, size_t E) {
              (!nb || add_param(t, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0, E)) &&
              add_param(t, l, R_QKV_W, "attn.c_attn.weight", 2, C, d.QKV, 0, E) &&
              (c->omit & HG_OMIT_QKV_BIAS || add_param(t, l, R_QKV_B, "attn.c_attn.bias", 1, d.QKV, 1, 0, E)) &&
+             (!qn || add_param(t, l, R_QNORM_W, "attn.q_norm.weight", 1, d.hs, 1, 0, E)) &&
+             (!qn || add_param(t, l, R_KNORM_W, "attn.k_norm.weight", 1, d.hs, 1, 0, E)) &&
              add_param(t, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0, E) &&
              (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0, E)) &&
              (!nw || add_param(t, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0, E)) &&
@@ -89,7 +91,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, hg_table *t,
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C, L = d.L, N = (int64_t)o->batch * o->seq_len;
     int64_t layers = o->training ? L : 1, bw = o->training ? 1 : 0, ln = c->norm == HG_NORM_LAYERNORM;
-    int64_t wide = d.FI > d.QKV ? d.FI : d.QKV, rope = c->position == HG_POS_ROPE;
+    int64_t wide = d.FI > d.QKV ? d.FI : d.QKV, rope = c->position == HG_POS_ROPE, qn = c->qk_norm != 0;
     int ok = 1;
     ok &= add(t, "tokens", 1, N, 1, 0, 1, 4, 0) == A_TOKENS;
     ok &= add(t, "targets", 1, N, 1, 0, 1, 4, 0) == A_TARGETS;
@@ -98,6 +100,8 @@ static int build_act_table(const hg_config *c, const hg_options *o, hg_table *t,
     ok &= add(t, "ln1.mean", 1, ln * N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
     ok &= add(t, "ln1.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
     ok &= add(t, "qkv", 2, N, d.QKV, 0, layers, E, 0) == A_QKV;
+    ok &= add(t, "qk_raw", 2, qn * bw * N, d.QD + d.KVD, 0, layers, E, 0) == A_QK_RAW;
+    ok &= add(t, "qk_rstd", 2, qn * N, d.NH + d.NKV, 0, layers, 4, 0) == A_QK_RSTD;
     ok &= add(t, "atty", 2, N, d.QD, 0, layers, E, 0) == A_ATTY;
     ok &= add(t, "lse", 2, d.NH, N, 0, layers, 4, 0) == A_LSE;
     ok &= add(t, "residual2", 2, N, C, 0, layers, E, 0) == A_RESIDUAL2;
@@ -150,7 +154,8 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     gpt_dims d = gpt_dims_of(cfg);
     hg_attention_shape as = {opt->batch, opt->seq_len, d.NH, d.hs, 1, d.NKV};
     size_t att = ops->attention_scratch_bytes(&probe, &as);
-    size_t red = ops->layernorm_scratch_bytes(&probe, (int)N, cfg->d_model);
+    /* the norms' partial sums: C wide, or hs for the q/k norm */
+    size_t red = ops->layernorm_scratch_bytes(&probe, (int)N, d.hs > d.C && cfg->qk_norm ? d.hs : d.C);
     hg_table_init(params);
     hg_table_init(weights);
     hg_table_init(acts);
@@ -276,7 +281,7 @@ static hg_status init_params(hg_model *m) {
         int r = s->role;
         int is_bias = r == R_LN1_B || r == R_LN2_B || r == R_LNF_B || r == R_QKV_B || r == R_PROJ_B || r == R_FC_B ||
                       r == R_FCPROJ_B;
-        int is_norm = r == R_LN1_W || r == R_LN2_W || r == R_LNF_W;
+        int is_norm = r == R_LN1_W || r == R_LN2_W || r == R_LNF_W || r == R_QNORM_W || r == R_KNORM_W;
         float std = r == R_PROJ_W || r == R_FCPROJ_W ? proj_std : 0.02f;
         uint64_t seed = m->opt.seed;
         #pragma omp parallel for schedule(static) num_threads(m->threads)

@@ -27,11 +27,12 @@ static inline int gpt_has_norm_bias(const hg_config *c) {
 
 /* What a parameter is to the model: its role, with its layer in the tensor spec. The
  * parameter table holds, in this order (and Hugging Face GPT-2's names): wte, wpe; per
- * block ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj; ln_f; lm_head. A
+ * block ln_1, attn.c_attn, attn.q_norm, attn.k_norm, attn.c_proj, ln_2, mlp.c_fc,
+ * mlp.c_proj; ln_f; lm_head. A
  * tensor the config omits is not in the table. Linear weights are input-major (in, out). */
 typedef enum gpt_role {
     R_WTE, R_WPE, R_LNF_W, R_LNF_B, R_LM_HEAD, /* model-wide */
-    R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_PROJ_W, R_PROJ_B,
+    R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_QNORM_W, R_KNORM_W, R_PROJ_W, R_PROJ_B,
     R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_FCPROJ_W, R_FCPROJ_B, /* per block */
     GPT_ROLES
 } gpt_role;
@@ -56,7 +57,9 @@ enum gpt_act {
     A_LN1,       /* (L, N, C) */
     A_LN1_MEAN,  /* (L, N) LayerNorm only */
     A_LN1_RSTD,  /* (L, N) */
-    A_QKV,       /* (L, N, QKV) q | k | v, after the rotary embedding when there is one */
+    A_QKV,       /* (L, N, QKV) q | k | v, after the q/k norm and the rotary embedding */
+    A_QK_RAW,    /* (L, N, QD+KVD) q | k before the q/k norm (qk_norm, training only) */
+    A_QK_RSTD,   /* (L, N, NH+NKV) the q/k norm's rstd per head (qk_norm only) */
     A_ATTY,      /* (L, N, QD) attention output before its projection */
     A_LSE,       /* (L, B, NH, T) attention row log-sum-exp */
     A_RESIDUAL2, /* (L, N, C) residual after the attention block */

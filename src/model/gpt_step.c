@@ -80,6 +80,9 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
         float *res = gpt_act(m, A_RESIDUAL, l), *res2 = gpt_act(m, A_RESIDUAL2, l);
         float *ln2 = gpt_act(m, A_LN2, l), *fch = gpt_act(m, A_FCH, l);
         HG_TRY(op_matmul_forward(m, OP_C_ATTN_FWD, l, qkv, ln1, P(l, R_QKV_W), P(l, R_QKV_B), N, C, m->d.QKV));
+        if (m->cfg.qk_norm)
+            op_head_norm_forward(m, l, qkv, m->opt.training ? gpt_act(m, A_QK_RAW, l) : NULL,
+                                 gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W));
         if (rope) op_rope(m, OP_ROPE_FWD, l, qkv, rope, &rs);
         if (kv_pos < 0) {
             HG_TRY(op_attention_forward(m, l, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
@@ -160,12 +163,15 @@ hg_status gpt_backward_body(hg_model *m) {
                                   P(l, R_FC_W), N, C, m->d.FI));
         op_layernorm_backward(m, l, dres, G(l, R_LN2_W), G(l, R_LN2_B), dln, gpt_act(m, A_RESIDUAL2, l), P(l, R_LN2_W),
                               norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l), N, C, reduce);
-        /* attention: c_proj, attention, rope, c_attn, ln_1 */
+        /* attention: c_proj, attention, rope, q/k norm, c_attn, ln_1 */
         const float *dattn = branch_grad(m, l, dres, 1 + 2 * l);
         HG_TRY(op_matmul_backward(m, OP_ATTN_PROJ_BWD, l, datty, G(l, R_PROJ_W), G(l, R_PROJ_B), dattn, atty,
                                   P(l, R_PROJ_W), N, QD, C));
         HG_TRY(op_attention_backward(m, l, dwide, datty, qkv, atty, gpt_act(m, A_LSE, l), &as, gpt_act(m, S_ATTENTION, 0)));
         if (rope) op_rope(m, OP_ROPE_BWD, l, dwide, rope, &rs);
+        if (m->cfg.qk_norm)
+            op_head_norm_backward(m, l, dwide, G(l, R_QNORM_W), G(l, R_KNORM_W), gpt_act(m, A_QK_RAW, l),
+                                  gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W), reduce);
         HG_TRY(op_matmul_backward(m, OP_C_ATTN_BWD, l, dln, G(l, R_QKV_W), G(l, R_QKV_B), dwide, gpt_act(m, A_LN1, l),
                                   P(l, R_QKV_W), N, C, m->d.QKV));
         op_layernorm_backward(m, l, dres, G(l, R_LN1_W), G(l, R_LN1_B), dln, gpt_act(m, A_RESIDUAL, l), P(l, R_LN1_W),

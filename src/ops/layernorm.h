@@ -45,6 +45,25 @@ typedef size_t hg_layernorm_scratch_fn(hg_backend *be, int N, int C);
 typedef void hg_dropout_backward_fn(hg_backend *be, float *dbranch, const float *dres, size_t n,
                                     const hg_dropout *drop);
 
+/* q/k norm (Qwen3, Gemma 3): RMSNorm of each q head and each k head of the fused QKV
+ * projection, over its hs elements, in place; q heads scaled by wq (hs), k heads by wk
+ * (hs) (NULL: 1); v untouched. Row layout as in ops/attention.h: W = (NH + 2 NKV) hs,
+ * q heads then k heads then v heads. */
+typedef struct hg_head_norm_shape {
+    int N, NH, NKV, hs;
+    float eps;
+} hg_head_norm_shape;
+/* qkv (N,W): q and k heads normalised in place. raw (N, (NH+NKV) hs): the q|k part as it
+ * was, kept for backward (NULL: not kept); rstd (N, NH+NKV), head-major within a row. */
+typedef void hg_head_norm_forward_fn(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq,
+                                     const float *wk, const hg_head_norm_shape *s);
+/* dqkv (N,W): its q and k parts, gradients wrt the normalised heads, turned in place into
+ * gradients wrt raw; v's part untouched. dwq, dwk (hs) += (NULL exactly when wq, wk are).
+ * scratch: layernorm_scratch_bytes(N, hs) bytes. */
+typedef void hg_head_norm_backward_fn(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw,
+                                      const float *rstd, const float *wq, const float *wk,
+                                      const hg_head_norm_shape *s, float *scratch);
+
 #define HG_NORM_OPS(X)                                                  \
     X(LAYERNORM_FWD, "layernorm forward", FORWARD, MEMORY)              \
     X(RESIDUAL_LN_FWD, "residual+layernorm forward", FORWARD, MEMORY)   \
@@ -52,6 +71,8 @@ typedef void hg_dropout_backward_fn(hg_backend *be, float *dbranch, const float 
     X(RMSNORM_FWD, "rmsnorm forward", FORWARD, MEMORY)                  \
     X(RESIDUAL_RMS_FWD, "residual+rmsnorm forward", FORWARD, MEMORY)    \
     X(RMSNORM_BWD, "rmsnorm backward", BACKWARD, MEMORY)                \
+    X(QK_NORM_FWD, "qk norm forward", FORWARD, MEMORY)                  \
+    X(QK_NORM_BWD, "qk norm backward", BACKWARD, MEMORY)                \
     X(DROPOUT_BWD, "dropout backward", BACKWARD, MEMORY)
 
 /* Per row of C: the statistics (N floats each) besides inp and out; the residual form
@@ -66,6 +87,13 @@ static inline hg_op_cost hg_residual_norm_forward_cost(int N, int C) {
 }
 static inline hg_op_cost hg_norm_backward_cost(int N, int C) {
     hg_op_cost c = {12.0 * N * C, HG_COST_F4 * (4.0 * N * C + 2.0 * N)};
+    return c;
+}
+/* q and k elements: forward reads them and writes them and raw; backward reads dqkv and
+ * raw and writes dqkv. */
+static inline hg_op_cost hg_head_norm_cost(const hg_head_norm_shape *s, int backward) {
+    double n = (double)s->N * (s->NH + s->NKV) * s->hs;
+    hg_op_cost c = {(backward ? 8.0 : 4.0) * n, HG_COST_F4 * (3.0 * n + (double)s->N * (s->NH + s->NKV))};
     return c;
 }
 static inline hg_op_cost hg_dropout_backward_cost(size_t n) { return hg_elementwise_cost((double)n, 1.0, 2.0); }

@@ -47,6 +47,8 @@ hg_layernorm_forward_fn cpu_layernorm_forward;
 hg_residual_layernorm_forward_fn cpu_residual_layernorm_forward;
 hg_layernorm_backward_fn cpu_layernorm_backward;
 hg_layernorm_scratch_fn cpu_layernorm_scratch_bytes;
+hg_head_norm_forward_fn cpu_head_norm_forward;
+hg_head_norm_backward_fn cpu_head_norm_backward;
 hg_dropout_backward_fn cpu_dropout_backward;
 hg_matmul_forward_fn cpu_matmul_forward;
 hg_matmul_backward_fn cpu_matmul_backward;
