@@ -233,7 +233,8 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
  * attention needs attention kernels not written yet; the model is refused at creation
  * rather than failing inside a step. */
 static hg_status cuda_supports(const hg_config *c) {
-    const char *field = c->n_kv_head && c->n_kv_head != c->n_head ? "n_kv_head (grouped-query attention)"
+    const char *field = c->qk_norm                                 ? "qk_norm"
+                        : c->n_kv_head && c->n_kv_head != c->n_head ? "n_kv_head (grouped-query attention)"
                         : c->head_dim && c->head_dim * c->n_head != c->d_model ? "head_dim (other than d_model/n_head)"
                                                                                 : NULL;
     if (field)
