@@ -82,9 +82,10 @@ static op_row *op_rows(const prof_run *r, int *nrows) {
 
 typedef struct row_stats {
     double avg, med, min, max, std, rate; /* rate: GFLOP/s or GB/s */
+    double ceiling_pct; /* rate as a share of the run's GEMM peak or bandwidth; <0: none */
 } row_stats;
 
-static row_stats stats_of(op_row *row) {
+static row_stats stats_of(const prof_run *r, op_row *row) {
     row_stats s = {.avg = row->total / row->n};
     qsort(row->dur, (size_t)row->n, sizeof(double), cmp_double);
     s.min = row->dur[0];
@@ -93,6 +94,8 @@ static row_stats stats_of(op_row *row) {
     for (int i = 0; i < row->n; i++) s.std += (row->dur[i] - s.avg) * (row->dur[i] - s.avg);
     s.std = row->n > 1 ? sqrt(s.std / (row->n - 1)) : 0.0;
     s.rate = row->total > 0 ? (row->flop_bound ? row->flops : row->bytes) / row->total / 1e9 : 0.0;
+    double ceiling = row->flop_bound ? r->peak_gflops : r->bandwidth_gbps;
+    s.ceiling_pct = ceiling > 0 ? 100 * s.rate / ceiling : -1;
     return s;
 }
 
@@ -144,14 +147,19 @@ static void print_tables(const prof_run *r, op_row *rows, int nrows) {
     totals t = totals_of(r);
     printf("handgrad profile: %s, batch %d, ctx %d, %d threads, warmup %d, %d profiled steps\n\n", r->preset, r->B,
            r->T, r->threads, r->warmup, r->steps);
+    printf("ceilings, measured after the steps: GEMM peak %.1f GF/s", r->peak_gflops);
+    if (r->bandwidth_gbps > 0) printf(", memory bandwidth %.1f GB/s (triad)", r->bandwidth_gbps);
+    printf("; Ceil%%: an op's rate as a share of the one its kind is bound by\n\n");
     printf("per op, over %d steps (times in ms)\n", r->steps);
-    printf(" %6s %11s %9s %10s %10s %10s %10s %10s %14s  %s\n", "Time%", "Total", "Instances", "Avg", "Med", "Min",
-           "Max", "StdDev", "Rate", "Op");
+    printf(" %6s %11s %9s %10s %10s %10s %10s %10s %14s %6s  %s\n", "Time%", "Total", "Instances", "Avg", "Med", "Min",
+           "Max", "StdDev", "Rate", "Ceil%", "Op");
     for (int k = 0; k < nrows; k++) {
-        row_stats s = stats_of(&rows[k]);
-        printf(" %5.1f%% %11.3f %9d %10.3f %10.3f %10.3f %10.3f %10.3f %8.1f %-5s  %s\n",
+        row_stats s = stats_of(r, &rows[k]);
+        char ceil[16] = "-";
+        if (s.ceiling_pct >= 0) snprintf(ceil, sizeof ceil, "%.0f%%", s.ceiling_pct);
+        printf(" %5.1f%% %11.3f %9d %10.3f %10.3f %10.3f %10.3f %10.3f %8.1f %-5s %6s  %s\n",
                100 * rows[k].total / (t.ops * r->steps), 1e3 * rows[k].total, rows[k].n, 1e3 * s.avg, 1e3 * s.med,
-               1e3 * s.min, 1e3 * s.max, 1e3 * s.std, s.rate, rows[k].flop_bound ? "GF/s" : "GB/s", rows[k].name);
+               1e3 * s.min, 1e3 * s.max, 1e3 * s.std, s.rate, rows[k].flop_bound ? "GF/s" : "GB/s", ceil, rows[k].name);
     }
     double *fwd = malloc(sizeof(double) * (size_t)(L + 2)), *bwd = malloc(sizeof(double) * (size_t)(L + 2));
     if (fwd && bwd) {
@@ -191,6 +199,9 @@ static cJSON *json_tables(const prof_run *r, op_row *rows, int nrows) {
     cJSON_AddNumberToObject(j, "warmup", r->warmup);
     cJSON_AddNumberToObject(j, "steps", r->steps);
     cJSON_AddNumberToObject(j, "dropped_events", (double)hg_profiler_dropped(r->p));
+    cJSON *cj = cJSON_AddObjectToObject(j, "ceilings");
+    cJSON_AddNumberToObject(cj, "gemm_gflops", r->peak_gflops);
+    if (r->bandwidth_gbps > 0) cJSON_AddNumberToObject(cj, "memory_gbps", r->bandwidth_gbps);
     cJSON *tj = cJSON_AddObjectToObject(j, "totals");
     cJSON_AddNumberToObject(tj, "step_s", t.step_mean);
     cJSON_AddNumberToObject(tj, "step_std_s", t.step_std);
@@ -202,7 +213,7 @@ static cJSON *json_tables(const prof_run *r, op_row *rows, int nrows) {
     cJSON_AddNumberToObject(tj, "outside_gemm_share", t.ops > 0 ? 1 - t.gemm / t.ops : 0);
     cJSON *ops = cJSON_AddArrayToObject(j, "ops");
     for (int k = 0; k < nrows; k++) {
-        row_stats s = stats_of(&rows[k]);
+        row_stats s = stats_of(r, &rows[k]);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", rows[k].name);
         cJSON_AddStringToObject(o, "pass", profile_pass_name(rows[k].pass));
@@ -216,6 +227,7 @@ static cJSON *json_tables(const prof_run *r, op_row *rows, int nrows) {
         cJSON_AddNumberToObject(o, "max_s", s.max);
         cJSON_AddNumberToObject(o, "std_s", s.std);
         cJSON_AddNumberToObject(o, rows[k].flop_bound ? "gflops" : "gbps", s.rate);
+        if (s.ceiling_pct >= 0) cJSON_AddNumberToObject(o, "ceiling_pct", s.ceiling_pct);
         cJSON_AddItemToArray(ops, o);
     }
     double *fwd = malloc(sizeof(double) * (size_t)(L + 2)), *bwd = malloc(sizeof(double) * (size_t)(L + 2));
@@ -328,6 +340,11 @@ int cmd_profile(int argc, char **argv) {
     }
     hg_model_set_profiler(r.m, NULL);
     rss.train_peak = profile_peak_rss();
+    if (hg_gemm_peak_gflops(&r.opt, &r.peak_gflops) != HG_OK ||
+        (r.opt.device == HG_DEVICE_CPU && hg_memory_bandwidth(r.threads, &r.bandwidth_gbps) != HG_OK)) {
+        rc = cli_fail("profile");
+        goto done;
+    }
     if (hg_profiler_dropped(r.p)) {
         fprintf(stderr, "handgrad profile: the event buffer overflowed (%lld events dropped)\n",
                 (long long)hg_profiler_dropped(r.p));

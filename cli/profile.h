@@ -31,6 +31,9 @@ typedef struct prof_run {
     hg_profiler *p;
     hg_prof_event *ev; /* every recorded event, in recording order */
     int nev;
+    /* ceilings measured in the same run after the profiled steps (0: not measured): the
+     * device's GEMM peak, and on the CPU the memory bandwidth */
+    double peak_gflops, bandwidth_gbps;
 } prof_run;
 
 /* Writes the Chrome trace event format (chrome://tracing, Perfetto) to path, through a

@@ -536,6 +536,10 @@ double hg_train_flops(const hg_config *cfg, int B, int T);
 /* A large oneDNN sgemm timed on `threads` threads (0: all), in GFLOP/s: the machine's
  * practical ceiling, measured in the same process as what it is compared with. */
 hg_status hg_sgemm_peak_gflops(int threads, double *gflops);
+/* The machine's memory bandwidth on `threads` threads (0: all), in GB/s: STREAM's triad
+ * over arrays far larger than the caches, best of 7, counting each array once (12 bytes
+ * an element): the ceiling of a memory-bound op, measured in the same process. */
+hg_status hg_memory_bandwidth(int threads, double *gbps);
 /* The same ceiling for opt->device and opt->precision: the sgemm above on the CPU; on
  * CUDA the median of ten 8192^3 cuBLASLt GEMMs on random data in the model's precision
  * (fp32 accumulation), timed with CUDA events. */

@@ -264,10 +264,15 @@ static void test_cli(const char *cli) {
     const cJSON *ops = cJSON_GetObjectItemCaseSensitive(j, "ops"), *layers = cJSON_GetObjectItemCaseSensitive(j, "layers");
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "memory"), *o;
     CHECK(cJSON_GetArraySize(layers) == 2 + 2); /* embedding, 2 blocks, classifier */
+    /* the run's ceilings, and every op rated against the one of its kind */
+    const cJSON *ceil = cJSON_GetObjectItemCaseSensitive(j, "ceilings");
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ceil, "gemm_gflops")) > 0);
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ceil, "memory_gbps")) > 0);
     int seen = 0;
     double pct = 0;
     cJSON_ArrayForEach(o, ops) {
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "name"));
+        CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "ceiling_pct")) > 0);
         seen += name && (!strcmp(name, "attention backward") || !strcmp(name, "matmul c_fc backward") ||
                          !strcmp(name, "adamw") || !strcmp(name, "classifier forward"));
         pct += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "time_pct"));
