@@ -4,18 +4,21 @@
  *
  * Tiles: 64 queries x 64 keys; a block of 4 warps, each warp owning 16 rows (queries in
  * forward and dQ, keys in dK/dV). Q, K, V (and dO) tiles are staged in shared memory from
- * the QKV projection in place (B,T,3C; head h at columns h*hs), 16 bytes per load. Tile
+ * the QKV projection in place (B,T,W; q | k | v heads as in cuda.h), 16 bytes per load. Tile
  * products go through arch/mma.cuh (tensor cores for bf16, FMAs for fp32); P and dS pass
  * through a per-warp shared buffer in T to become the next product's A operand. All
  * softmax arithmetic and every accumulator is fp32.
  *
  *   forward  - grid (query blocks, B*NH), heaviest (last) query block first: online
- *              softmax, O rescaled per key block; writes out (B,T,C) and lse (B,NH,T).
+ *              softmax, O rescaled per key block; writes out (B,T,C) and lse (B,NH,T),
+ *              C = NH hs.
  *   backward - D = rowsum(dO * O) (B,NH,T) into scratch; then dK, dV with a block per key
- *              block walking the query blocks, and dQ with a block per query block
- *              walking the key blocks. Two kernels recompute P instead of sharing dQ
- *              through atomics: no atomics, deterministic, about 1.4x the backward
- *              FLOPs of a single pass (docs/cuda.md).
+ *              block of a kv head walking the query blocks of each query head of its
+ *              group in turn (grouped-query attention's sum over the group, in a fixed
+ *              order), and dQ with a block per query block walking the key blocks. Two
+ *              kernels recompute P instead of sharing dQ through atomics: no atomics,
+ *              deterministic, about 1.4x the backward FLOPs of a single pass
+ *              (docs/cuda.md).
  *
  * Head sizes: any multiple of 16 up to 128, compiled for widths 64 and 128. These
  * kernels are bf16 (tensor cores); fp32 mode runs the simple kernels of
@@ -112,15 +115,17 @@ __device__ __forceinline__ bool visible(int i, int j, int n, int causal) { retur
 
 template <typename T, int HSM>
 __global__ void __launch_bounds__(THREADS)
-    flash_forward_kernel(T *out, float *lse, const T *qkv, int Tn, int NH, int hs, int causal, float scale) {
+    flash_forward_kernel(T *out /* (B,T,C) */, float *lse /* (B,NH,T) */, const T *qkv /* (B,T,W) */, int Tn, int NH, int NKV,
+                         int hs, int causal, float scale) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, LDP = L::LDP;
     extern __shared__ __align__(16) unsigned char smem[];
     T *Qs = (T *)smem, *Ks = Qs + 64 * LD, *Vs = Ks + 64 * LD, *Ws = Vs + 64 * LD;
     const int nqb = (Tn + BQ - 1) / BQ, qb = causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;
-    const int head = blockIdx.y, b = head / NH, h = head % NH, C = NH * hs;
-    const size_t ld = 3 * (size_t)C;
-    const T *q = qkv + (size_t)b * Tn * ld + h * hs, *k = q + C, *v = q + 2 * C;
+    const int head = blockIdx.y, b = head / NH, h = head % NH, kh = kv_head_of(h, NH, NKV), C = NH * hs;
+    const size_t ld = qkv_width(NH, NKV, hs);
+    const T *rows = qkv + (size_t)b * Tn * ld, *q = rows + h * hs;
+    const T *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const int row[2] = {qb * BQ + warp * 16 + g, qb * BQ + warp * 16 + g + 8};
     T *Ww = Ws + warp * 16 * LDP;
@@ -208,20 +213,23 @@ __global__ void flash_backward_dot_kernel(float *D, const T *dout, const T *out,
     }
 }
 
+/* One block per (key block, b, kv head): dK, dV of its 64 keys summed over the query
+ * heads of the group, one head after another (a fixed order), each over its query
+ * blocks. */
 template <typename T, int HSM>
 __global__ void __launch_bounds__(THREADS)
-    flash_backward_kv_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int Tn, int NH, int hs,
+    flash_backward_kv_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
+                             const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
                              int causal, float scale) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, LDP = L::LDP;
     extern __shared__ __align__(16) unsigned char smem[];
     T *Ks = (T *)smem, *Vs = Ks + 64 * LD, *Qs = Vs + 64 * LD, *dOs = Qs + 64 * LD, *Ws = dOs + 64 * LD;
     float *lse_s = (float *)(Ws + WARPS * 16 * LDP), *D_s = lse_s + 64;
-    const int kb = blockIdx.x, nqb = (Tn + BQ - 1) / BQ;
-    const int head = blockIdx.y, b = head / NH, h = head % NH, C = NH * hs;
-    const size_t ld = 3 * (size_t)C;
-    const T *q = qkv + (size_t)b * Tn * ld + h * hs, *k = q + C, *v = q + 2 * C;
-    const T *dO = dout + (size_t)b * Tn * C + h * hs;
+    const int kb = blockIdx.x, nqb = (Tn + BQ - 1) / BQ, group = NH / NKV;
+    const int b = blockIdx.y / NKV, kh = blockIdx.y % NKV, C = NH * hs;
+    const size_t ld = qkv_width(NH, NKV, hs);
+    const T *rows = qkv + (size_t)b * Tn * ld, *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const int key[2] = {kb * BK + warp * 16 + g, kb * BK + warp * 16 + g + 8};
     T *Ww = Ws + warp * 16 * LDP;
@@ -233,67 +241,73 @@ __global__ void __launch_bounds__(THREADS)
     for (int nt = 0; nt < HSM / 8; nt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[nt][e] = dv[nt][e] = 0.0f;
-    for (int qb = causal ? kb : 0; qb < nqb; qb++) {
-        __syncthreads();
-        load_tile<T, LD>(Qs, q, ld, qb * BQ, Tn, hs);
-        load_tile<T, LD>(dOs, dO, C, qb * BQ, Tn, hs);
-        for (int r = threadIdx.x; r < 64; r += THREADS) {
-            int i = qb * BQ + r;
-            lse_s[r] = i < Tn ? lse[(size_t)head * Tn + i] : 0.0f;
-            D_s[r] = i < Tn ? D[(size_t)head * Tn + i] : 0.0f;
-        }
-        __syncthreads();
-        float p[8][4]; /* P^T: keys x queries */
-        tile_scores<T, HSM, LD>(p, Ks + warp * 16 * LD, Qs, hs);
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int c = nt * 8 + 2 * t + (e & 1);
-                p[nt][e] = visible(qb * BQ + c, key[e >> 1], Tn, causal) ? __expf(p[nt][e] * scale - lse_s[c]) : 0.0f;
+    for (int h = kh * group; h < (kh + 1) * group; h++) {
+        const size_t head = (size_t)b * NH + h;
+        const T *q = rows + h * hs, *dO = dout + (size_t)b * Tn * C + h * hs;
+        for (int qb = causal ? kb : 0; qb < nqb; qb++) {
+            __syncthreads();
+            load_tile<T, LD>(Qs, q, ld, qb * BQ, Tn, hs);
+            load_tile<T, LD>(dOs, dO, C, qb * BQ, Tn, hs);
+            for (int r = threadIdx.x; r < 64; r += THREADS) {
+                int i = qb * BQ + r;
+                lse_s[r] = i < Tn ? lse[head * Tn + i] : 0.0f;
+                D_s[r] = i < Tn ? D[head * Tn + i] : 0.0f;
             }
-        store_warp_tile<T, LDP>(Ww, p);
-        __syncwarp();
-        tile_accumulate<T, HSM, LD, LDP>(dv, Ww, dOs, hs); /* dV += P^T dO */
-        float dp[8][4];                                   /* dP^T = V dO^T */
-        tile_scores<T, HSM, LD>(dp, Vs + warp * 16 * LD, dOs, hs);
+            __syncthreads();
+            float p[8][4]; /* P^T: keys x queries */
+            tile_scores<T, HSM, LD>(p, Ks + warp * 16 * LD, Qs, hs);
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) dp[nt][e] = p[nt][e] * (dp[nt][e] - D_s[nt * 8 + 2 * t + (e & 1)]);
-        __syncwarp(); /* every lane has read P^T */
-        store_warp_tile<T, LDP>(Ww, dp);
-        __syncwarp();
-        tile_accumulate<T, HSM, LD, LDP>(dk, Ww, Qs, hs); /* dK += dS^T Q */
+                for (int e = 0; e < 4; e++) {
+                    int c = nt * 8 + 2 * t + (e & 1);
+                    p[nt][e] = visible(qb * BQ + c, key[e >> 1], Tn, causal) ? __expf(p[nt][e] * scale - lse_s[c]) : 0.0f;
+                }
+            store_warp_tile<T, LDP>(Ww, p);
+            __syncwarp();
+            tile_accumulate<T, HSM, LD, LDP>(dv, Ww, dOs, hs); /* dV += P^T dO */
+            float dp[8][4];                                   /* dP^T = V dO^T */
+            tile_scores<T, HSM, LD>(dp, Vs + warp * 16 * LD, dOs, hs);
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) dp[nt][e] = p[nt][e] * (dp[nt][e] - D_s[nt * 8 + 2 * t + (e & 1)]);
+            __syncwarp(); /* every lane has read P^T */
+            store_warp_tile<T, LDP>(Ww, dp);
+            __syncwarp();
+            tile_accumulate<T, HSM, LD, LDP>(dk, Ww, Qs, hs); /* dK += dS^T Q */
+        }
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         if (key[r] >= Tn) continue;
-        T *y = dqkv + ((size_t)b * Tn + key[r]) * ld + h * hs;
+        T *y = dqkv + ((size_t)b * Tn + key[r]) * ld, *yk = y + k_column(kh, NH, hs), *yv = y + v_column(kh, NH, NKV, hs);
 #pragma unroll
         for (int nt = 0; nt < HSM / 8; nt++) {
             if (nt * 8 >= hs) break;
             int c = nt * 8 + 2 * t;
-            y[C + c] = from_f<T>(dk[nt][2 * r] * scale);
-            y[C + c + 1] = from_f<T>(dk[nt][2 * r + 1] * scale);
-            y[2 * C + c] = from_f<T>(dv[nt][2 * r]);
-            y[2 * C + c + 1] = from_f<T>(dv[nt][2 * r + 1]);
+            yk[c] = from_f<T>(dk[nt][2 * r] * scale);
+            yk[c + 1] = from_f<T>(dk[nt][2 * r + 1] * scale);
+            yv[c] = from_f<T>(dv[nt][2 * r]);
+            yv[c + 1] = from_f<T>(dv[nt][2 * r + 1]);
         }
     }
 }
 
 template <typename T, int HSM>
 __global__ void __launch_bounds__(THREADS)
-    flash_backward_q_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int Tn, int NH, int hs,
+    flash_backward_q_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
+                            const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
                             int causal, float scale) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, LDP = L::LDP;
     extern __shared__ __align__(16) unsigned char smem[];
     T *Qs = (T *)smem, *dOs = Qs + 64 * LD, *Ks = dOs + 64 * LD, *Vs = Ks + 64 * LD, *Ws = Vs + 64 * LD;
     const int nqb = (Tn + BQ - 1) / BQ, qb = causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;
-    const int head = blockIdx.y, b = head / NH, h = head % NH, C = NH * hs;
-    const size_t ld = 3 * (size_t)C;
-    const T *q = qkv + (size_t)b * Tn * ld + h * hs, *k = q + C, *v = q + 2 * C;
+    const int head = blockIdx.y, b = head / NH, h = head % NH, kh = kv_head_of(h, NH, NKV), C = NH * hs;
+    const size_t ld = qkv_width(NH, NKV, hs);
+    const T *rows = qkv + (size_t)b * Tn * ld, *q = rows + h * hs;
+    const T *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const T *dO = dout + (size_t)b * Tn * C + h * hs;
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const int row[2] = {qb * BQ + warp * 16 + g, qb * BQ + warp * 16 + g + 8};
@@ -335,7 +349,7 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         if (row[r] >= Tn) continue;
-        T *y = dqkv + ((size_t)b * Tn + row[r]) * ld + h * hs;
+        T *y = dqkv + (q - qkv) + (size_t)row[r] * ld; /* where q's row is */
 #pragma unroll
         for (int nt = 0; nt < HSM / 8; nt++) {
             if (nt * 8 >= hs) break;
@@ -391,8 +405,8 @@ static hg_status forward_launch(hg_backend *be, T *out, float *lse, const T *qkv
     size_t smem = tiles<T, HSM>::forward;
     HG_TRY(check_shape(be, s, smem));
     dim3 grid((s->T + BQ - 1) / BQ, s->B * s->NH);
-    flash_forward_kernel<T, HSM><<<grid, THREADS, smem, cuda_stream(be)>>>(out, lse, qkv, s->T, s->NH, s->hs, s->causal,
-                                                                           1.0f / sqrtf((float)s->hs));
+    flash_forward_kernel<T, HSM><<<grid, THREADS, smem, cuda_stream(be)>>>(out, lse, qkv, s->T, s->NH, hg_attention_kv_heads(s),
+                                                                           s->hs, s->causal, 1.0f / sqrtf((float)s->hs));
     return cuda_launched(be, "flash_forward_kernel");
 }
 
@@ -404,13 +418,13 @@ static hg_status backward_launch(hg_backend *be, T *dqkv, const T *dout, const T
     int BT = s->B * s->T;
     flash_backward_dot_kernel<T><<<(BT + 7) / 8, 256, 0, cuda_stream(be)>>>(D, dout, out, BT, s->T, s->NH, s->hs);
     HG_TRY(cuda_launched(be, "flash_backward_dot_kernel"));
-    dim3 grid((s->T + BQ - 1) / BQ, s->B * s->NH);
+    const int NKV = hg_attention_kv_heads(s), blocks = (s->T + BQ - 1) / BQ;
     float scale = 1.0f / sqrtf((float)s->hs);
-    flash_backward_kv_kernel<T, HSM><<<grid, THREADS, smem, cuda_stream(be)>>>(dqkv, dout, qkv, lse, D, s->T, s->NH, s->hs,
-                                                                               s->causal, scale);
+    flash_backward_kv_kernel<T, HSM><<<dim3(blocks, s->B * NKV), THREADS, smem, cuda_stream(be)>>>(
+        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale);
     HG_TRY(cuda_launched(be, "flash_backward_kv_kernel"));
-    flash_backward_q_kernel<T, HSM><<<grid, THREADS, smem, cuda_stream(be)>>>(dqkv, dout, qkv, lse, D, s->T, s->NH, s->hs,
-                                                                              s->causal, scale);
+    flash_backward_q_kernel<T, HSM><<<dim3(blocks, s->B * s->NH), THREADS, smem, cuda_stream(be)>>>(
+        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale);
     return cuda_launched(be, "flash_backward_q_kernel");
 }
 

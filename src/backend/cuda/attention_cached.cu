@@ -4,9 +4,13 @@
  *
  *   kv_store_kernel       - the new rows' k and v into the caches, one thread an element;
  *   attention_cached_kernel - one warp per (head, new row): online softmax over cache rows
- *                           0 .. pos0+i; lane l holds elements l, l+32, l+64, l+96 of the
- *                           head vectors (hs <= 128), each dot product a warp sum.
- * Two launches, so every row a query reads is stored before any query runs. */
+ *                           0 .. pos0+i of the head's kv head; lane l holds elements l,
+ *                           l+32, l+64, l+96 of the head vectors (hs <= 128), each dot
+ *                           product a warp sum.
+ * Two launches, so every row a query reads is stored before any query runs.
+ *
+ * qkv (n,W) as in cuda.h: q (NH heads) | k (NKV) | v (NKV); caches (NKV,Tc,hs); out (n,C),
+ * C = NH hs. The kernels get the shape with NKV resolved (never 0). */
 #include <math.h>
 
 #include "backend/cuda/cuda.h"
@@ -14,27 +18,30 @@
 enum { CACHED_WARPS = 8, CACHED_PER_LANE = 4 }; /* hs <= 32 * CACHED_PER_LANE */
 
 template <typename T>
-__global__ void kv_store_kernel(T *kc, T *vc, const T *qkv, hg_kv_shape s) {
-    const int C = s.NH * s.hs;
+__global__ void kv_store_kernel(T *kc /* (NKV,Tc,hs) */, T *vc /* (NKV,Tc,hs) */, const T *qkv /* (n,W) */, hg_kv_shape s) {
+    const int KVD = s.NKV * s.hs;
+    const size_t W = qkv_width(s.NH, s.NKV, s.hs);
     size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (idx >= (size_t)s.n * C) return;
-    int i = (int)(idx / C), c = (int)(idx % C), h = c / s.hs, d = c % s.hs;
-    size_t at = ((size_t)h * s.Tc + s.pos0 + i) * s.hs + d;
-    kc[at] = qkv[(size_t)i * 3 * C + C + c];
-    vc[at] = qkv[(size_t)i * 3 * C + 2 * C + c];
+    if (idx >= (size_t)s.n * KVD) return;
+    int i = (int)(idx / KVD), c = (int)(idx % KVD), kh = c / s.hs, d = c % s.hs;
+    size_t at = ((size_t)kh * s.Tc + s.pos0 + i) * s.hs + d;
+    kc[at] = qkv[i * W + k_column(0, s.NH, s.hs) + c];
+    vc[at] = qkv[i * W + v_column(0, s.NH, s.NKV, s.hs) + c];
 }
 
 template <typename T>
-__global__ void attention_cached_kernel(T *out, const T *kc, const T *vc, const T *qkv, hg_kv_shape s, float scale) {
+__global__ void attention_cached_kernel(T *out /* (n,C) */, const T *kc /* (NKV,Tc,hs) */, const T *vc /* (NKV,Tc,hs) */,
+                                        const T *qkv /* (n,W) */, hg_kv_shape s, float scale) {
     int r = blockIdx.x * CACHED_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= s.NH * s.n) return;
-    const int h = r / s.n, i = r % s.n, C = s.NH * s.hs;
-    const T *K = kc + (size_t)h * s.Tc * s.hs, *V = vc + (size_t)h * s.Tc * s.hs;
+    const int h = r / s.n, i = r % s.n, C = s.NH * s.hs, kh = kv_head_of(h, s.NH, s.NKV);
+    const size_t W = qkv_width(s.NH, s.NKV, s.hs);
+    const T *K = kc + (size_t)kh * s.Tc * s.hs, *V = vc + (size_t)kh * s.Tc * s.hs;
     float q[CACHED_PER_LANE], o[CACHED_PER_LANE];
 #pragma unroll
     for (int u = 0; u < CACHED_PER_LANE; u++) {
         int d = lane + 32 * u;
-        q[u] = d < s.hs ? to_f(qkv[(size_t)i * 3 * C + h * s.hs + d]) : 0.0f;
+        q[u] = d < s.hs ? to_f(qkv[i * W + h * s.hs + d]) : 0.0f;
         o[u] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -68,13 +75,15 @@ extern "C" hg_status cuda_attention_cached(hg_backend *be, float *out, float *kc
     if (s->hs <= 0 || s->hs > 32 * CACHED_PER_LANE)
         return cuda_fail(be, HG_ERR_UNSUPPORTED, "attention_cached: head size %d is not supported on CUDA (at most %d)", s->hs,
                          32 * CACHED_PER_LANE);
-    const size_t elems = (size_t)s->n * s->NH * s->hs;
-    const unsigned rows = (unsigned)(((size_t)s->NH * s->n + CACHED_WARPS - 1) / CACHED_WARPS);
-    const float scale = 1.0f / sqrtf((float)s->hs);
+    hg_kv_shape ks = *s;
+    if (!ks.NKV) ks.NKV = ks.NH;
+    const size_t elems = (size_t)ks.n * ks.NKV * ks.hs;
+    const unsigned rows = (unsigned)(((size_t)ks.NH * ks.n + CACHED_WARPS - 1) / CACHED_WARPS);
+    const float scale = 1.0f / sqrtf((float)ks.hs);
     CUDA_DISPATCH(be, kv_store_kernel<T><<<cuda_blocks(elems, 256), 256, 0, cuda_stream(be)>>>((T *)kcache, (T *)vcache,
-                                                                                               (const T *)qkv, *s));
+                                                                                               (const T *)qkv, ks));
     HG_TRY(cuda_launched(be, "kv_store_kernel"));
     CUDA_DISPATCH(be, attention_cached_kernel<T><<<rows, 32 * CACHED_WARPS, 0, cuda_stream(be)>>>(
-                          (T *)out, (const T *)kcache, (const T *)vcache, (const T *)qkv, *s, scale));
+                          (T *)out, (const T *)kcache, (const T *)vcache, (const T *)qkv, ks, scale));
     return cuda_launched(be, "attention_cached_kernel");
 }

@@ -228,17 +228,17 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
  * dwte (fp32), so fewer chunks move less; 1 GiB of bf16 logits is 10672 rows of GPT-2. */
 #define CUDA_CLASSIFIER_CHUNK_BYTES ((size_t)1 << 30)
 
-/* What the CUDA kernels run so far: every norm, position encoding, MLP activation, bias
- * and tying choice of hg_config, with as many kv heads as query heads. Grouped-query
- * attention needs attention kernels not written yet; the model is refused at creation
- * rather than failing inside a step. */
+/* What the CUDA kernels run: every switch of hg_config (norms with or without affine
+ * parameters, RoPE, the MLP activations, biases, tying, grouped-query attention, a
+ * head_dim of its own) except the q/k norm, with head sizes up to CUDA_MAX_HEAD_SIZE. A
+ * config the kernels cannot run is refused at creation, naming the field, rather than
+ * failing inside a step; a new config switch without CUDA kernels belongs here. */
 static hg_status cuda_supports(const hg_config *c) {
-    const char *field = c->qk_norm                                 ? "qk_norm"
-                        : c->n_kv_head && c->n_kv_head != c->n_head ? "n_kv_head (grouped-query attention)"
-                        : c->head_dim && c->head_dim * c->n_head != c->d_model ? "head_dim (other than d_model/n_head)"
-                                                                                : NULL;
-    if (field)
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: the CUDA backend has no kernels for this yet; use the CPU", field);
+    if (c->qk_norm) return hg_fail(HG_ERR_UNSUPPORTED, "qk_norm: the CUDA backend has no kernels for this yet; use the CPU");
+    int hs = c->head_dim ? c->head_dim : c->n_head > 0 ? c->d_model / c->n_head : 0;
+    if (hs > CUDA_MAX_HEAD_SIZE)
+        return hg_fail(HG_ERR_UNSUPPORTED, "head_dim: the CUDA attention kernels take head sizes up to %d, this model's is %d; use "
+                       "the CPU", CUDA_MAX_HEAD_SIZE, hs);
     return HG_OK;
 }
 

@@ -127,6 +127,19 @@ static inline hg_dropout cuda_dropout(const hg_dropout *d) {
     return d ? *d : off;
 }
 
+/* ---- the QKV row of attention (src/ops/attention.h) ----
+ * q (NH heads) | k (NKV heads) | v (NKV heads), hs elements a head: W = (NH + 2 NKV) hs.
+ * Query head h reads kv head h / (NH/NKV) (grouped-query attention; NKV = NH without). */
+__host__ __device__ __forceinline__ int qkv_width(int NH, int NKV, int hs) { return (NH + 2 * NKV) * hs; }
+__host__ __device__ __forceinline__ int k_column(int kh, int NH, int hs) { return (NH + kh) * hs; }
+__host__ __device__ __forceinline__ int v_column(int kh, int NH, int NKV, int hs) { return (NH + NKV + kh) * hs; }
+__host__ __device__ __forceinline__ int kv_head_of(int h, int NH, int NKV) { return h / (NH / NKV); }
+
+/* The largest head size the attention kernels take (attention.cu: widths 64 and 128;
+ * attention_fp32.cu and attention_cached.cu: 4 elements a lane); cuda_supports refuses
+ * larger ones at model creation. */
+#define CUDA_MAX_HEAD_SIZE 128
+
 /* ---- GEMM (gemm.cu): row-major, as cpu_gemm_desc ---- */
 
 typedef enum cuda_epilogue {
