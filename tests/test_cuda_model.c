@@ -1,9 +1,10 @@
 /* The whole model on the GPU against the CPU backend (which tests/test_model_torch.c holds
  * to PyTorch): logits, loss, every parameter gradient, and ten AdamW steps whose losses
  * must track the CPU's, in fp32 and bf16, on odd shapes (T=37, C=96, NH=3, V=1000) and on
- * GPT-2 small's width and vocabulary; at the odd shape also the other architectures'
- * switches (RMSNorm, RoPE, SwiGLU, ReLU^2, norms and linears without parameters, an
- * untied output layer). Also: dropout masks that match the CPU's, CUDA graph replay that
+ * GPT-2 small's width and vocabulary; at the odd shape and in the llama-tiny and qwen2-tiny
+ * presets also the other architectures' switches (RMSNorm, RoPE, SwiGLU, ReLU^2, norms
+ * and linears without parameters, an untied output layer, grouped-query attention, a
+ * head_dim of its own). Also: dropout masks that match the CPU's, CUDA graph replay that
  * matches eager runs, stochastic rounding that trains, and generation through the KV
  * cache from parameters copied off the CPU model.
  *
@@ -232,11 +233,17 @@ int main(void) {
     tiny_drop.dropout = 0.1f;
     /* the CS336 model's switches (cs336-* presets) at odd's size; ReLU^2 with RoPE and a
      * LayerNorm without affine parameters; GELU without biases (its epilogue without one) */
-    hg_config cs336 = odd, relu2 = odd, gelu_nobias = odd;
+    hg_config cs336 = odd, relu2 = odd, gelu_nobias = odd, llama, qwen2;
     cs336.norm = HG_NORM_RMSNORM, cs336.position = HG_POS_ROPE, cs336.mlp = HG_MLP_SWIGLU;
     cs336.omit = HG_OMIT_ALL_BIAS, cs336.untied = 1, cs336.d_ff = 160;
     relu2.position = HG_POS_ROPE, relu2.mlp = HG_MLP_RELU2, relu2.omit = HG_OMIT_NORM_WEIGHT | HG_OMIT_NORM_BIAS;
     gelu_nobias.omit = HG_OMIT_ALL_BIAS;
+    /* grouped-query attention: the presets (4 query heads on 2 kv heads), and one kv head
+     * for the odd shape's three with a head_dim of 48 (q and attention 144 wide, C 96) */
+    hg_config_preset("llama-tiny", &llama);
+    hg_config_preset("qwen2-tiny", &qwen2);
+    hg_config mqa = cs336;
+    mqa.n_kv_head = 1, mqa.head_dim = 48;
     const run runs[] = {
         {"odd fp32", odd, 3, 37, HG_PRECISION_FP32, 0},
         {"odd bf16", odd, 3, 37, HG_PRECISION_BF16, 0},
@@ -249,10 +256,16 @@ int main(void) {
         {"odd relu2, rope, layernorm without w, b fp32", relu2, 3, 37, HG_PRECISION_FP32, 0},
         {"odd relu2, rope, layernorm without w, b bf16", relu2, 3, 37, HG_PRECISION_BF16, 0},
         {"odd gelu without biases fp32", gelu_nobias, 3, 37, HG_PRECISION_FP32, 0},
+        {"llama-tiny fp32", llama, 2, 64, HG_PRECISION_FP32, 0},
+        {"llama-tiny bf16", llama, 2, 64, HG_PRECISION_BF16, 0},
+        {"qwen2-tiny (q/k/v bias, tied) bf16", qwen2, 2, 64, HG_PRECISION_BF16, 0},
+        {"odd as cs336, 1 kv head, head_dim 48 fp32", mqa, 3, 37, HG_PRECISION_FP32, 0},
+        {"odd as cs336, 1 kv head, head_dim 48 bf16", mqa, 3, 37, HG_PRECISION_BF16, 0},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) test_run(&runs[i]);
     test_graphs(&runs[1]);
     test_graphs(&runs[7]);
+    test_graphs(&runs[12]);
     printf(failures ? "%d check(s) failed\n" : "ok\n", failures);
     return failures ? 1 : 0;
 }

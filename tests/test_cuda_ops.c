@@ -299,11 +299,13 @@ static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, 
 
 /* ---- attention ---- */
 
-static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int hs, int causal) {
-    hg_attention_shape s = {B, T, NH, hs, causal, 0};
-    const int C = NH * hs;
-    const size_t n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    trng r = trng_seed(51 + (uint64_t)(T * hs + causal));
+/* NKV 0: as many kv heads as query heads; else grouped-query attention (dK, dV summed
+ * over each group). */
+static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal) {
+    hg_attention_shape s = {B, T, NH, hs, causal, NKV};
+    const int C = NH * hs, W = (NH + 2 * hg_attention_kv_heads(&s)) * hs;
+    const size_t n3 = (size_t)B * T * W, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    trng r = trng_seed(51 + (uint64_t)(T * hs + causal + 7 * NKV));
     float *qkv = rvec(gpu, n3, &r, -1.5, 1.5), *dout = rvec(gpu, n1, &r, -1, 1);
     float *out = fvec(n1), *lse = fvec(nl), *dqkv = fvec(n3);
     void *scr = malloc(cpu->ops->attention_scratch_bytes(cpu, &s) + 64);
@@ -317,11 +319,12 @@ static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int N
     if (st == HG_OK) st = gpu->ops->attention_backward(gpu, d_dqkv, dev_from(gpu, dout, n1, 1), d_qkv, d_out, d_lse, &s, d_scr);
     char name[96];
     if (st != HG_OK) {
-        printf("  FAIL attention B=%d T=%d NH=%d hs=%d: %s\n", B, T, NH, hs, hg_last_error());
+        printf("  FAIL attention B=%d T=%d NH=%d NKV=%d hs=%d: %s\n", B, T, NH, NKV, hs, hg_last_error());
         failures++;
     } else {
         sync_or_fail(gpu, "attention");
-        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d hs=%d%s", B, T, NH, hs, causal ? "" : " full");
+        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d hs=%d%s", B, T, NH, NKV, hs,
+                 causal ? "" : " full");
         check(gpu, name, d_out, out, n1, 1, tol(gpu, 1e-5, 1e-2));
         check(gpu, "attention_forward lse", d_lse, lse, nl, 0, tol(gpu, 1e-5, 1e-4));
         check(gpu, "attention_backward dqkv", d_dqkv, dqkv, n3, 1, tol(gpu, 1e-5, 3e-2));
@@ -331,26 +334,26 @@ static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int N
 }
 
 /* Through the KV cache: n new rows at pos0 of a cache of Tc rows, whose first pos0 rows
- * hold the same earlier keys and values on both backends. */
-static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n) {
-    const int NH = 3, hs = 32, C = NH * hs, Tc = 40;
-    hg_kv_shape s = {pos0, n, Tc, NH, hs, 0};
-    const size_t nc = (size_t)NH * Tc * hs, nq = (size_t)n * 3 * C, no = (size_t)n * C;
-    trng r = trng_seed(91 + (uint64_t)pos0);
+ * hold the same earlier keys and values on both backends. NKV 0: as many as NH. */
+static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n, int NH, int NKV) {
+    const int hs = 32, C = NH * hs, Tc = 40, KV = NKV ? NKV : NH;
+    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV};
+    const size_t nc = (size_t)KV * Tc * hs, nq = (size_t)n * (NH + 2 * KV) * hs, no = (size_t)n * C;
+    trng r = trng_seed(91 + (uint64_t)(pos0 + 5 * NKV));
     float *kc = rvec(gpu, nc, &r, -1.5, 1.5), *vc = rvec(gpu, nc, &r, -1, 1), *qkv = rvec(gpu, nq, &r, -1.5, 1.5);
     float *out = fvec(no);
     void *d_kc = dev_from(gpu, kc, nc, 1), *d_vc = dev_from(gpu, vc, nc, 1), *d_out = dev_poison(gpu, no, 1);
-    hg_attention_shape as = {1, Tc, NH, hs, 1, 0};
+    hg_attention_shape as = {1, Tc, NH, hs, 1, NKV};
     void *scr = malloc(cpu->ops->attention_scratch_bytes(cpu, &as) + 64);
     hg_status st = cpu->ops->attention_cached(cpu, out, kc, vc, qkv, &s, scr);
     if (st == HG_OK) st = gpu->ops->attention_cached(gpu, d_out, d_kc, d_vc, dev_from(gpu, qkv, nq, 1), &s, NULL);
     if (st != HG_OK) {
-        printf("  FAIL attention_cached pos0=%d n=%d: %s\n", pos0, n, hg_last_error());
+        printf("  FAIL attention_cached pos0=%d n=%d NH=%d NKV=%d: %s\n", pos0, n, NH, NKV, hg_last_error());
         failures++;
     } else {
         sync_or_fail(gpu, "attention_cached");
         char name[64];
-        snprintf(name, sizeof name, "attention_cached out pos0=%d n=%d", pos0, n);
+        snprintf(name, sizeof name, "attention_cached out pos0=%d n=%d NH=%d NKV=%d", pos0, n, NH, NKV);
         check(gpu, name, d_out, out, no, 1, tol(gpu, 1e-5, 1e-2));
         check(gpu, "attention_cached k cache", d_kc, kc, nc, 1, 1e-6); /* copies: exact */
         check(gpu, "attention_cached v cache", d_vc, vc, nc, 1, 1e-6);
@@ -544,17 +547,23 @@ int main(void) {
         test_rope(cpu, gpu, 2, 37, 0, 3, 3, 32);
         test_rope(cpu, gpu, 1, 5, 20, 4, 2, 64);
         test_rope(cpu, gpu, 3, 19, 0, 2, 1, 128);
-        test_attention(cpu, gpu, 2, 37, 3, 32, 1);
-        test_attention(cpu, gpu, 1, 130, 2, 64, 1);
-        test_attention(cpu, gpu, 2, 70, 1, 128, 1);
-        test_attention(cpu, gpu, 1, 100, 2, 64, 0);
-        test_attention(cpu, gpu, 1, 64, 4, 16, 1);
+        test_attention(cpu, gpu, 2, 37, 3, 0, 32, 1);
+        test_attention(cpu, gpu, 1, 130, 2, 0, 64, 1);
+        test_attention(cpu, gpu, 2, 70, 1, 0, 128, 1);
+        test_attention(cpu, gpu, 1, 100, 2, 0, 64, 0);
+        test_attention(cpu, gpu, 1, 64, 4, 0, 16, 1);
+        test_attention(cpu, gpu, 2, 37, 4, 2, 32, 1); /* grouped-query */
+        test_attention(cpu, gpu, 1, 130, 6, 2, 48, 1);
+        test_attention(cpu, gpu, 2, 70, 3, 1, 128, 1); /* one kv head */
+        test_attention(cpu, gpu, 1, 100, 4, 2, 64, 0);
         test_classifier(cpu, gpu, 0);
         test_classifier(cpu, gpu, 1);
         test_adamw(cpu, gpu, 0, 0);
         test_adamw(cpu, gpu, 640, 1000);
-        test_attention_cached(cpu, gpu, 0, 9);
-        test_attention_cached(cpu, gpu, 12, 1);
+        test_attention_cached(cpu, gpu, 0, 9, 3, 0);
+        test_attention_cached(cpu, gpu, 12, 1, 3, 0);
+        test_attention_cached(cpu, gpu, 0, 9, 4, 2);
+        test_attention_cached(cpu, gpu, 12, 1, 6, 1);
         test_stochastic_rounding(gpu);
         test_sumsq(cpu, gpu);
         cpu->ops->destroy(cpu);
