@@ -88,9 +88,10 @@ __global__ void attention_fp32_forward_kernel(float *out /* (B,T,C) */, float *l
 }
 
 /* D for row i, then dQ_i = scale * sum_j P_ij (dP_ij - D_i) k_j. */
-__global__ void attention_fp32_backward_q_kernel(float *dqkv /* (B,T,W) */, float *D /* (B,NH,T) */, const float *dout /* (B,T,C) */,
-                                                 const float *qkv /* (B,T,W) */, const float *out /* (B,T,C) */,
-                                                 const float *lse /* (B,NH,T) */, int B, row_geom g) {
+__global__ void attention_fp32_backward_q_kernel(float *dqkv /* (B,T,W) */, float *D /* (B,NH,T) */,
+                                                 const float *dout /* (B,T,C) */, const float *qkv /* (B,T,W) */,
+                                                 const float *out /* (B,T,C) */, const float *lse /* (B,NH,T) */, int B,
+                                                 row_geom g) {
     int b, h, i;
     if (!row_of(g, B, g.NH, &b, &h, &i)) return;
     const int C = g.NH * g.hs, kh = kv_head_of(h, g.NH, g.NKV);
