@@ -39,6 +39,12 @@ static void bad_configs(void) {
     CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "dropout");
     c = good, c.d_ff = -1;
     CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "d_ff");
+    /* a derived head size above head_dim's range (it would not read back from a
+     * checkpoint; found by fuzz_checkpoint) */
+    c = good, c.d_model = 2912, c.n_head = 1;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "head_dim = 2912");
+    c = good, c.qk_norm = 2;
+    CHECK_FAILS(hg_config_validate(&c), HG_ERR_INVALID, "qk_norm");
 
     hg_options o = hg_options_default();
     hg_model *m = (hg_model *)&o; /* must be reset to NULL on failure */

@@ -245,6 +245,11 @@ hg_status hg_config_validate(const hg_config *c) {
     if (!c->head_dim && c->d_model % c->n_head)
         return hg_fail(HG_ERR_INVALID, "n_head (%d) must divide d_model (%d), or head_dim must be set", c->n_head, c->d_model);
     gpt_dims d = gpt_dims_of(c);
+    /* a head size derived from d_model / n_head must fit the head_dim field too, so that a
+     * config written with its resolved head_dim reads back */
+    double hs_max = find_field("head_dim")->max;
+    if (d.hs > hs_max)
+        return hg_fail(HG_ERR_INVALID, "head_dim = %d (d_model / n_head) must be at most %.0f", d.hs, hs_max);
     if (d.hs % 16)
         return hg_fail(HG_ERR_INVALID,
                        "head_dim = %d must be a multiple of 16 (the attention tiles are 16-float vectors)", d.hs);
