@@ -6,7 +6,11 @@
  * (about 264 bytes in 6-7 allocations, measured), which no caller can avoid. The test
  * interposes dnnl_primitive_execute too, so allocations are attributed: none may come
  * from handgrad itself; the ones inside oneDNN must be small, freed within the call,
- * and the same in every step. Not built under sanitizers, which own malloc. */
+ * and the same in every step. Small: at most ONEDNN_SMALL bytes. oneDNN's AVX-512
+ * matmuls allocate at most ~264 bytes a call; its AVX2 matmuls also allocate one buffer
+ * of 16640 bytes a call, the same for every model shape here (measured 2026-11-23 with
+ * ONEDNN_MAX_CPU_ISA=AVX2 on an Ice Lake Xeon, and natively on a Zen 3 EPYC), which
+ * ctest runs as test_alloc_avx2. Not built under sanitizers, which own malloc. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <dnnl.h>
@@ -21,6 +25,10 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
+
+/* The largest allocation oneDNN may make inside a call: about twice its fixed AVX2
+ * buffer. Growth and leaks are caught by the per-step counts and the frees. */
+#define ONEDNN_SMALL 32768
 
 static atomic_int counting, in_gemm;
 static atomic_long own_allocs, own_frees, gemm_allocs, gemm_frees, gemm_bytes, gemm_largest;
@@ -122,7 +130,7 @@ static void check_preset(const char *preset) {
     CHECK(atomic_load(&own_allocs) == 0);
     CHECK(atomic_load(&own_frees) == 0);
     CHECK(per_step[0] == per_step[1] && per_step[1] == per_step[2]); /* no growth */
-    CHECK(atomic_load(&gemm_largest) <= 4096);                     /* only small bookkeeping */
+    CHECK(atomic_load(&gemm_largest) <= ONEDNN_SMALL);               /* only small buffers */
     CHECK(atomic_load(&gemm_allocs) == atomic_load(&gemm_frees));    /* nothing kept */
     CHECK(!profiled || hg_profiler_count(p) > 100);
     hg_model_free(m);
@@ -141,7 +149,7 @@ static void check_preset(const char *preset) {
     printf("generation: handgrad %ld allocations; inside oneDNN %ld, largest %ld bytes\n", atomic_load(&own_allocs),
            atomic_load(&gemm_allocs), atomic_load(&gemm_largest));
     CHECK(atomic_load(&own_allocs) == 0 && atomic_load(&own_frees) == 0);
-    CHECK(atomic_load(&gemm_largest) <= 4096 && atomic_load(&gemm_allocs) == atomic_load(&gemm_frees));
+    CHECK(atomic_load(&gemm_largest) <= ONEDNN_SMALL && atomic_load(&gemm_allocs) == atomic_load(&gemm_frees));
     hg_model_free(m);
 }
 
