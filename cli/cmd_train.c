@@ -3,6 +3,7 @@
  * and stops. Options: train_options.c; display and logs: train_log.c. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +63,7 @@ typedef struct trainer {
     double flops_per_step, peak_gflops, ema_seconds;
     int nan_streak;
     train_log log;
+    int lock_fd;                 /* OUT/.lock held with flock for the run (rank 0), or -1 */
 } trainer;
 
 /* ---- signals ---- */
@@ -116,6 +119,38 @@ static int check_out_dir(const char *out) {
         else if (slash == p) p[1] = 0;
         else *slash = 0;
     }
+}
+
+/* One writer per run folder: an exclusive flock on OUT/.lock, held until the process
+ * ends (the kernel drops it even on a crash). The file names the holder, so a second run
+ * on the folder is refused at once with its pid and host. */
+static int lock_out_dir(trainer *t) {
+    const char *out = t->o.out;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/.lock", out) >= (int)sizeof path) return ERR("--out %s: the path is too long", out);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ERR("--out %s: cannot open the run lock %s: %s", out, path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char holder[200] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = 0;
+        holder[strcspn(holder, "\n")] = 0;
+        close(fd);
+        if (e != EWOULDBLOCK) return ERR("--out %s: cannot lock %s: %s", out, path, strerror(e));
+        return ERR("--out %s is in use by another run (%s); one run writes a folder at a time", out,
+                   holder[0] ? holder : "holder unknown");
+    }
+    char host[128] = "unknown host", line[256];
+    gethostname(host, sizeof host - 1);
+    int len = snprintf(line, sizeof line, "pid %d on %s\n", (int)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+        int e = errno;
+        close(fd);
+        return ERR("--out %s: cannot write the run lock %s: %s", out, path, strerror(e));
+    }
+    t->lock_fd = fd;
+    return 0;
 }
 
 static int mkdir_p(const char *dir) {
@@ -617,6 +652,7 @@ static int run(trainer *t) {
 
 static void trainer_free(trainer *t) {
     train_log_close(&t->log);
+    if (t->lock_fd >= 0) close(t->lock_fd);
     hg_dist_free(t->dist);
     hg_model_free(t->m);
     hg_model_free(t->gen);
@@ -641,6 +677,8 @@ static int setup(trainer *t, int argc, char **argv) {
     if (!o->out) return ERR("give the run folder with --out DIR");
     if (!o->train) return ERR("give the training shards with --train GLOB");
     if (check_out_dir(o->out)) return 1;
+    /* an existing folder is locked before anything in it is read (a resume point, say) */
+    if (t->rank == 0 && is_dir(o->out) && lock_out_dir(t)) return 1;
     char any[PATH_MAX];
     if (!o->resume && is_dir(o->out) && hg_checkpoint_latest(o->out, any, sizeof any, NULL) == HG_OK)
         return ERR("--out %s already holds checkpoints (%s): pass --resume to continue, or choose another folder",
@@ -654,7 +692,7 @@ static int setup(trainer *t, int argc, char **argv) {
     t->peak_gflops = o->peak_gflops;
     if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
     /* everything checked: only now is anything written */
-    if (t->rank == 0 && mkdir_p(o->out)) return 1;
+    if (t->rank == 0 && (mkdir_p(o->out) || (t->lock_fd < 0 && lock_out_dir(t)))) return 1;
     if (t->rank == 0 && train_log_open(&t->log, o->out, t->resumed_from[0] ? t->step : -1, o->print_every)) return 1;
     const hg_options *mo = hg_model_options(t->m);
     printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters; %s\n", t->cfg.n_layer, t->cfg.n_head,
@@ -675,6 +713,7 @@ static int setup(trainer *t, int argc, char **argv) {
 int cmd_train(int argc, char **argv) {
     trainer t;
     memset(&t, 0, sizeof t);
+    t.lock_fd = -1;
     train_opts_defaults(&t.o);
     install_signals();
     int rc = setup(&t, argc, argv);

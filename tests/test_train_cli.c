@@ -4,6 +4,8 @@
  *  - N steps, stop, resume to 2N equals an uninterrupted 2N run, bit for bit;
  *  - SIGINT mid-run saves a checkpoint and exits 0; resuming equals the uninterrupted
  *    run; a second SIGINT aborts at once;
+ *  - one writer per run folder: a second run on a folder in use is refused at once,
+ *    naming the holder's pid;
  *  - a checkpoint write that fails part way (a file size limit) keeps the previous one
  *    whole, leaves no temporary behind, and the run resumes from it exactly;
  *  - a config file with flag overrides; gradient accumulation; --keep-last; samples;
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "core/timer.h"
 #include "handgrad.h"
 #include "io/safetensors.h"
 
@@ -266,6 +269,34 @@ static void sigint_then_resume(void) {
     sh(&out, "cat %s", log);
     CHECK(out && (rc == 0 || strstr(out, "aborting")));
     free(out);
+}
+
+/* A second run on a folder in use, resumed or fresh, is refused at once with the holder's
+ * pid, and writes nothing there; once the first run ends, the folder is free. */
+static void two_writers(void) {
+    char d[512], args[4096], log[512], pid_text[32];
+    snprintf(d, sizeof d, "%s/w_one", work);
+    snprintf(log, sizeof log, "%s/w_one.log", work);
+    snprintf(args, sizeof args, "exec %s train %s --out %s --max-steps 100000 --ckpt-every 2", hg, tiny, d);
+    pid_t pid = spawn(args, log);
+    wait_steps(d, 3);
+    snprintf(pid_text, sizeof pid_text, "pid %d on ", (int)pid);
+    const char *second[] = {"--resume --lr 1e-3 --max-steps 8", "--max-steps 8"}; /* bounded if let through */
+    for (int i = 0; i < 2; i++) {
+        char *out = NULL;
+        double t0 = hg_now();
+        int rc = sh(&out, "%s train %s --out %s %s", hg, tiny, d, second[i]);
+        CHECK(rc == 1 && out && strstr(out, "in use by another run") && strstr(out, pid_text));
+        CHECK(hg_now() - t0 < 20.0); /* refused before any model or data is built */
+        if (rc != 1) fprintf(stderr, "second writer (%s): status %d, output: %s\n", second[i], rc, out ? out : "");
+        free(out);
+    }
+    kill(pid, SIGINT);
+    CHECK(wait_exit(pid) == 0);
+    series s;
+    CHECK(read_log(d, &s) >= 3);
+    for (int k = 0; k < s.n; k++) CHECK(s.step[k] == k + 1); /* one run's steps, in order */
+    CHECK(sh(NULL, "flock -n %s/.lock true", d) == 0); /* free again */
 }
 
 /* A file size limit makes the checkpoint at step 20 fail part way, as a full disk would:
@@ -577,6 +608,7 @@ int main(int argc, char **argv) {
     deterministic();
     resume_exact();
     sigint_then_resume();
+    two_writers();
     failed_write();
     config_file();
     accumulation();
