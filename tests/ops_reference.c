@@ -19,45 +19,6 @@ void ref_encoder_forward(double *out, const int32_t *tokens, const double *wte, 
         }
 }
 
-void ref_layernorm_row(double *out, double *mean, double *rstd, const double *x, const double *w,
-                       const double *b, int C) {
-    double m = 0.0, var = 0.0;
-    for (int c = 0; c < C; c++) m += x[c];
-    m /= C;
-    for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
-    var /= C;
-    double s = 1.0 / sqrt(var + (double)1e-5);
-    for (int c = 0; c < C; c++) out[c] = (x[c] - m) * s * w[c] + b[c];
-    *mean = m;
-    *rstd = s;
-}
-
-void ref_layernorm_backward(double *dinp, double *dw, double *db, const double *dout,
-                            const double *inp, const double *w, int N, int C) {
-    double *xh = malloc(sizeof(double) * (size_t)C), *tmp = malloc(sizeof(double) * (size_t)C);
-    for (int c = 0; c < C; c++) dw[c] = db[c] = 0.0;
-    for (int n = 0; n < N; n++) {
-        const double *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
-        double m, s;
-        ref_layernorm_row(tmp, &m, &s, x, w, w, C);
-        double mg = 0.0, mgx = 0.0;
-        for (int c = 0; c < C; c++) {
-            xh[c] = (x[c] - m) * s;
-            mg += dy[c] * w[c];
-            mgx += dy[c] * w[c] * xh[c];
-        }
-        mg /= C;
-        mgx /= C;
-        for (int c = 0; c < C; c++) {
-            dinp[(size_t)n * C + c] = s * (dy[c] * w[c] - mg - xh[c] * mgx);
-            dw[c] += dy[c] * xh[c];
-            db[c] += dy[c];
-        }
-    }
-    free(xh);
-    free(tmp);
-}
-
 void ref_norm_row(double *out, double *mean, double *rstd, const double *x, const double *w,
                   const double *b, int C, const hg_norm_spec *ns) {
     double m = 0.0, var = 0.0;
@@ -102,6 +63,44 @@ void ref_norm_backward(double *dinp, double *dw, double *db, const double *dout,
     }
     free(xh);
     free(tmp);
+}
+
+void ref_norm_scale(double *scale, const double *x, const double *mean, const double *rstd, const double *w,
+                    const double *b, int N, int C) {
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            scale[n * C + c] = (fabs(x[n * C + c]) + fabs(mean[n])) * rstd[n] * (w ? fabs(w[c]) : 1.0) + (b ? fabs(b[c]) : 0.0);
+}
+
+static double norm_loss_rows(const ref_norm_fd *c, int n0, int n1) {
+    double L = 0.0, m, s;
+    for (int n = n0; n < n1; n++) {
+        ref_norm_row(c->row, &m, &s, c->x + (size_t)n * c->C, c->w, c->b, c->C, c->ns);
+        for (int j = 0; j < c->C; j++) L += c->row[j] * c->R[(size_t)n * c->C + j];
+    }
+    return L;
+}
+double ref_norm_loss_row(void *ctx, size_t i) {
+    const ref_norm_fd *c = ctx;
+    return norm_loss_rows(c, (int)(i / c->C), (int)(i / c->C) + 1);
+}
+double ref_norm_loss_all(void *ctx, size_t i) {
+    (void)i;
+    const ref_norm_fd *c = ctx;
+    return norm_loss_rows(c, 0, c->N);
+}
+
+double ref_residual_norm_loss(void *ctx, size_t i) {
+    const ref_residual_norm_fd *c = ctx;
+    size_t o = i / c->C * c->C;
+    double L = 0.0, m, s;
+    for (int j = 0; j < c->C; j++) {
+        c->sum[j] = c->res[o + j] + c->delta[o + j] * ref_dropout_scale(c->drop, o + j);
+        L += c->sum[j] * c->R2[o + j];
+    }
+    ref_norm_row(c->row, &m, &s, c->sum, c->w, c->b, c->C, c->ns);
+    for (int j = 0; j < c->C; j++) L += c->row[j] * c->R1[o + j];
+    return L;
 }
 
 void ref_matmul_forward(double *out, double *mag, const double *inp, const double *w,

@@ -19,13 +19,6 @@ double ref_dropout_scale(const hg_dropout *d, uint64_t i);
 void ref_encoder_forward(double *out, const int32_t *tokens, const double *wte, const double *wpe,
                          int B, int T, int C, const hg_dropout *drop);
 
-/* One row: out (C), mean, rstd of x (C). */
-void ref_layernorm_row(double *out, double *mean, double *rstd, const double *x, const double *w,
-                       const double *b, int C);
-/* dinp (N,C), dw (C), db (C) = gradients of sum(out * dout), written (not accumulated). */
-void ref_layernorm_backward(double *dinp, double *dw, double *db, const double *dout,
-                            const double *inp, const double *w, int N, int C);
-
 /* One row of LayerNorm or RMSNorm (ns->rms) with epsilon ns->eps (taken as the fp32
  * value the kernels add, widened): out (C), mean (0 for RMSNorm), rstd of x (C). w and b
  * may be NULL (weight 1, bias 0). */
@@ -35,6 +28,35 @@ void ref_norm_row(double *out, double *mean, double *rstd, const double *x, cons
  * w NULL means weight 1; dw and db may be NULL (not computed). */
 void ref_norm_backward(double *dinp, double *dw, double *db, const double *dout, const double *inp,
                        const double *w, int N, int C, const hg_norm_spec *ns);
+/* Forward tolerance scale of element (n, c): the size of what is computed,
+ * (|x| + |mean|) rstd |w| + |b| (w, b NULL: 1, 0). The fp32 mean's error (~sqrt(C) u
+ * |mean|) shifts every x - mean of a row and is amplified by rstd, hence this scale
+ * rather than |out|. */
+void ref_norm_scale(double *scale, const double *x, const double *mean, const double *rstd, const double *w,
+                    const double *b, int N, int C);
+/* Losses for finite differences of a norm (ref_norm_row of each row of x (N,C)):
+ * sum(out * R) over the row of input element i (ref_norm_loss_row), or over all rows, for
+ * a weight or bias element (ref_norm_loss_all). row: C doubles of scratch. */
+typedef struct ref_norm_fd {
+    const double *x, *w, *b;
+    double *row;
+    const double *R;
+    int N, C;
+    const hg_norm_spec *ns;
+} ref_norm_fd;
+double ref_norm_loss_row(void *ctx, size_t i);
+double ref_norm_loss_all(void *ctx, size_t i);
+/* The residual add fused with the norm: sum(out * R1) + sum(res_out * R2) over the row of
+ * element i, res_out = res + dropout(delta). row, sum: C doubles of scratch each. */
+typedef struct ref_residual_norm_fd {
+    const double *res, *delta;
+    double *row, *sum;
+    const double *w, *b, *R1, *R2;
+    int C;
+    const hg_dropout *drop;
+    const hg_norm_spec *ns;
+} ref_residual_norm_fd;
+double ref_residual_norm_loss(void *ctx, size_t i);
 
 /* out (M,N) = inp (M,K) @ w (K,N) + bias; mag (M,N) = sum_k |inp||w| + |bias|, the
  * scale of a dot product's rounding error. bias and mag may be NULL. */

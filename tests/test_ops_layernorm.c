@@ -23,42 +23,6 @@ static void fill_rows(float *x, int N, int C, trng *r) {
     }
 }
 
-/* Forward tolerance scale of element (n, c): the size of what is computed,
- * (|x| + |mean|) rstd |w| + |b|. The fp32 mean's error (~sqrt(C) u |mean|) shifts
- * every x - mean of a row and is amplified by rstd, hence this scale rather than |out|. */
-static void ln_scale(double *scale, const double *x, const double *mean, const double *rstd,
-                     const double *w, const double *b, int N, int C) {
-    for (int n = 0; n < N; n++)
-        for (int c = 0; c < C; c++)
-            scale[n * C + c] = (fabs(x[n * C + c]) + fabs(mean[n])) * rstd[n] * fabs(w[c]) + fabs(b[c]);
-}
-
-typedef struct ln_ctx {
-    double *x, *w, *b, *row;
-    const double *R;
-    int N, C;
-} ln_ctx;
-
-/* sum(out * R) over row i / C (an input element affects its row only), or over every
- * row (i >= N*C: a weight or bias element). */
-static double ln_loss_rows(ln_ctx *c, int n0, int n1) {
-    double L = 0.0, m, s;
-    for (int n = n0; n < n1; n++) {
-        ref_layernorm_row(c->row, &m, &s, c->x + (size_t)n * c->C, c->w, c->b, c->C);
-        for (int j = 0; j < c->C; j++) L += c->row[j] * c->R[(size_t)n * c->C + j];
-    }
-    return L;
-}
-static double ln_loss_x(void *v, size_t i) {
-    ln_ctx *c = v;
-    return ln_loss_rows(c, (int)(i / c->C), (int)(i / c->C) + 1);
-}
-static double ln_loss_all(void *v, size_t i) {
-    (void)i;
-    ln_ctx *c = v;
-    return ln_loss_rows(c, 0, c->N);
-}
-
 static void test_layernorm(hg_backend *bes[OPS_NBE]) {
     enum { N = 74, C = 96 };
     trng r = trng_seed(200);
@@ -72,16 +36,16 @@ static void test_layernorm(hg_backend *bes[OPS_NBE]) {
 
     double *out_ref = dvec(N * C), mean_ref[N], rstd_ref[N], mabs[N], *scale = dvec(N * C);
     for (int n = 0; n < N; n++) {
-        ref_layernorm_row(out_ref + n * C, &mean_ref[n], &rstd_ref[n], xd + n * C, wd, bd, C);
+        ref_norm_row(out_ref + n * C, &mean_ref[n], &rstd_ref[n], xd + n * C, wd, bd, C, &LN);
         mabs[n] = 0.0;
         for (int c = 0; c < C; c++) mabs[n] += fabs(xd[n * C + c]) / C;
     }
-    ln_scale(scale, xd, mean_ref, rstd_ref, wd, bd, N, C);
+    ref_norm_scale(scale, xd, mean_ref, rstd_ref, wd, bd, N, C);
 
     /* analytic gradients, and their natural scale per element: a row's dx is
      * rstd * (dy w - means), so its scale is rstd * rms(dy w) of that row */
     double *gx = dvec(N * C), gw[C], gb[C], *sx = dvec(N * C);
-    ref_layernorm_backward(gx, gw, gb, Rd, xd, wd, N, C);
+    ref_norm_backward(gx, gw, gb, Rd, xd, wd, N, C, &LN);
     for (int n = 0; n < N; n++) {
         double s2 = 0.0;
         for (int c = 0; c < C; c++) s2 += Rd[n * C + c] * wd[c] * Rd[n * C + c] * wd[c];
@@ -89,10 +53,10 @@ static void test_layernorm(hg_backend *bes[OPS_NBE]) {
     }
     size_t kx, *ix = sample_indices(N * C, 250, 21, &kx);
     double row[C], *fx = dvec(kx), fw[C], fb[C];
-    ln_ctx ctx = {xd, wd, bd, row, Rd, N, C};
-    for (size_t j = 0; j < kx; j++) fx[j] = fd_central(xd, ix[j], FD_H, ln_loss_x, &ctx);
-    for (int c = 0; c < C; c++) fw[c] = fd_central(wd, c, FD_H, ln_loss_all, &ctx);
-    for (int c = 0; c < C; c++) fb[c] = fd_central(bd, c, FD_H, ln_loss_all, &ctx);
+    ref_norm_fd ctx = {xd, wd, bd, row, Rd, N, C, &LN};
+    for (size_t j = 0; j < kx; j++) fx[j] = fd_central(xd, ix[j], FD_H, ref_norm_loss_row, &ctx);
+    for (int c = 0; c < C; c++) fw[c] = fd_central(wd, c, FD_H, ref_norm_loss_all, &ctx);
+    for (int c = 0; c < C; c++) fb[c] = fd_central(bd, c, FD_H, ref_norm_loss_all, &ctx);
     double sw = rms(gw, C), sb = rms(gb, C);
     check_failures += check_grad_d("layernorm ref dinp vs fd", gx, fx, ix, kx, sx, 0, FD_TOL);
     check_failures += check_grad_d("layernorm ref dw vs fd", gw, fw, NULL, C, NULL, sw, FD_TOL);
@@ -154,27 +118,6 @@ static void test_layernorm(hg_backend *bes[OPS_NBE]) {
     for (int run = 0; run < 2; run++) free(dx[run]), free(dw[run]), free(db[run]);
 }
 
-typedef struct res_ctx {
-    double *res, *delta, *row, *sum;
-    const double *w, *b, *R1, *R2;
-    int C;
-    const hg_dropout *drop;
-} res_ctx;
-
-/* L = sum(out * R1) + sum(res_out * R2) over the row of element i. */
-static double res_loss(void *v, size_t i) {
-    res_ctx *c = v;
-    size_t o = i / c->C * c->C;
-    double L = 0.0, m, s;
-    for (int j = 0; j < c->C; j++) {
-        c->sum[j] = c->res[o + j] + c->delta[o + j] * ref_dropout_scale(c->drop, o + j);
-        L += c->sum[j] * c->R2[o + j];
-    }
-    ref_layernorm_row(c->row, &m, &s, c->sum, c->w, c->b, c->C);
-    for (int j = 0; j < c->C; j++) L += c->row[j] * c->R1[o + j];
-    return L;
-}
-
 static void test_residual_layernorm(hg_backend *bes[OPS_NBE], float p) {
     enum { N = 74, C = 96 };
     const hg_dropout drop = {.p = p, .seed = 99, .step = 12, .site = 3};
@@ -194,12 +137,12 @@ static void test_residual_layernorm(hg_backend *bes[OPS_NBE], float p) {
         sum_ref[i] = resd[i] + d;
         sum_scale[i] = fabs(resd[i]) + fabs(d);
     }
-    for (int n = 0; n < N; n++) ref_layernorm_row(out_ref + n * C, &mean_ref[n], &rstd_ref[n], sum_ref + n * C, wd, bd, C);
-    ln_scale(scale, sum_ref, mean_ref, rstd_ref, wd, bd, N, C);
+    for (int n = 0; n < N; n++) ref_norm_row(out_ref + n * C, &mean_ref[n], &rstd_ref[n], sum_ref + n * C, wd, bd, C, &LN);
+    ref_norm_scale(scale, sum_ref, mean_ref, rstd_ref, wd, bd, N, C);
 
     /* analytic: dres_in = R2 + LN'(R1); ddelta = mask * dres_in */
     double *gres = dvec(N * C), *gdelta = dvec(N * C), gw[C], gb[C], *sx = dvec(N * C);
-    ref_layernorm_backward(gres, gw, gb, R1d, sum_ref, wd, N, C);
+    ref_norm_backward(gres, gw, gb, R1d, sum_ref, wd, N, C, &LN);
     for (int n = 0; n < N; n++) {
         double s2 = 0.0;
         for (int c = 0; c < C; c++) s2 += R1d[n * C + c] * wd[c] * R1d[n * C + c] * wd[c];
@@ -211,10 +154,10 @@ static void test_residual_layernorm(hg_backend *bes[OPS_NBE], float p) {
     }
     size_t kr, *ir = sample_indices(N * C, 200, 31, &kr);
     double row[C], rowsum[C], *fres = dvec(kr), *fdelta = dvec(kr);
-    res_ctx ctx = {resd, deltad, row, rowsum, wd, bd, R1d, R2d, C, &drop};
+    ref_residual_norm_fd ctx = {resd, deltad, row, rowsum, wd, bd, R1d, R2d, C, &drop, &LN};
     for (size_t j = 0; j < kr; j++) {
-        fres[j] = fd_central(resd, ir[j], FD_H, res_loss, &ctx);
-        fdelta[j] = fd_central(deltad, ir[j], FD_H, res_loss, &ctx);
+        fres[j] = fd_central(resd, ir[j], FD_H, ref_residual_norm_loss, &ctx);
+        fdelta[j] = fd_central(deltad, ir[j], FD_H, ref_residual_norm_loss, &ctx);
     }
     char tag[96], name[160];
     snprintf(tag, sizeof tag, "residual_layernorm p=%g", p);

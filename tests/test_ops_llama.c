@@ -35,15 +35,6 @@ static void fill_norm_rows(float *x, int N, int C, trng *r, const hg_norm_spec *
     }
 }
 
-/* Forward tolerance scale of element (n, c), as in test_ops_layernorm.c: the size of
- * what is computed, (|x| + |mean|) rstd |w| + |b| (w, b NULL: 1, 0). */
-static void norm_scale(double *scale, const double *x, const double *mean, const double *rstd,
-                       const double *w, const double *b, int N, int C) {
-    for (int n = 0; n < N; n++)
-        for (int c = 0; c < C; c++)
-            scale[n * C + c] = (fabs(x[n * C + c]) + fabs(mean[n])) * rstd[n] * (w ? fabs(w[c]) : 1.0) + (b ? fabs(b[c]) : 0.0);
-}
-
 /* A row's dinp is rstd * (dy w - means): its scale is rstd * rms(dy w) of the row. */
 static void norm_grad_scale(double *sx, const double *dy, const double *w, const double *rstd, int N, int C, double add) {
     for (int n = 0; n < N; n++) {
@@ -54,32 +45,6 @@ static void norm_grad_scale(double *sx, const double *dy, const double *w, const
         }
         for (int c = 0; c < C; c++) sx[n * C + c] = add + rstd[n] * sqrt(s2 / C);
     }
-}
-
-typedef struct norm_ctx {
-    double *x, *w, *b, *row;
-    const double *R;
-    int N, C;
-    const hg_norm_spec *ns;
-} norm_ctx;
-
-static double norm_loss_rows(norm_ctx *c, int n0, int n1) {
-    double L = 0.0, m, s;
-    for (int n = n0; n < n1; n++) {
-        ref_norm_row(c->row, &m, &s, c->x + (size_t)n * c->C, c->w, c->b, c->C, c->ns);
-        for (int j = 0; j < c->C; j++) L += c->row[j] * c->R[(size_t)n * c->C + j];
-    }
-    return L;
-}
-/* sum(out * R) over the row of input element i, or over all rows (a weight or bias) */
-static double norm_loss_x(void *v, size_t i) {
-    norm_ctx *c = v;
-    return norm_loss_rows(c, (int)(i / c->C), (int)(i / c->C) + 1);
-}
-static double norm_loss_all(void *v, size_t i) {
-    (void)i;
-    norm_ctx *c = v;
-    return norm_loss_rows(c, 0, c->N);
 }
 
 /* Bitwise: x still holds the poison pattern (a buffer the kernel must not write). */
@@ -117,7 +82,7 @@ static void test_norm(hg_backend *bes[OPS_NBE], hg_norm_spec ns, int has_w, int 
         mabs[n] = 0.0;
         for (int c = 0; c < C; c++) mabs[n] += fabs(xd[n * C + c]) / C;
     }
-    norm_scale(scale, xd, mean_ref, rstd_ref, wd, bd, N, C);
+    ref_norm_scale(scale, xd, mean_ref, rstd_ref, wd, bd, N, C);
 
     double *gx = dvec(N * C), gw[C], gb[C], *sx = dvec(N * C);
     ref_norm_backward(gx, w ? gw : NULL, b ? gb : NULL, Rd, xd, wd, N, C, &ns);
@@ -127,20 +92,20 @@ static void test_norm(hg_backend *bes[OPS_NBE], hg_norm_spec ns, int has_w, int 
      * error of (1e-2)^2 */
     size_t kx, *ix = sample_indices(N * C, 250, 61, &kx);
     double row[C], *fx = dvec(kx), fw[C], fb[C];
-    norm_ctx ctx = {xd, wd, bd, row, Rd, N, C, &ns};
-    for (size_t j = 0; j < kx; j++) fx[j] = fd_central(xd, ix[j], FD_H / rstd_ref[ix[j] / C], norm_loss_x, &ctx);
+    ref_norm_fd ctx = {xd, wd, bd, row, Rd, N, C, &ns};
+    for (size_t j = 0; j < kx; j++) fx[j] = fd_central(xd, ix[j], FD_H / rstd_ref[ix[j] / C], ref_norm_loss_row, &ctx);
     char tag[96], name[160];
     snprintf(tag, sizeof tag, "%s eps=%g%s%s", ns.rms ? "rmsnorm" : "layernorm", (double)ns.eps, w ? " w" : "", b ? " b" : "");
     snprintf(name, sizeof name, "%s ref dinp vs fd", tag);
     check_failures += check_grad_d(name, gx, fx, ix, kx, sx, 0, FD_TOL);
     double sw = w ? rms(gw, C) : 0.0, sb = b ? rms(gb, C) : 0.0;
     if (w) { /* the output is linear in w and b: their differences are exact but for rounding */
-        for (int c = 0; c < C; c++) fw[c] = fd_central(wd, c, FD_H, norm_loss_all, &ctx);
+        for (int c = 0; c < C; c++) fw[c] = fd_central(wd, c, FD_H, ref_norm_loss_all, &ctx);
         snprintf(name, sizeof name, "%s ref dw vs fd", tag);
         check_failures += check_grad_d(name, gw, fw, NULL, C, NULL, sw, FD_TOL);
     }
     if (b) {
-        for (int c = 0; c < C; c++) fb[c] = fd_central(bd, c, FD_H, norm_loss_all, &ctx);
+        for (int c = 0; c < C; c++) fb[c] = fd_central(bd, c, FD_H, ref_norm_loss_all, &ctx);
         snprintf(name, sizeof name, "%s ref db vs fd", tag);
         check_failures += check_grad_d(name, gb, fb, NULL, C, NULL, sb, FD_TOL);
     }
@@ -211,28 +176,6 @@ static void test_norm(hg_backend *bes[OPS_NBE], hg_norm_spec ns, int has_w, int 
     }
 }
 
-typedef struct rnorm_ctx {
-    double *res, *delta, *row, *sum;
-    const double *w, *R1, *R2;
-    int C;
-    const hg_dropout *drop;
-    const hg_norm_spec *ns;
-} rnorm_ctx;
-
-/* L = sum(out * R1) + sum(res_out * R2) over the row of element i. */
-static double rnorm_loss(void *v, size_t i) {
-    rnorm_ctx *c = v;
-    size_t o = i / c->C * c->C;
-    double L = 0.0, m, s;
-    for (int j = 0; j < c->C; j++) {
-        c->sum[j] = c->res[o + j] + c->delta[o + j] * ref_dropout_scale(c->drop, o + j);
-        L += c->sum[j] * c->R2[o + j];
-    }
-    ref_norm_row(c->row, &m, &s, c->sum, c->w, NULL, c->C, c->ns);
-    for (int j = 0; j < c->C; j++) L += c->row[j] * c->R1[o + j];
-    return L;
-}
-
 /* residual_layernorm_forward with RMSNorm (Llama: weight, no bias, mean NULL), then the
  * backward chained as the model chains it: layernorm_backward into the stream's
  * gradient, dropout_backward to the branch. */
@@ -257,7 +200,7 @@ static void test_residual_rmsnorm(hg_backend *bes[OPS_NBE], hg_norm_spec ns, flo
         sum_scale[i] = fabs(resd[i]) + fabs(d);
     }
     for (int n = 0; n < N; n++) ref_norm_row(out_ref + n * C, &mean_ref[n], &rstd_ref[n], sum_ref + n * C, wd, NULL, C, &ns);
-    norm_scale(scale, sum_ref, mean_ref, rstd_ref, wd, NULL, N, C);
+    ref_norm_scale(scale, sum_ref, mean_ref, rstd_ref, wd, NULL, N, C);
 
     /* analytic: dres_in = R2 + RMSNorm'(R1); ddelta = mask * dres_in; dw = sum R1 xh */
     double *gres = dvec(N * C), *gdelta = dvec(N * C), gw[C], *sx = dvec(N * C);
@@ -269,11 +212,11 @@ static void test_residual_rmsnorm(hg_backend *bes[OPS_NBE], hg_norm_spec ns, flo
     }
     size_t kr, *ir = sample_indices(N * C, 200, 71, &kr);
     double row[C], rowsum[C], *fres = dvec(kr), *fdelta = dvec(kr);
-    rnorm_ctx ctx = {resd, deltad, row, rowsum, wd, R1d, R2d, C, &drop, &ns};
+    ref_residual_norm_fd ctx = {resd, deltad, row, rowsum, wd, NULL, R1d, R2d, C, &drop, &ns};
     for (size_t j = 0; j < kr; j++) {
         double h = FD_H / rstd_ref[ir[j] / C]; /* the step scaled to the row, as above */
-        fres[j] = fd_central(resd, ir[j], h, rnorm_loss, &ctx);
-        fdelta[j] = fd_central(deltad, ir[j], h, rnorm_loss, &ctx);
+        fres[j] = fd_central(resd, ir[j], h, ref_residual_norm_loss, &ctx);
+        fdelta[j] = fd_central(deltad, ir[j], h, ref_residual_norm_loss, &ctx);
     }
     char tag[96], name[160];
     snprintf(tag, sizeof tag, "residual_rmsnorm eps=%g p=%g", (double)ns.eps, p);
@@ -677,7 +620,7 @@ static void test_head_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int
         double *mean = dvec(rows);
         for (int i = 0; i < rows; i++)
             ref_norm_row(out_ref[g] + (size_t)i * hs, &mean[i], &rstd_ref[g][i], xd[g] + (size_t)i * hs, wd[g], NULL, hs, &ns);
-        norm_scale(scale[g], xd[g], mean, rstd_ref[g], wd[g], NULL, rows, hs);
+        ref_norm_scale(scale[g], xd[g], mean, rstd_ref[g], wd[g], NULL, rows, hs);
         free(mean);
         gx[g] = dvec((size_t)rows * hs), gw[g] = dvec(hs), sx[g] = dvec((size_t)rows * hs);
         ref_norm_backward(gx[g], wd[g] ? gw[g] : NULL, NULL, Rd[g], xd[g], wd[g], rows, hs, &ns);
@@ -685,12 +628,12 @@ static void test_head_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int
         /* the reference's gradient against finite differences, as in test_norm */
         size_t k, *ix = sample_indices((size_t)rows * hs, 120, 71 + g, &k);
         double row[1024], *fx = dvec(k), *fw = dvec(hs);
-        norm_ctx ctx = {xd[g], wd[g], NULL, row, Rd[g], rows, hs, &ns};
-        for (size_t j = 0; j < k; j++) fx[j] = fd_central(xd[g], ix[j], FD_H / rstd_ref[g][ix[j] / hs], norm_loss_x, &ctx);
+        ref_norm_fd ctx = {xd[g], wd[g], NULL, row, Rd[g], rows, hs, &ns};
+        for (size_t j = 0; j < k; j++) fx[j] = fd_central(xd[g], ix[j], FD_H / rstd_ref[g][ix[j] / hs], ref_norm_loss_row, &ctx);
         snprintf(name, sizeof name, "qk norm %s ref dx vs fd", g ? "k" : "q");
         check_failures += check_grad_d(name, gx[g], fx, ix, k, sx[g], 0, FD_TOL);
         if (has_w) {
-            for (int c = 0; c < hs; c++) fw[c] = fd_central(wd[g], c, FD_H, norm_loss_all, &ctx);
+            for (int c = 0; c < hs; c++) fw[c] = fd_central(wd[g], c, FD_H, ref_norm_loss_all, &ctx);
             snprintf(name, sizeof name, "qk norm %s ref dw vs fd", g ? "k" : "q");
             check_failures += check_grad_d(name, gw[g], fw, NULL, hs, NULL, rms(gw[g], hs), FD_TOL);
         }

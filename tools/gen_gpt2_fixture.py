@@ -181,18 +181,24 @@ def generate(name, spec, out_dir):
     print(f"{name}: wrote {path} ({os.path.getsize(path) / 1e6:.2f} MB, {len(tensors)} tensors)")
 
 
-def main():
+def fixture_main(doc, fixtures, generate):
+    """The command line of a fixture script: --out-dir, --only NAME; generate(name, spec,
+    out_dir) for each fixture chosen."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out-dir", default=os.path.join(root, "tests", "fixtures"))
-    ap.add_argument("--only", choices=sorted(FIXTURES))
+    ap.add_argument("--only", choices=sorted(fixtures))
     args = ap.parse_args()
     # One thread: reductions then happen in a fixed order, so reruns write identical bytes.
     torch.set_num_threads(1)
     os.makedirs(args.out_dir, exist_ok=True)
-    for name, spec in FIXTURES.items():
+    for name, spec in fixtures.items():
         if args.only in (None, name):
             generate(name, spec, args.out_dir)
+
+
+def main():
+    fixture_main(__doc__, FIXTURES, generate)
 
 
 if __name__ == "__main__":

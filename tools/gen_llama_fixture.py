@@ -45,7 +45,6 @@ Columns of c_attn are q heads, then k heads, then v heads, hs each; query head h
 with key/value head h // (NH / NKV). RoPE rotates pairs (i, i + hs/2) of each q and k head,
 after Qwen3's q/k norm (an RMSNorm over each head's hs values).
 """
-import argparse
 import contextlib
 import json
 import math
@@ -64,7 +63,7 @@ from transformers.models.qwen2 import modeling_qwen2
 from transformers.models.qwen3 import modeling_qwen3
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_gpt2_fixture import ADAMW, ADAMW_STEPS, draw_batch, write_safetensors  # noqa: E402
+from gen_gpt2_fixture import ADAMW, ADAMW_STEPS, draw_batch, fixture_main, write_safetensors  # noqa: E402
 
 FIXTURES = {
     "llama_gqa": dict(
@@ -483,17 +482,7 @@ def generate(name, spec, out_dir):
 
 
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out-dir", default=os.path.join(root, "tests", "fixtures"))
-    ap.add_argument("--only", choices=sorted(FIXTURES))
-    args = ap.parse_args()
-    # One thread: reductions then happen in a fixed order, so reruns write identical bytes.
-    torch.set_num_threads(1)
-    os.makedirs(args.out_dir, exist_ok=True)
-    for name, spec in FIXTURES.items():
-        if args.only in (None, name):
-            generate(name, spec, args.out_dir)
+    fixture_main(__doc__, FIXTURES, generate)
 
 
 if __name__ == "__main__":
