@@ -79,6 +79,14 @@ typedef enum hg_position_kind {
     HG_POS_LEARNED = 0, /* a (Tmax, C) position embedding added to the token embedding */
     HG_POS_ROPE = 1,    /* rotary embedding of q and k (rotate-half pairs i, i + hs/2) */
 } hg_position_kind;
+/* Rescaling of the rotary frequencies f_i = theta^(-2i/hs). HG_ROPE_LLAMA3 is Llama 3.1's:
+ * with wavelength w_i = 2 pi / f_i and L = rope_original_max_len, frequencies whose w_i
+ * exceeds L / rope_low_freq_factor are divided by rope_factor, those below L /
+ * rope_high_freq_factor are kept, and the band between blends the two linearly in L / w_i. */
+typedef enum hg_rope_scaling {
+    HG_ROPE_NONE = 0,
+    HG_ROPE_LLAMA3 = 1,
+} hg_rope_scaling;
 typedef enum hg_mlp_kind {
     HG_MLP_GELU = 0,   /* proj(gelu_tanh(fc(x))) */
     HG_MLP_SWIGLU = 1, /* proj(silu(gate(x)) * up(x)); fc holds gate | up, width 2F */
@@ -107,6 +115,10 @@ typedef struct hg_config {
     float norm_eps;          /* 0 means 1e-5 */
     hg_position_kind position;
     float rope_theta;        /* HG_POS_ROPE's base; 0 means 10000 */
+    hg_rope_scaling rope_scaling; /* how the rotary frequencies are rescaled */
+    float rope_factor;       /* HG_ROPE_LLAMA3: the factor long wavelengths are divided by */
+    float rope_low_freq_factor, rope_high_freq_factor; /* HG_ROPE_LLAMA3's band edges */
+    int rope_original_max_len; /* HG_ROPE_LLAMA3: the context the base model was trained at */
     hg_mlp_kind mlp;
     unsigned omit;           /* HG_OMIT_* flags */
     int n_kv_head;           /* key/value heads, dividing n_head (grouped-query attention);
@@ -139,7 +151,8 @@ int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding)
  * Hugging Face mapping and command-line flags. Names are the JSON keys: vocab_size,
  * max_seq_len, n_layer, n_head, n_kv_head, d_model, d_ff, head_dim, dropout, norm
  * ("layernorm" | "rmsnorm"), norm_eps, norm_weight, norm_bias, position ("learned" |
- * "rope"), rope_theta, mlp ("gelu" | "swiglu" | "relu2"), qkv_bias, proj_bias, mlp_bias,
+ * "rope"), rope_theta, rope_scaling ("none" | "llama3"), rope_factor, rope_low_freq_factor,
+ * rope_high_freq_factor, rope_original_max_len, mlp ("gelu" | "swiglu" | "relu2"), qkv_bias, proj_bias, mlp_bias,
  * tied and qk_norm (booleans "true" | "false" | "1" | "0"). */
 int hg_config_field_count(void);
 /* Field i's name and a one-line description (NULL past the last). */
@@ -449,27 +462,62 @@ hg_status hg_sample(float *logits, int V, const hg_sampling *s, uint64_t *rng, i
  * inference model). Empties dst's KV cache. */
 hg_status hg_model_copy_params(hg_model *dst, const hg_model *src);
 
-/* ---------------------------------------------------- Hugging Face GPT-2 */
+/* ---------------------------------------------------------- Hugging Face */
 
-/* A Hugging Face GPT-2 folder holds config.json, model.safetensors (names with or
- * without "transformer.", Conv1D weights (in, out), lm_head.weight absent or equal to
- * wte.weight) and the tokenizer's vocab.json and merges.txt (hg_tokenizer_load(dir)).
- * Mapping and accepted fields: docs/formats.md. */
+/* A Hugging Face folder holds config.json, the weights (model.safetensors, or shards
+ * listed by model.safetensors.index.json; F32, F16, BF16 or F64, converted to fp32) and
+ * the tokenizer (tokenizer.json, or GPT-2's vocab.json and merges.txt:
+ * hg_tokenizer_load(dir)). handgrad reads and writes GPT2LMHeadModel, LlamaForCausalLM,
+ * MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM folders. The mapping of
+ * names, layouts and config keys is in docs/formats.md. */
 
 typedef struct hg_tokenizer hg_tokenizer; /* handgrad_data.h */
 
-/* Reads config.json; refuses a field handgrad cannot compute (e.g. activation_function
- * other than gelu_new, layer_norm_epsilon other than 1e-5), naming it. */
+/* Reads config.json. Every key is mapped, checked to hold the value handgrad computes,
+ * or known not to change the computation; any other key (a mixture of experts, a
+ * rope_scaling type other than llama3, ...) is refused by name. A sliding window caps
+ * max_seq_len at the window, where it equals full causal attention. */
 hg_status hg_hf_config_load(const char *path, hg_config *out);
-/* Creates a model from DIR/config.json and DIR/model.safetensors. opt as for
- * hg_model_create (seq_len 0: n_positions). Every tensor must be there with its exact
- * shape, and no other; the message names the file and tensor. */
+/* Creates a model from DIR's config.json and weights. opt as for hg_model_create
+ * (seq_len 0: the model's context). Every tensor must be there with its exact shape,
+ * and no other; the message names the file and tensor. */
 hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *opt);
-/* Writes such a folder, which transformers' GPT2LMHeadModel.from_pretrained loads:
- * config.json, model.safetensors (F32, "transformer." names, no lm_head), and, when tok
- * is given (its vocab size must be the model's), vocab.json, merges.txt and
- * tokenizer_config.json. dir must not exist or be empty; the files are written into
- * dir.tmp, which is renamed to dir when whole, so a failure leaves no partial folder. */
+
+/* The token ids generation needs: bos_token_id and eos_token_id (one or a list) from
+ * DIR/generation_config.json, then DIR/config.json for what that lacks; bos -1 and
+ * n_eos 0 when neither file gives them. */
+#define HG_HF_MAX_EOS 8
+typedef struct hg_hf_special {
+    int32_t bos;
+    int32_t eos[HG_HF_MAX_EOS];
+    int n_eos;
+} hg_hf_special;
+hg_status hg_hf_special_ids(const char *dir, hg_hf_special *out);
+
+/* How hg_model_save_hf_as writes a folder. Zero is a float32 folder of the default
+ * architecture. */
+typedef struct hg_hf_export {
+    const char *architecture; /* transformers' class, e.g. "MistralForCausalLM"; NULL:
+                                 hg_hf_architecture(cfg) */
+    int bf16;                 /* 1: weights in bfloat16, rounded to nearest even;
+                                 0: float32, the parameters' exact bits */
+    const char *copy_from;    /* a folder whose tokenizer_config.json,
+                                 special_tokens_map.json and generation_config.json are
+                                 copied when present (the source model's); may be NULL */
+} hg_hf_export;
+/* The class a config is written as by default: GPT2LMHeadModel when it is GPT-2's
+ * architecture, Qwen3ForCausalLM with a q/k norm, Qwen2ForCausalLM with q/k/v biases
+ * only, else LlamaForCausalLM. */
+const char *hg_hf_architecture(const hg_config *cfg);
+/* Writes a folder that transformers' AutoModelForCausalLM.from_pretrained loads:
+ * config.json, model.safetensors (transformers' names and layouts; no lm_head when
+ * tied) and, when tok is given (no more ids than the model's vocab_size), its files
+ * (tokenizer.json as it was read, or vocab.json, merges.txt and tokenizer_config.json).
+ * dir must not exist or be empty; the files are written into dir.tmp, which is renamed
+ * to dir when whole, so a failure leaves no partial folder. An architecture that cannot
+ * express the model is refused, naming the config field. */
+hg_status hg_model_save_hf_as(const hg_model *m, const hg_tokenizer *tok, const char *dir, const hg_hf_export *how);
+/* hg_model_save_hf_as with the defaults. */
 hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir);
 
 /* ----------------------------------------------------------- checkpoints */

@@ -1,161 +1,300 @@
-/* Hugging Face GPT-2 directories: config.json to hg_config and back, the weights of
- * model.safetensors into a model, and the export of a model (and tokenizer) as such a
- * directory.
+/* Hugging Face folders: the weights of model.safetensors (or of the shards an index
+ * names) into a model, and the export of a model (and tokenizer) as such a folder.
  *
- * handgrad's parameter table already uses GPT-2's names and Conv1D layouts (in, out), so
- * the mapping is by name: "transformer.h.0.attn.c_attn.weight" or "h.0.attn.c_attn.weight"
- * is parameter "h.0.attn.c_attn.weight". lm_head.weight is tied to wte.weight. The fields
- * and layouts are in docs/formats.md. */
+ * A recipe maps each handgrad parameter to the Hugging Face tensors it is made of.
+ * GPT-2 keeps handgrad's own names and Conv1D layouts (in, out), with or without
+ * "transformer.". The Llama family stores nn.Linear weights (out, in), with q, k and v
+ * (and gate and up) as separate tensors; handgrad's fused (in, out) matrix is those
+ * parts stacked along their first axis and transposed. The mapping is in
+ * docs/formats.md. */
 #include "io/hf.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "data/fileio.h"
 #include "io/atomic.h"
-#include "io/safetensors.h"
 #include "model/gpt.h"
-#include "train/checkpoint.h"
 
 #define PREFIX "transformer."
+#define HF_INDEX "model.safetensors.index.json"
 
-/* ---- config.json ---- */
+/* ---- the tensors of a folder ---- */
 
-/* An integer field; absent gives *out = dflt when dflt >= 0, else an error. */
-static hg_status get_int(const char *name, const cJSON *j, const char *key, int dflt, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!v || cJSON_IsNull(v)) {
-        if (dflt >= 0) {
-            *out = dflt;
-            return HG_OK;
+typedef struct hf_entry {
+    const char *name;
+    const hg_st_tensor *t;
+    int file;
+    int used;
+} hf_entry;
+
+struct hf_tensors {
+    int n_files;
+    hg_st_file **files;
+    char **paths; /* the files as messages name them */
+    hf_entry *all; /* sorted by name */
+    int n;
+    cJSON *index;
+};
+
+void hf_tensors_close(hf_tensors *t) {
+    if (!t) return;
+    for (int i = 0; i < t->n_files; i++) {
+        hg_st_close(t->files[i]);
+        free(t->paths[i]);
+    }
+    free(t->files);
+    free(t->paths);
+    free(t->all);
+    cJSON_Delete(t->index);
+    free(t);
+}
+
+static int cmp_entry(const void *a, const void *b) { return strcmp(((const hf_entry *)a)->name, ((const hf_entry *)b)->name); }
+
+static hf_entry *find(const hf_tensors *t, const char *name) {
+    hf_entry key = {.name = name};
+    return bsearch(&key, t->all, (size_t)t->n, sizeof key, cmp_entry);
+}
+
+/* Opens (or, from memory, parses) file i of the set. */
+typedef hg_status (*open_fn)(void *ctx, int i, const char *path, hg_st_file **out);
+
+/* A shard's name from the index: a plain file name in the folder. */
+static hg_status check_shard_name(const char *index, const char *tensor, const cJSON *v) {
+    const char *s = cJSON_GetStringValue(v);
+    if (!s || !*s || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, ".."))
+        return hg_fail(HG_ERR_FORMAT, "%s: weight_map['%.80s'] must be a file name in the folder", index, tensor);
+    return HG_OK;
+}
+
+/* Builds the set: index NULL means one file, model.safetensors. */
+static hg_status build(hf_tensors *t, const char *dir, const char *index_name, cJSON *index, open_fn open,
+                       void *ctx) {
+    const cJSON *map = NULL;
+    int n_names = 1;
+    if (index) {
+        map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
+        if (!cJSON_IsObject(index) || !cJSON_IsObject(map))
+            return hg_fail(HG_ERR_FORMAT, "%s: field 'weight_map' (tensor name -> shard file) is missing", index_name);
+        n_names = cJSON_GetArraySize(map);
+    }
+    t->files = calloc((size_t)n_names + 1, sizeof *t->files);
+    t->paths = calloc((size_t)n_names + 1, sizeof *t->paths);
+    if (!t->files || !t->paths) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    /* the distinct shard names, in order of first mention */
+    const char *single = "model.safetensors";
+    for (const cJSON *it = map ? map->child : NULL; it || !t->n_files; it = it ? it->next : NULL) {
+        const char *shard = single;
+        if (it) {
+            HG_TRY(check_shard_name(index_name, it->string, it));
+            shard = it->valuestring;
         }
-        return hg_fail(HG_ERR_FORMAT, "%s: field '%s' is missing", name, key);
+        int seen = 0;
+        for (int i = 0; i < t->n_files && !seen; i++) seen = !strcmp(strrchr(t->paths[i], '/') + 1, shard);
+        if (!seen) {
+            size_t n = strlen(dir) + strlen(shard) + 2;
+            char *path = malloc(n);
+            if (!path) return hg_fail(HG_ERR_NOMEM, "out of memory");
+            snprintf(path, n, "%s/%s", dir, shard);
+            t->paths[t->n_files] = path;
+            hg_status st = open(ctx, t->n_files, path, &t->files[t->n_files]);
+            if (st != HG_OK && index) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", hg_last_error());
+                return hg_fail(st, "%s names shard %s: %s", index_name, shard, why);
+            }
+            HG_TRY(st);
+            t->n_files++;
+        }
+        if (!map) break;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
-        return hg_fail(HG_ERR_FORMAT, "%s: field '%s' must be a non-negative integer", name, key);
-    *out = (int)v->valuedouble;
+    for (int i = 0; i < t->n_files; i++) t->n += hg_st_count(t->files[i]);
+    t->all = calloc((size_t)t->n + 1, sizeof *t->all);
+    if (!t->all) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    int k = 0;
+    for (int i = 0; i < t->n_files; i++)
+        for (int j = 0; j < hg_st_count(t->files[i]); j++) {
+            const hg_st_tensor *x = hg_st_at(t->files[i], j);
+            t->all[k++] = (hf_entry){x->name, x, i, 0};
+        }
+    qsort(t->all, (size_t)t->n, sizeof *t->all, cmp_entry);
+    for (int i = 1; i < t->n; i++)
+        if (!strcmp(t->all[i].name, t->all[i - 1].name))
+            return hg_fail(HG_ERR_FORMAT, "%s and %s both hold tensor '%s'", t->paths[t->all[i - 1].file],
+                           t->paths[t->all[i].file], t->all[i].name);
+    /* the index and the shards must agree, tensor for tensor */
+    for (const cJSON *it = map ? map->child : NULL; it; it = it->next) {
+        const hf_entry *e = find(t, it->string);
+        if (!e || strcmp(strrchr(t->paths[e->file], '/') + 1, it->valuestring))
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%.80s' is in no shard: %s/%s does not hold it", index_name,
+                           it->string, dir, it->valuestring);
+    }
+    if (map && n_names != t->n)
+        for (int i = 0; i < t->n; i++)
+            if (!cJSON_GetObjectItemCaseSensitive(map, t->all[i].name))
+                return hg_fail(HG_ERR_FORMAT, "%s: holds tensor '%s', which %s does not list", t->paths[t->all[i].file],
+                               t->all[i].name, index_name);
     return HG_OK;
 }
 
-/* A boolean field that handgrad supports only with one value. */
-static hg_status need_bool(const char *name, const cJSON *j, const char *key, int want, const char *why) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!v || cJSON_IsNull(v)) return HG_OK;
-    if (!cJSON_IsBool(v)) return hg_fail(HG_ERR_FORMAT, "%s: field '%s' must be true or false", name, key);
-    if (cJSON_IsTrue(v) != want)
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field '%s' = %s is not supported: %s", name, key,
-                       want ? "false" : "true", why);
+static hg_status open_file(void *ctx, int i, const char *path, hg_st_file **out) {
+    (void)ctx, (void)i;
+    return hg_st_open(out, path);
+}
+
+hg_status hf_tensors_open(hf_tensors **out, const char *dir) {
+    *out = NULL;
+    hf_tensors *t = calloc(1, sizeof *t);
+    size_t n = strlen(dir) + sizeof HF_INDEX + 2;
+    char *index_path = malloc(n);
+    if (!t || !index_path) {
+        free(t), free(index_path);
+        return hg_fail(HG_ERR_NOMEM, "out of memory");
+    }
+    snprintf(index_path, n, "%s/" HF_INDEX, dir);
+    hg_status st = HG_OK;
+    if (access(index_path, F_OK) == 0) {
+        uint8_t *text;
+        size_t len;
+        st = file_read_all(index_path, &text, &len);
+        if (st == HG_OK) {
+            t->index = cJSON_ParseWithLength((const char *)text, len);
+            free(text);
+            if (!t->index) st = hg_fail(HG_ERR_FORMAT, "%s: not valid JSON", index_path);
+        }
+    }
+    if (st == HG_OK) st = build(t, dir, index_path, t->index, open_file, NULL);
+    free(index_path);
+    if (st != HG_OK) {
+        hf_tensors_close(t);
+        return st;
+    }
+    *out = t;
     return HG_OK;
 }
 
-/* Activations handgrad computes: GELU's tanh approximation under its three names. */
-static const char *const gelu_tanh_names[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
+typedef struct mem_ctx {
+    const char *const *names;
+    const uint8_t *const *bufs;
+    const size_t *lens;
+    int n;
+} mem_ctx;
 
-static hg_status parse_config(const char *name, const cJSON *j, hg_config *cfg) {
-    if (!cJSON_IsObject(j)) return hg_fail(HG_ERR_FORMAT, "%s: not a JSON object", name);
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
-    if (mt && !(cJSON_IsString(mt) && !strcmp(mt->valuestring, "gpt2")))
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'model_type' must be \"gpt2\"", name);
-    memset(cfg, 0, sizeof *cfg);
-    int n_ctx = -1;
-    HG_TRY(get_int(name, j, "n_ctx", 0, &n_ctx));
-    HG_TRY(get_int(name, j, "vocab_size", -1, &cfg->vocab_size));
-    HG_TRY(get_int(name, j, "n_positions", n_ctx > 0 ? n_ctx : -1, &cfg->max_seq_len));
-    HG_TRY(get_int(name, j, "n_embd", -1, &cfg->d_model));
-    HG_TRY(get_int(name, j, "n_layer", -1, &cfg->n_layer));
-    HG_TRY(get_int(name, j, "n_head", -1, &cfg->n_head));
-    HG_TRY(get_int(name, j, "n_inner", 0, &cfg->d_ff));
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "activation_function");
-    if (act) {
-        int ok = 0;
-        for (size_t i = 0; i < sizeof gelu_tanh_names / sizeof gelu_tanh_names[0]; i++)
-            ok |= cJSON_IsString(act) && !strcmp(act->valuestring, gelu_tanh_names[i]);
-        if (!ok)
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'activation_function' = \"%.40s\" is not supported: handgrad "
-                           "computes GELU's tanh approximation (gelu_new)", name,
-                           cJSON_IsString(act) ? act->valuestring : "(not a string)");
+static hg_status open_mem(void *ctx, int i, const char *path, hg_st_file **out) {
+    const mem_ctx *c = ctx;
+    (void)i;
+    const char *base = strrchr(path, '/') + 1;
+    for (int k = 0; k < c->n; k++)
+        if (!strcmp(c->names[k], base)) return hg_st_parse(out, path, c->bufs[k], c->lens[k]);
+    return hg_fail(HG_ERR_IO, "%s: cannot open for reading", path);
+}
+
+hg_status hf_tensors_parse(hf_tensors **out, const char *index_name, const char *index, size_t index_len,
+                           const char *const *names, const uint8_t *const *bufs, const size_t *lens, int n) {
+    *out = NULL;
+    hf_tensors *t = calloc(1, sizeof *t);
+    if (!t) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    hg_status st = HG_OK;
+    if (index && !(t->index = cJSON_ParseWithLength(index, index_len)))
+        st = hg_fail(HG_ERR_FORMAT, "%s: not valid JSON", index_name);
+    mem_ctx c = {names, bufs, lens, n};
+    if (st == HG_OK) st = build(t, ".", index_name, t->index, open_mem, &c);
+    if (st != HG_OK) {
+        hf_tensors_close(t);
+        return st;
     }
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_epsilon");
-    if (eps && !(cJSON_IsNumber(eps) && eps->valuedouble > 0.0 && eps->valuedouble <= 1.0))
-        return hg_fail(HG_ERR_FORMAT, "%s: field 'layer_norm_epsilon' must be a number in (0, 1]", name);
-    if (eps) cfg->norm_eps = (float)eps->valuedouble;
-    HG_TRY(need_bool(name, j, "scale_attn_weights", 1, "handgrad scales scores by 1/sqrt(head size)"));
-    HG_TRY(need_bool(name, j, "scale_attn_by_inverse_layer_idx", 0, "handgrad does not scale scores by layer"));
-    HG_TRY(need_bool(name, j, "add_cross_attention", 0, "handgrad is decoder-only"));
-    HG_TRY(need_bool(name, j, "tie_word_embeddings", 1, "handgrad ties lm_head to wte"));
-    if (hg_config_validate(cfg) != HG_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", hg_last_error());
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s (fields vocab_size, n_positions, n_embd, n_layer, n_head, n_inner)",
-                       name, why);
-    }
+    *out = t;
     return HG_OK;
 }
 
-hg_status hf_config_parse(const char *name, const char *text, size_t len, hg_config *cfg) {
-    cJSON *j = cJSON_ParseWithLength(text, len);
-    if (!j) return hg_fail(HG_ERR_FORMAT, "%s: not valid JSON", name);
-    hg_status st = parse_config(name, j, cfg);
-    cJSON_Delete(j);
-    return st;
+/* ---- recipes ---- */
+
+typedef struct hf_recipe {
+    int transpose; /* the parts are nn.Linear weights (out, in) */
+    int n;         /* parts, stacked along their first axis */
+    char names[2][3][112]; /* [0]: the name; [1]: an alternative (GPT-2 without "transformer.") */
+    int64_t rows[3]; /* each part's first dimension */
+} hf_recipe;
+
+/* A Llama-family name "model.layers.{l}.<suffix>" or "<name>" for part i. */
+static void part(hf_recipe *r, int i, int layer, const char *name, int64_t rows) {
+    if (layer >= 0) snprintf(r->names[0][i], sizeof r->names[0][i], "model.layers.%d.%s", layer, name);
+    else snprintf(r->names[0][i], sizeof r->names[0][i], "%s", name);
+    r->names[1][i][0] = 0;
+    r->rows[i] = rows;
+    r->n = i + 1;
 }
 
-hg_status hg_hf_config_load(const char *path, hg_config *cfg) {
-    if (!path || !cfg) return hg_fail(HG_ERR_INVALID, "hg_hf_config_load: NULL argument");
-    uint8_t *text;
-    size_t len;
-    HG_TRY(file_read_all(path, &text, &len));
-    hg_status st = hf_config_parse(path, (const char *)text, len, cfg);
-    free(text);
-    return st;
-}
-
-char *hf_config_json(const hg_config *cfg, int eot) {
-    cJSON *j = cJSON_CreateObject();
-    if (!j) return NULL;
-    cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
-    if (arch) cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
-    cJSON_AddStringToObject(j, "model_type", "gpt2");
-    cJSON_AddNumberToObject(j, "vocab_size", cfg->vocab_size);
-    cJSON_AddNumberToObject(j, "n_positions", cfg->max_seq_len);
-    cJSON_AddNumberToObject(j, "n_embd", cfg->d_model);
-    cJSON_AddNumberToObject(j, "n_layer", cfg->n_layer);
-    cJSON_AddNumberToObject(j, "n_head", cfg->n_head);
-    if (gpt_dims_of(cfg).F == 4 * cfg->d_model) cJSON_AddNullToObject(j, "n_inner"); /* GPT-2's default: 4 n_embd */
-    else cJSON_AddNumberToObject(j, "n_inner", cfg->d_ff);
-    cJSON_AddStringToObject(j, "activation_function", "gelu_new");
-    cJSON_AddNumberToObject(j, "layer_norm_epsilon", gpt_norm_eps(cfg));
-    cJSON_AddNumberToObject(j, "resid_pdrop", cfg->dropout);
-    cJSON_AddNumberToObject(j, "embd_pdrop", cfg->dropout);
-    cJSON_AddNumberToObject(j, "attn_pdrop", 0.0);
-    cJSON_AddBoolToObject(j, "scale_attn_weights", 1);
-    cJSON_AddBoolToObject(j, "tie_word_embeddings", 1);
-    if (eot >= 0) {
-        cJSON_AddNumberToObject(j, "bos_token_id", eot);
-        cJSON_AddNumberToObject(j, "eos_token_id", eot);
+/* The recipe of parameter k (role, layer) for architecture a; 0 when a has no such
+ * tensor (hf_arch_cannot rules such configs out first). */
+static int recipe_of(const hg_model *m, hf_arch a, int k, gpt_role role, int l, hf_recipe *r) {
+    hg_param_info p;
+    hg_param_at((hg_model *)m, k, &p);
+    memset(r, 0, sizeof *r);
+    if (a == HF_GPT2 && role == R_LM_HEAD) {
+        part(r, 0, -1, "lm_head.weight", p.shape[0]);
+        return 1;
     }
-    char *s = cJSON_Print(j);
-    cJSON_Delete(j);
-    return s;
+    if (a == HF_GPT2) {
+        snprintf(r->names[0][0], sizeof r->names[0][0], PREFIX "%s", p.name);
+        snprintf(r->names[1][0], sizeof r->names[1][0], "%s", p.name);
+        r->rows[0] = p.shape[0];
+        r->n = 1;
+        return 1;
+    }
+    const gpt_dims d = m->d;
+    switch (role) {
+    case R_WTE: part(r, 0, -1, "model.embed_tokens.weight", d.V); break;
+    case R_LNF_W: part(r, 0, -1, "model.norm.weight", d.C); break;
+    case R_LM_HEAD: part(r, 0, -1, "lm_head.weight", d.V); break;
+    case R_LN1_W: part(r, 0, l, "input_layernorm.weight", d.C); break;
+    case R_LN2_W: part(r, 0, l, "post_attention_layernorm.weight", d.C); break;
+    case R_QNORM_W: part(r, 0, l, "self_attn.q_norm.weight", d.hs); break;
+    case R_KNORM_W: part(r, 0, l, "self_attn.k_norm.weight", d.hs); break;
+    case R_QKV_W:
+    case R_QKV_B: {
+        const char *sfx = role == R_QKV_W ? "weight" : "bias";
+        char n[64];
+        const char *proj[] = {"q_proj", "k_proj", "v_proj"};
+        const int64_t rows[] = {d.QD, d.KVD, d.KVD};
+        for (int i = 0; i < 3; i++) {
+            snprintf(n, sizeof n, "self_attn.%s.%s", proj[i], sfx);
+            part(r, i, l, n, rows[i]);
+        }
+        r->transpose = role == R_QKV_W;
+        break;
+    }
+    case R_PROJ_W: part(r, 0, l, "self_attn.o_proj.weight", d.C), r->transpose = 1; break;
+    case R_PROJ_B: part(r, 0, l, "self_attn.o_proj.bias", d.C); break;
+    case R_FC_W: part(r, 0, l, "mlp.gate_proj.weight", d.F), part(r, 1, l, "mlp.up_proj.weight", d.F), r->transpose = 1; break;
+    case R_FC_B: part(r, 0, l, "mlp.gate_proj.bias", d.F), part(r, 1, l, "mlp.up_proj.bias", d.F); break;
+    case R_FCPROJ_W: part(r, 0, l, "mlp.down_proj.weight", d.C), r->transpose = 1; break;
+    case R_FCPROJ_B: part(r, 0, l, "mlp.down_proj.bias", d.C); break;
+    default: return 0; /* wpe and LayerNorm biases: GPT-2 only */
+    }
+    return 1;
 }
 
-/* ---- model.safetensors ---- */
-
-/* GPT2Attention's causal-mask buffers, stored by older checkpoints: h.N.attn.bias and
- * h.N.attn.masked_bias. They hold no weights. */
-static int is_mask_buffer(const char *n) {
-    int layer, end = 0;
-    char rest[16];
-    if (sscanf(n, "h.%d.attn.%15s%n", &layer, rest, &end) != 2 || n[end]) return 0;
-    return !strcmp(rest, "bias") || !strcmp(rest, "masked_bias");
+/* Calls fn for every parameter of m with its role and layer. */
+typedef hg_status (*param_fn)(void *ctx, int k, gpt_role role, int layer);
+static hg_status each_param(const hg_model *m, param_fn fn, void *ctx) {
+    for (int role = 0; role < GPT_ROLES; role++)
+        for (int l = 0; l < (role < GPT_FIRST_LAYER_ROLE ? 1 : m->d.L); l++) {
+            int k = gpt_pi(m, l, (gpt_role)role);
+            if (k >= 0) HG_TRY(fn(ctx, k, (gpt_role)role, l));
+        }
+    return HG_OK;
 }
+
+/* ---- load ---- */
 
 static void shape_str(char *buf, size_t cap, const int64_t *shape, int ndim) {
     size_t at = (size_t)snprintf(buf, cap, "[");
@@ -163,70 +302,136 @@ static void shape_str(char *buf, size_t cap, const int64_t *shape, int ndim) {
     if (at < cap) snprintf(buf + at, cap - at, "]");
 }
 
-/* The weights into `host`, the parameter buffer in host memory. */
-static hg_status load_into(hg_model *m, const hg_st_file *f, const char *name, float *host) {
-    const int np = m->params.count;
-    char *seen = calloc((size_t)np, 1);
-    if (!seen) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", name);
-    const hg_st_tensor *lm_head = NULL;
-    hg_status st = HG_OK;
-    for (int i = 0; i < hg_st_count(f) && st == HG_OK; i++) {
-        const hg_st_tensor *t = hg_st_at(f, i);
-        const char *n = strncmp(t->name, PREFIX, strlen(PREFIX)) ? t->name : t->name + strlen(PREFIX);
-        if (!strcmp(n, "lm_head.weight")) {
-            lm_head = t;
-            continue;
-        }
-        if (is_mask_buffer(n)) continue;
-        int k = hg_table_find(&m->params, n);
-        if (k < 0) {
-            st = hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not a parameter of the configured model (n_layer=%d)", name,
-                         t->name, m->cfg.n_layer);
-            break;
-        }
-        if (seen[k]) {
-            st = hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' appears twice (with and without '" PREFIX "')", name, n);
-            break;
-        }
-        seen[k] = 1;
-        hg_param_info p;
-        hg_param_at(m, k, &p);
-        if (t->ndim != p.ndim || memcmp(t->shape, p.shape, sizeof(int64_t) * (size_t)p.ndim)) {
-            char got[96], want[96];
-            shape_str(got, sizeof got, t->shape, t->ndim);
-            shape_str(want, sizeof want, p.shape, p.ndim);
-            st = hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies %s", name, t->name, got, want);
-            break;
-        }
-        if (t->dtype != HG_ST_F32 && t->dtype != HG_ST_F16 && t->dtype != HG_ST_BF16 && t->dtype != HG_ST_F64) {
-            st = hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64", name,
-                         t->name, hg_st_dtype_name(t->dtype));
-            break;
-        }
-        st = hg_st_read_f32(f, t, gpt_param(m, host, k), p.numel);
+/* Converts src (rows, cols) into columns [col0, col0 + rows) of dst (cols, ld): the
+ * transpose, in tiles so that both sides are read and written in cache lines. */
+static void convert_transposed(const hg_st_tensor *src, int64_t rows, int64_t cols, float *dst, int64_t ld,
+                               int64_t col0, int threads) {
+    enum { TILE = 32 };
+    const int64_t tr = (rows + TILE - 1) / TILE, tc = (cols + TILE - 1) / TILE;
+    #pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t tile = 0; tile < tr * tc; tile++) {
+        float buf[TILE][TILE];
+        const int64_t r0 = tile / tc * TILE, c0 = tile % tc * TILE;
+        const int64_t nr = rows - r0 < TILE ? rows - r0 : TILE, nc = cols - c0 < TILE ? cols - c0 : TILE;
+        for (int64_t i = 0; i < nr; i++) hg_st_convert_f32(src, (r0 + i) * cols + c0, nc, buf[i]);
+        for (int64_t j = 0; j < nc; j++)
+            for (int64_t i = 0; i < nr; i++) dst[(c0 + j) * ld + col0 + r0 + i] = buf[i][j];
     }
-    for (int k = 0; k < np && st == HG_OK; k++)
-        if (!seen[k]) st = hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is missing", name, m->params.specs[k].name);
-    free(seen);
-    if (st != HG_OK || !lm_head) return st;
-    /* a tied head: equal to wte after conversion, element for element */
+}
+
+static void convert_flat(const hg_st_tensor *src, float *dst, int threads) {
+    enum { CHUNK = 1 << 16 };
+    const int64_t n = src->numel, chunks = (n + CHUNK - 1) / CHUNK;
+    #pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t c = 0; c < chunks; c++)
+        hg_st_convert_f32(src, c * CHUNK, n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK, dst + c * CHUNK);
+}
+
+typedef struct load_ctx {
+    hg_model *m;
+    hf_arch a;
+    hf_tensors *t;
+    float *host;
+} load_ctx;
+
+/* Finds part i of r, marking it used. */
+static hg_status find_part(load_ctx *c, const hf_recipe *r, int i, hf_entry **out) {
+    hf_entry *e = find(c->t, r->names[0][i]), *alt = r->names[1][i][0] ? find(c->t, r->names[1][i]) : NULL;
+    if (e && alt)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' appears twice (with and without '" PREFIX "')",
+                       c->t->paths[alt->file], r->names[1][i]);
+    if (!e) e = alt;
+    if (!e)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is missing", c->t->n_files == 1 ? c->t->paths[0] : "the shards",
+                       r->names[1][i][0] ? r->names[1][i] : r->names[0][i]);
+    const hg_st_tensor *x = e->t;
+    if (x->dtype != HG_ST_F32 && x->dtype != HG_ST_F16 && x->dtype != HG_ST_BF16 && x->dtype != HG_ST_F64)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64",
+                       c->t->paths[e->file], x->name, hg_st_dtype_name(x->dtype));
+    e->used = 1;
+    *out = e;
+    return HG_OK;
+}
+
+static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
+    load_ctx *c = ctx;
+    hf_recipe r;
+    if (!recipe_of(c->m, c->a, k, role, l, &r))
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s has no tensor for parameter %s", hf_arch_class(c->a),
+                       c->m->params.specs[k].name);
+    hg_param_info p;
+    hg_param_at(c->m, k, &p);
+    float *dst = gpt_param(c->m, c->host, k);
+    int64_t off = 0;
+    for (int i = 0; i < r.n; i++) {
+        hf_entry *e = NULL;
+        HG_TRY(find_part(c, &r, i, &e));
+        /* the part's expected shape: its rows, then the parameter's other dimension */
+        int64_t want[2] = {r.rows[i], r.transpose ? p.shape[0] : p.ndim > 1 ? p.shape[1] : 0};
+        int want_ndim = r.transpose ? 2 : p.ndim;
+        if (e->t->ndim != want_ndim || memcmp(e->t->shape, want, sizeof(int64_t) * (size_t)want_ndim)) {
+            char got[96], exp[96];
+            shape_str(got, sizeof got, e->t->shape, e->t->ndim);
+            shape_str(exp, sizeof exp, want, want_ndim);
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies %s",
+                           c->t->paths[e->file], e->t->name, got, exp);
+        }
+        if (r.transpose) convert_transposed(e->t, want[0], want[1], dst, p.shape[1], off, c->m->threads);
+        else convert_flat(e->t, dst + off * (p.ndim > 1 ? p.shape[1] : 1), c->m->threads);
+        off += r.rows[i];
+    }
+    return HG_OK;
+}
+
+/* GPT2Attention's causal-mask buffers (h.N.attn.bias, h.N.attn.masked_bias) and the
+ * rotary frequencies older Llama checkpoints stored: derived, not weights. */
+static int is_buffer(const char *n) {
+    if (!strncmp(n, PREFIX, strlen(PREFIX))) n += strlen(PREFIX);
+    int layer, end = 0;
+    char rest[32];
+    if (sscanf(n, "h.%d.attn.%31s%n", &layer, rest, &end) == 2 && !n[end])
+        return !strcmp(rest, "bias") || !strcmp(rest, "masked_bias");
+    end = 0;
+    return sscanf(n, "model.layers.%d.self_attn.rotary_emb.%31s%n", &layer, rest, &end) == 2 && !n[end] &&
+           !strcmp(rest, "inv_freq");
+}
+
+/* A tied model's lm_head.weight, when a file has one, must equal the embedding. */
+static hg_status check_tied_head(load_ctx *c) {
+    hf_entry *e = find(c->t, "lm_head.weight");
+    if (!e || c->m->cfg.untied) return HG_OK;
+    e->used = 1;
+    const int k = gpt_pi(c->m, -1, R_WTE);
     hg_param_info wte;
-    hg_param_at(m, gpt_pi(m, -1, R_WTE), &wte);
-    if (lm_head->ndim != 2 || lm_head->shape[0] != wte.shape[0] || lm_head->shape[1] != wte.shape[1])
-        return hg_fail(HG_ERR_FORMAT, "%s: lm_head.weight's shape differs from wte.weight's", name);
+    hg_param_at(c->m, k, &wte);
+    if (e->t->ndim != 2 || e->t->shape[0] != wte.shape[0] || e->t->shape[1] != wte.shape[1])
+        return hg_fail(HG_ERR_FORMAT, "%s: lm_head.weight's shape differs from the token embedding's",
+                       c->t->paths[e->file]);
     float *head = malloc(sizeof(float) * (size_t)wte.numel);
-    if (!head) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", name);
-    st = hg_st_read_f32(f, lm_head, head, wte.numel);
-    if (st == HG_OK && memcmp(head, gpt_param(m, host, gpt_pi(m, -1, R_WTE)), sizeof(float) * (size_t)wte.numel))
-        st = hg_fail(HG_ERR_UNSUPPORTED, "%s: lm_head.weight differs from wte.weight; handgrad ties the two", name);
+    if (!head) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    convert_flat(e->t, head, c->m->threads);
+    hg_status st = memcmp(head, gpt_param(c->m, c->host, k), sizeof(float) * (size_t)wte.numel)
+                       ? hg_fail(HG_ERR_UNSUPPORTED, "%s: lm_head.weight differs from the token embedding, but the "
+                                 "config says tie_word_embeddings", c->t->paths[e->file])
+                       : HG_OK;
     free(head);
     return st;
 }
 
-hg_status hf_load_weights(hg_model *m, const hg_st_file *f, const char *name) {
+hg_status hf_load_weights(hg_model *m, hf_arch a, hf_tensors *t) {
+    const char *field = hf_arch_cannot(a, &m->cfg);
+    if (field) return hg_fail(HG_ERR_UNSUPPORTED, "%s cannot hold this model: its %s", hf_arch_class(a), field);
     float *host = gpt_host_begin(m, m->param);
-    if (!host) return hg_fail(HG_ERR_NOMEM, "%s: out of memory staging the weights", name);
-    hg_status st = load_into(m, f, name, host);
+    if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory staging the weights");
+    for (int i = 0; i < t->n; i++) t->all[i].used = 0;
+    load_ctx c = {m, a, t, host};
+    hg_status st = each_param(m, load_param, &c);
+    if (st == HG_OK) st = check_tied_head(&c);
+    for (int i = 0; i < t->n && st == HG_OK; i++)
+        if (!t->all[i].used && !is_buffer(t->all[i].name))
+            st = hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not a parameter of the configured model (n_layer=%d%s)",
+                         t->paths[t->all[i].file], t->all[i].name, m->cfg.n_layer,
+                         strcmp(t->all[i].name, "lm_head.weight") ? "" : ", tied");
     if (st == HG_OK) return gpt_host_end(m, m->param, host);
     gpt_host_free(m->param, host);
     return st;
@@ -239,16 +444,16 @@ hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *op
     char *path = malloc(n);
     if (!path) return hg_fail(HG_ERR_NOMEM, "out of memory");
     hg_config cfg;
+    hf_arch a;
     snprintf(path, n, "%s/config.json", dir);
-    hg_status st = hg_hf_config_load(path, &cfg);
-    hg_st_file *f = NULL;
-    snprintf(path, n, "%s/model.safetensors", dir);
-    if (st == HG_OK) st = hg_st_open(&f, path);
+    hg_status st = hf_config_load(path, &cfg, &a);
+    free(path);
+    hf_tensors *t = NULL;
+    if (st == HG_OK) st = hf_tensors_open(&t, dir);
     hg_model *m = NULL;
     if (st == HG_OK) st = hg_model_create(&m, &cfg, opt);
-    if (st == HG_OK) st = hf_load_weights(m, f, path);
-    hg_st_close(f);
-    free(path);
+    if (st == HG_OK) st = hf_load_weights(m, a, t);
+    hf_tensors_close(t);
     if (st != HG_OK) {
         hg_model_free(m);
         return st;
@@ -259,59 +464,139 @@ hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *op
 
 /* ---- export ---- */
 
-static const char tokenizer_config[] =
+/* float to bfloat16, rounded to nearest even (NaN stays a quiet NaN). */
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
+}
+
+typedef struct save_ctx {
+    const hg_model *m;
+    hf_arch a;
+    int bf16;
+    const float *host;
+    hg_st_entry *entries;
+    void **owned; /* buffers to free, one per entry (NULL where data points into host) */
+    char (*names)[112];
+    int n;
+} save_ctx;
+
+static hg_status save_param(void *ctx, int k, gpt_role role, int l) {
+    save_ctx *c = ctx;
+    hf_recipe r;
+    recipe_of(c->m, c->a, k, role, l, &r); /* hf_arch_cannot has ruled out a missing one */
+    hg_param_info p;
+    hg_param_at((hg_model *)c->m, k, &p);
+    const float *src = gpt_param(c->m, (float *)c->host, k);
+    int64_t off = 0;
+    for (int i = 0; i < r.n; i++) {
+        hg_st_entry *e = &c->entries[c->n];
+        const int64_t cols = r.transpose ? p.shape[0] : p.ndim > 1 ? p.shape[1] : 1, numel = r.rows[i] * cols;
+        snprintf(c->names[c->n], sizeof c->names[c->n], "%s", r.names[0][i]);
+        e->name = c->names[c->n];
+        e->dtype = c->bf16 ? HG_ST_BF16 : HG_ST_F32;
+        e->ndim = r.transpose ? 2 : p.ndim;
+        e->shape[0] = r.rows[i];
+        e->shape[1] = cols;
+        if (!c->bf16 && !r.transpose) {
+            e->data = src + off * cols; /* the parameter's own bytes */
+        } else {
+            void *buf = malloc((size_t)numel * (c->bf16 ? 2 : 4));
+            if (!buf) return hg_fail(HG_ERR_NOMEM, "out of memory");
+            c->owned[c->n] = buf;
+            e->data = buf;
+            for (int64_t x = 0; x < r.rows[i]; x++)
+                for (int64_t y = 0; y < cols; y++) {
+                    float v = r.transpose ? src[y * p.shape[1] + off + x] : src[(off + x) * cols + y];
+                    if (c->bf16) ((uint16_t *)buf)[x * cols + y] = to_bf16(v);
+                    else ((float *)buf)[x * cols + y] = v;
+                }
+        }
+        c->n++;
+        off += r.rows[i];
+    }
+    return HG_OK;
+}
+
+static hg_status write_weights(const hg_model *m, hf_arch a, int bf16, const char *path) {
+    const float *host = gpt_host_begin(m, m->param);
+    const int cap = 3 * m->params.count;
+    save_ctx c = {m, a, bf16, host, calloc((size_t)cap, sizeof(hg_st_entry)), calloc((size_t)cap, sizeof(void *)),
+                  calloc((size_t)cap, 112), 0};
+    hg_status st = host && c.entries && c.owned && c.names ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory");
+    if (st == HG_OK) st = each_param(m, save_param, &c);
+    const char *meta[] = {"format", "pt"}; /* transformers checks it */
+    if (st == HG_OK) st = hg_st_write(path, c.entries, c.n, meta, 1);
+    for (int i = 0; c.owned && i < c.n; i++) free(c.owned[i]);
+    free(c.entries), free(c.owned), free(c.names);
+    if (host) gpt_host_free(m->param, (float *)host);
+    return st;
+}
+
+static const char gpt2_tokenizer_config[] =
     "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"model_max_length\": %d,\n  \"add_prefix_space\": false,\n"
     "  \"bos_token\": \"<|endoftext|>\",\n  \"eos_token\": \"<|endoftext|>\",\n  \"unk_token\": \"<|endoftext|>\"\n}\n";
 
+/* Copies dir/name to tmp/name when it exists. */
+static hg_status copy_if_there(const char *from, const char *tmp, const char *name, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s", from, name);
+    if (access(path, F_OK) != 0) return HG_OK;
+    uint8_t *text;
+    size_t len;
+    HG_TRY(file_read_all(path, &text, &len));
+    snprintf(path, cap, "%s/%s", tmp, name);
+    hg_status st = hg_write_file_atomic(path, text, len);
+    free(text);
+    return st;
+}
+
 /* The files of an export, written into the (new, empty) folder tmp. */
-static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const char *tmp, char *path, size_t cap) {
-    const int eot = tok ? hg_tokenizer_eot(tok) : -1;
-    char *json = hf_config_json(&m->cfg, eot);
+static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const char *tmp, hf_arch a,
+                             const hg_hf_export *how, char *path, size_t cap) {
+    const int eot = tok ? hg_tokenizer_eot(tok) : -1, bos = -1;
+    char *json = hf_config_json(&m->cfg, a, bos >= 0 ? bos : eot, eot, how->bf16 ? "bfloat16" : "float32");
     if (!json) return hg_fail(HG_ERR_NOMEM, "out of memory");
     snprintf(path, cap, "%s/config.json", tmp);
     hg_status st = hg_write_file_atomic(path, json, strlen(json));
     free(json);
     HG_TRY(st);
-
-    /* the names save_pretrained writes: "transformer." + the parameter's name */
-    float *const bufs[] = {gpt_host_begin(m, m->param)};
-    const char *const prefixes[] = {PREFIX}, *const meta[] = {"format", "pt"}; /* transformers checks it */
     snprintf(path, cap, "%s/model.safetensors", tmp);
-    st = bufs[0] ? ckpt_write_tensors(m, path, bufs, prefixes, 1, meta, 1) : hg_fail(HG_ERR_NOMEM, "out of memory");
-    gpt_host_free(m->param, bufs[0]);
-    if (st != HG_OK || !tok) return st;
-
-    HG_TRY(hg_tokenizer_save_hf(tok, tmp));
-    char text[sizeof tokenizer_config + 16];
-    snprintf(text, sizeof text, tokenizer_config, m->cfg.max_seq_len);
-    snprintf(path, cap, "%s/tokenizer_config.json", tmp);
-    return hg_write_file_atomic(path, text, strlen(text));
+    HG_TRY(write_weights(m, a, how->bf16, path));
+    if (tok) {
+        HG_TRY(hg_tokenizer_save_hf(tok, tmp));
+        snprintf(path, cap, "%s/vocab.json", tmp);
+        if (access(path, F_OK) == 0) { /* GPT-2's files: transformers needs a tokenizer_config.json */
+            if (eot < 0)
+                return hg_fail(HG_ERR_UNSUPPORTED, "the tokenizer has no <|endoftext|>, which GPT-2's tokenizer "
+                               "files need");
+            char text[sizeof gpt2_tokenizer_config + 16];
+            snprintf(text, sizeof text, gpt2_tokenizer_config, m->cfg.max_seq_len);
+            snprintf(path, cap, "%s/tokenizer_config.json", tmp);
+            HG_TRY(hg_write_file_atomic(path, text, strlen(text)));
+        }
+    }
+    const char *extra[] = {"tokenizer_config.json", "special_tokens_map.json", "generation_config.json"};
+    for (int i = 0; how->copy_from && i < 3; i++) HG_TRY(copy_if_there(how->copy_from, tmp, extra[i], path, cap));
+    return HG_OK;
 }
 
-/* The first config field that GPT2LMHeadModel cannot express, or NULL. */
-static const char *not_gpt2(const hg_config *c) {
-    gpt_dims d = gpt_dims_of(c);
-    return c->norm != HG_NORM_LAYERNORM           ? "norm"
-           : c->position != HG_POS_LEARNED       ? "position"
-           : c->mlp != HG_MLP_GELU               ? "mlp"
-           : c->omit                             ? "a bias or norm weight omitted"
-           : c->untied                           ? "tied (false)"
-           : d.NKV != d.NH                       ? "n_kv_head"
-           : d.QD != d.C                         ? "head_dim"
-                                                 : NULL;
-}
+const char *hg_hf_architecture(const hg_config *cfg) { return hf_arch_class(hf_arch_default(cfg)); }
 
-hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir) {
+hg_status hg_model_save_hf_as(const hg_model *m, const hg_tokenizer *tok, const char *dir, const hg_hf_export *how) {
     if (!m || !dir) return hg_fail(HG_ERR_INVALID, "hg_model_save_hf: NULL argument");
-    const char *field = not_gpt2(&m->cfg);
+    const hg_hf_export plain = {0};
+    if (!how) how = &plain;
+    hf_arch a = hf_arch_default(&m->cfg);
+    if (how->architecture) HG_TRY(hf_arch_parse(how->architecture, &a));
+    const char *field = hf_arch_cannot(a, &m->cfg);
     if (field)
-        return hg_fail(HG_ERR_UNSUPPORTED, "export --hf writes GPT-2 folders only so far; this model's config differs "
-                       "from GPT-2 in %s", field);
-    if (tok && hg_tokenizer_vocab_size(tok) != m->cfg.vocab_size)
+        return hg_fail(HG_ERR_UNSUPPORTED, "export: %s cannot hold this model: its config differs in %s",
+                       hf_arch_class(a), field);
+    if (tok && hg_tokenizer_vocab_size(tok) > m->cfg.vocab_size)
         return hg_fail(HG_ERR_INVALID, "the tokenizer has %d ids but the model's vocab_size is %d",
                        hg_tokenizer_vocab_size(tok), m->cfg.vocab_size);
-    if (tok && hg_tokenizer_eot(tok) < 0)
-        return hg_fail(HG_ERR_UNSUPPORTED, "the tokenizer has no <|endoftext|>, which GPT-2's tokenizer files need");
     struct stat sb;
     if (stat(dir, &sb) == 0) {
         DIR *d = S_ISDIR(sb.st_mode) ? opendir(dir) : NULL;
@@ -320,7 +605,7 @@ hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const cha
         if (d) closedir(d);
         if (!d || entries) return hg_fail(HG_ERR_IO, "%s: exists and is not an empty folder", dir);
     }
-    size_t cap = strlen(dir) + 64;
+    size_t cap = strlen(dir) + (how->copy_from ? strlen(how->copy_from) : 0) + 64;
     char *tmp = malloc(cap), *path = malloc(cap);
     if (!tmp || !path) {
         free(tmp), free(path);
@@ -331,7 +616,7 @@ hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const cha
     snprintf(tmp, cap, "%s.tmp", dir);
     hg_remove_dir(tmp);
     hg_status st = mkdir(tmp, 0777) == 0 ? HG_OK : hg_fail(HG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    if (st == HG_OK) st = write_files(m, tok, tmp, path, cap);
+    if (st == HG_OK) st = write_files(m, tok, tmp, a, how, path, cap);
     if (st == HG_OK && rename(tmp, dir) != 0)
         st = hg_fail(HG_ERR_IO, "%s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
     if (st == HG_OK) {
@@ -342,4 +627,8 @@ hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const cha
     }
     free(tmp), free(path);
     return st;
+}
+
+hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir) {
+    return hg_model_save_hf_as(m, tok, dir, NULL);
 }

@@ -1,6 +1,6 @@
-/* Hugging Face GPT-2 interop inside the library: config.json parsing and writing, and
- * loading model.safetensors weights by name (public API: hg_model_load_hf and friends
- * in include/handgrad.h). */
+/* Hugging Face interop inside the library: config.json for GPT-2 and the Llama family,
+ * weights from single or sharded safetensors, and export (public API: hg_model_load_hf
+ * and friends in include/handgrad.h; the mapping is in docs/formats.md). */
 #ifndef HG_IO_HF_H
 #define HG_IO_HF_H
 
@@ -9,15 +9,42 @@
 #include "handgrad.h"
 #include "io/safetensors.h"
 
-/* Parses a config.json image; `name` is used in messages. Rejects every field value
- * handgrad cannot compute, naming the field. */
-hg_status hf_config_parse(const char *name, const char *text, size_t len, hg_config *cfg);
-/* config.json text for cfg (malloc'd, NULL when out of memory); eot < 0 leaves out the
- * bos/eos token ids. */
-char *hf_config_json(const hg_config *cfg, int eot);
-/* Fills every parameter of m from f: names with or without "transformer.", mask buffers
- * skipped, lm_head.weight accepted when equal to wte.weight; shapes must match exactly;
- * F32, F16, BF16 or F64. `name` (the file) is used in messages. */
-hg_status hf_load_weights(hg_model *m, const hg_st_file *f, const char *name);
+/* The architectures handgrad reads and writes, by transformers' class. */
+typedef enum hf_arch { HF_GPT2, HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_QWEN3, HF_NARCH } hf_arch;
+
+const char *hf_arch_class(hf_arch a);                          /* "LlamaForCausalLM" */
+hg_status hf_arch_parse(const char *class_name, hf_arch *out); /* its inverse */
+
+/* Parses a config.json image; `name` is used in messages. Every key is read, checked
+ * or known not to change the computation; any other is refused by name. *arch (may be
+ * NULL) gets the architecture. */
+hg_status hf_config_parse(const char *name, const char *text, size_t len, hg_config *cfg, hf_arch *arch);
+hg_status hf_config_load(const char *path, hg_config *cfg, hf_arch *arch);
+/* The first config field architecture a cannot express, or NULL when it can. */
+const char *hf_arch_cannot(hf_arch a, const hg_config *cfg);
+/* The architecture a config is written as when none is asked for: GPT-2 when it can,
+ * else Qwen3 with a q/k norm, Qwen2 with q/k/v biases only, else Llama. */
+hf_arch hf_arch_default(const hg_config *cfg);
+/* config.json text for cfg as architecture a (malloc'd, NULL when out of memory); bos or
+ * eos < 0 leaves that id out; dtype ("float32", "bfloat16") may be NULL. */
+char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const char *dtype);
+/* bos_token_id and eos_token_id (one id or a list) of a generation_config.json or
+ * config.json image, into the fields of s still unset (bos < 0, n_eos == 0). */
+hg_status hf_special_parse(const char *file, const char *text, size_t len, hg_hf_special *s);
+
+/* The tensors of a folder: model.safetensors, or the shards that
+ * model.safetensors.index.json's weight_map names. */
+typedef struct hf_tensors hf_tensors;
+hg_status hf_tensors_open(hf_tensors **out, const char *dir);
+/* The same from memory: an index image (NULL for a single file) and the file images,
+ * named as the index names them; used by the fuzz target. Buffers must outlive it. */
+hg_status hf_tensors_parse(hf_tensors **out, const char *index_name, const char *index, size_t index_len,
+                           const char *const *names, const uint8_t *const *bufs, const size_t *lens, int n);
+void hf_tensors_close(hf_tensors *t);
+
+/* Fills every parameter of m from the tensors of architecture a; shapes must match
+ * exactly; F32, F16, BF16 or F64; every tensor must be used (GPT-2's mask buffers and
+ * a tied lm_head equal to the embedding aside). */
+hg_status hf_load_weights(hg_model *m, hf_arch a, hf_tensors *t);
 
 #endif

@@ -262,6 +262,30 @@ hg_status hg_st_read_f64(const hg_st_file *f, const hg_st_tensor *t, double *out
     return HG_OK;
 }
 
+void hg_st_convert_f32(const hg_st_tensor *t, int64_t first, int64_t n, float *out) {
+    const uint8_t *p = t->data + (size_t)first * (size_t)hg_st_dtype_size(t->dtype);
+    switch (t->dtype) {
+    case HG_ST_F32: memcpy(out, p, 4 * (size_t)n); break;
+    case HG_ST_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            uint32_t u = (uint32_t)h << 16;
+            memcpy(out + i, &u, 4);
+        }
+        break;
+    case HG_ST_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = half_to_float(h);
+        }
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++) out[i] = (float)element(t, first + i);
+    }
+}
+
 hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out, int64_t n) {
     HG_TRY(check_read(f, t, n));
     for (int64_t i = 0; i < n; i++) out[i] = (float)element(t, i);

@@ -45,6 +45,9 @@ int hg_st_dtype_size(hg_st_dtype d);
 /* Converts a F64, F32, F16, BF16 or I32 tensor to double or float; n must equal its numel. */
 hg_status hg_st_read_f64(const hg_st_file *f, const hg_st_tensor *t, double *out, int64_t n);
 hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out, int64_t n);
+/* Elements [first, first + n) of a F64, F32, F16, BF16 or I32 tensor as float, unchecked
+ * (the caller has checked the dtype and the range): the fast path of bulk loads. */
+void hg_st_convert_f32(const hg_st_tensor *t, int64_t first, int64_t n, float *out);
 
 /* ---- writing ---- */
 

@@ -90,6 +90,7 @@ typedef struct field {
 
 static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
 static const char *const position_names[] = {"learned", "rope", NULL};
+static const char *const rope_scaling_names[] = {"none", "llama3", NULL};
 static const char *const mlp_names[] = {"gelu", "swiglu", "relu2", NULL};
 
 #define OFF(f) offsetof(hg_config, f)
@@ -110,6 +111,11 @@ static const field fields[] = {
     {"norm_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_NORM_BIAS, NULL, "LayerNorm has a bias"},
     {"position", F_ENUM, OFF(position), 0, 1, 0, position_names, "learned or rope"},
     {"rope_theta", F_FLOAT, OFF(rope_theta), 1, 1e12, 0, NULL, "rotary base (0: 10000)"},
+    {"rope_scaling", F_ENUM, OFF(rope_scaling), 0, 1, 0, rope_scaling_names, "none or llama3 (Llama 3.1's frequency bands)"},
+    {"rope_factor", F_FLOAT, OFF(rope_factor), 0, 1e6, 0, NULL, "llama3: long wavelengths' frequency divisor"},
+    {"rope_low_freq_factor", F_FLOAT, OFF(rope_low_freq_factor), 0, 1e6, 0, NULL, "llama3: low band edge"},
+    {"rope_high_freq_factor", F_FLOAT, OFF(rope_high_freq_factor), 0, 1e6, 0, NULL, "llama3: high band edge"},
+    {"rope_original_max_len", F_INT, OFF(rope_original_max_len), 0, 1 << 24, 0, NULL, "llama3: the base model's context"},
     {"mlp", F_ENUM, OFF(mlp), 0, 2, 0, mlp_names, "gelu, swiglu or relu2"},
     {"qkv_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_QKV_BIAS, NULL, "the q/k/v projection has a bias"},
     {"proj_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_PROJ_BIAS, NULL, "the attention output projection has a bias"},
@@ -244,6 +250,11 @@ hg_status hg_config_validate(const hg_config *c) {
         return hg_fail(HG_ERR_INVALID, "n_head (%d) must be a multiple of n_kv_head (%d)", c->n_head, c->n_kv_head);
     if (!c->head_dim && c->d_model % c->n_head)
         return hg_fail(HG_ERR_INVALID, "n_head (%d) must divide d_model (%d), or head_dim must be set", c->n_head, c->d_model);
+    if (c->rope_scaling == HG_ROPE_LLAMA3 &&
+        !(c->position == HG_POS_ROPE && c->rope_factor > 0.0f && c->rope_low_freq_factor > 0.0f &&
+          c->rope_high_freq_factor > c->rope_low_freq_factor && c->rope_original_max_len > 0))
+        return hg_fail(HG_ERR_INVALID, "rope_scaling llama3 needs position rope, rope_factor > 0, "
+                       "0 < rope_low_freq_factor < rope_high_freq_factor and rope_original_max_len > 0");
     gpt_dims d = gpt_dims_of(c);
     /* a head size derived from d_model / n_head must fit the head_dim field too, so that a
      * config written with its resolved head_dim reads back */

@@ -291,18 +291,29 @@ static hg_status init_params(hg_model *m) {
     return gpt_host_end(m, m->param, host);
 }
 
-/* The rotary table A_ROPE: row t holds cos(t * f_i) for i < hs/2, then sin(t * f_i), with
- * f_i = theta^(-2i/hs) rounded to float as Hugging Face's Llama computes it; the angle and
- * its cosine and sine are taken in double. */
+/* Frequency i of the rotary embedding, in float as Hugging Face's Llama computes it:
+ * theta^(-2i/hs), then Llama 3.1's band rescaling when the config asks for it. */
+static float rope_freq(const hg_config *c, int i, int hs) {
+    float f = 1.0f / powf(gpt_rope_theta(c), (float)(2 * i) / (float)hs);
+    if (c->rope_scaling != HG_ROPE_LLAMA3) return f;
+    const float L = (float)c->rope_original_max_len, lo = c->rope_low_freq_factor, hi = c->rope_high_freq_factor;
+    const float wavelen = (float)6.283185307179586 / f; /* 2 pi */
+    if (wavelen > L / lo) return f / c->rope_factor;
+    if (wavelen < L / hi) return f;
+    const float smooth = (L / wavelen - lo) / (hi - lo);
+    return (1.0f - smooth) * f / c->rope_factor + smooth * f;
+}
+
+/* The rotary table A_ROPE: row t holds cos(t * f_i) for i < hs/2, then sin(t * f_i)
+ * (rope_freq); the angle and its cosine and sine are taken in double. */
 static hg_status init_rope(hg_model *m) {
     if (m->cfg.position != HG_POS_ROPE) return HG_OK;
     const int hs = m->d.hs, half = hs / 2, T = m->cfg.max_seq_len;
     size_t bytes = sizeof(float) * (size_t)T * hs;
     float *host = hg_aligned_alloc(bytes);
     if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory for the %zu-byte rotary table", bytes);
-    float theta = gpt_rope_theta(&m->cfg);
     for (int i = 0; i < half; i++) {
-        float f = 1.0f / powf(theta, (float)(2 * i) / (float)hs);
+        float f = rope_freq(&m->cfg, i, hs);
         for (int t = 0; t < T; t++) {
             double a = (double)t * (double)f;
             host[(size_t)t * hs + i] = (float)cos(a);

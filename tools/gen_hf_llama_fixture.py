@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Writes the Hugging Face Llama-family folders in tests/fixtures/ that the C tests load.
+
+Each folder is what transformers' save_pretrained writes for a tiny random model, plus a
+tokenizer.json from tests/fixtures/tokenizers/ (made by tools/gen_tokjson_fixture.py)
+whose vocabulary sets the model's vocab_size:
+
+  hf_llama/    LlamaForCausalLM: grouped-query attention 4/2, untied, Llama 3.1's rope
+               scaling (factor 8, original context 32), stored in bfloat16 and sharded
+               into several files with model.safetensors.index.json; the Llama-3-style
+               tokenizer (it prepends <|begin_of_text|>); generation_config.json lists
+               two eos ids.
+  hf_qwen2/    Qwen2ForCausalLM: q/k/v biases, tied, rope_theta 1e6, float32, one file;
+               the Qwen2-style tokenizer (NFC, no BOS).
+  hf_mistral/  MistralForCausalLM: sliding_window 64 below max_position_embeddings 128
+               (handgrad caps the context at the window, where the two agree), untied,
+               float16, one file; the sentencepiece-style tokenizer (byte fallback)
+               when the tokenizers folder has one, else the Llama-3-style one.
+
+and beside each folder, hf_<name>_reference.safetensors:
+  tokens   I32 (T,)   the tokenizer's ids for PROMPT (with BOS when it adds one)
+  logits   F32 (T, V) transformers' logits for them, float32 weights as loaded from the
+                      folder (bf16 and fp16 files are widened exactly), eager attention
+  greedy   I32 (N,)   greedy continuation of N = 32 tokens: argmax of the full forward
+                      at each step, eos ignored; every step's top-2 gap is checked to be
+                      at least 1e-3 so fp32 rounding cannot flip it
+  __metadata__        prompt, margin (the smallest top-2 gap)
+
+Weights are drawn N(0, 0.2) (norm weights 1 + N(0, 0.1), biases N(0, 0.1)) so that the
+logits spread out and the greedy path is well separated.
+Usage: python3 tools/gen_hf_llama_fixture.py [--out-dir tests/fixtures] [--only NAME]
+"""
+import argparse
+import json
+import os
+import shutil
+
+import torch
+from safetensors.torch import save_file
+from tokenizers import Tokenizer
+from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
+
+PROMPT = "In the beginning God created the heaven and the earth."
+GREEDY = 32
+MIN_GAP = 1e-3
+
+COMMON = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+              num_hidden_layers=2, max_position_embeddings=128, attention_dropout=0.0, hidden_act="silu")
+FOLDERS = {
+    "hf_llama": dict(
+        cls=(LlamaConfig, LlamaForCausalLM), tokenizer="llama3", dtype=torch.bfloat16, shard="100KB", seed=3001,
+        hf=dict(COMMON, head_dim=16, rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False,
+                mlp_bias=False, rope_theta=500000.0,
+                rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                  original_max_position_embeddings=32)),
+        eos=["<|end_of_text|>", "<|eot_id|>"], bos="<|begin_of_text|>"),
+    "hf_qwen2": dict(
+        cls=(Qwen2Config, Qwen2ForCausalLM), tokenizer="qwen2", dtype=torch.float32, shard=None, seed=3002,
+        hf=dict(COMMON, rms_norm_eps=1e-6, tie_word_embeddings=True, rope_theta=1000000.0, use_sliding_window=False),
+        eos=["<|endoftext|>"], bos=None),
+    "hf_mistral": dict(
+        cls=(MistralConfig, MistralForCausalLM), tokenizer=("sentencepiece", "llama3"), dtype=torch.float16,
+        shard=None, seed=3003,
+        hf=dict(COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, sliding_window=64),
+        eos=["</s>", "<|end_of_text|>"], bos=None),
+}
+
+
+def tokenizer_path(tok_dir, which):
+    for name in (which if isinstance(which, tuple) else (which,)):
+        path = os.path.join(tok_dir, name, "tokenizer.json")
+        if os.path.exists(path):
+            return path
+    raise SystemExit(f"no tokenizer {which} in {tok_dir}: run tools/gen_tokjson_fixture.py first")
+
+
+def token_id(tok, text):
+    return tok.token_to_id(text) if text else None
+
+
+def fill(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+
+
+def greedy(model, ids):
+    ids = list(ids)
+    margin = float("inf")
+    with torch.no_grad():
+        for _ in range(GREEDY):
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+            top = torch.topk(logits, 2).values
+            margin = min(margin, float(top[0] - top[1]))
+            ids.append(int(logits.argmax()))
+    return ids[-GREEDY:], margin
+
+
+def make(name, spec, out_dir, tok_dir):
+    tok_file = tokenizer_path(tok_dir, spec["tokenizer"])
+    tok = Tokenizer.from_file(tok_file)
+    vocab = tok.get_vocab_size(with_added_tokens=True)
+    eos = [i for i in (token_id(tok, t) for t in spec["eos"]) if i is not None]
+    bos = token_id(tok, spec["bos"])
+    config_cls, model_cls = spec["cls"]
+    config = config_cls(vocab_size=vocab, bos_token_id=bos, eos_token_id=eos[0] if len(eos) == 1 else eos,
+                        pad_token_id=None, **spec["hf"])
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = model_cls(config).eval()
+    fill(model, spec["seed"])
+    folder = os.path.join(out_dir, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    model.to(spec["dtype"])
+    kw = dict(max_shard_size=spec["shard"]) if spec["shard"] else {}
+    model.save_pretrained(folder, **kw)
+    shutil.copy(tok_file, os.path.join(folder, "tokenizer.json"))
+    # the reference: the folder as transformers loads it, widened to float32
+    ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    ids = tok.encode(PROMPT, add_special_tokens=True).ids
+    with torch.no_grad():
+        logits = ref(input_ids=torch.tensor([ids])).logits[0]
+    cont, margin = greedy(ref, ids)
+    assert margin >= MIN_GAP, f"{name}: greedy top-2 gap {margin:.2e}; change the seed"
+    window = getattr(ref.config, "sliding_window", None) or ref.config.max_position_embeddings
+    assert len(ids) + GREEDY <= min(window, ref.config.max_position_embeddings), "the prompt is too long"
+    save_file({"tokens": torch.tensor(ids, dtype=torch.int32), "logits": logits.contiguous(),
+               "greedy": torch.tensor(cont, dtype=torch.int32)},
+              os.path.join(out_dir, f"{name}_reference.safetensors"),
+              metadata={"prompt": PROMPT, "margin": f"{margin:.3e}"})
+    files = sorted(os.listdir(folder))
+    print(f"{name}: vocab {vocab}, {sum(p.numel() for p in model.parameters())} parameters, files {files}, "
+          f"prompt {len(ids)} tokens, greedy margin {margin:.2e}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out-dir", default="tests/fixtures")
+    ap.add_argument("--tokenizers", default="tests/fixtures/tokenizers")
+    ap.add_argument("--only", choices=sorted(FOLDERS))
+    a = ap.parse_args()
+    for name, spec in FOLDERS.items():
+        if not a.only or a.only == name:
+            make(name, spec, a.out_dir, a.tokenizers)
+
+
+if __name__ == "__main__":
+    main()
