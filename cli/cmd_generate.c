@@ -19,22 +19,25 @@ static const char *usage_text =
     "Continues a prompt, printing the text as each token is produced, then tokens/s on\n"
     "stderr. A KV cache makes each new token cost O(context), not a full forward pass.\n"
     "\n"
-    "  --model PATH          a Hugging Face GPT-2 folder (config.json, model.safetensors), or a\n"
+    "  --model PATH          a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3), or a\n"
     "                        handgrad checkpoint: a weights .safetensors file, a ckpt_N folder,\n"
     "                        or a run folder (its newest checkpoint)\n"
-    "  --prompt TEXT         the prompt (default: all of stdin); empty: start from <|endoftext|>\n"
+    "  --prompt TEXT         the prompt (default: all of stdin), after the tokenizer's BOS when\n"
+    "                        its tokenizer.json adds one; empty: start from BOS or <|endoftext|>\n"
     "  --max-new-tokens N    tokens to generate (default 256)\n"
     "  --temperature T       softmax temperature; 0 is greedy (default 0.8)\n"
     "  --top-k K             sample among the K most likely tokens; 0: all (default 200)\n"
     "  --top-p P             sample among the most likely tokens that make up P of the\n"
     "                        probability; 1: all (default 1)\n"
     "  --seed S              sampling seed: the same seed gives the same text (default 1)\n"
-    "  --tokenizer PATH      vocab.json/merges.txt folder or .tiktoken file (default: the\n"
+    "  --tokenizer PATH      tokenizer.json, vocab.json/merges.txt folder or .tiktoken file (default: the\n"
     "                        files beside the model)\n"
     "  --ctx N               context (KV cache) length (default: the model's n_positions)\n"
     "  --threads N           threads (default: all cores)\n"
     "  --no-echo             print only the new text, not the prompt\n"
-    "  --ignore-eot          go on after <|endoftext|> (default: stop there)\n"
+    "  --ignore-eot          go on after an end-of-sequence token (default: stop at the\n"
+    "                        eos ids of the folder's generation_config.json or config.json,\n"
+    "                        and at <|endoftext|>)\n"
     "  --no-cache            recompute the whole context for every token instead of using\n"
     "                        the KV cache (the same text, slower; for comparison)\n"
     "\n"
@@ -128,23 +131,27 @@ static int emit(hg_decoder *dec, int32_t id, char *buf, size_t cap) {
     return 0;
 }
 
-/* The prompt's ids in a buffer of at least ctx; an empty prompt is <|endoftext|> alone.
- * Cut from the left to ctx. */
-static int32_t *encode_prompt(const gen_args *a, const hg_tokenizer *tok, int ctx, int *n_out, int *started_eot) {
+/* The prompt's ids in a buffer of at least ctx, after the tokenizer's BOS when it adds
+ * one; an empty prompt without one is <|endoftext|> alone. Cut from the left to ctx. */
+static int32_t *encode_prompt(const gen_args *a, const hg_tokenizer *tok, int ctx, int *n_out, int *n_start) {
     size_t len = 0;
     uint8_t *text = a->prompt ? (uint8_t *)strdup(a->prompt) : cli_read_input("generate", "-", &len);
     if (!text) return NULL;
     if (a->prompt) len = strlen(a->prompt);
-    int32_t *ids = malloc(sizeof(int32_t) * (len + 1 > (size_t)ctx ? len + 1 : (size_t)ctx));
-    size_t n = 0;
-    if (!ids || hg_tokenizer_encode(tok, text, len, 0, ids, len + 1, &n) != HG_OK) {
+    int32_t *ids = malloc(sizeof(int32_t) * (len + 2 > (size_t)ctx ? len + 2 : (size_t)ctx));
+    const int32_t bos = hg_tokenizer_bos(tok);
+    size_t n = 0, at = bos >= 0;
+    if (ids && bos >= 0) ids[0] = bos;
+    if (!ids || hg_tokenizer_encode(tok, text, len, 0, ids + at, len + 1, &n) != HG_OK) {
         fprintf(stderr, "handgrad generate: %s\n", ids ? hg_last_error() : "out of memory");
         free(ids), free(text);
         return NULL;
     }
     free(text);
-    *started_eot = n == 0;
+    n += at;
+    *n_start = (int)at; /* start tokens, which are not echoed */
     if (n == 0) {
+        *n_start = 1;
         if (hg_tokenizer_eot(tok) < 0) {
             fprintf(stderr, "handgrad generate: the prompt is empty and the tokenizer has no <|endoftext|> to start from\n");
             free(ids);
@@ -157,6 +164,7 @@ static int32_t *encode_prompt(const gen_args *a, const hg_tokenizer *tok, int ct
                 n, ctx, ctx);
         memmove(ids, ids + (n - (size_t)ctx), sizeof(int32_t) * (size_t)ctx);
         n = (size_t)ctx;
+        *n_start = 0;
     }
     *n_out = (int)n;
     return ids;
@@ -177,14 +185,20 @@ int cmd_generate(int argc, char **argv) {
     if (cli_open_model("generate", a.model, &o, &m, dir, sizeof dir)) return 1;
     rc = 1;
     if (cli_open_tokenizer("generate", a.tokenizer, dir, m, &tok)) goto done;
-    const int V = hg_model_config(m)->vocab_size, ctx = hg_model_options(m)->seq_len;
-    const int32_t eot = hg_tokenizer_eot(tok);
-    int n = 0, started_eot = 0;
-    win = encode_prompt(&a, tok, ctx, &n, &started_eot); /* the context's tokens */
+    /* sampled among the tokenizer's ids: a model's embedding may be padded past them */
+    const int V = hg_tokenizer_vocab_size(tok), ctx = hg_model_options(m)->seq_len;
+    hg_hf_special stop = {.bos = -1};
+    if (hg_hf_special_ids(dir, &stop) != HG_OK) {
+        cli_fail("generate");
+        goto done;
+    }
+    if (hg_tokenizer_eot(tok) >= 0 && stop.n_eos < HG_HF_MAX_EOS) stop.eos[stop.n_eos++] = hg_tokenizer_eot(tok);
+    int n = 0, n_start = 0;
+    win = encode_prompt(&a, tok, ctx, &n, &n_start); /* the context's tokens */
     const int n_prompt = n;
     size_t cap = hg_tokenizer_max_token_bytes(tok) + 3;
     buf = malloc(cap);
-    logits = malloc(sizeof(float) * (size_t)V);
+    logits = malloc(sizeof(float) * (size_t)hg_model_config(m)->vocab_size);
     if (!win) goto done;
     if (!buf || !logits) {
         fprintf(stderr, "handgrad generate: out of memory\n");
@@ -195,7 +209,7 @@ int cmd_generate(int argc, char **argv) {
         goto done;
     }
     if (a.echo)
-        for (int i = started_eot; i < n; i++)
+        for (int i = n_start; i < n; i++)
             if (emit(dec, win[i], buf, cap)) goto io_error;
 
     hg_sampling sp = {(float)a.temperature, (int)a.top_k, (float)a.top_p};
@@ -208,7 +222,9 @@ int cmd_generate(int argc, char **argv) {
     while (made < a.max_new) {
         int32_t next;
         if (hg_sample(logits, V, &sp, &rng, &next) != HG_OK) goto lib_error;
-        if (next == eot && a.stop_at_eot) break;
+        int is_eos = 0;
+        for (int i = 0; i < stop.n_eos; i++) is_eos |= next == stop.eos[i];
+        if (is_eos && a.stop_at_eot) break;
         if (emit(dec, next, buf, cap)) goto io_error;
         if (++made == a.max_new) break;
         if (n == ctx) { /* full: go on from the last half of the context */

@@ -43,7 +43,7 @@ static const opt_def defs[] = {
     {"vocab-size", OT_INT, F(vocab_size), "V", 0, 1 << 24, 1, "vocabulary (default: the tokenizer's)"},
     {"dropout", OT_F64, F(dropout), "P", 0, 0.999999, 1, "dropout probability (default 0)"},
     {"init-from", OT_STR, F(init_from), "CKPT", 0, 0, 0, "start from these weights: a checkpoint or run folder, or a .safetensors"},
-    {"init-from-hf", OT_STR, F(init_from_hf), "DIR", 0, 0, 0, "start from a Hugging Face GPT-2 folder"},
+    {"init-from-hf", OT_STR, F(init_from_hf), "DIR", 0, 0, 0, "start from a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3)"},
     {"Data", OT_SECTION, 0, 0, 0, 0, 0, 0},
     {"train", OT_STR, F(train), "GLOB", 0, 0, 1, "training token shards, e.g. 'data/kjv/train_*.bin' (required)"},
     {"val", OT_STR, F(val), "GLOB", 0, 0, 1, "validation shards (evaluation needs them)"},

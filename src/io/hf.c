@@ -64,6 +64,13 @@ static hf_entry *find(const hf_tensors *t, const char *name) {
     return bsearch(&key, t->all, (size_t)t->n, sizeof key, cmp_entry);
 }
 
+int hf_tensors_count(const hf_tensors *t) { return t->n; }
+const hg_st_tensor *hf_tensors_at(const hf_tensors *t, int i) { return i >= 0 && i < t->n ? t->all[i].t : NULL; }
+const hg_st_tensor *hf_tensors_find(const hf_tensors *t, const char *name) {
+    const hf_entry *e = find(t, name);
+    return e ? e->t : NULL;
+}
+
 /* Opens (or, from memory, parses) file i of the set. */
 typedef hg_status (*open_fn)(void *ctx, int i, const char *path, hg_st_file **out);
 
@@ -106,13 +113,13 @@ static hg_status build(hf_tensors *t, const char *dir, const char *index_name, c
             snprintf(path, n, "%s/%s", dir, shard);
             t->paths[t->n_files] = path;
             hg_status st = open(ctx, t->n_files, path, &t->files[t->n_files]);
+            t->n_files++; /* closed (a NULL file too) and freed with the set */
             if (st != HG_OK && index) {
                 char why[512];
                 snprintf(why, sizeof why, "%s", hg_last_error());
                 return hg_fail(st, "%s names shard %s: %s", index_name, shard, why);
             }
             HG_TRY(st);
-            t->n_files++;
         }
         if (!map) break;
     }
@@ -303,10 +310,11 @@ static void shape_str(char *buf, size_t cap, const int64_t *shape, int ndim) {
 }
 
 /* Converts src (rows, cols) into columns [col0, col0 + rows) of dst (cols, ld): the
- * transpose, in tiles so that both sides are read and written in cache lines. */
+ * transpose, in square tiles so that both sides move whole cache lines. 128 was the
+ * fastest of 16, 32, 64 and 128 on a SmolLM-135M folder (docs/benchmarks.md). */
 static void convert_transposed(const hg_st_tensor *src, int64_t rows, int64_t cols, float *dst, int64_t ld,
                                int64_t col0, int threads) {
-    enum { TILE = 32 };
+    enum { TILE = 128 };
     const int64_t tr = (rows + TILE - 1) / TILE, tc = (cols + TILE - 1) / TILE;
     #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t tile = 0; tile < tr * tc; tile++) {

@@ -41,6 +41,10 @@ hg_status hf_tensors_open(hf_tensors **out, const char *dir);
 hg_status hf_tensors_parse(hf_tensors **out, const char *index_name, const char *index, size_t index_len,
                            const char *const *names, const uint8_t *const *bufs, const size_t *lens, int n);
 void hf_tensors_close(hf_tensors *t);
+/* Tensors in the set, tensor i (in name order), and a tensor by name (NULL if absent). */
+int hf_tensors_count(const hf_tensors *t);
+const hg_st_tensor *hf_tensors_at(const hf_tensors *t, int i);
+const hg_st_tensor *hf_tensors_find(const hf_tensors *t, const char *name);
 
 /* Fills every parameter of m from the tensors of architecture a; shapes must match
  * exactly; F32, F16, BF16 or F64; every tensor must be used (GPT-2's mask buffers and
