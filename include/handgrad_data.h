@@ -1,11 +1,14 @@
 /* handgrad_data.h - tokenizer, token shards and the batch loader of libhandgrad.
  *
- * Tokenizer. GPT-2's byte-level BPE: text is split by GPT-2's pre-tokenization
- * pattern (PCRE2), each piece's bytes start as byte tokens and pairs merge lowest rank
- * first. Loads Hugging Face vocabularies (vocab.json + merges.txt) and tiktoken rank
- * files (gpt2.tiktoken), trains new ones, saves in the Hugging Face format. Encoded ids
- * equal tiktoken's for a tiktoken file. <|endoftext|> is a special token: encoding
- * ordinary text never produces it, unless HG_ENCODE_ALLOW_SPECIAL is passed.
+ * Tokenizer. BPE: text is split into pieces by a pre-tokenization pattern (PCRE2),
+ * each piece's bytes start as byte tokens and pairs merge lowest rank first. Loads
+ * Hugging Face tokenizer.json files (the BPE models of GPT-2, Llama 3, Qwen2 and
+ * Mistral/Llama 2 with their pre-tokenizer patterns, normalizers, added and special
+ * tokens), Hugging Face vocabularies (vocab.json + merges.txt) and tiktoken rank files
+ * (gpt2.tiktoken), trains new ones, saves in the Hugging Face format. Encoded ids equal
+ * tiktoken's for a tiktoken file and the tokenizers package's for a tokenizer.json.
+ * Special tokens (<|endoftext|>, a tokenizer.json's special added tokens) are never
+ * produced from text unless HG_ENCODE_ALLOW_SPECIAL is passed.
  *
  * Shards. `handgrad prepare` (hg_prepare_files) writes token shards: a 64-byte header
  * (magic "HGTOKENS", version, token width, count, V) then the tokens, see
@@ -55,9 +58,29 @@ extern "C" {
 
 typedef struct hg_tokenizer hg_tokenizer;
 
-/* Loads by path: a .tiktoken file; a vocab.json (merges.txt beside it); or a folder
- * holding vocab.json and merges.txt. */
+/* Loads by path: a .tiktoken file; a file whose name ends in tokenizer.json; a
+ * vocab.json (merges.txt beside it); or a folder holding tokenizer.json or, when it
+ * has none, vocab.json and merges.txt. */
 hg_status hg_tokenizer_load(hg_tokenizer **out, const char *path);
+/* A Hugging Face tokenizer.json with a BPE model, as the tokenizers package runs it:
+ *  - added_tokens are matched in the text before anything else, longest first at the
+ *    leftmost position; the non-special ones always, the special ones only with
+ *    HG_ENCODE_ALLOW_SPECIAL (without it their text is encoded as ordinary text);
+ *  - the normalizer (null, NFC, or Prepend/Replace as Mistral and Llama 2 use) runs on
+ *    the text between them;
+ *  - the pre-tokenizer (ByteLevel, or a Sequence of Split regexes and Digits followed
+ *    by ByteLevel; or Metaspace) splits it; its regexes are read from the file;
+ *  - BPE merges each piece by the file's merges (ignore_merges: a piece that is a
+ *    vocabulary token is that token; byte_fallback: characters that are no token
+ *    become their <0xNN> byte tokens).
+ * V is 1 + the largest id in model.vocab and added_tokens; every id below it must be a
+ * token. Anything in the file that would change the ids and that handgrad does not
+ * run (another model type, dropout, lstrip/rstrip/single_word, other normalizers,
+ * pre-tokenizers, post-processors or decoders, ...) is refused with HG_ERR_UNSUPPORTED
+ * and a message naming the file and the key. Token bytes (hg_tokenizer_token_bytes,
+ * decoding) are the decoded text: "Ġ" or "▁" is a space, <0xNN> is its byte, an added
+ * token is its content. */
+hg_status hg_tokenizer_load_tokjson(hg_tokenizer **out, const char *path);
 /* Hugging Face format. The entry "<|endoftext|>" in vocab.json is the special token.
  * Pairs merge by their line in merges.txt. */
 hg_status hg_tokenizer_load_hf(hg_tokenizer **out, const char *vocab_json, const char *merges_txt);
@@ -66,25 +89,40 @@ hg_status hg_tokenizer_load_hf(hg_tokenizer **out, const char *vocab_json, const
  * follows tiktoken: a piece that is a whole token is that token, otherwise adjacent
  * parts whose concatenation is a token merge, lowest rank first. */
 hg_status hg_tokenizer_load_tiktoken(hg_tokenizer **out, const char *path);
-/* Writes dir/vocab.json and dir/merges.txt (the folder must exist). */
+/* Writes dir/tokenizer.json, byte for byte the file it was loaded from, when the
+ * tokenizer came from one; otherwise dir/vocab.json and dir/merges.txt. The folder
+ * must exist. */
 hg_status hg_tokenizer_save_hf(const hg_tokenizer *tok, const char *dir);
 void hg_tokenizer_free(hg_tokenizer *tok);
 
 int hg_tokenizer_vocab_size(const hg_tokenizer *tok); /* V: ids are in [0, V) */
 int32_t hg_tokenizer_eot(const hg_tokenizer *tok);    /* <|endoftext|>'s id, or -1 */
+/* The id a tokenizer.json's post-processor puts before every text (Llama 3's
+ * <|begin_of_text|>), or -1. hg_tokenizer_encode never adds it: prepend it yourself. */
+int32_t hg_tokenizer_bos(const hg_tokenizer *tok);
+/* The id of a token given as text: an added or special token by its content
+ * ("<|eot_id|>", "<s>"), else an ordinary token by its bytes (" the"), or, in a
+ * byte-fallback vocabulary, a byte token by its name ("<0x0A>"). HG_ERR_INVALID naming
+ * the text when there is none. */
+hg_status hg_tokenizer_token_id(const hg_tokenizer *tok, const char *text, int32_t *id);
 size_t hg_tokenizer_max_token_bytes(const hg_tokenizer *tok);
 /* The bytes of one token (not NUL-terminated; valid while tok lives). */
 hg_status hg_tokenizer_token_bytes(const hg_tokenizer *tok, int32_t id, const uint8_t **bytes, size_t *len);
 
-#define HG_ENCODE_ALLOW_SPECIAL 1 /* "<|endoftext|>" in the text becomes the eot id */
+#define HG_ENCODE_ALLOW_SPECIAL 1 /* special tokens' text ("<|endoftext|>") becomes their ids */
 
+/* The most ids len bytes of text can give: len, except with a normalizer that can
+ * lengthen the text (NFC, a prepended "▁"). */
+size_t hg_tokenizer_max_ids(const hg_tokenizer *tok, size_t len);
 /* Encodes len bytes of text (any bytes; invalid UTF-8 is encoded as bytes) into ids;
- * *n_ids receives the count. A text of len bytes gives at most len ids, and cap must be
- * at least len. Safe to call from many threads on one tokenizer. */
+ * *n_ids receives the count. cap must be at least len; hg_tokenizer_max_ids(tok, len)
+ * is always enough, and with less room the call fails with HG_ERR_INVALID when the ids
+ * do not fit. Safe to call from many threads on one tokenizer. */
 hg_status hg_tokenizer_encode(const hg_tokenizer *tok, const void *text, size_t len, int flags,
                               int32_t *ids, size_t cap, size_t *n_ids);
 /* Decodes n ids to bytes. Writes at most cap bytes and sets *n_bytes to the full
- * length, as snprintf does: the output is whole when *n_bytes <= cap. */
+ * length, as snprintf does: the output is whole when *n_bytes <= cap. The ids are one
+ * whole text: a sentencepiece-style decoder (Strip) drops its leading space. */
 hg_status hg_tokenizer_decode(const hg_tokenizer *tok, const int32_t *ids, size_t n, void *out,
                               size_t cap, size_t *n_bytes);
 

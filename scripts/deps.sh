@@ -7,6 +7,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       libdnnl-dev      # oneDNN: CPU GEMM
       libpcre2-dev     # PCRE2 (JIT): GPT-2 pre-tokenization regex
+      libutf8proc-dev  # utf8proc: NFC normalization of tokenizer.json normalizers (Qwen2's)
       libcjson-dev     # cJSON: safetensors headers, configs, JSONL logs, vocab.json
       libopenmpi-dev openmpi-bin  # MPI: data-parallel training across processes (optional at build time)
       bible-kjv)       # the King James Bible: the demo's default corpus (scripts/kjv_corpus.sh)

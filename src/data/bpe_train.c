@@ -111,7 +111,7 @@ hg_status hg_bpe_trainer_create(hg_bpe_trainer **out, int vocab_size) {
 
 void hg_bpe_trainer_free(hg_bpe_trainer *tr) {
     if (!tr) return;
-    if (tr->pre.code) pretok_free(&tr->pre);
+    pretok_free(&tr->pre);
     map_free(&tr->words);
     free(tr->bytes);
     free(tr->word_off);

@@ -11,14 +11,19 @@ hg_status hg_tokenizer_decode(const hg_tokenizer *t, const int32_t *ids, size_t 
     uint8_t *o = out;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
+        size_t skip = 0; /* a decoder that strips the output's leading space */
         if (ids[i] < 0 || ids[i] >= t->n_vocab) {
             *n_bytes = total;
             return hg_fail(HG_ERR_INVALID, "ids[%zu]: %d is outside the vocabulary [0, %d)", i, (int)ids[i],
                            (int)t->n_vocab);
         }
+        const uint8_t *b = t->blob + t->off[ids[i]];
         size_t len = t->off[ids[i] + 1] - t->off[ids[i]];
-        if (total + len <= cap) memcpy(o + total, t->blob + t->off[ids[i]], len);
-        else if (total < cap) memcpy(o + total, t->blob + t->off[ids[i]], cap - total);
+        if (i == 0 && t->strip_space && b[0] == ' ') skip = 1;
+        b += skip;
+        len -= skip;
+        if (total + len <= cap) memcpy(o + total, b, len);
+        else if (total < cap) memcpy(o + total, b, cap - total);
         total += len;
     }
     *n_bytes = total;
@@ -29,6 +34,7 @@ struct hg_decoder {
     const hg_tokenizer *tok;
     uint8_t held[3]; /* the start of a UTF-8 character still missing bytes */
     int n_held;
+    int started;     /* an id has been pushed */
 };
 
 hg_status hg_decoder_create(hg_decoder **out, const hg_tokenizer *tok) {
@@ -45,6 +51,11 @@ hg_status hg_decoder_push(hg_decoder *d, int32_t id, void *out, size_t cap, size
     const uint8_t *bytes;
     size_t len;
     HG_TRY(hg_tokenizer_token_bytes(d->tok, id, &bytes, &len));
+    if (!d->started && d->tok->strip_space && bytes[0] == ' ') {
+        bytes++;
+        len--;
+    }
+    d->started = 1;
     if (cap < (size_t)d->n_held + len)
         return hg_fail(HG_ERR_INVALID, "cap: %zu bytes of room, need %zu", cap, (size_t)d->n_held + len);
     uint8_t *o = out;

@@ -55,14 +55,16 @@ static int units_push(prep_units *us, prep_unit u) {
 
 static int ascii_graph(uint8_t c) { return c > 0x20 && c < 0x7F; }
 
-/* Cuts document [s, e) of file f into units of about unit_bytes. */
+/* Cuts document [s, e) of file f into units of about unit_bytes, where the tokenizer
+ * allows (tok->cut_safe: its pieces never cross such a cut; otherwise a document is
+ * one unit). */
 static int units_add_doc(prep_units *us, const prep_input *in, int f, size_t s, size_t e, int val,
                          size_t unit_bytes) {
     const uint8_t *d = in[f].data;
     int first = 1;
     while (s < e) {
         size_t cut = e;
-        if (e - s > unit_bytes) {
+        if (e - s > unit_bytes && unit_bytes) {
             for (size_t q = s + unit_bytes / 2 + 2; q < e; q++) {
                 if (d[q - 1] == '\n' && ascii_graph(d[q - 2]) && ascii_graph(d[q])) {
                     cut = q;
@@ -177,7 +179,7 @@ static hg_status encode_batch(const hg_tokenizer *tok, const prep_input *in, con
         if (pre) out[0] = tok->eot;
         const uint8_t *text = in[u[i].file].data + u[i].start;
         size_t len = u[i].end - u[i].start;
-        hg_status s = hg_tokenizer_encode(tok, text, len, 0, out + pre, len, &k);
+        hg_status s = hg_tokenizer_encode(tok, text, len, 0, out + pre, hg_tokenizer_max_ids(tok, len), &k);
         count[i - a] = pre + k;
         if (s != HG_OK) {
 #pragma omp critical(prepare_error)
@@ -203,7 +205,7 @@ static hg_status prepare_run(const hg_tokenizer *tok, const prep_input *in, cons
     for (size_t a = 0; a < us->n && s == HG_OK;) {
         size_t b = a, need = 0;
         while (b < us->n && (b == a || (need < batch_bytes && b - a < 4096))) {
-            need += us->u[b].end - us->u[b].start + 1;
+            need += hg_tokenizer_max_ids(tok, us->u[b].end - us->u[b].start) + 1;
             b++;
         }
         if (need > cap || !at) {
@@ -222,7 +224,7 @@ static hg_status prepare_run(const hg_tokenizer *tok, const prep_input *in, cons
         size_t o = 0;
         for (size_t i = a; i < b; i++) {
             at[i - a] = o;
-            o += us->u[i].end - us->u[i].start + 1;
+            o += hg_tokenizer_max_ids(tok, us->u[i].end - us->u[i].start) + 1;
         }
         s = encode_batch(tok, in, us->u, a, b, ids, at, count, threads);
         for (size_t i = a; i < b && s == HG_OK; i++) {
@@ -276,6 +278,7 @@ hg_status prepare_files_units(const hg_tokenizer *tok, const char *const *inputs
     }
     int cut_file = n_inputs;
     size_t cut_off = 0;
+    if (!tok->cut_safe) unit_bytes = 0;
     if (s == HG_OK) prepare_val_cut(in, n_inputs, total, opt->val_fraction, &cut_file, &cut_off);
     for (int f = 0; f < n_inputs && s == HG_OK; f++) {
         size_t mid = f < cut_file ? in[f].len : f == cut_file ? cut_off : 0;

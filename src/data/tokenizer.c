@@ -1,6 +1,5 @@
-/* Tokenizer construction, the encoder (pre-tokenize, then BPE each piece) and
- * accessors. */
-#define _GNU_SOURCE /* memmem */
+/* Tokenizer construction, added-token matching, accessors and BPE merging. */
+#define _GNU_SOURCE /* qsort_r */
 #include "data/tokenizer.h"
 
 #include <stdlib.h>
@@ -9,11 +8,13 @@
 #include "core/error.h"
 #include "data/utf8.h"
 
-hg_status tok_create(hg_tokenizer **out, int32_t n_vocab, const uint8_t *const *bytes,
-                     const uint32_t *lens, int32_t eot, const char *src) {
+hg_status tok_create_flags(hg_tokenizer **out, int32_t n_vocab, const uint8_t *const *bytes,
+                           const uint32_t *lens, const uint8_t *flags, int byte_level, const char *src) {
     *out = NULL;
-    if (n_vocab < 256 || n_vocab > INT32_MAX / 2)
-        return hg_fail(HG_ERR_FORMAT, "%s: %d tokens; a byte-level vocabulary has at least 256", src, (int)n_vocab);
+    int32_t least = byte_level ? 256 : 1;
+    if (n_vocab < least || n_vocab > INT32_MAX / 2)
+        return hg_fail(HG_ERR_FORMAT, "%s: %d tokens; a %s vocabulary has at least %d", src, (int)n_vocab,
+                       byte_level ? "byte-level" : "BPE", (int)least);
     uint64_t total = 0;
     for (int32_t i = 0; i < n_vocab; i++) total += lens[i];
     if (total > UINT32_MAX) return hg_fail(HG_ERR_FORMAT, "%s: tokens too long in total", src);
@@ -21,18 +22,24 @@ hg_status tok_create(hg_tokenizer **out, int32_t n_vocab, const uint8_t *const *
     if (!t) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", src);
     t->off = malloc(((size_t)n_vocab + 1) * sizeof *t->off);
     t->blob = malloc(total ? total : 1);
-    if (!t->off || !t->blob) {
+    t->flags = calloc((size_t)n_vocab, 1);
+    if (!t->off || !t->blob || !t->flags) {
         hg_tokenizer_free(t);
         return hg_fail(HG_ERR_NOMEM, "%s: out of memory", src);
     }
+    if (flags) memcpy(t->flags, flags, (size_t)n_vocab);
     t->n_vocab = n_vocab;
-    t->eot = eot;
+    t->eot = t->bos = t->unk = -1;
+    t->cut_safe = 1;
     uint32_t o = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
         t->off[i] = o;
         memcpy(t->blob + o, bytes[i], lens[i]);
         o += lens[i];
         if (lens[i] > t->max_token_len) t->max_token_len = lens[i];
+        if (lens[i] == HG_EOT_LEN && !memcmp(bytes[i], HG_EOT_TEXT, HG_EOT_LEN) &&
+            (t->eot < 0 || (t->flags[i] & TOK_ADDED)))
+            t->eot = i;
     }
     t->off[n_vocab] = o;
     hg_status s = bytes_table_init(&t->by_bytes, (size_t)n_vocab, t->blob, t->off);
@@ -42,17 +49,119 @@ hg_status tok_create(hg_tokenizer **out, int32_t n_vocab, const uint8_t *const *
         return s;
     }
     for (int32_t i = 0; i < n_vocab; i++)
-        if (i != eot) bytes_table_put(&t->by_bytes, i);
+        if (!(t->flags[i] & TOK_OUTSIDE)) bytes_table_put(&t->by_bytes, i);
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         t->byte_id[b] = bytes_table_get(&t->by_bytes, &c, 1);
-        if (t->byte_id[b] < 0) {
+        if (t->byte_id[b] < 0 && byte_level) {
             hg_tokenizer_free(t);
             return hg_fail(HG_ERR_FORMAT, "%s: no token for byte 0x%02x; a byte-level vocabulary has all 256", src, b);
         }
     }
     *out = t;
     return HG_OK;
+}
+
+hg_status tok_create(hg_tokenizer **out, int32_t n_vocab, const uint8_t *const *bytes,
+                     const uint32_t *lens, int32_t eot, const char *src) {
+    *out = NULL;
+    uint8_t *flags = n_vocab > 0 ? calloc((size_t)n_vocab, 1) : NULL;
+    if (!flags && n_vocab > 0) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", src);
+    if (eot >= 0 && eot < n_vocab) flags[eot] = TOK_ADDED | TOK_SPECIAL | TOK_OUTSIDE;
+    hg_status s = tok_create_flags(out, n_vocab, bytes, lens, flags, 1, src);
+    free(flags);
+    if (s == HG_OK) s = tok_build_added(*out, NULL, NULL, src);
+    if (s != HG_OK) {
+        hg_tokenizer_free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------ added tokens */
+
+static int bytes_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
+}
+
+static int added_cmp(const void *x, const void *y, void *ctx) {
+    const hg_tokenizer *t = ctx;
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return bytes_cmp(t->added_blob + t->added_off[a], t->added_off[a + 1] - t->added_off[a],
+                     t->added_blob + t->added_off[b], t->added_off[b + 1] - t->added_off[b]);
+}
+
+hg_status tok_build_added(hg_tokenizer *t, const uint8_t *const *content, const uint32_t *clen, const char *src) {
+    size_t total = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if (t->flags[i] & TOK_ADDED) total += content ? clen[i] : t->off[i + 1] - t->off[i];
+    if (total > UINT32_MAX) return hg_fail(HG_ERR_FORMAT, "%s: added tokens too long in total", src);
+    t->added_off = malloc(((size_t)t->n_vocab + 1) * sizeof *t->added_off);
+    t->added_blob = malloc(total ? total : 1);
+    for (int p = 0; p < 2; p++) t->added[p].ids = malloc(((size_t)t->n_vocab) * sizeof(int32_t));
+    if (!t->added_off || !t->added_blob || !t->added[0].ids || !t->added[1].ids)
+        return hg_fail(HG_ERR_NOMEM, "%s: out of memory", src);
+    uint32_t o = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        t->added_off[i] = o;
+        if (!(t->flags[i] & TOK_ADDED)) continue;
+        const uint8_t *c = content ? content[i] : t->blob + t->off[i];
+        uint32_t n = content ? clen[i] : t->off[i + 1] - t->off[i];
+        if (!n) return hg_fail(HG_ERR_FORMAT, "%s: added token %d has no content", src, (int)i);
+        memcpy(t->added_blob + o, c, n);
+        o += n;
+        tok_added_set *set = &t->added[(t->flags[i] & TOK_NORMALIZED) ? 1 : 0];
+        set->ids[set->n++] = i;
+        if (!(t->flags[i] & TOK_SPECIAL)) set->has_plain = 1;
+        if (!(set->first[c[0] >> 3] & (1u << (c[0] & 7)))) {
+            set->first[c[0] >> 3] |= (uint8_t)(1u << (c[0] & 7));
+            set->n_first++;
+            set->only_first = c[0];
+        }
+    }
+    t->added_off[t->n_vocab] = o;
+    for (int p = 0; p < 2; p++) {
+        tok_added_set *set = &t->added[p];
+        qsort_r(set->ids, (size_t)set->n, sizeof *set->ids, added_cmp, t);
+        for (int32_t k = 1; k < set->n; k++)
+            if (!added_cmp(&set->ids[k - 1], &set->ids[k], t))
+                return hg_fail(HG_ERR_FORMAT, "%s: added tokens %d and %d have the same content", src,
+                               (int)set->ids[k - 1], (int)set->ids[k]);
+    }
+    return HG_OK;
+}
+
+int32_t tok_added_match(const hg_tokenizer *t, const tok_added_set *set, const uint8_t *s, size_t n, size_t *len) {
+    /* The largest content u <= s[0..k): if u is a prefix of s it is the longest one;
+     * otherwise every content that is a prefix of s is a prefix of s[0..lcp(u, s)). */
+    size_t k = n;
+    while (k > 0) {
+        int32_t lo = 0, hi = set->n; /* find the last index with content <= s[0..k) */
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2, id = set->ids[mid];
+            const uint8_t *c = t->added_blob + t->added_off[id];
+            if (bytes_cmp(c, t->added_off[id + 1] - t->added_off[id], s, k) <= 0) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == 0) return -1;
+        int32_t id = set->ids[lo - 1];
+        const uint8_t *c = t->added_blob + t->added_off[id];
+        size_t cl = t->added_off[id + 1] - t->added_off[id], l = 0;
+        while (l < cl && l < k && c[l] == s[l]) l++;
+        if (l == cl) {
+            *len = cl;
+            return id;
+        }
+        k = l;
+    }
+    return -1;
+}
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
 }
 
 static size_t tok_len(const hg_tokenizer *t, int32_t id) { return t->off[id + 1] - t->off[id]; }
@@ -80,7 +189,7 @@ hg_status tok_build_ranks(hg_tokenizer *t, const char *src) {
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) HG_TRY(pair_table_init(&t->pairs, n_pairs));
         for (int32_t id = 0; id < t->n_vocab; id++) {
-            if (id == t->eot) continue;
+            if (t->flags[id] & TOK_OUTSIDE) continue;
             const uint8_t *p = t->blob + t->off[id];
             size_t n = tok_len(t, id);
             for (size_t k = 1; k < n; k++) {
@@ -97,17 +206,41 @@ hg_status tok_build_ranks(hg_tokenizer *t, const char *src) {
 
 void hg_tokenizer_free(hg_tokenizer *t) {
     if (!t) return;
-    if (t->pre.code) pretok_free(&t->pre);
+    pretok_free(&t->pre);
+    norm_free(&t->norm);
     bytes_table_free(&t->by_bytes);
     pair_table_free(&t->pairs);
     free(t->merges);
     free(t->off);
     free(t->blob);
+    free(t->flags);
+    free(t->added_off);
+    free(t->added_blob);
+    free(t->added[0].ids);
+    free(t->added[1].ids);
+    free(t->source);
     free(t);
 }
 
 int hg_tokenizer_vocab_size(const hg_tokenizer *t) { return t->n_vocab; }
 int32_t hg_tokenizer_eot(const hg_tokenizer *t) { return t->eot; }
+int32_t hg_tokenizer_bos(const hg_tokenizer *t) { return t->bos; }
+
+hg_status hg_tokenizer_token_id(const hg_tokenizer *t, const char *text, int32_t *id) {
+    size_t n = strlen(text), m;
+    *id = -1;
+    for (int p = 0; p < 2 && *id < 0; p++) {
+        int32_t a = t->added[p].n ? tok_added_match(t, &t->added[p], (const uint8_t *)text, n, &m) : -1;
+        if (a >= 0 && m == n) *id = a;
+    }
+    if (*id < 0 && n) *id = bytes_table_get(&t->by_bytes, (const uint8_t *)text, n);
+    if (*id < 0 && t->chars && n == 6 && !memcmp(text, "<0x", 3) && text[5] == '>') {
+        int hi = hex_value(text[3]), lo = hex_value(text[4]);
+        if (hi >= 0 && lo >= 0) *id = t->byte_id[hi * 16 + lo];
+    }
+    if (*id < 0) return hg_fail(HG_ERR_INVALID, "token: \"%.80s\" is not in the vocabulary", text);
+    return HG_OK;
+}
 size_t hg_tokenizer_max_token_bytes(const hg_tokenizer *t) { return t->max_token_len; }
 
 hg_status hg_tokenizer_token_bytes(const hg_tokenizer *t, int32_t id, const uint8_t **bytes, size_t *len) {
@@ -222,81 +355,5 @@ hg_status bpe_merge_large(const hg_tokenizer *t, int32_t *ids, size_t n, int32_t
     free(prev);
     free(heap);
     *n_out = k;
-    return HG_OK;
-}
-
-/* ---------------------------------------------------------------- encode */
-
-static hg_status encode_piece(const hg_tokenizer *t, const uint8_t *p, size_t n, int32_t *out, size_t *k) {
-    if (n == 1) {
-        out[0] = t->byte_id[p[0]];
-        *k = 1;
-        return HG_OK;
-    }
-    if (t->mode == TOK_MODE_RANKS) {
-        int32_t id = bytes_table_get(&t->by_bytes, p, n);
-        if (id >= 0) {
-            out[0] = id;
-            *k = 1;
-            return HG_OK;
-        }
-    }
-    for (size_t i = 0; i < n; i++) out[i] = t->byte_id[p[i]];
-    if (n <= BPE_SMALL_MAX) {
-        *k = bpe_merge_small(t, out, n, INT32_MAX);
-        return HG_OK;
-    }
-    return bpe_merge_large(t, out, n, INT32_MAX, k);
-}
-
-hg_status tok_encode_ordinary(const hg_tokenizer *t, const uint8_t *text, size_t len, int32_t *ids, size_t *n_ids) {
-    *n_ids = 0;
-    if (!len) return HG_OK;
-    /* The pattern runs on valid UTF-8. Each invalid byte stands in as '#', a character
-     * that is neither letter, number nor space, as Python's surrogateescape makes it;
-     * BPE then runs on the original bytes. */
-    const uint8_t *subject;
-    uint8_t *subst;
-    HG_TRY(pretok_subject(text, len, &subject, &subst));
-    pretok_iter it;
-    hg_status s = pretok_iter_init(&it, &t->pre, subject, len);
-    size_t count = 0, a, b;
-    while (s == HG_OK && pretok_iter_next(&it, &a, &b)) {
-        size_t k;
-        s = encode_piece(t, text + a, b - a, ids + count, &k);
-        count += k;
-    }
-    pretok_iter_free(&it);
-    free(subst);
-    *n_ids = count;
-    return s;
-}
-
-hg_status hg_tokenizer_encode(const hg_tokenizer *t, const void *text, size_t len, int flags, int32_t *ids,
-                              size_t cap, size_t *n_ids) {
-    *n_ids = 0;
-    if (cap < len)
-        return hg_fail(HG_ERR_INVALID, "cap: %zu ids of room for %zu bytes of text; give at least %zu", cap, len, len);
-    const uint8_t *p = text;
-    size_t count = 0;
-    while (len) {
-        size_t seg = len;
-        const uint8_t *eot = NULL;
-        if ((flags & HG_ENCODE_ALLOW_SPECIAL) && t->eot >= 0) {
-            eot = memmem(p, len, HG_EOT_TEXT, HG_EOT_LEN);
-            if (eot) seg = (size_t)(eot - p);
-        }
-        size_t k;
-        HG_TRY(tok_encode_ordinary(t, p, seg, ids + count, &k));
-        count += k;
-        p += seg;
-        len -= seg;
-        if (eot) {
-            ids[count++] = t->eot;
-            p += HG_EOT_LEN;
-            len -= HG_EOT_LEN;
-        }
-    }
-    *n_ids = count;
     return HG_OK;
 }

@@ -11,5 +11,6 @@
 hg_status vocab_parse_tiktoken(hg_tokenizer **out, const uint8_t *buf, size_t len, const char *name);
 hg_status vocab_parse_hf(hg_tokenizer **out, const uint8_t *json, size_t json_len, const char *json_name,
                          const uint8_t *merges, size_t merges_len, const char *merges_name);
+hg_status vocab_parse_tokjson(hg_tokenizer **out, const uint8_t *buf, size_t len, const char *name);
 
 #endif

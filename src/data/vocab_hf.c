@@ -1,6 +1,7 @@
 /* Hugging Face vocabularies: vocab.json (token string -> id, tokens written in GPT-2's
  * byte alphabet) plus merges.txt (one "left right" pair per line, in rank order).
- * Also the load-by-path dispatcher and saving in this format. */
+ * Also the load-by-path dispatcher and saving in this format (or the tokenizer.json a
+ * tokenizer came from). */
 #define _POSIX_C_SOURCE 200809L
 #define _GNU_SOURCE /* memmem */
 #include <cjson/cJSON.h>
@@ -211,6 +212,7 @@ hg_status hg_tokenizer_load(hg_tokenizer **out, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return hg_fail(HG_ERR_IO, "%s: no such file or folder", path);
     if (ends_with(path, ".tiktoken")) return hg_tokenizer_load_tiktoken(out, path);
+    if (!S_ISDIR(st.st_mode) && ends_with(path, "tokenizer.json")) return hg_tokenizer_load_tokjson(out, path);
     size_t n = strlen(path);
     char *vocab = malloc(n + 16), *merges = malloc(n + 16);
     if (!vocab || !merges) {
@@ -220,16 +222,23 @@ hg_status hg_tokenizer_load(hg_tokenizer **out, const char *path) {
     }
     hg_status s;
     if (S_ISDIR(st.st_mode)) {
-        snprintf(vocab, n + 16, "%s/vocab.json", path);
-        snprintf(merges, n + 16, "%s/merges.txt", path);
-        s = hg_tokenizer_load_hf(out, vocab, merges);
+        snprintf(vocab, n + 16, "%s/tokenizer.json", path);
+        if (stat(vocab, &st) == 0) {
+            s = hg_tokenizer_load_tokjson(out, vocab);
+        } else {
+            snprintf(vocab, n + 16, "%s/vocab.json", path);
+            snprintf(merges, n + 16, "%s/merges.txt", path);
+            s = hg_tokenizer_load_hf(out, vocab, merges);
+        }
     } else if (ends_with(path, ".json")) {
         const char *slash = strrchr(path, '/');
         size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
         snprintf(merges, n + 16, "%.*smerges.txt", (int)dir, path);
         s = hg_tokenizer_load_hf(out, path, merges);
     } else {
-        s = hg_fail(HG_ERR_INVALID, "%s: not a .tiktoken file, a vocab.json or a folder with vocab.json and merges.txt",
+        s = hg_fail(HG_ERR_INVALID,
+                    "%s: not a .tiktoken file, a tokenizer.json, a vocab.json or a folder with tokenizer.json or "
+                    "vocab.json and merges.txt",
                     path);
     }
     free(vocab);
@@ -253,7 +262,7 @@ static hg_status merges_from_ranks(const hg_tokenizer *t, tok_merge **out, int32
     hg_status s = HG_OK;
     for (int32_t id = 0; id < t->n_vocab && s == HG_OK; id++) {
         size_t len = t->off[id + 1] - t->off[id], k;
-        if (id == t->eot || len < 2) continue;
+        if ((t->flags[id] & TOK_OUTSIDE) || len < 2) continue;
         for (size_t i = 0; i < len; i++) ids[i] = t->byte_id[t->blob[t->off[id] + i]];
         if (len <= BPE_SMALL_MAX) k = bpe_merge_small(t, ids, len, id);
         else s = bpe_merge_large(t, ids, len, id, &k);
@@ -310,6 +319,14 @@ static hg_status save_merges_txt(const hg_tokenizer *t, const tok_merge *m, int3
 
 hg_status hg_tokenizer_save_hf(const hg_tokenizer *t, const char *dir) {
     size_t n = strlen(dir) + 16;
+    if (t->source) {
+        char *path = malloc(n);
+        if (!path) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", dir);
+        snprintf(path, n, "%s/tokenizer.json", dir);
+        hg_status s = file_write_all(path, t->source, t->source_len);
+        free(path);
+        return s;
+    }
     char *vocab = malloc(n), *merges = malloc(n);
     tok_merge *derived = NULL;
     const tok_merge *m = t->merges;

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/tokenizers/: tiny tokenizer.json files in the styles of Llama 3,
+Qwen2, GPT-2 and Mistral/Llama 2 (sentencepiece BPE with byte fallback, twice: with a
+Prepend/Replace normalizer and with a Metaspace pre-tokenizer), trained with the
+tokenizers package on a small varied text, and reference.json: the ids the tokenizers
+package gives for a set of test texts, and their decoded text.
+
+The C test (tests/data/test_tokjson.c) loads each tokenizer.json with handgrad and
+compares, so the test path needs no Python. Regenerate after changing the texts:
+
+    python3 tools/gen_tokjson_fixture.py
+
+Per tokenizer and text, reference.json holds
+  plain:   encode(text, add_special_tokens=False) with encode_special_tokens=True, so
+           special tokens' text is ordinary text (handgrad's default);
+  special: the same with special tokens matched (handgrad's HG_ENCODE_ALLOW_SPECIAL);
+  bos:     encode(text) with the post-processor, when it adds a BOS;
+  decoded: decode(special, skip_special_tokens=False).
+Training runs on one thread (RAYON_NUM_THREADS=1), so reruns write the same files.
+"""
+import argparse
+import json
+import os
+import pathlib
+
+os.environ["RAYON_NUM_THREADS"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+import tokenizers  # noqa: E402
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+              r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+             r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+TRAIN = """In the beginning the world was without form, and void; and darkness was upon the face of the deep.
+It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness.
+The quick brown fox jumps over the lazy dog. She said: "We'll see; they're sure it's fine, aren't they?"
+I've been there. You'd think we'd learn. THEY'LL NEVER KNOW. Don't stop; won't stop.
+Numbers: 0 1 2 3 4 5 6 7 8 9 10 42 100 256 1024 2026 65536 3.14159 2.71828 1,000,000 $19.99 50% 12:30.
+def train(model, data, steps=100):
+    for step in range(steps):
+        loss = model(data[step % len(data)])
+        loss.backward()
+    return model
+int main(void) { for (int i = 0; i < 10; i++) printf("%d\\n", i); return 0; }
+Le café est très bon, la crème brûlée aussi. À bientôt, garçon! Ça va? Où est l'hôtel?
+Über den Wolken muss die Freiheit wohl grenzenlos sein. Straße, Mädchen, schön, grün.
+El niño comió mañana una piña. ¿Qué tal? ¡Olé!
+Москва — столица России. Привет, мир!
+東京は日本の首都です。こんにちは、世界。中文文本，汉字和标点。北京欢迎你。
+서울은 한국의 수도입니다. 안녕하세요.
+Emoji: 😀 😂 👍 🎉 ❤️ 🚀 👩‍💻 👨‍👩‍👧 🇫🇷 🇯🇵 ✨
+Tabs\tand  spaces   and\nnew lines\r\nand more.
+The end of the text, the end of the story, and the end of the world as we know it.
+"""
+
+# Test texts: none of them is the training text.
+TEXTS = [
+    "Hello world! This is a test of the tokenizer, with plain ASCII prose.",
+    "It's what WE'LL do, and THEY'RE sure: I'M here, YOU'VE seen, HE'D known, it'S odd.",
+    "café naïve résumé crème brûlée",                                   # precomposed
+    "cafe\u0301 nai\u0308ve re\u0301sume\u0301 cre\u0300me",            # decomposed (NFC changes them)
+    "Å Å ﬁ ℌ ㈱ \u1e9b\u0323 \u0041\u030a\u0328 \u0344 \u1100\u1161\u11a8",  # NFC corner cases
+    "東京タワーと北京の天安门。漢字、ひらがな、カタカナ。한국어 텍스트입니다.",
+    "emoji 😀😀 👍🏽 👩‍👩‍👦‍👦 🏳️‍🌈 🇫🇷🇩🇪🇯🇵 ❤️‍🔥 1️⃣",
+    "1 12 123 1234 12345 123456 1234567 12345678 123456789 1234567890 12345678901 123456789012",
+    "3.14159 -2.5e-10 1,000,000 $19.99 0x1F 2026-11-24 ٣٤٥ ४५६ Ⅻ ½ ²",
+    "tabs\tand\t\ttabs  two  spaces   three    four\n\nnewlines\r\nwindows\r\n\r\n",
+    "nbsp\u00a0here and\u00a0\u00a0two, ideographic\u3000space\u3000\u3000end, thin\u2009space",
+    "   leading spaces and trailing spaces   ",
+    "\n\n\nnew lines first\n",
+    "def f(x):\n    if x > 0:\n        return x ** 2  # square\n    return -x\n",
+    "int main(void) {\n\tfor (int i = 0; i < n; i++) {\n\t\ta[i] += b[i];\n\t}\n}\n",
+    "<|endoftext|>text after<|endoftext|> and <|im_start|>user\nhi<|im_end|> <|begin_of_text|>x<|eot_id|>",
+    "<s>Hello</s> and <unk> as text",
+    "<tool_call>{\"name\": \"f\"}</tool_call> and <tool_call without end",
+    "a",
+    " ",
+    "the the the the the",
+    "Zürich Ελληνικά Русский עברית العربية हिन्दी ไทย",
+    "WORD word Word wORD, 'quoted' \"double\" `back` «guillemets» ‘curly’ “curly”",
+    "x" * 300 + " " + "9" * 40 + " " + "é" * 50,
+]
+
+SPECIAL_TEXT = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|end_of_text|>",
+                "<|eot_id|>", "<s>", "</s>", "<unk>", "<tool_call>", "</tool_call>"]
+
+
+def byte_level_alphabet():
+    return pre_tokenizers.ByteLevel.alphabet()
+
+
+def train_byte_level(pre, vocab_size, normalizer=None, ignore_merges=False):
+    tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_level_alphabet(),
+                                  show_progress=False, min_frequency=2)
+    tok.train_from_iterator([TRAIN], trainer=trainer)
+    return tok
+
+
+def merges_as_strings(js):
+    """The older form of model.merges ("a b"), as Llama 3's and Qwen2's files have it."""
+    d = json.loads(js)
+    d["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m for m in d["model"]["merges"]]
+    return json.dumps(d, ensure_ascii=False, indent=2)
+
+
+def with_whole_words(tok, words):
+    """The same tokenizer with whole-word tokens that no merge makes, as Llama 3's
+    vocabulary has: only ignore_merges reaches them."""
+    d = json.loads(tok.to_str())
+    vocab = d["model"]["vocab"]
+    for w in words:
+        assert w not in vocab
+        vocab[w] = len(vocab)
+    merges = [tuple(m) for m in d["model"]["merges"]]
+    out = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
+    out.normalizer, out.pre_tokenizer, out.decoder = tok.normalizer, tok.pre_tokenizer, tok.decoder
+    return out
+
+
+def llama3():
+    pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_PAT), behavior="isolated", invert=False),
+                                   pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True,
+                                                            use_regex=False)])
+    tok = with_whole_words(train_byte_level(pre, 420, ignore_merges=True), ["Ġtokenizer", "Ġtest", "Hello"])
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False)
+                            for s in ("<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>")])
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                                      special_tokens=[("<|begin_of_text|>", bos)])])
+    return merges_as_strings(tok.to_str())
+
+
+def qwen2():
+    pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_PAT), behavior="isolated", invert=False),
+                                   pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False,
+                                                            use_regex=False)])
+    tok = train_byte_level(pre, 400, normalizer=normalizers.NFC())
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False)
+                            for s in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")])
+    tok.add_tokens([AddedToken(s, special=False, normalized=False) for s in ("<tool_call>", "</tool_call>")])
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return merges_as_strings(tok.to_str())
+
+
+def gpt2():
+    pre = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+    tok = train_byte_level(pre, 380)
+    tok.add_special_tokens([AddedToken("<|endoftext|>", special=True, normalized=False)])
+    tok.post_processor = processors.ByteLevel(trim_offsets=True)
+    d = json.loads(tok.to_str())
+    assert isinstance(d["model"]["merges"][0], list)  # merges as pairs
+    return json.dumps(d, ensure_ascii=False, indent=2)
+
+
+def sentencepiece(metaspace):
+    """Llama 2 / Mistral v0.1: <unk> <s> </s>, 256 byte tokens, then the learned tokens;
+    a character that is no token falls back to its bytes."""
+    trainer = trainers.BpeTrainer(vocab_size=520, show_progress=False, min_frequency=2, limit_alphabet=70,
+                                  special_tokens=["<unk>", "<s>", "</s>"])
+    base = Tokenizer(models.BPE(unk_token="<unk>"))
+    base.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    base.train_from_iterator([TRAIN], trainer=trainer)
+    learned = json.loads(base.to_str())["model"]
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for s, _ in sorted(learned["vocab"].items(), key=lambda kv: kv[1]):
+        if s not in vocab:
+            vocab[s] = len(vocab)
+    merges = [tuple(m) for m in learned["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    if metaspace:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
+    else:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in ("<unk>", "<s>", "</s>")])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", 1)])
+    return merges_as_strings(tok.to_str())
+
+
+FIXTURES = {"llama3": llama3, "qwen2": qwen2, "gpt2": gpt2, "sp": lambda: sentencepiece(False),
+            "sp_metaspace": lambda: sentencepiece(True)}
+
+
+def reference(name, path):
+    tok = Tokenizer.from_file(str(path))
+    d = json.loads(path.read_text(encoding="utf-8"))
+    post = d.get("post_processor") or {}
+    adds_bos = "TemplateProcessing" in json.dumps(post)
+    cases = []
+    for text in TEXTS:
+        tok.encode_special_tokens = True
+        plain = tok.encode(text, add_special_tokens=False).ids
+        tok.encode_special_tokens = False
+        special = tok.encode(text, add_special_tokens=False).ids
+        case = {"plain": plain, "special": special,
+                "decoded": tok.decode(special, skip_special_tokens=False)}
+        if adds_bos:
+            case["bos"] = tok.encode(text).ids
+        cases.append(case)
+    specials = {s: tok.token_to_id(s) for s in SPECIAL_TEXT if tok.token_to_id(s) is not None}
+    added = d["added_tokens"]
+    bos = tok.encode("").ids[0] if adds_bos and tok.encode("").ids else -1
+    return {"file": f"{name}/tokenizer.json", "vocab_size": tok.get_vocab_size(with_added_tokens=True),
+            "bos": bos, "specials": specials, "n_added": len(added), "cases": cases}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out-dir", default=str(ROOT / "tests" / "fixtures" / "tokenizers"))
+    args = ap.parse_args()
+    out = pathlib.Path(args.out_dir)
+    ref = {"tokenizers_version": tokenizers.__version__, "texts": TEXTS, "tokenizers": {}}
+    for name, make in FIXTURES.items():
+        (out / name).mkdir(parents=True, exist_ok=True)
+        path = out / name / "tokenizer.json"
+        path.write_text(make(), encoding="utf-8")
+        ref["tokenizers"][name] = reference(name, path)
+        r = ref["tokenizers"][name]
+        print(f"{name}: {r['vocab_size']} ids, {r['n_added']} added tokens, bos {r['bos']} -> {path}")
+    (out / "reference.json").write_text(json.dumps(ref, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
