@@ -165,20 +165,22 @@ def gpt2():
 
 def sentencepiece(metaspace):
     """Llama 2 / Mistral v0.1: <unk> <s> </s>, 256 byte tokens, then the learned tokens;
-    a character that is no token falls back to its bytes."""
-    trainer = trainers.BpeTrainer(vocab_size=520, show_progress=False, min_frequency=2, limit_alphabet=70,
+    characters seen fewer than 3 times in the training text are left out, so they fall
+    back to their bytes."""
+    trainer = trainers.BpeTrainer(vocab_size=520, show_progress=False, min_frequency=2,
                                   special_tokens=["<unk>", "<s>", "</s>"])
     base = Tokenizer(models.BPE(unk_token="<unk>"))
     base.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     base.train_from_iterator([TRAIN], trainer=trainer)
     learned = json.loads(base.to_str())["model"]
+    rare = {c for c in set(TRAIN) if TRAIN.count(c) < 3 and c != " "}
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
     for b in range(256):
         vocab[f"<0x{b:02X}>"] = len(vocab)
     for s, _ in sorted(learned["vocab"].items(), key=lambda kv: kv[1]):
-        if s not in vocab:
+        if s not in vocab and not rare & set(s):
             vocab[s] = len(vocab)
-    merges = [tuple(m) for m in learned["merges"]]
+    merges = [tuple(m) for m in learned["merges"] if not rare & set("".join(m))]
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
     if metaspace:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
@@ -219,9 +221,33 @@ def reference(name, path):
             "bos": bos, "specials": specials, "n_added": len(added), "cases": cases}
 
 
+def fuzz_seed(js, n_merges=24):
+    """A fixture cut down to its single characters, its first merges and its added
+    tokens, renumbered: a small seed for fuzz/fuzz_tokenizer_json.c."""
+    d = json.loads(js)
+    model = d["model"]
+    split = (lambda m: m.split(" ")) if isinstance(model["merges"][0], str) else (lambda m: m)
+    merges = model["merges"][:n_merges]
+    keep = {k for k in model["vocab"] if len(k) == 1 or k.startswith("<")}
+    keep |= {"".join(split(m)) for m in merges} | {p for m in merges for p in split(m)}
+    old = {t["id"]: t["content"] for t in d["added_tokens"]}
+    names = [k for k, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1]) if k in keep]
+    names += [c for i, c in sorted(old.items()) if c not in model["vocab"]]
+    new = {k: i for i, k in enumerate(names)}
+    model["vocab"] = {k: new[k] for k in names if k in model["vocab"]}
+    model["merges"] = merges
+    for t in d["added_tokens"]:
+        t["id"] = new[t["content"]]
+    text = json.dumps(d, ensure_ascii=False)
+    for i, c in old.items():  # the post-processor's ids
+        text = text.replace(f'"ids": [{i}]', f'"ids": [{new[c]}]')
+    return text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out-dir", default=str(ROOT / "tests" / "fixtures" / "tokenizers"))
+    ap.add_argument("--fuzz-dir", default=str(ROOT / "fuzz" / "corpus" / "tokenizer_json"))
     args = ap.parse_args()
     out = pathlib.Path(args.out_dir)
     ref = {"tokenizers_version": tokenizers.__version__, "texts": TEXTS, "tokenizers": {}}
@@ -230,6 +256,10 @@ def main():
         path = out / name / "tokenizer.json"
         path.write_text(make(), encoding="utf-8")
         ref["tokenizers"][name] = reference(name, path)
+        seed = fuzz_seed(path.read_text(encoding="utf-8"))
+        Tokenizer.from_str(seed)  # still a valid tokenizer
+        pathlib.Path(args.fuzz_dir).mkdir(parents=True, exist_ok=True)
+        (pathlib.Path(args.fuzz_dir) / f"{name}.json").write_text(seed, encoding="utf-8")
         r = ref["tokenizers"][name]
         print(f"{name}: {r['vocab_size']} ids, {r['n_added']} added tokens, bos {r['bos']} -> {path}")
     (out / "reference.json").write_text(json.dumps(ref, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

@@ -514,6 +514,22 @@ static hg_status read_tokens(const tj *c, const cJSON *vocab, const cJSON *added
         if (id > max_id) max_id = id;
     }
     if (max_id < 0) return hg_fail(HG_ERR_FORMAT, "%s: model.vocab: empty", c->name);
+    /* Every id below V is a token, so V is at most the number of entries: checked
+     * before anything of size V is allocated. */
+    int entries = cJSON_GetArraySize(vocab) + i;
+    if (max_id >= entries) {
+        uint8_t *seen = calloc((size_t)entries + 1, 1);
+        if (!seen) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", c->name);
+        for (const cJSON *e = vocab->child; e; e = e->next)
+            if (json_id(e, &id) && id < entries) seen[id] = 1;
+        for (const cJSON *e = added ? added->child : NULL; e; e = e->next)
+            if (json_id(get(e, "id"), &id) && id < entries) seen[id] = 1;
+        int32_t hole = 0;
+        while (seen[hole]) hole++;
+        free(seen);
+        return hg_fail(HG_ERR_FORMAT, "%s: id %d is neither in model.vocab nor in added_tokens (V = %d)", c->name,
+                       (int)hole, (int)max_id + 1);
+    }
     v->n = max_id + 1;
     size_t n = (size_t)v->n;
     v->key = calloc(n, sizeof *v->key);
