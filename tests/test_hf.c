@@ -317,7 +317,7 @@ static void test_export(void) {
     hg_model *m = NULL, *back = NULL;
     hg_tokenizer *tok = NULL, *tok2 = NULL;
     CHECK_OK(hg_model_load_hf(&m, FIX, &o));
-    CHECK_OK(hg_tokenizer_load(&tok, FIX));
+    CHECK_OK(hg_tokenizer_load(&tok, FIX "/vocab.json")); /* GPT-2's files, not tokenizer.json */
     if (!m || !tok) return;
     CHECK_OK(hg_model_save_hf(m, tok, dir));
     CHECK_OK(hg_model_load_hf(&back, dir, &o));

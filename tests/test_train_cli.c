@@ -467,6 +467,34 @@ static void init_from_hf(void) {
     hg_st_close(b);
 }
 
+/* A fine-tune of a Hugging Face Qwen2 folder (its tokenizer.json prepares the data):
+ * N steps, stop, resume to 2N equals 2N in one go, bit for bit; the result exports as a
+ * Qwen2 folder that loads back. */
+static void fine_tune_hf(void) {
+    const char *hf = "fixtures/hf_qwen2";
+    char d[512];
+    series ref, res;
+    CHECK(sh(NULL, "%s prepare --quiet --tokenizer %s --out %s/qdata %s/corpus.txt", hg, hf, work, work) == 0);
+    const char *args = "--train '%s/qdata/train_*.bin' --ctx 32 --batch 2 --threads 1 --peak-gflops 100 "
+                       "--lr 1e-3 --warmup-steps 2 --lr-schedule constant --eval-every 0";
+    char common[512];
+    snprintf(common, sizeof common, args, work);
+    CHECK(sh(NULL, "%s train --init-from-hf %s %s --out %s/q_ref --max-steps 8", hg, hf, common, work) == 0);
+    CHECK(sh(NULL, "%s train --init-from-hf %s %s --out %s/q_res --max-steps 4", hg, hf, common, work) == 0);
+    CHECK(sh(NULL, "%s train --resume --out %s/q_res --max-steps 8", hg, work) == 0);
+    snprintf(d, sizeof d, "%s/q_ref", work);
+    read_log(d, &ref);
+    snprintf(d, sizeof d, "%s/q_res", work);
+    read_log(d, &res);
+    CHECK(same_losses(&ref, &res) && ref.loss[7] < ref.loss[0]);
+    char *out = NULL;
+    CHECK(sh(&out, "%s export --model %s/q_res --tokenizer %s --hf %s/q_hf", hg, work, hf, work) == 0);
+    CHECK(out && strstr(out, "as Qwen2ForCausalLM in float32"));
+    free(out);
+    CHECK(exists("%s/q_hf/tokenizer.json", work) && exists("%s/q_hf/generation_config.json", work));
+    CHECK(sh(NULL, "%s generate --model %s/q_hf --prompt 'the lord' --max-new-tokens 4 --temperature 0", hg, work) == 0);
+}
+
 /* The command fails with status 1 or 2, its output is one line holding `needle`, and
  * the run folder was not created. */
 static void bad(const char *needle, const char *args) {
@@ -607,6 +635,7 @@ int main(int argc, char **argv) {
     make_data();
     deterministic();
     resume_exact();
+    fine_tune_hf();
     sigint_then_resume();
     two_writers();
     failed_write();

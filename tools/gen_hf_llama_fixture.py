@@ -12,7 +12,7 @@ whose vocabulary sets the model's vocab_size:
                two eos ids.
   hf_qwen2/    Qwen2ForCausalLM: q/k/v biases, tied, rope_theta 1e6, float32, one file;
                the Qwen2-style tokenizer (NFC, no BOS).
-  hf_mistral/  MistralForCausalLM: sliding_window 64 below max_position_embeddings 128
+  hf_mistral/  MistralForCausalLM: sliding_window 80 below max_position_embeddings 128
                (handgrad caps the context at the window, where the two agree), untied,
                float16, one file; the sentencepiece-style tokenizer (byte fallback)
                when the tokenizers folder has one, else the Llama-3-style one.
@@ -60,10 +60,10 @@ FOLDERS = {
         hf=dict(COMMON, rms_norm_eps=1e-6, tie_word_embeddings=True, rope_theta=1000000.0, use_sliding_window=False),
         eos=["<|endoftext|>"], bos=None),
     "hf_mistral": dict(
-        cls=(MistralConfig, MistralForCausalLM), tokenizer=("sentencepiece", "llama3"), dtype=torch.float16,
+        cls=(MistralConfig, MistralForCausalLM), tokenizer=("sp", "llama3"), dtype=torch.float16,
         shard=None, seed=3003,
-        hf=dict(COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, sliding_window=64),
-        eos=["</s>", "<|end_of_text|>"], bos=None),
+        hf=dict(COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, sliding_window=80),
+        eos=["</s>", "<|end_of_text|>"], bos="<s>"),
 }
 
 
