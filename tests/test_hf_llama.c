@@ -282,46 +282,46 @@ static void expect_fail(const char *what, hg_status want, const char *needle) {
     hg_model_free(m);
 }
 
+/* One edit of a fresh copy of hf_llama, and the refusal it must get. */
+static const struct bad_edit {
+    const char *what, *file, *key, *value;
+    hg_status want;
+    const char *needle;
+} bad_edits[] = {
+    {"experts", "config.json", "num_local_experts", "8", HG_ERR_UNSUPPORTED,
+     "config.json: field 'num_local_experts' is not supported"},
+    {"yarn", "config.json", "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}", HG_ERR_UNSUPPORTED,
+     "field 'rope_scaling.rope_type' = \"yarn\" is not supported"},
+    {"gelu", "config.json", "hidden_act", "\"gelu\"", HG_ERR_UNSUPPORTED, "field 'hidden_act' = \"gelu\""},
+    {"sizes", "config.json", "intermediate_size", "96", HG_ERR_FORMAT,
+     "mlp.gate_proj.weight' has shape [128, 64] but the config implies [96, 64]"},
+    {"kv heads", "config.json", "num_key_value_heads", "4", HG_ERR_FORMAT,
+     "k_proj.weight' has shape [32, 64] but the config implies [64, 64]"},
+    {"tied", "config.json", "tie_word_embeddings", "true", HG_ERR_UNSUPPORTED,
+     "lm_head.weight differs from the token embedding"},
+    /* the shard index against the shards */
+    {"wrong shard", "model.safetensors.index.json", "weight_map.model.layers.0.mlp.up_proj.weight",
+     "\"model-00003-of-00003.safetensors\"", HG_ERR_FORMAT, "tensor 'model.layers.0.mlp.up_proj.weight' is in no shard"},
+    {"index extra", "model.safetensors.index.json", "weight_map.model.layers.0.mlp.extra.weight",
+     "\"model-00001-of-00003.safetensors\"", HG_ERR_FORMAT, "tensor 'model.layers.0.mlp.extra.weight' is in no shard"},
+    {"shard path", "model.safetensors.index.json", "weight_map.model.norm.weight", "\"../x.safetensors\"",
+     HG_ERR_FORMAT, "weight_map['model.norm.weight'] must be a file name"},
+    {"unlisted", "model.safetensors.index.json", "weight_map.model.norm.weight", NULL, HG_ERR_FORMAT,
+     "holds tensor 'model.norm.weight', which"},
+};
+
 static void test_bad_input(void) {
     char a[256];
-    reset("hf_llama");
-    edit_json("config.json", "num_local_experts", "8");
-    expect_fail("experts", HG_ERR_UNSUPPORTED, "config.json: field 'num_local_experts' is not supported");
-    reset("hf_llama");
-    edit_json("config.json", "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}");
-    expect_fail("yarn", HG_ERR_UNSUPPORTED, "field 'rope_scaling.rope_type' = \"yarn\" is not supported");
-    reset("hf_llama");
-    edit_json("config.json", "hidden_act", "\"gelu\"");
-    expect_fail("gelu", HG_ERR_UNSUPPORTED, "field 'hidden_act' = \"gelu\"");
-    reset("hf_llama");
-    edit_json("config.json", "intermediate_size", "96");
-    expect_fail("sizes", HG_ERR_FORMAT, "mlp.gate_proj.weight' has shape [128, 64] but the config implies [96, 64]");
-    reset("hf_llama");
-    edit_json("config.json", "num_key_value_heads", "4");
-    expect_fail("kv heads", HG_ERR_FORMAT, "k_proj.weight' has shape [32, 64] but the config implies [64, 64]");
-    reset("hf_llama");
-    edit_json("config.json", "tie_word_embeddings", "true");
-    expect_fail("tied", HG_ERR_UNSUPPORTED, "lm_head.weight differs from the token embedding");
-
-    /* the shard index */
+    for (size_t i = 0; i < sizeof bad_edits / sizeof bad_edits[0]; i++) {
+        const struct bad_edit *e = &bad_edits[i];
+        reset("hf_llama");
+        edit_json(e->file, e->key, e->value);
+        expect_fail(e->what, e->want, e->needle);
+    }
     reset("hf_llama");
     snprintf(a, sizeof a, "%s/bad/model-00002-of-00003.safetensors", tmpdir);
     CHECK(remove(a) == 0);
     expect_fail("missing shard", HG_ERR_IO, "names shard model-00002-of-00003.safetensors");
-    reset("hf_llama");
-    edit_json("model.safetensors.index.json", "weight_map.model.layers.0.mlp.up_proj.weight",
-              "\"model-00003-of-00003.safetensors\"");
-    expect_fail("wrong shard", HG_ERR_FORMAT, "tensor 'model.layers.0.mlp.up_proj.weight' is in no shard");
-    reset("hf_llama");
-    edit_json("model.safetensors.index.json", "weight_map.model.layers.0.mlp.extra.weight",
-              "\"model-00001-of-00003.safetensors\"");
-    expect_fail("index extra", HG_ERR_FORMAT, "tensor 'model.layers.0.mlp.extra.weight' is in no shard");
-    reset("hf_llama");
-    edit_json("model.safetensors.index.json", "weight_map.model.norm.weight", "\"../x.safetensors\"");
-    expect_fail("shard path", HG_ERR_FORMAT, "weight_map['model.norm.weight'] must be a file name");
-    reset("hf_llama");
-    edit_json("model.safetensors.index.json", "weight_map.model.norm.weight", NULL);
-    expect_fail("unlisted", HG_ERR_FORMAT, "holds tensor 'model.norm.weight', which");
     snprintf(a, sizeof a, "%s/bad/model.safetensors.index.json", tmpdir);
     CHECK(remove(a) == 0);
     expect_fail("no index", HG_ERR_IO, "bad/model.safetensors: cannot open");
