@@ -27,8 +27,9 @@ static const char *usage_text =
     "bench   encodes FILE's documents (split at <|endoftext|>) on N threads and prints\n"
     "        MB/s as JSON\n"
     "\n"
-    "  --tokenizer PATH   a .tiktoken file, a vocab.json (merges.txt beside it) or a folder\n"
-    "  --allow-special    encode the text <|endoftext|> as the special token\n"
+    "  --tokenizer PATH   a .tiktoken file, a tokenizer.json, a vocab.json (merges.txt beside it)\n"
+    "                     or a folder with tokenizer.json or vocab.json and merges.txt\n"
+    "  --allow-special    encode special tokens' text (<|endoftext|>, <|eot_id|>, ...) as their ids\n"
     "  --binary           ids as little-endian int32 instead of text\n"
     "  --vocab-size N     ids in the trained vocabulary, including 256 bytes and <|endoftext|>\n"
     "  --out DIR          where train writes (created if missing)\n"
@@ -88,9 +89,10 @@ static int run_encode(const tok_args *a) {
     for (int i = 0; i < n_files && !rc; i++) {
         size_t len, n;
         uint8_t *text = cli_read_input("tokenizer encode", files[i], &len);
-        int32_t *ids = text ? malloc((len ? len : 1) * sizeof *ids) : NULL;
+        size_t cap = text ? hg_tokenizer_max_ids(tok, len) : 0;
+        int32_t *ids = text ? malloc((cap ? cap : 1) * sizeof *ids) : NULL;
         if (!ids) rc = 1;
-        else if (hg_tokenizer_encode(tok, text, len, a->allow_special ? HG_ENCODE_ALLOW_SPECIAL : 0, ids, len, &n))
+        else if (hg_tokenizer_encode(tok, text, len, a->allow_special ? HG_ENCODE_ALLOW_SPECIAL : 0, ids, cap, &n))
             rc = cli_fail("tokenizer encode");
         else if (a->binary)
             fwrite(ids, sizeof *ids, n, stdout);
@@ -223,16 +225,21 @@ static int run_bench(const tok_args *a) {
     }
     size_t *doc_start = text ? malloc(cap_docs * sizeof *doc_start) : NULL;
     size_t *doc_len = text ? malloc(cap_docs * sizeof *doc_len) : NULL;
-    int32_t *ids = text ? malloc((len ? len : 1) * sizeof *ids) : NULL;
-    if (!ids || !doc_start || !doc_len) rc = 1;
+    size_t *doc_ids = text ? malloc(cap_docs * sizeof *doc_ids) : NULL; /* where each document's ids go */
+    if (!doc_start || !doc_len || !doc_ids) rc = 1;
+    size_t n_ids = 0;
     for (size_t i = 0; !rc && i <= len;) {
         uint8_t *m = memmem(text + i, len - i, "<|endoftext|>", 13);
         size_t end = m ? (size_t)(m - text) : len;
         doc_start[n_docs] = i;
+        doc_ids[n_docs] = n_ids;
+        n_ids += hg_tokenizer_max_ids(tok, end - i);
         doc_len[n_docs++] = end - i;
         if (!m) break;
         i = end + 13;
     }
+    int32_t *ids = rc ? NULL : malloc((n_ids ? n_ids : 1) * sizeof *ids);
+    if (!ids) rc = 1;
     double best = 1e30;
     size_t tokens = 0;
     for (int r = 0; r < a->repeat && !rc; r++) {
@@ -242,8 +249,8 @@ static int run_bench(const tok_args *a) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(a->threads) reduction(+ : count, failed)
         for (size_t d = 0; d < n_docs; d++) {
             size_t k = 0;
-            failed += hg_tokenizer_encode(tok, text + doc_start[d], doc_len[d], 0, ids + doc_start[d], doc_len[d],
-                                          &k) != HG_OK;
+            failed += hg_tokenizer_encode(tok, text + doc_start[d], doc_len[d], 0, ids + doc_ids[d],
+                                          hg_tokenizer_max_ids(tok, doc_len[d]), &k) != HG_OK;
             count += k;
         }
         double dt = hg_now() - t0;
@@ -259,6 +266,7 @@ static int run_bench(const tok_args *a) {
     free(ids);
     free(doc_start);
     free(doc_len);
+    free(doc_ids);
     hg_tokenizer_free(tok);
     return rc;
 }
