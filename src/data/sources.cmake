@@ -11,6 +11,7 @@ target_sources(handgrad PRIVATE
   data/vocab_tiktoken.c
   data/vocab_hf.c
   data/vocab_tokjson.c
+  data/tokjson_pipeline.c
   data/bpe_train.c
   data/shard.c
   data/loader.c

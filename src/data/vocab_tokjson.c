@@ -1,98 +1,19 @@
 /* Hugging Face tokenizer.json: BPE models, byte-level (GPT-2, Llama 3, Qwen2) or
- * sentencepiece-style with byte fallback (Mistral, Llama 2), read with the parts of
- * the pipeline that change the ids: added tokens, normalizer, pre-tokenizer, model,
- * post-processor (its BOS) and decoder. Every key that would change the computation
- * and is not run here is refused by name. */
+ * sentencepiece-style with byte fallback (Mistral, Llama 2). This file reads the model
+ * (vocabulary, merges, added tokens) and puts the tokenizer together; the pipeline
+ * around it (normalizer, pre-tokenizer, post-processor's BOS, decoder) is read by
+ * tokjson_pipeline.c. Every key that would change the computation and is not run
+ * here is refused by name. */
 #define _POSIX_C_SOURCE 200809L
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "data/fileio.h"
-#include "data/tokenizer.h"
+#include "data/tokjson.h"
 #include "data/utf8.h"
 #include "data/vocab.h"
-
-/* The patterns of the pre-tokenizers handgrad knows, as tokenizer.json writes them
- * (for Oniguruma). With these, a cut after "\n" between ASCII graphic characters
- * leaves every piece as it was (see prepare.c). */
-static const char llama3_regex[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char qwen2_regex[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char gpt2_regex[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
-#define SPACE_MARK "\xe2\x96\x81" /* U+2581 "▁", sentencepiece's space */
-
-typedef struct tj {
-    const char *name; /* the file, in messages */
-    int byte_level;   /* a ByteLevel pre-tokenizer: vocabulary in GPT-2's byte alphabet */
-    int byte_fallback;
-    int metaspace;    /* a Metaspace pre-tokenizer (sentencepiece style) */
-    int meta_prepend; /* its prepend scheme: 0 never, 1 first, 2 always */
-    int meta_split;
-    int spaces_marked; /* the normalizer or pre-tokenizer turns " " into "▁" */
-    int known_patterns;
-    int strip_space;
-} tj;
-
-/* ------------------------------------------------------------- JSON helpers */
-
-static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
-static int is_null(const cJSON *j) { return !j || cJSON_IsNull(j); }
-
-/* Refuses keys of o that are not in allowed (NULL-terminated): a key handgrad does
- * not know may change the ids. */
-static hg_status check_keys(const tj *c, const cJSON *o, const char *path, const char *const *allowed) {
-    for (const cJSON *e = o->child; e; e = e->next) {
-        int ok = 0;
-        for (const char *const *a = allowed; *a && !ok; a++) ok = !strcmp(e->string, *a);
-        if (!ok)
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s%s%s: a key handgrad does not know, refused as it may change the ids",
-                           c->name, path, *path ? "." : "", e->string);
-    }
-    return HG_OK;
-}
-
-static hg_status want_object(const tj *c, const cJSON *o, const char *path) {
-    if (!cJSON_IsObject(o)) return hg_fail(HG_ERR_FORMAT, "%s: %s: want a JSON object", c->name, path);
-    return HG_OK;
-}
-
-/* A boolean key: absent or null gives dflt. */
-static hg_status get_bool(const tj *c, const cJSON *o, const char *path, const char *key, int dflt, int *out) {
-    const cJSON *j = get(o, key);
-    *out = dflt;
-    if (is_null(j)) return HG_OK;
-    if (!cJSON_IsBool(j)) return hg_fail(HG_ERR_FORMAT, "%s: %s.%s: want true or false", c->name, path, key);
-    *out = cJSON_IsTrue(j);
-    return HG_OK;
-}
-
-static hg_status get_string(const tj *c, const cJSON *o, const char *path, const char *key, const char **out) {
-    const cJSON *j = get(o, key);
-    if (!cJSON_IsString(j)) return hg_fail(HG_ERR_FORMAT, "%s: %s.%s: want a string", c->name, path, key);
-    *out = j->valuestring;
-    return HG_OK;
-}
-
-static const char *type_of(const cJSON *o) {
-    const cJSON *j = get(o, "type");
-    return cJSON_IsString(j) ? j->valuestring : NULL;
-}
-
-/* An id: an integer in [0, 2^30). */
-static int json_id(const cJSON *j, int32_t *id) {
-    if (!cJSON_IsNumber(j)) return 0;
-    double v = j->valuedouble;
-    if (!(v >= 0 && v < (double)(1 << 30) && v == (double)(int64_t)v)) return 0;
-    *id = (int32_t)v;
-    return 1;
-}
 
 /* ------------------------------------------------------------ token text */
 
@@ -135,317 +56,6 @@ static long token_decode(const tj *c, const char *s, size_t n, uint8_t *out, con
     return (long)k;
 }
 
-/* ------------------------------------------------------------- pipeline */
-
-static hg_status parse_normalizer(tj *c, hg_tokenizer *t, const cJSON *n, const char *path) {
-    if (is_null(n)) return HG_OK;
-    HG_TRY(want_object(c, n, path));
-    const char *type = type_of(n);
-    char sub[160];
-    if (!type) return hg_fail(HG_ERR_FORMAT, "%s: %s.type: want a string", c->name, path);
-    if (!strcmp(type, "Sequence")) {
-        static const char *const keys[] = {"type", "normalizers", NULL};
-        HG_TRY(check_keys(c, n, path, keys));
-        const cJSON *list = get(n, "normalizers");
-        if (!cJSON_IsArray(list)) return hg_fail(HG_ERR_FORMAT, "%s: %s.normalizers: want an array", c->name, path);
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", path, i);
-            HG_TRY(parse_normalizer(c, t, e, sub));
-        }
-        return HG_OK;
-    }
-    snprintf(sub, sizeof sub, "%s: %s", c->name, path);
-    if (!strcmp(type, "NFC")) {
-        static const char *const keys[] = {"type", NULL};
-        HG_TRY(check_keys(c, n, path, keys));
-        return norm_add(&t->norm, NORM_NFC, "", 0, "", 0, sub);
-    }
-    if (!strcmp(type, "Prepend")) {
-        static const char *const keys[] = {"type", "prepend", NULL};
-        HG_TRY(check_keys(c, n, path, keys));
-        const char *p = "";
-        HG_TRY(get_string(c, n, path, "prepend", &p));
-        if (!c->byte_level && strchr(p, ' '))
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.prepend: a space here is not supported", c->name, path);
-        return norm_add(&t->norm, NORM_PREPEND, p, strlen(p), "", 0, sub);
-    }
-    if (!strcmp(type, "Replace")) {
-        static const char *const keys[] = {"type", "pattern", "content", NULL};
-        HG_TRY(check_keys(c, n, path, keys));
-        const cJSON *pat = get(n, "pattern");
-        const cJSON *lit = cJSON_IsObject(pat) ? get(pat, "String") : NULL;
-        if (!cJSON_IsString(lit) || pat->child->next)
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.pattern: only {\"String\": ...} is supported", c->name, path);
-        const char *to = "";
-        HG_TRY(get_string(c, n, path, "content", &to));
-        if (!*lit->valuestring) return hg_fail(HG_ERR_FORMAT, "%s: %s.pattern.String: empty", c->name, path);
-        if (!c->byte_level) {
-            if (!strcmp(lit->valuestring, " ") && !strcmp(to, SPACE_MARK)) c->spaces_marked = 1;
-            else if (strchr(to, ' '))
-                return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.content: a space here is not supported", c->name, path);
-        }
-        return norm_add(&t->norm, NORM_REPLACE, lit->valuestring, strlen(lit->valuestring), to, strlen(to), sub);
-    }
-    return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.type: \"%.40s\" is not supported (handgrad runs NFC, Prepend, Replace)",
-                   c->name, path, type);
-}
-
-/* One pre-tokenizer step; last: it is the last of its sequence. */
-static hg_status parse_pretok_step(tj *c, pretok *pre, const cJSON *p, const char *path, int last, int only) {
-    HG_TRY(want_object(c, p, path));
-    const char *type = type_of(p);
-    char where[200];
-    snprintf(where, sizeof where, "%s: %s", c->name, path);
-    if (!type) return hg_fail(HG_ERR_FORMAT, "%s: %s.type: want a string", c->name, path);
-    if (!strcmp(type, "ByteLevel")) {
-        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL};
-        HG_TRY(check_keys(c, p, path, keys));
-        int prefix, regex, trim;
-        HG_TRY(get_bool(c, p, path, "add_prefix_space", 0, &prefix));
-        HG_TRY(get_bool(c, p, path, "use_regex", 1, &regex));
-        HG_TRY(get_bool(c, p, path, "trim_offsets", 1, &trim)); /* offsets only */
-        if (prefix)
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.add_prefix_space: true is not supported", c->name, path);
-        if (!last)
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s: ByteLevel must be the last pre-tokenizer", c->name, path);
-        c->byte_level = 1;
-        return regex ? pretok_add_gpt2(pre) : HG_OK;
-    }
-    if (!strcmp(type, "Split")) {
-        static const char *const keys[] = {"type", "pattern", "behavior", "invert", NULL};
-        HG_TRY(check_keys(c, p, path, keys));
-        const char *behavior = "";
-        int invert;
-        HG_TRY(get_string(c, p, path, "behavior", &behavior));
-        HG_TRY(get_bool(c, p, path, "invert", 0, &invert));
-        if (strcmp(behavior, "Isolated"))
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.behavior: \"%.40s\" is not supported (handgrad runs Isolated)",
-                           c->name, path, behavior);
-        if (invert) return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.invert: true is not supported", c->name, path);
-        const cJSON *pat = get(p, "pattern");
-        const cJSON *re = cJSON_IsObject(pat) ? get(pat, "Regex") : NULL, *lit = cJSON_IsObject(pat) ? get(pat, "String") : NULL;
-        if (!cJSON_IsObject(pat) || !pat->child || pat->child->next || (!cJSON_IsString(re) && !cJSON_IsString(lit)))
-            return hg_fail(HG_ERR_FORMAT, "%s: %s.pattern: want {\"Regex\": ...} or {\"String\": ...}", c->name, path);
-        if (lit) {
-            if (!*lit->valuestring) return hg_fail(HG_ERR_FORMAT, "%s: %s.pattern.String: empty", c->name, path);
-            snprintf(where, sizeof where, "%s: %s.pattern.String", c->name, path);
-            c->known_patterns = 0;
-            return pretok_add(pre, lit->valuestring, strlen(lit->valuestring), 1, where);
-        }
-        const char *src = re->valuestring, *why;
-        size_t at;
-        snprintf(where, sizeof where, "%s: %s.pattern.Regex", c->name, path);
-        char *pcre = pretok_translate(src, strlen(src), &why, &at);
-        if (!pcre) return hg_fail(HG_ERR_UNSUPPORTED, "%s: offset %zu: %s", where, at, why);
-        if (strcmp(src, llama3_regex) && strcmp(src, qwen2_regex) && strcmp(src, gpt2_regex)) c->known_patterns = 0;
-        hg_status s = pretok_add(pre, pcre, strlen(pcre), 0, where);
-        free(pcre);
-        return s;
-    }
-    if (!strcmp(type, "Digits")) {
-        static const char *const keys[] = {"type", "individual_digits", NULL};
-        HG_TRY(check_keys(c, p, path, keys));
-        int each;
-        HG_TRY(get_bool(c, p, path, "individual_digits", 0, &each));
-        /* Rust's char::is_numeric is the general category N. */
-        return each ? pretok_add(pre, "\\p{N}", 5, 0, where) : pretok_add(pre, "\\p{N}+", 6, 0, where);
-    }
-    if (!strcmp(type, "Metaspace")) {
-        static const char *const keys[] = {"type", "replacement", "prepend_scheme", "add_prefix_space", "split",
-                                           "str_rep", NULL};
-        HG_TRY(check_keys(c, p, path, keys));
-        if (!only)
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s: Metaspace is supported only as the only pre-tokenizer", c->name,
-                           path);
-        const char *rep = "";
-        HG_TRY(get_string(c, p, path, "replacement", &rep));
-        if (strcmp(rep, SPACE_MARK))
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.replacement: \"%.20s\" is not supported (want \"" SPACE_MARK "\")",
-                           c->name, path, rep);
-        const cJSON *scheme = get(p, "prepend_scheme");
-        int prefix;
-        HG_TRY(get_bool(c, p, path, "add_prefix_space", 1, &prefix));
-        c->meta_prepend = prefix ? 2 : 0;
-        if (!is_null(scheme)) {
-            const char *s = cJSON_IsString(scheme) ? scheme->valuestring : "";
-            if (!strcmp(s, "always")) c->meta_prepend = 2;
-            else if (!strcmp(s, "first")) c->meta_prepend = 1;
-            else if (!strcmp(s, "never")) c->meta_prepend = 0;
-            else return hg_fail(HG_ERR_FORMAT, "%s: %s.prepend_scheme: want \"always\", \"first\" or \"never\"", c->name, path);
-        }
-        HG_TRY(get_bool(c, p, path, "split", 1, &c->meta_split));
-        c->metaspace = c->spaces_marked = 1;
-        /* On the internal text, where "▁" is a space: each space begins a piece. */
-        return c->meta_split ? pretok_add(pre, " [^ ]*|[^ ]+", 12, 0, where) : HG_OK;
-    }
-    return hg_fail(HG_ERR_UNSUPPORTED,
-                   "%s: %s.type: \"%.40s\" is not supported (handgrad runs ByteLevel, Split, Digits, Metaspace)", c->name,
-                   path, type);
-}
-
-static hg_status parse_pre_tokenizer(tj *c, pretok *pre, const cJSON *p) {
-    c->known_patterns = 1;
-    if (is_null(p)) return HG_OK;
-    HG_TRY(want_object(c, p, "pre_tokenizer"));
-    const char *type = type_of(p);
-    if (type && !strcmp(type, "Sequence")) {
-        static const char *const keys[] = {"type", "pretokenizers", NULL};
-        HG_TRY(check_keys(c, p, "pre_tokenizer", keys));
-        const cJSON *list = get(p, "pretokenizers");
-        if (!cJSON_IsArray(list))
-            return hg_fail(HG_ERR_FORMAT, "%s: pre_tokenizer.pretokenizers: want an array", c->name);
-        int i = 0, n = cJSON_GetArraySize(list);
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            char path[80];
-            snprintf(path, sizeof path, "pre_tokenizer.pretokenizers[%d]", i);
-            HG_TRY(parse_pretok_step(c, pre, e, path, i == n - 1, n == 1));
-        }
-        return HG_OK;
-    }
-    return parse_pretok_step(c, pre, p, "pre_tokenizer", 1, 1);
-}
-
-/* The BOS of a TemplateProcessing: single must be [$A] or [<special>, $A]. */
-static hg_status parse_template(const tj *c, hg_tokenizer *t, const cJSON *p, const char *path) {
-    static const char *const keys[] = {"type", "single", "pair", "special_tokens", NULL};
-    HG_TRY(check_keys(c, p, path, keys));
-    const cJSON *single = get(p, "single");
-    int n = cJSON_IsArray(single) ? cJSON_GetArraySize(single) : -1;
-    const cJSON *last = n > 0 ? cJSON_GetArrayItem(single, n - 1) : NULL;
-    const cJSON *seq = cJSON_IsObject(last) ? get(last, "Sequence") : NULL;
-    const cJSON *seq_id = cJSON_IsObject(seq) ? get(seq, "id") : NULL;
-    if (n < 1 || n > 2 || !cJSON_IsString(seq_id) || strcmp(seq_id->valuestring, "A"))
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.single: only [$A] or [<special token>, $A] is supported", c->name,
-                       path);
-    if (n == 1) return HG_OK;
-    const cJSON *sp = get(single->child, "SpecialToken");
-    const cJSON *name = cJSON_IsObject(sp) ? get(sp, "id") : NULL;
-    if (!cJSON_IsString(name))
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.single[0]: only a SpecialToken is supported before $A", c->name,
-                       path);
-    const cJSON *specials = get(p, "special_tokens");
-    const cJSON *entry = cJSON_IsObject(specials) ? get(specials, name->valuestring) : NULL;
-    const cJSON *ids = cJSON_IsObject(entry) ? get(entry, "ids") : NULL;
-    int32_t id;
-    if (!cJSON_IsArray(ids) || cJSON_GetArraySize(ids) != 1 || !json_id(ids->child, &id) || id >= t->n_vocab)
-        return hg_fail(HG_ERR_FORMAT, "%s: %s.special_tokens.\"%.40s\".ids: want one id in [0, %d)", c->name, path,
-                       name->valuestring, (int)t->n_vocab);
-    t->bos = id;
-    return HG_OK;
-}
-
-static hg_status parse_post_processor(const tj *c, hg_tokenizer *t, const cJSON *p, const char *path) {
-    if (is_null(p)) return HG_OK;
-    HG_TRY(want_object(c, p, path));
-    const char *type = type_of(p);
-    if (type && !strcmp(type, "ByteLevel")) {
-        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL};
-        return check_keys(c, p, path, keys); /* offsets only */
-    }
-    if (type && !strcmp(type, "TemplateProcessing")) return parse_template(c, t, p, path);
-    if (type && !strcmp(type, "Sequence")) {
-        static const char *const keys[] = {"type", "processors", NULL};
-        HG_TRY(check_keys(c, p, path, keys));
-        const cJSON *list = get(p, "processors");
-        if (!cJSON_IsArray(list)) return hg_fail(HG_ERR_FORMAT, "%s: %s.processors: want an array", c->name, path);
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            char sub[120];
-            snprintf(sub, sizeof sub, "%s.processors[%d]", path, i);
-            HG_TRY(parse_post_processor(c, t, e, sub));
-        }
-        return HG_OK;
-    }
-    return hg_fail(HG_ERR_UNSUPPORTED,
-                   "%s: %s.type: \"%.40s\" is not supported (handgrad runs TemplateProcessing, ByteLevel)", c->name,
-                   path, type ? type : "");
-}
-
-static int string_is(const cJSON *o, const char *key, const char *want) {
-    const cJSON *j = get(o, key);
-    return cJSON_IsString(j) && !strcmp(j->valuestring, want);
-}
-
-static int number_is(const cJSON *o, const char *key, double want) {
-    const cJSON *j = get(o, key);
-    return cJSON_IsNumber(j) && j->valuedouble == want;
-}
-
-static hg_status parse_decoder(tj *c, const cJSON *d) {
-    if (is_null(d))
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: decoder: null is not supported (want ByteLevel or the sentencepiece "
-                                           "Sequence)", c->name);
-    HG_TRY(want_object(c, d, "decoder"));
-    const char *type = type_of(d);
-    if (type && !strcmp(type, "ByteLevel")) {
-        if (!c->byte_level)
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: decoder.type: ByteLevel without a ByteLevel pre_tokenizer", c->name);
-        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL};
-        return check_keys(c, d, "decoder", keys);
-    }
-    if (c->byte_level)
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: decoder.type: \"%.40s\" with a ByteLevel pre_tokenizer (want ByteLevel)",
-                       c->name, type ? type : "");
-    if (type && !strcmp(type, "Metaspace")) {
-        static const char *const keys[] = {"type", "replacement", "prepend_scheme", "add_prefix_space", "split",
-                                           "str_rep", NULL};
-        HG_TRY(check_keys(c, d, "decoder", keys));
-        if (!string_is(d, "replacement", SPACE_MARK))
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: decoder.replacement: want \"" SPACE_MARK "\"", c->name);
-        if (c->byte_fallback)
-            return hg_fail(HG_ERR_UNSUPPORTED,
-                           "%s: decoder.type: Metaspace leaves <0xNN> tokens as text; with model.byte_fallback true "
-                           "handgrad wants the Sequence with ByteFallback",
-                           c->name);
-        int prefix;
-        HG_TRY(get_bool(c, d, "decoder", "add_prefix_space", 1, &prefix));
-        c->strip_space = prefix && !string_is(d, "prepend_scheme", "never");
-        return HG_OK;
-    }
-    if (!type || strcmp(type, "Sequence"))
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: decoder.type: \"%.40s\" is not supported", c->name, type ? type : "");
-    static const char *const keys[] = {"type", "decoders", NULL};
-    HG_TRY(check_keys(c, d, "decoder", keys));
-    const cJSON *list = get(d, "decoders");
-    if (!cJSON_IsArray(list)) return hg_fail(HG_ERR_FORMAT, "%s: decoder.decoders: want an array", c->name);
-    /* Replace "▁" -> " ", ByteFallback, Fuse, Strip(" ", n, 0), in this order. */
-    int i = 0, stage = 0, replaced = 0, fallback = 0;
-    for (const cJSON *e = list->child; e; e = e->next, i++) {
-        const char *et = cJSON_IsObject(e) ? type_of(e) : NULL;
-        int ok = 0;
-        if (et && !strcmp(et, "Replace") && stage < 1) {
-            const cJSON *pat = get(e, "pattern");
-            ok = cJSON_IsObject(pat) && string_is(pat, "String", SPACE_MARK) && string_is(e, "content", " ");
-            stage = 1;
-            replaced = ok;
-        } else if (et && !strcmp(et, "ByteFallback") && stage < 2) {
-            ok = 1;
-            stage = 2;
-            fallback = 1;
-        } else if (et && !strcmp(et, "Fuse") && stage < 3) {
-            ok = 1;
-            stage = 3;
-        } else if (et && !strcmp(et, "Strip") && stage < 4) {
-            ok = string_is(e, "content", " ") && number_is(e, "stop", 0) &&
-                 (number_is(e, "start", 0) || number_is(e, "start", 1));
-            if (ok) c->strip_space = number_is(e, "start", 1);
-            stage = 4;
-        }
-        if (!ok)
-            return hg_fail(HG_ERR_UNSUPPORTED,
-                           "%s: decoder.decoders[%d]: only Replace \"" SPACE_MARK "\" -> \" \", ByteFallback, Fuse, "
-                           "Strip \" \" (start 0 or 1, stop 0), in this order, are supported",
-                           c->name, i);
-    }
-    if (!replaced)
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: decoder.decoders: no Replace \"" SPACE_MARK "\" -> \" \"", c->name);
-    if (c->byte_fallback && !fallback)
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: decoder.decoders: no ByteFallback, but model.byte_fallback is true",
-                       c->name);
-    return HG_OK;
-}
-
 /* ------------------------------------------------------------------ model */
 
 typedef struct vocab_arrays {
@@ -473,35 +83,35 @@ static hg_status check_model_keys(const tj *c, const cJSON *model, int *ignore_m
     static const char *const keys[] = {"type", "dropout", "unk_token", "continuing_subword_prefix",
                                        "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
                                        "vocab", "merges", NULL};
-    HG_TRY(want_object(c, model, "model"));
-    const char *type = type_of(model);
+    HG_TRY(tj_want_object(c, model, "model"));
+    const char *type = tj_type_of(model);
     if (!type) return hg_fail(HG_ERR_FORMAT, "%s: model.type: want \"BPE\"", c->name);
     if (strcmp(type, "BPE"))
         return hg_fail(HG_ERR_UNSUPPORTED, "%s: model.type: \"%.40s\" is not supported; handgrad reads BPE models only",
                        c->name, type);
-    HG_TRY(check_keys(c, model, "model", keys));
-    if (!is_null(get(model, "dropout")))
+    HG_TRY(tj_check_keys(c, model, "model", keys));
+    if (!tj_is_null(tj_get(model, "dropout")))
         return hg_fail(HG_ERR_UNSUPPORTED, "%s: model.dropout: BPE dropout is not supported (want null)", c->name);
     static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (int i = 0; i < 2; i++) {
-        const cJSON *j = get(model, affixes[i]);
-        if (!is_null(j) && !(cJSON_IsString(j) && !*j->valuestring))
+        const cJSON *j = tj_get(model, affixes[i]);
+        if (!tj_is_null(j) && !(cJSON_IsString(j) && !*j->valuestring))
             return hg_fail(HG_ERR_UNSUPPORTED, "%s: model.%s: not supported (want null)", c->name, affixes[i]);
     }
-    HG_TRY(get_bool(c, model, "model", "ignore_merges", 0, ignore_merges));
-    HG_TRY(get_bool(c, model, "model", "fuse_unk", 0, fuse_unk));
+    HG_TRY(tj_get_bool(c, model, "model", "ignore_merges", 0, ignore_merges));
+    HG_TRY(tj_get_bool(c, model, "model", "fuse_unk", 0, fuse_unk));
     return HG_OK;
 }
 
 /* Reads model.vocab and added_tokens into per-id arrays. */
 static hg_status read_tokens(const tj *c, const cJSON *vocab, const cJSON *added, vocab_arrays *v) {
     if (!cJSON_IsObject(vocab)) return hg_fail(HG_ERR_FORMAT, "%s: model.vocab: want an object of token -> id", c->name);
-    if (!is_null(added) && !cJSON_IsArray(added))
+    if (!tj_is_null(added) && !cJSON_IsArray(added))
         return hg_fail(HG_ERR_FORMAT, "%s: added_tokens: want an array", c->name);
     int32_t max_id = -1, id;
     size_t total = 0;
     for (const cJSON *e = vocab->child; e; e = e->next) {
-        if (!json_id(e, &id))
+        if (!tj_json_id(e, &id))
             return hg_fail(HG_ERR_FORMAT, "%s: model.vocab: \"%.60s\": the id must be an integer in [0, 2^30)", c->name,
                            e->string);
         if (id > max_id) max_id = id;
@@ -509,7 +119,7 @@ static hg_status read_tokens(const tj *c, const cJSON *vocab, const cJSON *added
     }
     int i = 0;
     for (const cJSON *e = added ? added->child : NULL; e; e = e->next, i++) {
-        if (!cJSON_IsObject(e) || !json_id(get(e, "id"), &id))
+        if (!cJSON_IsObject(e) || !tj_json_id(tj_get(e, "id"), &id))
             return hg_fail(HG_ERR_FORMAT, "%s: added_tokens[%d].id: want an integer in [0, 2^30)", c->name, i);
         if (id > max_id) max_id = id;
     }
@@ -521,9 +131,9 @@ static hg_status read_tokens(const tj *c, const cJSON *vocab, const cJSON *added
         uint8_t *seen = calloc((size_t)entries + 1, 1);
         if (!seen) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", c->name);
         for (const cJSON *e = vocab->child; e; e = e->next)
-            if (json_id(e, &id) && id < entries) seen[id] = 1;
+            if (tj_json_id(e, &id) && id < entries) seen[id] = 1;
         for (const cJSON *e = added ? added->child : NULL; e; e = e->next)
-            if (json_id(get(e, "id"), &id) && id < entries) seen[id] = 1;
+            if (tj_json_id(tj_get(e, "id"), &id) && id < entries) seen[id] = 1;
         int32_t hole = 0;
         while (seen[hole]) hole++;
         free(seen);
@@ -544,7 +154,7 @@ static hg_status read_tokens(const tj *c, const cJSON *vocab, const cJSON *added
     for (size_t k = 0; k < n; k++) v->added_index[k] = -1;
     size_t used = 0;
     for (const cJSON *e = vocab->child; e; e = e->next) {
-        json_id(e, &id);
+        tj_json_id(e, &id);
         if (v->key[id])
             return hg_fail(HG_ERR_FORMAT, "%s: model.vocab: \"%.60s\": id %d is already \"%.60s\"", c->name, e->string,
                            (int)id, v->key[id]);
@@ -565,19 +175,19 @@ static hg_status read_tokens(const tj *c, const cJSON *vocab, const cJSON *added
                                            "special", NULL};
         char path[64];
         snprintf(path, sizeof path, "added_tokens[%d]", i);
-        HG_TRY(check_keys(c, e, path, keys));
+        HG_TRY(tj_check_keys(c, e, path, keys));
         const char *content = "";
-        HG_TRY(get_string(c, e, path, "content", &content));
+        HG_TRY(tj_get_string(c, e, path, "content", &content));
         if (!*content) return hg_fail(HG_ERR_FORMAT, "%s: %s.content: empty", c->name, path);
         static const char *const refused[] = {"single_word", "lstrip", "rstrip"};
         int special, normalized, flag;
         for (int r = 0; r < 3; r++) {
-            HG_TRY(get_bool(c, e, path, refused[r], 0, &flag));
+            HG_TRY(tj_get_bool(c, e, path, refused[r], 0, &flag));
             if (flag) return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.%s: true is not supported", c->name, path, refused[r]);
         }
-        HG_TRY(get_bool(c, e, path, "special", 0, &special));
-        HG_TRY(get_bool(c, e, path, "normalized", !special, &normalized));
-        json_id(get(e, "id"), &id);
+        HG_TRY(tj_get_bool(c, e, path, "special", 0, &special));
+        HG_TRY(tj_get_bool(c, e, path, "normalized", !special, &normalized));
+        tj_json_id(tj_get(e, "id"), &id);
         if (v->added_index[id] >= 0)
             return hg_fail(HG_ERR_FORMAT, "%s: %s.id: %d is already added_tokens[%d]", c->name, path, (int)id,
                            v->added_index[id]);
@@ -772,22 +382,22 @@ static hg_status parse_root(tj *c, const cJSON *root, hg_tokenizer **out) {
     static const char *const keys[] = {"version", "truncation", "padding", "added_tokens", "normalizer",
                                        "pre_tokenizer", "post_processor", "decoder", "model", NULL};
     if (!cJSON_IsObject(root)) return hg_fail(HG_ERR_FORMAT, "%s: want a JSON object", c->name);
-    HG_TRY(check_keys(c, root, "", keys));
-    if (!is_null(get(root, "truncation")))
+    HG_TRY(tj_check_keys(c, root, "", keys));
+    if (!tj_is_null(tj_get(root, "truncation")))
         return hg_fail(HG_ERR_UNSUPPORTED, "%s: truncation: not supported (want null)", c->name);
-    if (!is_null(get(root, "padding")))
+    if (!tj_is_null(tj_get(root, "padding")))
         return hg_fail(HG_ERR_UNSUPPORTED, "%s: padding: not supported (want null)", c->name);
-    const cJSON *model = get(root, "model");
+    const cJSON *model = tj_get(root, "model");
     int ignore_merges = 0, fuse_unk = 0;
     HG_TRY(check_model_keys(c, model, &ignore_merges, &fuse_unk));
-    HG_TRY(get_bool(c, model, "model", "byte_fallback", 0, &c->byte_fallback));
+    HG_TRY(tj_get_bool(c, model, "model", "byte_fallback", 0, &c->byte_fallback));
     /* The pre-tokenizer decides how the vocabulary is written, so it comes first. */
     pretok pre;
     pretok_init_empty(&pre);
-    hg_status s = parse_pre_tokenizer(c, &pre, get(root, "pre_tokenizer"));
+    hg_status s = tj_parse_pre_tokenizer(c, &pre, tj_get(root, "pre_tokenizer"));
     vocab_arrays v = {0};
     hg_tokenizer *t = NULL;
-    if (s == HG_OK) s = read_tokens(c, get(model, "vocab"), get(root, "added_tokens"), &v);
+    if (s == HG_OK) s = read_tokens(c, tj_get(model, "vocab"), tj_get(root, "added_tokens"), &v);
     if (s == HG_OK) s = tok_create_flags(&t, v.n, v.bytes, v.lens, v.flags, c->byte_level, c->name);
     if (s == HG_OK) {
         pretok_free(&t->pre);
@@ -801,7 +411,7 @@ static hg_status parse_root(tj *c, const cJSON *root, hg_tokenizer **out) {
             for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
         s = check_tokens(c, t, &v);
     }
-    if (s == HG_OK) s = parse_normalizer(c, t, get(root, "normalizer"), "normalizer");
+    if (s == HG_OK) s = tj_parse_normalizer(c, t, tj_get(root, "normalizer"), "normalizer");
     if (s == HG_OK && t->chars) {
         if (!c->spaces_marked)
             s = hg_fail(HG_ERR_UNSUPPORTED,
@@ -813,8 +423,8 @@ static hg_status parse_root(tj *c, const cJSON *root, hg_tokenizer **out) {
     }
     if (s == HG_OK) s = build_added(c, t, &v);
     if (s == HG_OK) {
-        const cJSON *unk = get(model, "unk_token");
-        if (!is_null(unk)) {
+        const cJSON *unk = tj_get(model, "unk_token");
+        if (!tj_is_null(unk)) {
             if (!cJSON_IsString(unk)) s = hg_fail(HG_ERR_FORMAT, "%s: model.unk_token: want a string or null", c->name);
             else {
                 int32_t id = -1;
@@ -827,9 +437,9 @@ static hg_status parse_root(tj *c, const cJSON *root, hg_tokenizer **out) {
             }
         }
     }
-    if (s == HG_OK) s = read_merges(c, t, get(model, "merges"));
-    if (s == HG_OK) s = parse_post_processor(c, t, get(root, "post_processor"), "post_processor");
-    if (s == HG_OK) s = parse_decoder(c, get(root, "decoder"));
+    if (s == HG_OK) s = read_merges(c, t, tj_get(model, "merges"));
+    if (s == HG_OK) s = tj_parse_post_processor(c, t, tj_get(root, "post_processor"), "post_processor");
+    if (s == HG_OK) s = tj_parse_decoder(c, tj_get(root, "decoder"));
     if (s == HG_OK) {
         t->strip_space = (uint8_t)c->strip_space;
         int prepends = 0;
