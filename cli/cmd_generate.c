@@ -138,11 +138,14 @@ static int32_t *encode_prompt(const gen_args *a, const hg_tokenizer *tok, int ct
     uint8_t *text = a->prompt ? (uint8_t *)strdup(a->prompt) : cli_read_input("generate", "-", &len);
     if (!text) return NULL;
     if (a->prompt) len = strlen(a->prompt);
-    int32_t *ids = malloc(sizeof(int32_t) * (len + 2 > (size_t)ctx ? len + 2 : (size_t)ctx));
+    /* room for BOS and the most ids the text can give (NFC and sentencepiece
+     * tokenizers can give more ids than bytes) */
+    const size_t room = hg_tokenizer_max_ids(tok, len) + 1;
+    int32_t *ids = malloc(sizeof(int32_t) * (room + 1 > (size_t)ctx ? room + 1 : (size_t)ctx));
     const int32_t bos = hg_tokenizer_bos(tok);
     size_t n = 0, at = bos >= 0;
     if (ids && bos >= 0) ids[0] = bos;
-    if (!ids || hg_tokenizer_encode(tok, text, len, 0, ids + at, len + 1, &n) != HG_OK) {
+    if (!ids || hg_tokenizer_encode(tok, text, len, 0, ids + at, room, &n) != HG_OK) {
         fprintf(stderr, "handgrad generate: %s\n", ids ? hg_last_error() : "out of memory");
         free(ids), free(text);
         return NULL;
