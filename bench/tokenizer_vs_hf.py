@@ -32,33 +32,20 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 import tokenizers  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
+from tokenizer_corpus import EOT, ROOT, best_of, fixture_texts, write_mixed  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "tokenizers"
-EOT = "<|endoftext|>"
 
 
 def mixed_corpus(path):
-    data = (ROOT / "tests" / "fixtures" / "gpt2_ids.bin").read_bytes()
-    n, off, texts = struct.unpack_from("<I", data, 8)[0], 12, []
-    for _ in range(n):
-        k = struct.unpack_from("<I", data, off)[0]; off += 4 + k
-        k = struct.unpack_from("<I", data, off)[0]; text = data[off + 4:off + 4 + k]; off += 4 + k
-        k = struct.unpack_from("<I", data, off)[0]; off += 4 + 4 * k
-        try:
-            texts.append(text.decode("utf-8"))
-        except UnicodeDecodeError:
-            pass
-    texts += json.loads((FIXTURES / "reference.json").read_text(encoding="utf-8"))["texts"]
-    doc = "".join(t for t in texts if EOT not in t)
-    path.write_text(EOT.join([doc] * (4_000_000 // len(doc.encode()) + 1)), encoding="utf-8", newline="")
+    texts = fixture_texts() + json.loads((FIXTURES / "reference.json").read_text(encoding="utf-8"))["texts"]
+    write_mixed(path, [t for t in texts if EOT not in t], newline="")
 
 
 def bytes_to_unicode():
@@ -120,16 +107,6 @@ def full_size(out_dir):
         tok.add_special_tokens([AddedToken("<|endoftext|>", special=True, normalized=False)])
         (out_dir / name).mkdir(exist_ok=True)
         tok.save(str(out_dir / name / "tokenizer.json"))
-
-
-def best_of(fn, repeat):
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main():

@@ -23,9 +23,7 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 GPT2_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-EOT = "<|endoftext|>"
 
 try:
     import tiktoken
@@ -33,31 +31,11 @@ except ImportError:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "tiktoken"])
     import tiktoken
 from tiktoken.load import load_tiktoken_bpe
+from tokenizer_corpus import EOT, ROOT, best_of, fixture_texts, write_mixed  # noqa: E402
 
 
 def mixed_corpus(path):
-    data = (ROOT / "tests" / "fixtures" / "gpt2_ids.bin").read_bytes()
-    n, off, texts = struct.unpack_from("<I", data, 8)[0], 12, []
-    for _ in range(n):
-        k = struct.unpack_from("<I", data, off)[0]; off += 4 + k
-        k = struct.unpack_from("<I", data, off)[0]; text = data[off + 4:off + 4 + k]; off += 4 + k
-        k = struct.unpack_from("<I", data, off)[0]; off += 4 + 4 * k
-        try:
-            texts.append(text.decode("utf-8"))
-        except UnicodeDecodeError:
-            pass
-    doc = "".join(texts)
-    path.write_text(EOT.join([doc] * (4_000_000 // len(doc.encode()) + 1)), encoding="utf-8")
-
-
-def best_of(fn, repeat):
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+    write_mixed(path, fixture_texts())
 
 
 def handgrad_bench(hg, vocab, path, threads, repeat):
