@@ -15,12 +15,16 @@ static const char *usage_text =
     "usage: handgrad prepare --tokenizer PATH --out DIR [options] FILE...\n"
     "\n"
     "Tokenizes the text FILEs into token shards DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin.\n"
-    "Each file, and each part of a file between <|endoftext|> markers, is a document;\n"
-    "every document starts with the <|endoftext|> token. val is the tail of the input,\n"
-    "from the first line start after (1 - F) of its bytes.\n"
+    "Each file, and each part of a file between separator markers, is a document; every\n"
+    "document starts with the separator token. val is the tail of the input, from the\n"
+    "first line start after (1 - F) of its bytes.\n"
     "\n"
-    "  --tokenizer PATH     a .tiktoken file, a vocab.json (merges.txt beside it) or a folder\n"
+    "  --tokenizer PATH     a .tiktoken file, a tokenizer.json, a vocab.json (merges.txt\n"
+    "                       beside it) or a folder holding them\n"
     "  --out DIR            output folder (created if missing)\n"
+    "  --separator TOKEN    the token that starts each document; its text in a FILE splits\n"
+    "                       documents (default: <|endoftext|> if the tokenizer has it, else\n"
+    "                       the BOS its tokenizer.json adds, such as <|begin_of_text|>)\n"
     "  --val-fraction F     share of the input for val, in [0, 1) (default 0.05)\n"
     "  --shard-tokens N     most tokens in one shard (default 100000000)\n"
     "  --threads N          encoding threads (default: all cores)\n"
@@ -48,18 +52,20 @@ int cmd_prepare(int argc, char **argv) {
         {"tokenizer", required_argument, 0, 't'},    {"out", required_argument, 0, 'o'},
         {"val-fraction", required_argument, 0, 'v'}, {"shard-tokens", required_argument, 0, 's'},
         {"threads", required_argument, 0, 'j'},      {"quiet", no_argument, 0, 'q'},
+        {"separator", required_argument, 0, 'e'},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     hg_prepare_options o = hg_prepare_options_default();
     const char *tok_path = NULL;
     int quiet = 0, c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:o:v:s:j:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:o:v:s:j:e:qh", opts, NULL)) != -1) {
         switch (c) {
         case 't': tok_path = optarg; break;
         case 'o': o.out_dir = optarg; break;
         case 'v': o.val_fraction = atof(optarg); break;
         case 's': o.shard_tokens = strtoull(optarg, NULL, 10); break;
         case 'j': o.threads = atoi(optarg); break;
+        case 'e': o.separator = optarg; break;
         case 'q': quiet = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;

@@ -46,6 +46,8 @@ typedef struct trainer {
     hg_model *gen;               /* batch-1 inference model for samples, or NULL */
     hg_tokenizer *tok;           /* or NULL: no samples */
     char tok_path[PATH_MAX + 64];
+    char tok_dir[PATH_MAX + 64]; /* the folder the tokenizer came from */
+    hg_hf_special special;       /* its folder's eos ids (generation_config.json, config.json) */
     hg_loader *train, *val;
     int B, T, accum;             /* micro-batch (B, T); accum micro-batches a step */
     /* data parallel: rank of ranks each run Bl = B / ranks of every micro-batch */
@@ -173,8 +175,9 @@ static int load_tokenizer(trainer *t) {
     t->tok_path[0] = 0;
     if (o->tokenizer) snprintf(t->tok_path, sizeof t->tok_path, "%s", o->tokenizer);
     else if (o->init_from_hf) snprintf(t->tok_path, sizeof t->tok_path, "%s", o->init_from_hf);
-    else if (t->resumed_from[0]) {
-        snprintf(t->tok_path, sizeof t->tok_path, "%s/vocab.json", t->resumed_from);
+    else if (t->resumed_from[0]) { /* the tokenizer files a checkpoint holds */
+        snprintf(t->tok_path, sizeof t->tok_path, "%s/tokenizer.json", t->resumed_from);
+        if (access(t->tok_path, R_OK) != 0) snprintf(t->tok_path, sizeof t->tok_path, "%s/vocab.json", t->resumed_from);
         if (access(t->tok_path, R_OK) != 0) t->tok_path[0] = 0;
     }
     if (!t->tok_path[0] && o->train) {
@@ -185,18 +188,27 @@ static int load_tokenizer(trainer *t) {
     }
     if (!t->tok_path[0]) return 0;
     if (hg_tokenizer_load(&t->tok, t->tok_path) != HG_OK) return ERR("--tokenizer: %s", hg_last_error());
+    snprintf(t->tok_dir, sizeof t->tok_dir, "%s", t->tok_path);
+    char *slash = strrchr(t->tok_dir, '/');
+    if (!is_dir(t->tok_dir)) snprintf(t->tok_dir, sizeof t->tok_dir, "%.*s", slash ? (int)(slash - t->tok_dir) : 1,
+                                      slash ? t->tok_path : ".");
+    if (hg_hf_special_ids(t->tok_dir, &t->special) != HG_OK) return ERR("--tokenizer: %s", hg_last_error());
     return 0;
 }
 
-/* Every shard of a glob whose header records a vocabulary size has V. */
-static int check_shards(const char *flag, const char *pattern, int V) {
+/* Every shard of a glob whose header records a vocabulary size was written for the
+ * tokenizer's ids (V_tok, when known), and none for more ids than the model has (V). */
+static int check_shards(const char *flag, const char *pattern, int V_tok, int V) {
     glob_t g;
     if (glob(pattern, 0, NULL, &g) != 0) return ERR("%s '%s': no file matches", flag, pattern);
     int rc = 0;
     for (size_t i = 0; i < g.gl_pathc && !rc; i++) {
         hg_shard_info info;
         if (hg_shard_inspect(g.gl_pathv[i], HG_SHARD_AUTO, &info) != HG_OK) rc = ERR("%s: %s", flag, hg_last_error());
-        else if (info.vocab_size && info.vocab_size != V)
+        else if (info.vocab_size && V_tok && info.vocab_size != V_tok)
+            rc = ERR("%s: %s was written for a vocabulary of %d ids, but the tokenizer has %d", flag, g.gl_pathv[i],
+                     info.vocab_size, V_tok);
+        else if (info.vocab_size > V)
             rc = ERR("%s: %s was written for a vocabulary of %d ids, but the model has vocab_size %d", flag,
                      g.gl_pathv[i], info.vocab_size, V);
     }
@@ -284,7 +296,9 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
         if (!c->vocab_size) return ERR("no vocabulary size: give --tokenizer or --vocab-size");
     }
     if (o->dropout >= 0) c->dropout = (float)o->dropout;
-    if (t->tok && hg_tokenizer_vocab_size(t->tok) != c->vocab_size)
+    /* a model may have more embedding rows than its tokenizer has ids (Qwen2.5 pads
+     * its vocabulary), never fewer */
+    if (t->tok && hg_tokenizer_vocab_size(t->tok) > c->vocab_size)
         return ERR("tokenizer %s has %d ids but the model has vocab_size %d", t->tok_path,
                    hg_tokenizer_vocab_size(t->tok), c->vocab_size);
     if (hg_config_validate(c) != HG_OK) return ERR("model: %s", hg_last_error());
@@ -292,7 +306,7 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
 }
 
 static int open_loader(trainer *t, hg_loader **ld, const char *flag, const char *pattern, int shuffle) {
-    if (check_shards(flag, pattern, t->cfg.vocab_size)) return 1;
+    if (check_shards(flag, pattern, t->tok ? hg_tokenizer_vocab_size(t->tok) : 0, t->cfg.vocab_size)) return 1;
     hg_loader_options lo = hg_loader_options_default();
     lo.batch = t->Bl;
     lo.rank = t->rank;
@@ -493,14 +507,20 @@ static int append(char **s, size_t *len, size_t *cap, const void *p, size_t n) {
 static hg_status sample(trainer *t, char **text) {
     const char *prompt = t->o.prompt ? t->o.prompt : "";
     int cache = t->cfg.max_seq_len;
-    size_t plen = strlen(prompt), cap = plen + 1, n = 0, len = 0, tcap = 0;
-    int32_t *ids = malloc(sizeof *ids * cap);
+    /* the prompt after the tokenizer's BOS, if it adds one; an empty prompt without
+     * one starts from <|endoftext|> */
+    const int32_t bos = hg_tokenizer_bos(t->tok), eot = hg_tokenizer_eot(t->tok);
+    size_t plen = strlen(prompt), cap = hg_tokenizer_max_ids(t->tok, plen) + 1, n = 0, len = 0, tcap = 0;
+    int32_t *ids = malloc(sizeof *ids * (cap + 1));
     char *out = NULL;
     uint8_t *piece = malloc(hg_tokenizer_max_token_bytes(t->tok) + 4);
     hg_decoder *dec = NULL;
     hg_status s = ids && piece ? HG_OK : HG_ERR_NOMEM;
-    if (s == HG_OK && plen) s = hg_tokenizer_encode(t->tok, prompt, plen, 0, ids, cap, &n);
-    if (s == HG_OK && n == 0) ids[n++] = hg_tokenizer_eot(t->tok) >= 0 ? hg_tokenizer_eot(t->tok) : 0;
+    if (s == HG_OK && bos >= 0) ids[n++] = bos;
+    size_t k = 0;
+    if (s == HG_OK && plen) s = hg_tokenizer_encode(t->tok, prompt, plen, 0, ids + n, cap, &k);
+    n += k;
+    if (s == HG_OK && n == 0) ids[n++] = eot >= 0 ? eot : 0;
     int keep = cache - 1 < (int)n ? cache - 1 : (int)n; /* a long prompt keeps its end */
     if (s == HG_OK) s = hg_model_copy_params(t->gen, t->m);
     if (s == HG_OK) s = hg_kv_forward(t->gen, ids + n - keep, keep, t->logits);
@@ -511,8 +531,10 @@ static hg_status sample(trainer *t, char **text) {
     for (int i = 0; i < t->o.sample_tokens && s == HG_OK && hg_kv_length(t->gen) < cache; i++) {
         int32_t id;
         size_t nb;
-        s = hg_sample(t->logits, t->cfg.vocab_size, &sp, &rng, &id);
-        if (s != HG_OK || id == hg_tokenizer_eot(t->tok)) break;
+        s = hg_sample(t->logits, hg_tokenizer_vocab_size(t->tok), &sp, &rng, &id); /* among the tokenizer's ids */
+        int stop = id == eot;
+        for (int e = 0; e < t->special.n_eos; e++) stop |= id == t->special.eos[e];
+        if (s != HG_OK || stop) break;
         s = hg_decoder_push(dec, id, piece, hg_tokenizer_max_token_bytes(t->tok) + 4, &nb);
         if (s == HG_OK && append(&out, &len, &tcap, piece, nb)) s = HG_ERR_NOMEM;
         if (s == HG_OK && hg_kv_length(t->gen) < cache) s = hg_kv_forward(t->gen, &id, 1, t->logits);
@@ -577,6 +599,7 @@ static int save_checkpoint(trainer *t) {
     if (s == HG_OK) s = agree(t, hg_dist_optimizer_save(t->dist, &st, r0 ? p : NULL), &others);
     if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/run.json", tmp), s = hg_write_file_atomic(p, run, strlen(run));
     if (r0 && s == HG_OK && t->tok) s = hg_tokenizer_save_hf(t->tok, tmp);
+    if (r0 && s == HG_OK && t->tok) s = hg_hf_copy_extras(t->tok_dir, tmp); /* generation_config.json, ... */
     if (r0 && s == HG_OK) s = hg_checkpoint_commit(t->o.out, t->step, tmp);
     s = agree(t, s, &others);
     free(run);

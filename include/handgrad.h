@@ -493,6 +493,12 @@ typedef struct hg_hf_special {
     int n_eos;
 } hg_hf_special;
 hg_status hg_hf_special_ids(const char *dir, hg_hf_special *out);
+/* Copies the files that ride along with a folder's tokenizer (tokenizer_config.json,
+ * special_tokens_map.json, generation_config.json), those present, from one folder to
+ * another, each written atomically. `train` keeps them in every checkpoint of a run
+ * that started from a Hugging Face folder, so generate and export still find its eos
+ * ids. */
+hg_status hg_hf_copy_extras(const char *from, const char *to);
 
 /* How hg_model_save_hf_as writes a folder. Zero is a float32 folder of the default
  * architecture. */

@@ -178,6 +178,9 @@ typedef struct hg_prepare_options {
                               start (val is empty when no line starts there) */
     uint64_t shard_tokens; /* most tokens in one shard */
     int threads;           /* encoding threads; 0 means all cores */
+    const char *separator; /* the token that starts every document, whose text also
+                              splits documents inside a file ("<|eot_id|>", "<s>"); NULL:
+                              <|endoftext|> when the tokenizer has it, else its BOS */
     hg_progress_fn *progress; /* may be NULL */
     void *progress_ctx;
 } hg_prepare_options;
@@ -190,8 +193,8 @@ typedef struct hg_prepare_stats {
 } hg_prepare_stats;
 
 /* Tokenizes the input files into shards. Each file, and each part of a file between
- * "<|endoftext|>" markers, is one document; every document starts with the eot
- * token. The split into train and val is by position: val is the tail of the input
+ * markers (the separator token's text, "<|endoftext|>" by default), is one document;
+ * every document starts with the separator token. The split into train and val is by position: val is the tail of the input
  * from the first line start at or after (1 - val_fraction) of its bytes. */
 hg_status hg_prepare_files(const hg_tokenizer *tok, const char *const *inputs, int n_inputs,
                            const hg_prepare_options *opt, hg_prepare_stats *stats);

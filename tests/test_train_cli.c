@@ -467,32 +467,39 @@ static void init_from_hf(void) {
     hg_st_close(b);
 }
 
-/* A fine-tune of a Hugging Face Qwen2 folder (its tokenizer.json prepares the data):
- * N steps, stop, resume to 2N equals 2N in one go, bit for bit; the result exports as a
- * Qwen2 folder that loads back. */
-static void fine_tune_hf(void) {
-    const char *hf = "fixtures/hf_qwen2";
-    char d[512];
+/* A fine-tune of a Hugging Face folder (its tokenizer.json prepares the data, with
+ * Llama 3's BOS as the document separator for the Llama folder, which has no
+ * <|endoftext|>): N steps, stop, resume to 2N equals 2N in one go, bit for bit. The
+ * checkpoint keeps the folder's tokenizer and generation_config.json, and exports as a
+ * folder of the given class that loads back. */
+static void fine_tune_hf(const char *name, const char *class_name) {
+    char hf[128], d[512], common[512];
+    snprintf(hf, sizeof hf, "fixtures/%s", name);
     series ref, res;
-    CHECK(sh(NULL, "%s prepare --quiet --tokenizer %s --out %s/qdata %s/corpus.txt", hg, hf, work, work) == 0);
-    const char *args = "--train '%s/qdata/train_*.bin' --ctx 32 --batch 2 --threads 1 --peak-gflops 100 "
-                       "--lr 1e-3 --warmup-steps 2 --lr-schedule constant --eval-every 0";
-    char common[512];
-    snprintf(common, sizeof common, args, work);
-    CHECK(sh(NULL, "%s train --init-from-hf %s %s --out %s/q_ref --max-steps 8", hg, hf, common, work) == 0);
-    CHECK(sh(NULL, "%s train --init-from-hf %s %s --out %s/q_res --max-steps 4", hg, hf, common, work) == 0);
-    CHECK(sh(NULL, "%s train --resume --out %s/q_res --max-steps 8", hg, work) == 0);
-    snprintf(d, sizeof d, "%s/q_ref", work);
+    CHECK(sh(NULL, "%s prepare --quiet --tokenizer %s --out %s/%s_data %s/corpus.txt", hg, hf, work, name, work) == 0);
+    snprintf(common, sizeof common,
+             "--train '%s/%s_data/train_*.bin' --ctx 32 --batch 2 --threads 1 --peak-gflops 100 --lr 1e-3 "
+             "--warmup-steps 2 --lr-schedule constant --eval-every 0",
+             work, name);
+    CHECK(sh(NULL, "%s train --init-from-hf %s %s --out %s/%s_ref --max-steps 8", hg, hf, common, work, name) == 0);
+    CHECK(sh(NULL, "%s train --init-from-hf %s %s --out %s/%s_res --max-steps 4", hg, hf, common, work, name) == 0);
+    CHECK(sh(NULL, "%s train --resume --out %s/%s_res --max-steps 8", hg, work, name) == 0);
+    snprintf(d, sizeof d, "%s/%s_ref", work, name);
     read_log(d, &ref);
-    snprintf(d, sizeof d, "%s/q_res", work);
+    snprintf(d, sizeof d, "%s/%s_res", work, name);
     read_log(d, &res);
     CHECK(same_losses(&ref, &res) && ref.loss[7] < ref.loss[0]);
-    char *out = NULL;
-    CHECK(sh(&out, "%s export --model %s/q_res --tokenizer %s --hf %s/q_hf", hg, work, hf, work) == 0);
-    CHECK(out && strstr(out, "as Qwen2ForCausalLM in float32"));
+    CHECK(exists("%s/%s_res/ckpt_00000008/tokenizer.json", work, name));
+    CHECK(exists("%s/%s_res/ckpt_00000008/generation_config.json", work, name) ==
+          exists("%s/generation_config.json", hf));
+    char *out = NULL, want[128];
+    CHECK(sh(&out, "%s export --model %s/%s_res --hf %s/%s_hf", hg, work, name, work, name) == 0);
+    snprintf(want, sizeof want, "as %s in float32", class_name);
+    CHECK(out && strstr(out, want));
     free(out);
-    CHECK(exists("%s/q_hf/tokenizer.json", work) && exists("%s/q_hf/generation_config.json", work));
-    CHECK(sh(NULL, "%s generate --model %s/q_hf --prompt 'the lord' --max-new-tokens 4 --temperature 0", hg, work) == 0);
+    CHECK(exists("%s/%s_hf/tokenizer.json", work, name) && exists("%s/%s_hf/generation_config.json", work, name));
+    CHECK(sh(NULL, "%s generate --model %s/%s_hf --prompt 'the lord' --max-new-tokens 4 --temperature 0", hg, work,
+             name) == 0);
 }
 
 /* The command fails with status 1 or 2, its output is one line holding `needle`, and
@@ -553,12 +560,14 @@ static void bad_input(void) {
     snprintf(args, sizeof args, "%s --max-steps 2 --n-head 3", tiny);
     bad("n_head (3) must divide d_model (32)", args);
     bad("--train 'nope/*.bin': no file matches", "--train 'nope/*.bin' --model tiny --vocab-size 512 --max-steps 1");
-    snprintf(args, sizeof args, "%s --max-steps 2 --vocab-size 512", tiny);
-    bad("has 320 ids but the model has vocab_size 512", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --vocab-size 256", tiny);
+    bad("has 320 ids but the model has vocab_size 256", args);
+    /* more embedding rows than the tokenizer has ids (a padded vocabulary) is fine */
+    CHECK(sh(NULL, "%s train %s --max-steps 1 --vocab-size 384 --out %s/padded", hg, tiny, work) == 0);
     /* a tokenizer of another vocabulary than the shards and model */
     CHECK(sh(NULL, "%s tokenizer train --vocab-size 300 --out %s/tok300 %s/corpus.txt", hg, work, work) == 0);
     snprintf(args, sizeof args, "%s --max-steps 2 --tokenizer %s/tok300", tiny, work);
-    bad("train_000000.bin was written for a vocabulary of 320 ids, but the model has vocab_size 300", args);
+    bad("train_000000.bin was written for a vocabulary of 320 ids, but the tokenizer has 300", args);
     /* checkpoints: another shape, and corrupt files */
     char ck[600];
     snprintf(ck, sizeof ck, "%s/d1/ckpt_00000012", work);
@@ -635,7 +644,8 @@ int main(int argc, char **argv) {
     make_data();
     deterministic();
     resume_exact();
-    fine_tune_hf();
+    fine_tune_hf("hf_qwen2", "Qwen2ForCausalLM");
+    fine_tune_hf("hf_llama", "LlamaForCausalLM");
     sigint_then_resume();
     two_writers();
     failed_write();

@@ -1,9 +1,10 @@
 /* Data preparation: input text files -> documents -> tokens -> train and val shards.
  *
- * The inputs are mapped, cut into documents (each file, split at literal
- * "<|endoftext|>" markers) and documents into work units. Units are encoded in
- * parallel, a batch at a time, and written in input order, so the shards do not
- * depend on the thread count. Every document starts with the eot token. */
+ * The inputs are mapped, cut into documents (each file, split at literal markers: the
+ * separator token's text, "<|endoftext|>" by default) and documents into work units.
+ * Units are encoded in parallel, a batch at a time, and written in input order, so the
+ * shards do not depend on the thread count. Every document starts with the separator
+ * token. */
 #define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <omp.h>
@@ -29,10 +30,18 @@ typedef struct prep_input {
     size_t len;
 } prep_input;
 
+/* The document separator: the token every document starts with, and its text, which
+ * splits documents inside a file. */
+typedef struct prep_sep {
+    int32_t id;
+    const uint8_t *text;
+    size_t len;
+} prep_sep;
+
 typedef struct prep_unit {
     int file;
     size_t start, end;
-    int doc_start; /* begins a document: gets the eot token first */
+    int doc_start; /* begins a document: gets the separator token first */
     int val;
 } prep_unit;
 
@@ -79,18 +88,18 @@ static int units_add_doc(prep_units *us, const prep_input *in, int f, size_t s, 
     return 1;
 }
 
-/* Splits [s, e) of file f at "<|endoftext|>" markers into documents. */
+/* Splits [s, e) of file f at the separator's text into documents. */
 static int units_add_segment(prep_units *us, const prep_input *in, int f, size_t s, size_t e, int val,
-                             size_t unit_bytes, uint64_t *docs) {
+                             size_t unit_bytes, const prep_sep *sep, uint64_t *docs) {
     const uint8_t *d = in[f].data;
     while (s < e) {
-        const uint8_t *m = memmem(d + s, e - s, HG_EOT_TEXT, HG_EOT_LEN);
+        const uint8_t *m = memmem(d + s, e - s, sep->text, sep->len);
         size_t doc_end = m ? (size_t)(m - d) : e;
         if (doc_end > s) {
             if (!units_add_doc(us, in, f, s, doc_end, val, unit_bytes)) return 0;
             (*docs)++;
         }
-        s = m ? doc_end + HG_EOT_LEN : e;
+        s = m ? doc_end + sep->len : e;
     }
     return 1;
 }
@@ -124,6 +133,7 @@ static void prepare_val_cut(const prep_input *in, int n, uint64_t total, double 
 typedef struct prep_out {
     const char *dir, *split;
     const hg_tokenizer *tok;
+    int32_t sep; /* recorded in the shard header */
     uint64_t shard_tokens, tokens;
     int n_shards; /* shards opened so far */
     shard_writer w;
@@ -135,7 +145,7 @@ static hg_status prep_out_write(prep_out *o, const int32_t *ids, size_t n) {
         if (!o->open) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s_%06d.bin", o->dir, o->split, o->n_shards);
-            HG_TRY(shard_writer_open(&o->w, path, hg_tokenizer_vocab_size(o->tok), hg_tokenizer_eot(o->tok)));
+            HG_TRY(shard_writer_open(&o->w, path, hg_tokenizer_vocab_size(o->tok), o->sep));
             o->open = 1;
             o->n_shards++;
         }
@@ -168,15 +178,15 @@ static hg_status prep_out_finish(prep_out *o) {
 }
 
 /* Encodes units [a, b) in parallel into ids (each unit at ids + at[u]). */
-static hg_status encode_batch(const hg_tokenizer *tok, const prep_input *in, const prep_unit *u, size_t a, size_t b,
-                              int32_t *ids, const size_t *at, size_t *count, int threads) {
+static hg_status encode_batch(const hg_tokenizer *tok, int32_t sep, const prep_input *in, const prep_unit *u,
+                              size_t a, size_t b, int32_t *ids, const size_t *at, size_t *count, int threads) {
     hg_status first = HG_OK;
     char msg[1024] = "";
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t i = a; i < b; i++) {
         int32_t *out = ids + at[i - a];
         size_t k = 0, pre = u[i].doc_start ? 1 : 0;
-        if (pre) out[0] = tok->eot;
+        if (pre) out[0] = sep;
         const uint8_t *text = in[u[i].file].data + u[i].start;
         size_t len = u[i].end - u[i].start;
         hg_status s = hg_tokenizer_encode(tok, text, len, 0, out + pre, hg_tokenizer_max_ids(tok, len), &k);
@@ -192,11 +202,11 @@ static hg_status encode_batch(const hg_tokenizer *tok, const prep_input *in, con
     return first == HG_OK ? HG_OK : hg_fail(first, "%s", msg);
 }
 
-static hg_status prepare_run(const hg_tokenizer *tok, const prep_input *in, const prep_units *us,
+static hg_status prepare_run(const hg_tokenizer *tok, int32_t sep, const prep_input *in, const prep_units *us,
                              const hg_prepare_options *opt, uint64_t total, hg_prepare_stats *stats) {
     int threads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
-    prep_out outs[2] = {{opt->out_dir, "train", tok, opt->shard_tokens, 0, 0, {0}, 0},
-                        {opt->out_dir, "val", tok, opt->shard_tokens, 0, 0, {0}, 0}};
+    prep_out outs[2] = {{opt->out_dir, "train", tok, sep, opt->shard_tokens, 0, 0, {0}, 0},
+                        {opt->out_dir, "val", tok, sep, opt->shard_tokens, 0, 0, {0}, 0}};
     size_t batch_bytes = (size_t)threads * (8u << 20), cap = 0;
     int32_t *ids = NULL;
     size_t *at = NULL, *count = NULL;
@@ -226,7 +236,7 @@ static hg_status prepare_run(const hg_tokenizer *tok, const prep_input *in, cons
             at[i - a] = o;
             o += hg_tokenizer_max_ids(tok, us->u[i].end - us->u[i].start) + 1;
         }
-        s = encode_batch(tok, in, us->u, a, b, ids, at, count, threads);
+        s = encode_batch(tok, sep, in, us->u, a, b, ids, at, count, threads);
         for (size_t i = a; i < b && s == HG_OK; i++) {
             s = prep_out_write(&outs[us->u[i].val], ids + at[i - a], count[i - a]);
             done += us->u[i].end - us->u[i].start;
@@ -249,13 +259,27 @@ static hg_status prepare_run(const hg_tokenizer *tok, const prep_input *in, cons
     return s;
 }
 
-static hg_status prepare_check(const hg_tokenizer *tok, int n_inputs, const hg_prepare_options *opt) {
+/* The separator named in opt, else <|endoftext|>, else the tokenizer's BOS. */
+static hg_status prepare_separator(const hg_tokenizer *tok, const hg_prepare_options *opt, prep_sep *sep) {
+    if (opt->separator) {
+        if (!*opt->separator) return hg_fail(HG_ERR_INVALID, "separator: empty");
+        if (hg_tokenizer_token_id(tok, opt->separator, &sep->id) != HG_OK)
+            return hg_fail(HG_ERR_INVALID, "separator: \"%.80s\" is not a token of the tokenizer", opt->separator);
+    } else {
+        sep->id = tok->eot >= 0 ? tok->eot : tok->bos;
+        if (sep->id < 0)
+            return hg_fail(HG_ERR_INVALID, "separator: the tokenizer has neither <|endoftext|> nor a BOS token; "
+                                           "name the token that starts each document");
+    }
+    return hg_tokenizer_token_bytes(tok, sep->id, &sep->text, &sep->len);
+}
+
+static hg_status prepare_check(int n_inputs, const hg_prepare_options *opt) {
     if (!opt->out_dir || !*opt->out_dir) return hg_fail(HG_ERR_INVALID, "out_dir: not given");
     if (!(opt->val_fraction >= 0 && opt->val_fraction < 1))
         return hg_fail(HG_ERR_INVALID, "val_fraction: %g; must be in [0, 1)", opt->val_fraction);
     if (opt->shard_tokens < 1) return hg_fail(HG_ERR_INVALID, "shard_tokens: must be >= 1");
     if (n_inputs < 1) return hg_fail(HG_ERR_INVALID, "inputs: no input files given");
-    if (tok->eot < 0) return hg_fail(HG_ERR_INVALID, "tokenizer: it has no <|endoftext|> token to separate documents");
     if (mkdir(opt->out_dir, 0777) != 0 && errno != EEXIST)
         return hg_fail(HG_ERR_IO, "%s: cannot create the folder: %s", opt->out_dir, strerror(errno));
     return HG_OK;
@@ -264,7 +288,9 @@ static hg_status prepare_check(const hg_tokenizer *tok, int n_inputs, const hg_p
 hg_status prepare_files_units(const hg_tokenizer *tok, const char *const *inputs, int n_inputs,
                               const hg_prepare_options *opt, size_t unit_bytes, hg_prepare_stats *stats) {
     memset(stats, 0, sizeof *stats);
-    HG_TRY(prepare_check(tok, n_inputs, opt));
+    prep_sep sep;
+    HG_TRY(prepare_separator(tok, opt, &sep));
+    HG_TRY(prepare_check(n_inputs, opt));
     prep_input *in = calloc((size_t)n_inputs, sizeof *in);
     prep_units us = {0};
     if (!in) return hg_fail(HG_ERR_NOMEM, "prepare: out of memory");
@@ -282,15 +308,15 @@ hg_status prepare_files_units(const hg_tokenizer *tok, const char *const *inputs
     if (s == HG_OK) prepare_val_cut(in, n_inputs, total, opt->val_fraction, &cut_file, &cut_off);
     for (int f = 0; f < n_inputs && s == HG_OK; f++) {
         size_t mid = f < cut_file ? in[f].len : f == cut_file ? cut_off : 0;
-        if (!units_add_segment(&us, in, f, 0, mid, 0, unit_bytes, &stats->documents) ||
-            !units_add_segment(&us, in, f, mid, in[f].len, 1, unit_bytes, &stats->documents))
+        if (!units_add_segment(&us, in, f, 0, mid, 0, unit_bytes, &sep, &stats->documents) ||
+            !units_add_segment(&us, in, f, mid, in[f].len, 1, unit_bytes, &sep, &stats->documents))
             s = hg_fail(HG_ERR_NOMEM, "prepare: out of memory");
     }
     if (s == HG_OK && us.n == 0)
-        s = hg_fail(HG_ERR_INVALID, "%s%s: empty corpus: %llu bytes and no text outside <|endoftext|> markers",
-                    inputs[0], n_inputs > 1 ? " and the other inputs" : "", (unsigned long long)total);
+        s = hg_fail(HG_ERR_INVALID, "%s%s: empty corpus: %llu bytes and no text outside %.*s markers", inputs[0],
+                    n_inputs > 1 ? " and the other inputs" : "", (unsigned long long)total, (int)sep.len, sep.text);
     stats->bytes = total;
-    if (s == HG_OK) s = prepare_run(tok, in, &us, opt, total, stats);
+    if (s == HG_OK) s = prepare_run(tok, sep.id, in, &us, opt, total, stats);
     for (int f = 0; f < mapped; f++) file_unmap(in[f].data, in[f].len);
     free(in);
     free(us.u);

@@ -585,9 +585,19 @@ static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const c
             HG_TRY(hg_write_file_atomic(path, text, strlen(text)));
         }
     }
+    return how->copy_from ? hg_hf_copy_extras(how->copy_from, tmp) : HG_OK;
+}
+
+hg_status hg_hf_copy_extras(const char *from, const char *to) {
+    if (!from || !to) return hg_fail(HG_ERR_INVALID, "hg_hf_copy_extras: NULL argument");
     const char *extra[] = {"tokenizer_config.json", "special_tokens_map.json", "generation_config.json"};
-    for (int i = 0; how->copy_from && i < 3; i++) HG_TRY(copy_if_there(how->copy_from, tmp, extra[i], path, cap));
-    return HG_OK;
+    size_t cap = strlen(from) + strlen(to) + 64;
+    char *path = malloc(cap);
+    if (!path) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    hg_status st = HG_OK;
+    for (int i = 0; i < 3 && st == HG_OK; i++) st = copy_if_there(from, to, extra[i], path, cap);
+    free(path);
+    return st;
 }
 
 const char *hg_hf_architecture(const hg_config *cfg) { return hf_arch_class(hf_arch_default(cfg)); }

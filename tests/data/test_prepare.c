@@ -1,5 +1,5 @@
 /* Data preparation: the shards hold every input byte back (documents separated by
- * eot), the val split is the input's tail from a line start, shards respect their
+ * eot, or another separator token), the val split is the input's tail from a line start, shards respect their
  * size limit, and neither the thread count nor the cutting of documents into work
  * units changes a single token. */
 #define _POSIX_C_SOURCE 200809L
@@ -92,6 +92,59 @@ static int file_equal(const char *a, const char *b) {
     return eq;
 }
 
+/* A Llama 3 tokenizer.json has no <|endoftext|>: documents start with the BOS its
+ * post-processor adds, or with the separator named; an unknown separator is refused. */
+static void separators(void) {
+    hg_tokenizer *tok = NULL;
+    CHECK_OK(hg_tokenizer_load(&tok, "fixtures/tokenizers/llama3/tokenizer.json"));
+    if (!tok) return;
+    CHECK(hg_tokenizer_eot(tok) < 0 && hg_tokenizer_bos(tok) >= 0);
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/llama.txt", dir);
+    snprintf(out, sizeof out, "%s/llama", dir);
+    const char *inputs[1] = {in};
+    hg_prepare_options o = hg_prepare_options_default();
+    o.out_dir = out;
+    o.val_fraction = 0;
+    o.threads = 1;
+    const char *names[2] = {NULL, "<|end_of_text|>"};
+    for (int k = 0; k < 2; k++) {
+        int32_t sep = hg_tokenizer_bos(tok);
+        if (names[k]) CHECK_OK(hg_tokenizer_token_id(tok, names[k], &sep));
+        char text[128];
+        int len = snprintf(text, sizeof text, "the cat%ssat on%s the mat", names[k] ? names[k] : "<|begin_of_text|>",
+                           names[k] ? names[k] : "<|begin_of_text|>");
+        write_file(in, text, (size_t)len);
+        o.separator = names[k];
+        hg_prepare_stats st;
+        CHECK_OK(hg_prepare_files(tok, inputs, 1, &o, &st));
+        CHECK(st.documents == 3);
+        size_t n;
+        int shards;
+        int32_t *ids = read_split(out, "train", &n, &shards, o.shard_tokens);
+        size_t seps = 0;
+        for (size_t i = 0; i < n; i++) seps += ids[i] == sep;
+        CHECK(n > 3 && ids[0] == sep && seps == 3);
+        char path[600];
+        snprintf(path, sizeof path, "%s/train_000000.bin", out);
+        const uint8_t *d;
+        size_t flen, at;
+        hg_shard_info info;
+        CHECK_OK(file_map(path, &d, &flen));
+        CHECK_OK(shard_parse(d, flen, path, HG_SHARD_AUTO, &info, &at));
+        int32_t header_sep;
+        memcpy(&header_sep, d + 28, 4);
+        CHECK(header_sep == sep);
+        file_unmap(d, flen);
+        free(ids);
+    }
+    o.separator = "<|no_such_token|>";
+    hg_prepare_stats st;
+    CHECK(hg_prepare_files(tok, inputs, 1, &o, &st) == HG_ERR_INVALID && strstr(hg_last_error(), "separator") &&
+          strstr(hg_last_error(), "<|no_such_token|>"));
+    hg_tokenizer_free(tok);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
@@ -167,6 +220,8 @@ int main(void) {
     CHECK_OK(hg_tokenizer_decode(tok, va + 1, nv - 1, back, 3 * LEN, &val_bytes));
     CHECK(val_bytes > 0 && val_bytes <= (n1 + n2 + 13 + n3) / 10);
     CHECK(want[nb - val_bytes - 1] == '\n');
+
+    separators();
 
     /* A rerun with bigger shards removes the extra shards of the first run. */
     o.shard_tokens = 1000000;
