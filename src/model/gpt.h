@@ -96,6 +96,7 @@ struct hg_model {
     gpt_param_map pm;
     int threads, chunk;         /* threads: opt.threads resolved (0 -> all cores) */
     hg_backend *be;
+    hg_backend_ops own_ops;     /* be->ops once an hg_override_* has patched a copy */
     hg_table params;            /* parameter specs; grads, m, v share the layout */
     float *param, *grad, *adam_m, *adam_v; /* m, v: (shard_n) floats from shard_lo */
     size_t shard_lo, shard_n;   /* the flat range the AdamW state covers (ZeRO-1) */

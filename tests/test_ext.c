@@ -1,0 +1,163 @@
+/* The extension API (handgrad_ext.h): hg_gradcheck passes a correct op and catches
+ * planted bugs (a wrong sign, a missing accumulation, an off-by-one loop bound, an
+ * output left unwritten), in double and in float; it refuses a bad definition by
+ * field. hg_override_gelu puts a user's kernel into a model's step, only on the device
+ * named. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "handgrad_ext.h"
+
+/* y (M) = W (M, K) x (K) + b (M); bug selects a planted mistake. */
+enum { M = 5, K = 7 };
+enum bug { NONE, SIGN, OVERWRITE, OFF_BY_ONE, UNWRITTEN };
+static enum bug bug;
+
+static hg_status lin_forward(void *ctx, const float *const *in, float *const *out) {
+    (void)ctx;
+    for (int i = 0; i < M - (bug == UNWRITTEN); i++) {
+        double s = in[2][i];
+        for (int k = 0; k < K; k++) s += (double)in[1][i * K + k] * in[0][k];
+        out[0][i] = (float)s;
+    }
+    return HG_OK;
+}
+
+static hg_status lin_forward_f64(void *ctx, const double *const *in, double *const *out) {
+    (void)ctx;
+    for (int i = 0; i < M; i++) {
+        double s = in[2][i];
+        for (int k = 0; k < K; k++) s += in[1][i * K + k] * in[0][k];
+        out[0][i] = s;
+    }
+    return HG_OK;
+}
+
+/* dx = W^T dy (written); dW += dy x^T, db += dy (accumulated) */
+static hg_status lin_backward(void *ctx, const float *const *in, const float *const *out, const float *const *dout,
+                              float *const *din) {
+    (void)ctx, (void)out;
+    const float *x = in[0], *W = in[1], *dy = dout[0];
+    for (int k = 0; k < K; k++) {
+        double s = 0;
+        for (int i = 0; i < M; i++) s += (double)W[i * K + k] * dy[i];
+        din[0][k] = (float)(bug == SIGN && k == 3 ? -s : s);
+    }
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K - (bug == OFF_BY_ONE); k++) {
+            if (bug == OVERWRITE) din[1][i * K + k] = dy[i] * x[k];
+            else din[1][i * K + k] += dy[i] * x[k];
+        }
+    for (int i = 0; i < M; i++) din[2][i] += dy[i];
+    return HG_OK;
+}
+
+static hg_gradcheck_report check(enum bug b, int f64) {
+    bug = b;
+    hg_op_def op = {.name = "linear", .n_in = 3, .n_out = 1, .in_name = {"x", "W", "b"}, .out_name = {"y"},
+                    .in_size = {K, M * K, M}, .out_size = {M}, .params = 6u, .forward = lin_forward,
+                    .backward = lin_backward, .forward_f64 = f64 ? lin_forward_f64 : NULL};
+    hg_gradcheck_report r;
+    CHECK_OK(hg_gradcheck(&op, NULL, &r));
+    return r;
+}
+
+static void gradcheck(void) {
+    for (int f64 = 0; f64 < 2; f64++) {
+        hg_gradcheck_report r = check(NONE, f64);
+        CHECK(r.ok && r.accumulates[1] && r.accumulates[2] && !r.accumulates[0]);
+        CHECK(r.in[0].err < (f64 ? 1e-5 : 1e-3) && r.in[1].index >= 0 && r.unwritten_out[0] == -1);
+        if (!r.ok) fprintf(stderr, "correct op, f64 %d: %s\n", f64, r.summary);
+
+        r = check(SIGN, f64);
+        CHECK(!r.ok && r.in[0].index == 3 && strstr(r.summary, "dx[3]"));
+        r = check(OVERWRITE, f64);
+        CHECK(!r.ok && !r.accumulates[1] && strstr(r.summary, "overwrote dW"));
+        r = check(OFF_BY_ONE, f64);
+        CHECK(!r.ok && r.in[1].index % K == K - 1 && strstr(r.summary, "dW["));
+        r = check(UNWRITTEN, f64);
+        CHECK(!r.ok && r.unwritten_out[0] == M - 1 && strstr(r.summary, "left y[4] unwritten"));
+    }
+    /* definitions refused by field */
+    bug = NONE;
+    hg_op_def op = {.name = "linear", .n_in = 3, .n_out = 1, .in_size = {K, M * K, 0}, .out_size = {M},
+                    .forward = lin_forward, .backward = lin_backward};
+    hg_gradcheck_report r;
+    CHECK(hg_gradcheck(&op, NULL, &r) == HG_ERR_INVALID && strstr(hg_last_error(), "in_size[2]"));
+    op.in_size[2] = M, op.n_out = 0;
+    CHECK(hg_gradcheck(&op, NULL, &r) == HG_ERR_INVALID && strstr(hg_last_error(), "n_out"));
+    op.n_out = 1, op.params = 1u << 5;
+    CHECK(hg_gradcheck(&op, NULL, &r) == HG_ERR_INVALID && strstr(hg_last_error(), "params"));
+}
+
+/* ---- an override in a model: counted calls, and gradients that follow the kernel ---- */
+
+static int calls;
+static float factor;
+
+static void scaled_gelu_backward(hg_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    (void)be;
+    calls++;
+    for (size_t i = 0; i < n; i++) {
+        const float x = inp[i], u = 0.7978845608028654f * (x + 0.044715f * x * x * x), th = tanhf(u);
+        const float d = 0.5f * (1 + th) + 0.5f * x * (1 - th * th) * 0.7978845608028654f * (1 + 3 * 0.044715f * x * x);
+        dinp[i] = factor * d * dout[i];
+    }
+}
+
+/* The gradient of c_fc's weight in the last block after one forward_backward. */
+static void fc_grad(hg_model *m, const int32_t *tok, float *out) {
+    float loss;
+    hg_param_info info;
+    char name[64];
+    snprintf(name, sizeof name, "h.%d.mlp.c_fc.weight", hg_model_config(m)->n_layer - 1);
+    CHECK_OK(hg_zero_grad(m));
+    CHECK_OK(hg_forward_backward(m, tok, tok + 1, 2, 16, 1.0f, &loss));
+    for (int i = 0; i < hg_param_count(m); i++) {
+        CHECK_OK(hg_param_at(m, i, &info));
+        if (!strcmp(info.name, name)) CHECK_OK(hg_param_read(m, i, HG_PARAM_GRAD, out));
+    }
+}
+
+static void override(void) {
+    hg_config cfg;
+    CHECK_OK(hg_config_preset("tiny", &cfg));
+    hg_options opt = hg_options_default();
+    opt.batch = 2, opt.seq_len = 16, opt.seed = 3, opt.threads = 1;
+    int32_t tok[2 * 16 + 1];
+    for (int i = 0; i < 33; i++) tok[i] = (i * 37 + 5) % cfg.vocab_size;
+    const size_t n = (size_t)cfg.d_model * cfg.d_ff;
+    float *g[3] = {malloc(n * 4), malloc(n * 4), malloc(n * 4)};
+    const float factors[3] = {0, 1, 2}; /* 0: the built-in */
+    for (int k = 0; k < 3; k++) {
+        hg_model *m;
+        CHECK_OK(hg_model_create(&m, &cfg, &opt));
+        /* an override for another device leaves the CPU model alone */
+        CHECK_OK(hg_override_gelu(m, HG_DEVICE_CUDA, NULL, scaled_gelu_backward));
+        if (k) CHECK_OK(hg_override_gelu(m, HG_DEVICE_CPU, NULL, scaled_gelu_backward));
+        calls = 0, factor = factors[k];
+        fc_grad(m, tok, g[k]);
+        CHECK(calls == (k ? cfg.n_layer : 0));
+        hg_model_free(m);
+    }
+    double d1 = 0, d2 = 0, big = 0;
+    for (size_t i = 0; i < n; i++) {
+        d1 = fmax(d1, fabs(g[1][i] - g[0][i]));
+        d2 = fmax(d2, fabs(g[2][i] - 2 * g[0][i]));
+        big = fmax(big, fabs(g[0][i]));
+    }
+    /* the same rule as the built-in gives its gradient; twice the rule, twice it (the
+     * last block's c_fc weight gradient is linear in its GELU backward: the gradient
+     * reaching that block comes from the classifier alone) */
+    CHECK(big > 0 && d1 <= 1e-4 * big && d2 <= 1e-4 * big);
+    for (int k = 0; k < 3; k++) free(g[k]);
+}
+
+int main(void) {
+    gradcheck();
+    override();
+    CHECK_DONE();
+}
