@@ -10,65 +10,17 @@
  * matmuls allocate at most ~264 bytes a call; its AVX2 matmuls also allocate one buffer
  * of 16640 bytes a call, the same for every model shape here (measured 2026-11-23 with
  * ONEDNN_MAX_CPU_ISA=AVX2 on an Ice Lake Xeon, and natively on a Zen 3 EPYC), which
- * ctest runs as test_alloc_avx2. Not built under sanitizers, which own malloc. */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <dnnl.h>
-#include <stdatomic.h>
-#include <stdint.h>
+ * ctest runs as test_alloc_avx2. The counting is src/ext/alloc_count.c's, the library
+ * hg_bench_op uses. Not built under sanitizers, which own malloc. */
+#include <stdio.h>
 
 #include "check.h"
+#include "ext/alloc_count.h"
 #include "handgrad.h"
-
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
 
 /* The largest allocation oneDNN may make inside a call: about twice its fixed AVX2
  * buffer. Growth and leaks are caught by the per-step counts and the frees. */
 #define ONEDNN_SMALL 32768
-
-static atomic_int counting, in_gemm;
-static atomic_long own_allocs, own_frees, gemm_allocs, gemm_frees, gemm_bytes, gemm_largest;
-
-static void note_alloc(size_t n) {
-    if (!atomic_load(&counting)) return;
-    if (atomic_load(&in_gemm)) {
-        atomic_fetch_add(&gemm_allocs, 1);
-        atomic_fetch_add(&gemm_bytes, (long)n);
-        long big = atomic_load(&gemm_largest);
-        while ((long)n > big && !atomic_compare_exchange_weak(&gemm_largest, &big, (long)n)) {
-        }
-    } else {
-        atomic_fetch_add(&own_allocs, 1);
-    }
-}
-
-void *malloc(size_t n) { note_alloc(n); return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { note_alloc(a * b); return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { note_alloc(n); return __libc_realloc(p, n); }
-void *aligned_alloc(size_t a, size_t n) { note_alloc(n); return __libc_memalign(a, n); }
-int posix_memalign(void **p, size_t a, size_t n) {
-    note_alloc(n);
-    *p = __libc_memalign(a, n);
-    return *p ? 0 : 12;
-}
-void free(void *p) {
-    if (p && atomic_load(&counting)) atomic_fetch_add(atomic_load(&in_gemm) ? &gemm_frees : &own_frees, 1);
-    __libc_free(p);
-}
-
-/* Every GEMM handgrad runs passes through here on its way to oneDNN. */
-dnnl_status_t dnnl_primitive_execute(const_dnnl_primitive_t p, dnnl_stream_t s, int nargs, const dnnl_exec_arg_t *args) {
-    static dnnl_status_t (*real)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t *);
-    if (!real) real = (dnnl_status_t(*)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t *))dlsym(RTLD_NEXT, "dnnl_primitive_execute");
-    atomic_fetch_add(&in_gemm, 1);
-    dnnl_status_t st = real(p, s, nargs, args);
-    atomic_fetch_sub(&in_gemm, 1);
-    return st;
-}
 
 static int train_step(hg_model *m, const int32_t *tok, const int32_t *tgt, int B, int T) {
     hg_adamw a = hg_adamw_default();
@@ -113,25 +65,28 @@ static void check_preset(const char *preset) {
     CHECK_OK(hg_profiler_create(&p, 10000));
     int profiled = 0;
     long per_step[3];
+    hg_alloc_counts all = {0}, c;
     for (int s = 0; s < 3; s++) {
         if (s == 2) profiled = hg_model_set_profiler(m, p) == HG_OK;
-        long before = atomic_load(&gemm_allocs);
-        atomic_store(&counting, 1);
+        hg_alloc_count_enable(1);
         hg_profiler_step_begin(p);
         CHECK(train_step(m, tok, tgt, 3, 37) == 0);
         hg_profiler_step_end(p);
-        atomic_store(&counting, 0);
-        per_step[s] = atomic_load(&gemm_allocs) - before;
+        hg_alloc_count_enable(0);
+        hg_alloc_count_read(&c);
+        per_step[s] = (long)c.onednn_allocs;
+        all.allocs += c.allocs, all.frees += c.frees, all.onednn_allocs += c.onednn_allocs;
+        all.onednn_frees += c.onednn_frees, all.onednn_bytes += c.onednn_bytes;
+        if (c.onednn_largest > all.onednn_largest) all.onednn_largest = c.onednn_largest;
     }
-    printf("handgrad: %ld allocations, %ld frees in 3 steps\n", atomic_load(&own_allocs), atomic_load(&own_frees));
+    printf("handgrad: %ld allocations, %ld frees in 3 steps\n", (long)all.allocs, (long)all.frees);
     printf("inside oneDNN: %ld allocations (%ld per step), %ld bytes in all, largest %ld bytes, %ld frees\n",
-           atomic_load(&gemm_allocs), per_step[0], atomic_load(&gemm_bytes), atomic_load(&gemm_largest),
-           atomic_load(&gemm_frees));
-    CHECK(atomic_load(&own_allocs) == 0);
-    CHECK(atomic_load(&own_frees) == 0);
+           (long)all.onednn_allocs, per_step[0], (long)all.onednn_bytes, (long)all.onednn_largest,
+           (long)all.onednn_frees);
+    CHECK(all.allocs == 0 && all.frees == 0);
     CHECK(per_step[0] == per_step[1] && per_step[1] == per_step[2]); /* no growth */
-    CHECK(atomic_load(&gemm_largest) <= ONEDNN_SMALL);               /* only small buffers */
-    CHECK(atomic_load(&gemm_allocs) == atomic_load(&gemm_frees));    /* nothing kept */
+    CHECK(all.onednn_largest <= ONEDNN_SMALL);                       /* only small buffers */
+    CHECK(all.onednn_allocs == all.onednn_frees);                    /* nothing kept */
     CHECK(!profiled || hg_profiler_count(p) > 100);
     hg_model_free(m);
     hg_profiler_free(p);
@@ -141,15 +96,14 @@ static void check_preset(const char *preset) {
     if (!m) return;
     float logits[1000];
     CHECK(V <= 1000 && generate(m, logits, V) == 0); /* warm-up */
-    atomic_store(&own_allocs, 0), atomic_store(&own_frees, 0);
-    atomic_store(&gemm_allocs, 0), atomic_store(&gemm_frees, 0), atomic_store(&gemm_largest, 0);
-    atomic_store(&counting, 1);
+    hg_alloc_count_enable(1);
     CHECK(generate(m, logits, V) == 0);
-    atomic_store(&counting, 0);
-    printf("generation: handgrad %ld allocations; inside oneDNN %ld, largest %ld bytes\n", atomic_load(&own_allocs),
-           atomic_load(&gemm_allocs), atomic_load(&gemm_largest));
-    CHECK(atomic_load(&own_allocs) == 0 && atomic_load(&own_frees) == 0);
-    CHECK(atomic_load(&gemm_largest) <= ONEDNN_SMALL && atomic_load(&gemm_allocs) == atomic_load(&gemm_frees));
+    hg_alloc_count_enable(0);
+    hg_alloc_count_read(&c);
+    printf("generation: handgrad %ld allocations; inside oneDNN %ld, largest %ld bytes\n", (long)c.allocs,
+           (long)c.onednn_allocs, (long)c.onednn_largest);
+    CHECK(c.allocs == 0 && c.frees == 0);
+    CHECK(c.onednn_largest <= ONEDNN_SMALL && c.onednn_allocs == c.onednn_frees);
     hg_model_free(m);
 }
 

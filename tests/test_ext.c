@@ -2,7 +2,7 @@
  * planted bugs (a wrong sign, a missing accumulation, an off-by-one loop bound, an
  * output left unwritten), in double and in float; it refuses a bad definition by
  * field. hg_override_gelu puts a user's kernel into a model's step, only on the device
- * named. */
+ * named. hg_bench_op counts exactly the allocations of the calls it times. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,7 +156,36 @@ static void override(void) {
     for (int k = 0; k < 3; k++) free(g[k]);
 }
 
+/* ---- hg_bench_op: the counts are the calls' own ---- */
+
+static hg_status allocating(void *ctx) {
+    void *volatile p = malloc(24 + (size_t)(*(int *)ctx)++ % 8);
+    free(p);
+    return HG_OK;
+}
+
+static hg_status quiet(void *ctx) {
+    (*(volatile int *)ctx)++;
+    return HG_OK;
+}
+
+static void bench(void) {
+    int k = 0;
+    hg_bench_result a, q;
+    CHECK_OK(hg_bench_op(allocating, &k, 5, &a));
+    CHECK_OK(hg_bench_op(quiet, &k, 5, &q));
+    CHECK(a.runs == 5 && a.calls_per_run >= 1 && a.min_s > 0 && a.min_s <= a.median_s && a.median_s <= a.max_s);
+#ifdef HG_ALLOC_COUNTED /* linked with the counter (not in sanitizer builds) */
+    CHECK(a.counted && a.allocs == a.runs * a.calls_per_run && a.onednn_allocs == 0);
+    CHECK(q.counted && q.allocs == 0);
+#else
+    CHECK(!a.counted && a.allocs == -1 && !q.counted);
+#endif
+    CHECK(hg_bench_op(quiet, &k, 0, &q) == HG_ERR_INVALID && strstr(hg_last_error(), "runs"));
+}
+
 int main(void) {
+    bench();
     gradcheck();
     override();
     CHECK_DONE();
