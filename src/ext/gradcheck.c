@@ -59,14 +59,16 @@ static hg_status gc_alloc(const hg_op_def *op, gc_bufs *b) {
     int ok = 1;
     for (int i = 0; i < op->n_in; i++) {
         size_t n = (size_t)op->in_size[i];
-        ok &= !!(b->in[i] = malloc(n * sizeof(float))) & !!(b->din[i] = malloc(n * sizeof(float)));
-        ok &= !!(b->din0[i] = malloc(n * sizeof(float))) & !!(b->start[i] = malloc(n * sizeof(float)));
-        ok &= !!(b->in64[i] = malloc(n * sizeof(double)));
+        b->in[i] = malloc(n * sizeof(float)), b->din[i] = malloc(n * sizeof(float));
+        b->din0[i] = malloc(n * sizeof(float)), b->start[i] = malloc(n * sizeof(float));
+        b->in64[i] = malloc(n * sizeof(double));
+        ok = ok && b->in[i] && b->din[i] && b->din0[i] && b->start[i] && b->in64[i];
     }
     for (int k = 0; k < op->n_out; k++) {
         size_t n = (size_t)op->out_size[k];
-        ok &= !!(b->out[k] = malloc(n * sizeof(float))) & !!(b->dout[k] = malloc(n * sizeof(float)));
-        ok &= !!(b->out64[k] = malloc(n * sizeof(double)));
+        b->out[k] = malloc(n * sizeof(float)), b->dout[k] = malloc(n * sizeof(float));
+        b->out64[k] = malloc(n * sizeof(double));
+        ok = ok && b->out[k] && b->dout[k] && b->out64[k];
     }
     return ok ? HG_OK : hg_fail(HG_ERR_NOMEM, "hg_gradcheck: out of memory");
 }
