@@ -72,3 +72,11 @@ int cli_check_writable(const char *cmd, const char *flag, const char *path) {
     fprintf(stderr, "handgrad %s: %s %s: %s\n", cmd, flag, path, why);
     return 1;
 }
+
+void cli_folder_of(const char *path, char *out, size_t cap) {
+    struct stat sb;
+    const char *slash = strrchr(path, '/');
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(out, cap, "%s", path);
+    else if (slash) snprintf(out, cap, "%.*s", (int)(slash - path), path);
+    else snprintf(out, cap, ".");
+}

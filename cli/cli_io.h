@@ -15,5 +15,8 @@ int cli_fail(const char *cmd);
  * is writable, and the path is not a directory. Prints "handgrad <cmd>: <flag> <path>: why"
  * and returns 1 when not; returns 0 when it can. */
 int cli_check_writable(const char *cmd, const char *flag, const char *path);
+/* The folder a path names: path itself when it is a folder, else the folder holding
+ * the file ("." for a bare name). */
+void cli_folder_of(const char *path, char *out, size_t cap);
 
 #endif

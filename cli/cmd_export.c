@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli_io.h"
 #include "cli_open.h"
@@ -86,13 +85,7 @@ int cmd_export(int argc, char **argv) {
     /* the extra tokenizer and generation files sit beside the tokenizer (a folder, or
      * the folder of a tokenizer.json) */
     char from[4096];
-    snprintf(from, sizeof from, "%s", tok_path ? tok_path : dir);
-    struct stat sb;
-    if (stat(from, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
-        char *slash = strrchr(from, '/');
-        if (slash) *slash = 0;
-        else snprintf(from, sizeof from, ".");
-    }
+    cli_folder_of(tok_path ? tok_path : dir, from, sizeof from);
     char *own = arch ? NULL : folder_class(dir);
     hg_hf_export how = {arch ? arch : own, bf16, from};
     if (rc == 0 && hg_model_save_hf_as(m, tok, out, &how) != HG_OK) rc = cli_fail("export");

@@ -188,10 +188,7 @@ static int load_tokenizer(trainer *t) {
     }
     if (!t->tok_path[0]) return 0;
     if (hg_tokenizer_load(&t->tok, t->tok_path) != HG_OK) return ERR("--tokenizer: %s", hg_last_error());
-    snprintf(t->tok_dir, sizeof t->tok_dir, "%s", t->tok_path);
-    char *slash = strrchr(t->tok_dir, '/');
-    if (!is_dir(t->tok_dir)) snprintf(t->tok_dir, sizeof t->tok_dir, "%.*s", slash ? (int)(slash - t->tok_dir) : 1,
-                                      slash ? t->tok_path : ".");
+    cli_folder_of(t->tok_path, t->tok_dir, sizeof t->tok_dir);
     if (hg_hf_special_ids(t->tok_dir, &t->special) != HG_OK) return ERR("--tokenizer: %s", hg_last_error());
     return 0;
 }

@@ -60,7 +60,7 @@ static hg_status ref_forward_f64(void *ctx, const double *const *in, double *con
 static hg_status my_backward(void *ctx, const float *const *in, const float *const *out, const float *const *dout,
                              float *const *din) {
     (void)out;
-    my_gelu_backward(NULL, din[0], in[0], dout[0], (size_t) * (const int64_t *)ctx);
+    my_gelu_backward(NULL, din[0], in[0], dout[0], (size_t)*(const int64_t *)ctx);
     return HG_OK;
 }
 

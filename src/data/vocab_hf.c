@@ -207,6 +207,16 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+hg_status vocab_load_file(hg_tokenizer **out, const char *path, vocab_parse_fn *parse) {
+    *out = NULL;
+    uint8_t *buf;
+    size_t len;
+    HG_TRY(file_read_all(path, &buf, &len));
+    hg_status s = parse(out, buf, len, path);
+    free(buf);
+    return s;
+}
+
 hg_status hg_tokenizer_load(hg_tokenizer **out, const char *path) {
     *out = NULL;
     struct stat st;

@@ -154,11 +154,5 @@ done:
 }
 
 hg_status hg_tokenizer_load_tiktoken(hg_tokenizer **out, const char *path) {
-    *out = NULL;
-    uint8_t *buf;
-    size_t len;
-    HG_TRY(file_read_all(path, &buf, &len));
-    hg_status s = vocab_parse_tiktoken(out, buf, len, path);
-    free(buf);
-    return s;
+    return vocab_load_file(out, path, vocab_parse_tiktoken);
 }

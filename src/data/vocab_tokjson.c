@@ -483,11 +483,5 @@ hg_status vocab_parse_tokjson(hg_tokenizer **out, const uint8_t *buf, size_t len
 }
 
 hg_status hg_tokenizer_load_tokjson(hg_tokenizer **out, const char *path) {
-    *out = NULL;
-    uint8_t *buf;
-    size_t len;
-    HG_TRY(file_read_all(path, &buf, &len));
-    hg_status s = vocab_parse_tokjson(out, buf, len, path);
-    free(buf);
-    return s;
+    return vocab_load_file(out, path, vocab_parse_tokjson);
 }
