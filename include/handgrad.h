@@ -102,6 +102,16 @@ enum {
     HG_OMIT_ALL_BIAS = 0xF,
 };
 
+/* Sites of the decoder where an op of your own (handgrad_ext.h, hg_register_op) runs:
+ *   HG_SITE_ATTN_PROJ   in each block, on the attention output projection's output
+ *                       (N, C) -> (N, C), before dropout and the residual add;
+ *   HG_SITE_MLP_ACT     in each block, as the MLP activation (N, FI) -> (N, F), in place
+ *                       of `mlp`'s (FI = 2F when mlp is swiglu, else F);
+ *   HG_SITE_FINAL_NORM  once, on the residual stream (N, C) -> (N, C) before the final
+ *                       norm. */
+typedef enum hg_site { HG_SITE_ATTN_PROJ = 0, HG_SITE_MLP_ACT = 1, HG_SITE_FINAL_NORM = 2, HG_SITES } hg_site;
+#define HG_OP_NAME_MAX 32 /* bytes of an op's name, its terminating NUL included */
+
 typedef struct hg_config {
     int vocab_size;  /* V: token ids are in [0, V); padded to a multiple of 64 internally */
     int max_seq_len; /* Tmax: longest sequence; rows of a learned position embedding */
@@ -129,6 +139,8 @@ typedef struct hg_config {
     int qk_norm;             /* 1: each q and k head is RMS-normalised (norm_eps, a weight
                                 of hs per q and per k unless norm_weight is off) before
                                 the rotary embedding, as in Qwen3 */
+    char site_op[HG_SITES][HG_OP_NAME_MAX]; /* the registered op at each site, by name;
+                                               "" for none (the built-in path) */
 } hg_config;
 
 /* Presets: the GPT-2 ladder "small", "medium", "large", "xl", "2.7B" (V=50257,
@@ -144,7 +156,7 @@ const char *hg_config_preset_name(int i);
 /* Checks every field; the message names the first bad one. */
 hg_status hg_config_validate(const hg_config *cfg);
 /* Number of parameters, counting V rows of the embedding and output matrices (not the
- * padded rows) and a tied output layer once. */
+ * padded rows) and a tied output layer once; a site op's count when it is registered. */
 int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding);
 
 /* The config's fields by name: one table drives validation, checkpoint metadata, the
@@ -153,7 +165,8 @@ int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding)
  * ("layernorm" | "rmsnorm"), norm_eps, norm_weight, norm_bias, position ("learned" |
  * "rope"), rope_theta, rope_scaling ("none" | "llama3"), rope_factor, rope_low_freq_factor,
  * rope_high_freq_factor, rope_original_max_len, mlp ("gelu" | "swiglu" | "relu2"), qkv_bias, proj_bias, mlp_bias,
- * tied and qk_norm (booleans "true" | "false" | "1" | "0"). */
+ * tied and qk_norm (booleans "true" | "false" | "1" | "0"), and the site ops op_attn_proj,
+ * op_mlp_act and op_final_norm (an op's name, or "none"). */
 int hg_config_field_count(void);
 /* Field i's name and a one-line description (NULL past the last). */
 const char *hg_config_field_name(int i, const char **help);
@@ -379,7 +392,9 @@ typedef enum hg_prof_pass {
 
 typedef struct hg_prof_event {
     const char *name;    /* op and pass, e.g. "matmul c_fc backward", "adamw"; a region:
-                            "step", "forward", "classifier", "backward", "optimizer" */
+                            "step", "forward", "classifier", "backward", "optimizer"; a
+                            site op (handgrad_ext.h): "<its name> forward". Valid while
+                            the profiler lives and is not attached to another model */
     int region;          /* 1: a region enclosing op events; 0: one op call */
     hg_prof_pass pass;
     int gemm;            /* 1: a GEMM op (matmuls, classifier) */
@@ -584,7 +599,8 @@ hg_status hg_write_file_atomic(const char *path, const void *data, size_t len);
 /* --------------------------------------------------------------- numbers */
 
 /* FLOPs of one training step over B*T tokens: 6*N*tokens + 12*L*C*T*tokens, with N
- * the parameter count without the position embedding (the PaLM/llm.c convention). */
+ * the parameter count without the position embedding (the PaLM/llm.c convention) and
+ * without site ops' parameters (their FLOPs are unknown to the library). */
 double hg_train_flops(const hg_config *cfg, int B, int T);
 
 /* A large oneDNN sgemm timed on `threads` threads (0: all), in GFLOP/s: the machine's

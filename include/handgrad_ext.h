@@ -50,7 +50,8 @@ extern "C" {
 
 /* The kernel table a model runs: the first argument of every kernel. */
 typedef struct hg_backend hg_backend;
-/* Host worker threads the kernels of this backend may use. */
+/* Host worker threads the kernels of this backend may use; 1 for be NULL (a site op
+ * called by hg_gradcheck_site). */
 int hg_backend_threads(const hg_backend *be);
 
 /* GELU, tanh approximation (src/ops/gelu.h): out (n) = gelu(inp); dinp (n) =
@@ -143,6 +144,114 @@ typedef struct hg_gradcheck_report {
  * HG_OK when the check ran (r->ok says whether the op passed), else the op's or the
  * definition's error. */
 hg_status hg_gradcheck(const hg_op_def *op, const hg_gradcheck_options *opt, hg_gradcheck_report *r);
+
+/* ------------------------------------------------------- ops at decoder sites */
+
+/* An op of your own at a site of the decoder (hg_site, handgrad.h): registered once per
+ * process by name, then placed by a config that names it (hg_config.site_op, or the
+ * config fields op_attn_proj, op_mlp_act, op_final_norm). Its parameters join the
+ * model's parameter table, so hg_param_*, checkpoints, data parallelism and AdamW see
+ * them (2-D ones with weight decay). The tensors it saves for backward and its scratch
+ * join the memory plan: the step still allocates nothing. The profiler records its
+ * calls under its name. Checkpoints name the op through the config; a model whose
+ * config names an op that is not registered is refused with the op's name. Ops run on
+ * CPU models; a CUDA model that names one is refused with HG_ERR_UNSUPPORTED.
+ *
+ * Sketch: a per-channel gain after the attention projection, y = x * g.
+ *
+ *     static void sizes(void *ctx, const hg_site_shape *s, hg_site_sizes *z) {
+ *         z->param[0][0] = s->C;                                   // g: (C)
+ *     }
+ *     static hg_status init(void *ctx, const hg_site_shape *s, int layer,
+ *                           float *const *p, uint64_t seed) {
+ *         for (int c = 0; c < s->C; c++) p[0][c] = 1.0f;
+ *         return HG_OK;
+ *     }
+ *     static hg_status fwd(void *ctx, const hg_site_call *a) {     // y = x * g
+ *         for (int64_t i = 0; i < (int64_t)a->N * a->in_width; i++)
+ *             a->y[i] = a->x[i] * a->w[0][i % a->in_width];
+ *         return HG_OK;
+ *     }
+ *     static hg_status bwd(void *ctx, const hg_site_call *a) { ... } // dx = dy * g; dg += dy * x
+ *     ...
+ *     hg_site_op op = {.name = "gain", .site = HG_SITE_ATTN_PROJ, .n_params = 1,
+ *                      .param_name = {"g"}, .sizes = sizes, .init = init,
+ *                      .forward = fwd, .backward = bwd};
+ *     hg_register_op(&op);
+ *     hg_config_set(&cfg, "op_attn_proj", "gain");                 // then hg_model_create
+ *
+ * Parameter i of the op in block l is named "h.{l}.{op}.{param_name[i]}"; at the final
+ * site "{op}.{param_name[i]}". */
+
+/* The shapes an op is planned for. */
+typedef struct hg_site_shape {
+    int N;                   /* rows: the model's batch * seq_len, the most a call passes */
+    int C;                   /* d_model */
+    int in_width, out_width; /* (C, C) at HG_SITE_ATTN_PROJ and HG_SITE_FINAL_NORM; (FI, F)
+                                at HG_SITE_MLP_ACT */
+    int threads;             /* the model's worker threads (for per-thread scratch) */
+} hg_site_shape;
+
+/* What an op needs for a shape. Parameter shapes may depend on C and the widths, not on
+ * N or threads. */
+typedef struct hg_site_sizes {
+    int64_t param[HG_OP_MAX_TENSORS][2]; /* parameter i: (rows) with [1] = 0, or (rows, cols) */
+    int64_t saved[HG_OP_MAX_TENSORS];    /* floats of saved tensor i: forward writes it and
+                                            the same block's backward reads it; one copy per
+                                            block in a training model */
+    int64_t scratch_bytes;               /* shared by every call; nothing survives a call */
+} hg_site_sizes;
+
+/* One call of an op. Tensors are row-major floats in the model's memory. */
+typedef struct hg_site_call {
+    hg_backend *be;            /* hg_backend_threads(be) workers may run; NULL in
+                                  hg_gradcheck_site */
+    int layer;                 /* the block, or -1 at HG_SITE_FINAL_NORM */
+    int B, T, N;               /* N = B * T rows in this call (at most the planned N) */
+    int in_width, out_width;
+    const float *x;            /* (N, in_width): the input, in forward and in backward */
+    float *y;                  /* forward: (N, out_width), to be written in full */
+    const float *dy;           /* backward: (N, out_width), the gradient at y */
+    float *dx;                 /* backward: (N, in_width), to be written in full */
+    const float *const *w;     /* parameter i, in its declared shape */
+    float *const *dw;          /* backward: parameter i's gradient, to be added to (+=) */
+    float *const *saved;       /* saved tensor i (its declared floats) */
+    void *scratch;             /* scratch_bytes, 64-byte aligned */
+    int recompute;             /* forward: 1 when the MLP site's output is recomputed in
+                                  backward (the block keeps only its input) */
+} hg_site_call;
+
+typedef struct hg_site_op {
+    const char *name;          /* 1 to HG_OP_NAME_MAX - 1 letters, digits, '_' or '-' */
+    hg_site site;
+    int n_params, n_saved;     /* each in [0, HG_OP_MAX_TENSORS] */
+    const char *param_name[HG_OP_MAX_TENSORS]; /* 1 to 23 of the same characters each */
+    /* Fills z (zeroed before the call) for shape s. Required. */
+    void (*sizes)(void *ctx, const hg_site_shape *s, hg_site_sizes *z);
+    /* A new model's initial parameters in block `layer` (-1 at the final site): param[i]
+     * in host memory, in its declared shape; seed is the model's. Required when
+     * n_params > 0. */
+    hg_status (*init)(void *ctx, const hg_site_shape *s, int layer, float *const *param, uint64_t seed);
+    /* y from x and w; may write saved. At HG_SITE_MLP_ACT it runs again in backward with
+     * recompute = 1 and must give the same y. */
+    hg_status (*forward)(void *ctx, const hg_site_call *c);
+    /* dx (written) and dw (added to) from dy, x, w and saved. */
+    hg_status (*backward)(void *ctx, const hg_site_call *c);
+    void *ctx;
+} hg_site_op;
+
+/* Registers op, copying the definition and its strings (ctx stays a pointer). Refused,
+ * naming the field: a count or the site out of range, a bad name, a missing function,
+ * a name already registered, or negative sizes for a probe shape. */
+hg_status hg_register_op(const hg_site_op *op);
+/* Removes op `name` from the registry; models created with it keep their own copy. */
+hg_status hg_unregister_op(const char *name);
+
+/* hg_gradcheck of a site op for shape s: the checked inputs are x (N, in_width) and the
+ * parameters, the output y. Saved tensors and scratch are allocated for the check, and
+ * each backward follows a forward at the same inputs. */
+hg_status hg_gradcheck_site(const hg_site_op *op, const hg_site_shape *s, const hg_gradcheck_options *opt,
+                            hg_gradcheck_report *r);
 
 /* ----------------------------------------------- allocation and timing harness */
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "handgrad_ext.h"
+#include "model/gpt.h"
 
 hg_gradcheck_options hg_gradcheck_options_default(void) {
     hg_gradcheck_options o = {.seed = 1};
@@ -258,4 +259,66 @@ hg_status hg_gradcheck(const hg_op_def *op, const hg_gradcheck_options *opt, hg_
         return hg_fail(s, "%s: %s", op->name ? op->name : "op", why);
     }
     return s;
+}
+
+/* ---- a site op through hg_gradcheck: inputs x and the parameters, output y ---- */
+
+typedef struct site_check {
+    gpt_site_def d;
+    hg_site_shape s;
+    hg_site_sizes z;
+    float *saved[HG_OP_MAX_TENSORS];
+    void *scratch;
+} site_check;
+
+static hg_site_call site_call(site_check *c, const float *const *in) {
+    hg_site_call a = {.layer = c->d.op.site == HG_SITE_FINAL_NORM ? -1 : 0, .B = 1, .T = c->s.N, .N = c->s.N,
+                      .in_width = c->s.in_width, .out_width = c->s.out_width, .x = in[0], .w = in + 1,
+                      .saved = c->saved, .scratch = c->scratch};
+    return a;
+}
+
+static hg_status site_forward(void *ctx, const float *const *in, float *const *out) {
+    site_check *c = ctx;
+    hg_site_call a = site_call(c, in);
+    a.y = out[0];
+    return c->d.op.forward(c->d.op.ctx, &a);
+}
+
+/* The checker runs backward after a forward at the same inputs: saved holds its tensors. */
+static hg_status site_backward(void *ctx, const float *const *in, const float *const *out, const float *const *dout,
+                               float *const *din) {
+    (void)out;
+    site_check *c = ctx;
+    hg_site_call a = site_call(c, in);
+    a.dy = dout[0], a.dx = din[0], a.dw = din + 1;
+    return c->d.op.backward(c->d.op.ctx, &a);
+}
+
+hg_status hg_gradcheck_site(const hg_site_op *op, const hg_site_shape *s, const hg_gradcheck_options *opt,
+                            hg_gradcheck_report *r) {
+    if (!s || !r) return hg_fail(HG_ERR_INVALID, "hg_gradcheck_site: NULL argument");
+    if (s->N < 1 || s->C < 1 || s->in_width < 1 || s->out_width < 1 || s->threads < 0)
+        return hg_fail(HG_ERR_INVALID, "hg_gradcheck_site: the shape needs N, C, in_width, out_width >= 1");
+    site_check c = {.s = *s};
+    HG_TRY(gpt_site_def_from(op, &c.d));
+    HG_TRY(gpt_site_sizes(&c.d, s, &c.z));
+    const int np = c.d.op.n_params;
+    if (np + 1 > HG_OP_MAX_TENSORS)
+        return hg_fail(HG_ERR_INVALID, "hg_gradcheck_site: op '%s' has %d parameters; the checker takes x and at most %d",
+                       c.d.name, np, HG_OP_MAX_TENSORS - 1);
+    hg_op_def def = {.name = c.d.name, .n_in = 1 + np, .n_out = 1, .in_name = {"x"}, .out_name = {"y"},
+                     .in_size = {(int64_t)s->N * s->in_width}, .out_size = {(int64_t)s->N * s->out_width},
+                     .params = ((1u << np) - 1) << 1, .forward = site_forward, .backward = site_backward, .ctx = &c};
+    for (int i = 0; i < np; i++) {
+        def.in_name[1 + i] = c.d.param_name[i];
+        def.in_size[1 + i] = c.z.param[i][0] * (c.z.param[i][1] ? c.z.param[i][1] : 1);
+    }
+    int ok = 1;
+    for (int i = 0; i < c.d.op.n_saved; i++) ok = ok && (c.saved[i] = hg_aligned_alloc(sizeof(float) * (size_t)c.z.saved[i]));
+    if (ok && c.z.scratch_bytes) ok = (c.scratch = hg_aligned_alloc((size_t)c.z.scratch_bytes)) != NULL;
+    hg_status st = ok ? hg_gradcheck(&def, opt, r) : hg_fail(HG_ERR_NOMEM, "hg_gradcheck_site: out of memory");
+    for (int i = 0; i < HG_OP_MAX_TENSORS; i++) hg_aligned_free(c.saved[i]);
+    hg_aligned_free(c.scratch);
+    return st;
 }

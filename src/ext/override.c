@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "model/gpt.h"
 
-int hg_backend_threads(const hg_backend *be) { return be ? be->threads : 0; }
+int hg_backend_threads(const hg_backend *be) { return be ? be->threads : 1; }
 
 /* The model's own, writable kernel table, or NULL when m runs on another device. */
 static hg_backend_ops *own_table(hg_model *m, hg_device device) {

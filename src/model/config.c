@@ -76,6 +76,7 @@ typedef enum field_type {
     F_ENUM,  /* int, one of names[] */
     F_KEEP,  /* boolean shown as "kept": true when bit is clear in omit */
     F_BOOL,  /* int 0 or 1, shown inverted when invert (tied = !untied) */
+    F_OP,    /* an op's name (HG_OP_NAME_MAX bytes), "none" when empty */
 } field_type;
 
 typedef struct field {
@@ -122,6 +123,9 @@ static const field fields[] = {
     {"mlp_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_MLP_BIAS, NULL, "the MLP linears have biases"},
     {"tied", F_BOOL, OFF(untied), 0, 1, 1, NULL, "the output layer is the token embedding"},
     {"qk_norm", F_BOOL, OFF(qk_norm), 0, 1, 0, NULL, "q and k heads RMS-normalised before the rotary embedding"},
+    {"op_attn_proj", F_OP, OFF(site_op[HG_SITE_ATTN_PROJ]), 0, 0, 0, NULL, "registered op after attn.c_proj, or none"},
+    {"op_mlp_act", F_OP, OFF(site_op[HG_SITE_MLP_ACT]), 0, 0, 0, NULL, "registered op as the MLP activation, or none"},
+    {"op_final_norm", F_OP, OFF(site_op[HG_SITE_FINAL_NORM]), 0, 0, 0, NULL, "registered op before ln_f, or none"},
 };
 #undef OFF
 #define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
@@ -142,6 +146,17 @@ static const field *find_field(const char *name) {
 
 static int *int_at(hg_config *c, const field *f) { return (int *)((char *)c + f->offset); }
 static float *float_at(hg_config *c, const field *f) { return (float *)((char *)c + f->offset); }
+
+static char *name_at(hg_config *c, const field *f) { return (char *)c + f->offset; }
+
+int gpt_op_name_ok(const char *s, size_t cap) {
+    size_t n = 0;
+    for (; n < cap && s[n]; n++)
+        if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= '0' && s[n] <= '9') ||
+              s[n] == '_' || s[n] == '-'))
+            return 0;
+    return n > 0 && n < cap && n < HG_OP_NAME_MAX && strcmp(s, "none");
+}
 
 static int parse_bool(const char *v, int *out) {
     if (!strcmp(v, "true") || !strcmp(v, "1")) return *out = 1, 1;
@@ -186,6 +201,17 @@ hg_status hg_config_set(hg_config *c, const char *name, const char *value) {
         else *int_at(c, f) = f->bit ? !b : b;
         return HG_OK;
     }
+    case F_OP:
+        if (!*value || !strcmp(value, "none")) {
+            memset(name_at(c, f), 0, HG_OP_NAME_MAX);
+            return HG_OK;
+        }
+        if (!gpt_op_name_ok(value, HG_OP_NAME_MAX))
+            return hg_fail(HG_ERR_INVALID, "%s must be none or an op name of 1 to %d letters, digits, '_' or '-', got '%.64s'",
+                           name, HG_OP_NAME_MAX - 1, value);
+        memset(name_at(c, f), 0, HG_OP_NAME_MAX);
+        memcpy(name_at(c, f), value, strlen(value));
+        return HG_OK;
     }
     return HG_OK;
 }
@@ -219,6 +245,7 @@ hg_status hg_config_get(const hg_config *cfg, const char *name, char *buf, size_
     }
     case F_KEEP: snprintf(buf, size, "%s", cfg->omit & f->bit ? "false" : "true"); break;
     case F_BOOL: snprintf(buf, size, "%s", (*int_at(c, f) != 0) != (f->bit != 0) ? "true" : "false"); break;
+    case F_OP: snprintf(buf, size, "%.*s", HG_OP_NAME_MAX - 1, *name_at(c, f) ? name_at(c, f) : "none"); break;
     }
     return HG_OK;
 }
@@ -241,6 +268,9 @@ hg_status hg_config_validate(const hg_config *c) {
                                     f->offset == offsetof(hg_config, dropout) ? ')' : ']', (double)v);
         } else if (f->type == F_BOOL && (unsigned)*int_at(w, f) > 1) {
             return hg_fail(HG_ERR_INVALID, "%s: its flag must be 0 or 1, got %d", f->name, *int_at(w, f));
+        } else if (f->type == F_OP && *name_at(w, f) && !gpt_op_name_ok(name_at(w, f), HG_OP_NAME_MAX)) {
+            return hg_fail(HG_ERR_INVALID, "%s must be empty or an op name of 1 to %d letters, digits, '_' or '-'",
+                           f->name, HG_OP_NAME_MAX - 1);
         }
     }
     if (c->omit & ~(unsigned)(HG_OMIT_ALL_BIAS | HG_OMIT_NORM_WEIGHT))
@@ -301,13 +331,15 @@ int64_t hg_config_param_count(const hg_config *c, int with_position_embedding) {
     if (!(c->omit & HG_OMIT_MLP_BIAS)) per_layer += d.FI + C;
     int64_t n = (int64_t)d.V * C * (c->untied ? 2 : 1) + d.L * per_layer + n_norm * C;
     if (with_position_embedding && c->position == HG_POS_LEARNED) n += (int64_t)c->max_seq_len * C;
-    return n;
+    return n + gpt_site_param_count(c);
 }
 
 /* An untied model's token embedding is a lookup: its rows cost no FLOPs. */
 double hg_train_flops(const hg_config *c, int B, int T) {
     double tokens = (double)B * T;
-    double n = (double)hg_config_param_count(c, 0) - (c->untied ? (double)c->vocab_size * c->d_model : 0.0);
+    /* a site op's FLOPs are its own: not counted */
+    double n = (double)(hg_config_param_count(c, 0) - gpt_site_param_count(c)) -
+               (c->untied ? (double)c->vocab_size * c->d_model : 0.0);
     gpt_dims d = gpt_dims_of(c);
     return 6.0 * n * tokens + 12.0 * c->n_layer * (double)d.QD * (double)T * tokens;
 }

@@ -27,18 +27,33 @@ static int add(hg_table *t, const char *name, int ndim, int64_t d0, int64_t d1, 
  * and its role; a matrix gets weight decay. alloc: elements reserved (0: numel). */
 static int add_param(hg_table *t, int layer, gpt_role role, const char *name, int ndim, int64_t d0, int64_t d1,
                      int64_t alloc, size_t E) {
-    char full[64];
+    char full[80];
     if (layer >= 0) snprintf(full, sizeof full, "h.%d.%s", layer, name);
     else snprintf(full, sizeof full, "%s", name);
+    HG_ASSERT(strlen(full) < sizeof t->specs->name); /* the longest, a site op's "h.4095.<31>.<23>", fits */
     int i = add(t, full, ndim, d0, d1, alloc, 1, E, ndim == 2 ? HG_SPEC_DECAY : 0);
     if (i >= 0) t->specs[i].layer = layer, t->specs[i].role = role;
     return i >= 0;
 }
 
+/* Site s's op parameters in block `layer` (-1: model-wide), named "[h.{l}.]{op}.{param}". */
+static int add_site_params(hg_table *t, const gpt_sites *st, hg_site s, int layer, gpt_role role, size_t E) {
+    if (!st->on[s]) return 1;
+    const gpt_site_def *d = &st->def[s];
+    int ok = 1;
+    for (int i = 0; ok && i < d->op.n_params; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%s", d->name, d->param_name[i]);
+        const int64_t *sh = st->z[s].param[i];
+        ok = add_param(t, layer, role, name, sh[1] ? 2 : 1, sh[0], sh[1] ? sh[1] : 1, 0, E);
+    }
+    return ok;
+}
+
 /* The parameter table from the description, in the order gpt_role documents, with E-byte
  * elements (4 for the fp32 buffers; the compute type's size for the weight copy). The
  * embedding and output matrices reserve Vp rows for the classifier's padded vocabulary. */
-static int build_param_table(const hg_config *c, hg_table *t, size_t E) {
+static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *t, size_t E) {
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C;
     int nw = gpt_has_norm_weight(c), nb = gpt_has_norm_bias(c), qn = c->qk_norm && nw;
@@ -53,13 +68,16 @@ static int build_param_table(const hg_config *c, hg_table *t, size_t E) {
              (!qn || add_param(t, l, R_KNORM_W, "attn.k_norm.weight", 1, d.hs, 1, 0, E)) &&
              add_param(t, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0, E) &&
              (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0, E)) &&
+             add_site_params(t, st, HG_SITE_ATTN_PROJ, l, R_SITE_ATTN, E) &&
              (!nw || add_param(t, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0, E)) &&
              (!nb || add_param(t, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0, E)) &&
              add_param(t, l, R_FC_W, "mlp.c_fc.weight", 2, C, d.FI, 0, E) &&
              (c->omit & HG_OMIT_MLP_BIAS || add_param(t, l, R_FC_B, "mlp.c_fc.bias", 1, d.FI, 1, 0, E)) &&
+             add_site_params(t, st, HG_SITE_MLP_ACT, l, R_SITE_MLP, E) &&
              add_param(t, l, R_FCPROJ_W, "mlp.c_proj.weight", 2, d.F, C, 0, E) &&
              (c->omit & HG_OMIT_MLP_BIAS || add_param(t, l, R_FCPROJ_B, "mlp.c_proj.bias", 1, C, 1, 0, E));
     }
+    ok = ok && add_site_params(t, st, HG_SITE_FINAL_NORM, -1, R_SITE_FINAL, E);
     ok = ok && (!nw || add_param(t, -1, R_LNF_W, "ln_f.weight", 1, C, 1, 0, E));
     ok = ok && (!nb || add_param(t, -1, R_LNF_B, "ln_f.bias", 1, C, 1, 0, E));
     if (c->untied) ok = ok && add_param(t, -1, R_LM_HEAD, "lm_head.weight", 2, d.V, C, (int64_t)d.Vp * C, E);
@@ -73,10 +91,11 @@ gpt_param_map gpt_param_map_of(const hg_table *t) {
     pm.per_layer = 0;
     for (int i = 0; i < t->count; i++) {
         const hg_tensor_spec *s = &t->specs[i];
-        if (s->layer < 0) pm.at[s->role] = i;
-        else if (s->layer == 0) {
+        if (s->layer < 0) {
+            if (pm.at[s->role] < 0) pm.at[s->role] = i;
+        } else if (s->layer == 0) {
             if (pm.layer0 > i) pm.layer0 = i;
-            pm.at[s->role] = i - pm.layer0;
+            if (pm.at[s->role] < 0) pm.at[s->role] = i - pm.layer0;
             pm.per_layer++;
         }
     }
@@ -86,7 +105,7 @@ gpt_param_map gpt_param_map_of(const hg_table *t) {
 /* The activation table; its order must match enum gpt_act. E is the compute type's size;
  * statistics, ids, losses and the rotary table are 4 bytes; the two op scratches are
  * sized in bytes. */
-static int build_act_table(const hg_config *c, const hg_options *o, hg_table *t, size_t E,
+static int build_act_table(const hg_config *c, const hg_options *o, const gpt_sites *st, hg_table *t, size_t E,
                            size_t attention_scratch, size_t reduce_scratch, int chunk) {
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C, L = d.L, N = (int64_t)o->batch * o->seq_len;
@@ -124,8 +143,26 @@ static int build_act_table(const hg_config *c, const hg_options *o, hg_table *t,
     ok &= add(t, "scratch.dln", 2, bw * N, C, 0, 1, E, 0) == S_DLN;
     ok &= add(t, "scratch.datty", 2, bw * N, d.QD, 0, 1, E, 0) == S_DATTY;
     ok &= add(t, "scratch.dwide", 2, bw * N, wide, 0, 1, E, 0) == S_DWIDE;
-    ok &= add(t, "scratch.dact", 2, c->mlp != HG_MLP_GELU ? bw * N : 0, d.F, 0, 1, E, 0) == S_DACT;
+    int64_t dact = c->mlp != HG_MLP_GELU || st->on[HG_SITE_MLP_ACT];
+    ok &= add(t, "scratch.dact", 2, dact * bw * N, d.F, 0, 1, E, 0) == S_DACT;
     ok &= add(t, "scratch.reduce", 1, bw * (int64_t)reduce_scratch, 1, 0, 1, 1, 0) == S_REDUCE;
+    int64_t on_attn = st->on[HG_SITE_ATTN_PROJ], on_final = st->on[HG_SITE_FINAL_NORM];
+    ok &= add(t, "site.attn_proj.in", 2, on_attn * N, C, 0, layers, E, 0) == A_SITE_IN;
+    ok &= add(t, "site.final_norm.out", 2, on_final * N, C, 0, 1, E, 0) == A_SITE_OUT;
+    ok &= add(t, "scratch.site_grad", 2, (on_attn || on_final) * bw * N, C, 0, 1, E, 0) == S_SITE_GRAD;
+    static const char *const site_names[HG_SITES] = {"attn_proj", "mlp_act", "final_norm"};
+    for (int s = 0; s < HG_SITES; s++) {
+        char name[64];
+        snprintf(name, sizeof name, "scratch.site.%s", site_names[s]);
+        ok &= add(t, name, 1, st->on[s] ? st->z[s].scratch_bytes : 0, 1, 0, 1, 1, 0) == S_SITE_SCRATCH + s;
+    }
+    for (int s = 0; s < HG_SITES; s++)
+        for (int k = 0; k < HG_OP_MAX_TENSORS; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "site.%s.saved%d", site_names[s], k);
+            int64_t n = st->on[s] ? st->z[s].saved[k] : 0, copies = s == HG_SITE_FINAL_NORM ? 1 : layers;
+            ok &= add(t, name, 1, n, 1, 0, copies, 4, 0) == A_SITE_SAVED + s * HG_OP_MAX_TENSORS + k;
+        }
     return ok;
 }
 
@@ -143,11 +180,12 @@ static int classifier_chunk(const hg_config *c, int64_t N, size_t budget, size_t
 static int resolve_threads(const hg_options *o) { return o->threads > 0 ? o->threads : omp_get_num_procs(); }
 
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
-                           hg_table *weights, hg_table *acts, int *chunk) {
+                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites) {
     int64_t N = (int64_t)opt->batch * opt->seq_len;
     const hg_backend_ops *ops = hg_backend_ops_for(opt->device);
     if (!ops) return hg_fail(HG_ERR_UNSUPPORTED, "device: this build has no CUDA backend");
     if (ops->supports) HG_TRY(ops->supports(cfg));
+    HG_TRY(gpt_sites_resolve(cfg, opt, threads, sites));
     hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision};
     size_t E = hg_precision_bytes(opt->precision);
     *chunk = classifier_chunk(cfg, N, ops->classifier_chunk_bytes, E);
@@ -159,8 +197,8 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     hg_table_init(params);
     hg_table_init(weights);
     hg_table_init(acts);
-    if (!build_param_table(cfg, params, 4) || !build_param_table(cfg, weights, E) ||
-        !build_act_table(cfg, opt, acts, E, att, red, *chunk)) {
+    if (!build_param_table(cfg, sites, params, 4) || !build_param_table(cfg, sites, weights, E) ||
+        !build_act_table(cfg, opt, sites, acts, E, att, red, *chunk)) {
         hg_table_free(params);
         hg_table_free(weights);
         hg_table_free(acts);
@@ -217,7 +255,8 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     HG_TRY(check_options(cfg, &opt));
     hg_table p, w, a;
     int chunk;
-    HG_TRY(gpt_build_tables(cfg, &opt, resolve_threads(&opt), &p, &w, &a, &chunk));
+    gpt_sites sites;
+    HG_TRY(gpt_build_tables(cfg, &opt, resolve_threads(&opt), &p, &w, &a, &chunk, &sites));
     size_t copy = opt.precision == HG_PRECISION_FP32 ? 0 : w.bytes;
     memset(out, 0, sizeof *out);
     out->params = p.bytes + copy;
@@ -266,19 +305,48 @@ hg_status gpt_host_end(hg_model *m, float *buf, float *host) {
     return st;
 }
 
+/* Each site op's parameters, block by block, from its init (host holds the parameters). */
+static hg_status init_site_params(hg_model *m, float *host) {
+    for (int s = 0; s < HG_SITES; s++) {
+        const gpt_site_def *d = &m->sites.def[s];
+        if (!m->sites.on[s] || !d->op.n_params) continue;
+        int layers = s == HG_SITE_FINAL_NORM ? 1 : m->d.L;
+        for (int l = 0; l < layers; l++) {
+            float *p[HG_OP_MAX_TENSORS] = {0};
+            for (int i = 0; i < d->op.n_params; i++) p[i] = gpt_param(m, host, gpt_pi(m, l, gpt_site_role((hg_site)s)) + i);
+            int layer = s == HG_SITE_FINAL_NORM ? -1 : l;
+            hg_clear_error();
+            hg_status st = d->op.init(d->op.ctx, &m->sites.shape[s], layer, p, m->opt.seed);
+            if (st != HG_OK) {
+                char why[256];
+                snprintf(why, sizeof why, "%s", hg_last_error());
+                return hg_fail(st, "op '%s' (%s, block %d): its init returned '%s'%s%s", d->name,
+                               gpt_site_field((hg_site)s), layer, hg_status_name(st), *why ? ": " : "", why);
+            }
+        }
+    }
+    return HG_OK;
+}
+
 /* GPT-2's initialisation for every architecture: N(0, 0.02), the residual projections
  * (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2L), norm weights 1, biases 0. Element by
  * element from the counter-based RNG, so the result does not depend on the thread count.
- * Written in place on the CPU, staged through host memory and uploaded on other devices. */
+ * Site ops initialise their own parameters. Written in place on the CPU, staged through
+ * host memory and uploaded on other devices. */
 static hg_status init_params(hg_model *m) {
     const hg_config *c = &m->cfg;
     float proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);
     float *host = gpt_host_begin(m, m->param);
     if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory staging %zu bytes of parameters", m->params.bytes);
+    /* the stream of a tensor is its index among the built-in ones: a site op's
+     * parameters leave the others' initial values as they are without it */
+    uint32_t stream = 0;
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
         float *p = gpt_param(m, host, i);
         int r = s->role;
+        if (r == R_SITE_ATTN || r == R_SITE_MLP || r == R_SITE_FINAL) continue;
+        const uint32_t at = stream++;
         int is_bias = r == R_LN1_B || r == R_LN2_B || r == R_LNF_B || r == R_QKV_B || r == R_PROJ_B || r == R_FC_B ||
                       r == R_FCPROJ_B;
         int is_norm = r == R_LN1_W || r == R_LN2_W || r == R_LNF_W || r == R_QNORM_W || r == R_KNORM_W;
@@ -286,7 +354,12 @@ static hg_status init_params(hg_model *m) {
         uint64_t seed = m->opt.seed;
         #pragma omp parallel for schedule(static) num_threads(m->threads)
         for (int64_t j = 0; j < s->numel; j++)
-            p[j] = is_norm ? 1.0f : is_bias ? 0.0f : std * hg_rng_normal(seed, (uint32_t)i, (uint64_t)j);
+            p[j] = is_norm ? 1.0f : is_bias ? 0.0f : std * hg_rng_normal(seed, at, (uint64_t)j);
+    }
+    hg_status st = init_site_params(m, host);
+    if (st != HG_OK) {
+        gpt_host_free(m->param, host);
+        return st;
     }
     return gpt_host_end(m, m->param, host);
 }
@@ -372,7 +445,8 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
         m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
         if (!m->host_losses) st = hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
     }
-    if (st == HG_OK) st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->weights, &m->acts, &m->chunk);
+    if (st == HG_OK)
+        st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->weights, &m->acts, &m->chunk, &m->sites);
     if (st != HG_OK) {
         hg_model_free(m);
         return st;

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "core/table.h"
 #include "handgrad.h"
+#include "handgrad_ext.h"
 
 /* Sizes derived from a config: C d_model, NH query heads, NKV key/value heads, hs head
  * size, QD = NH*hs and KVD = NKV*hs the query and key (or value) widths, QKV = QD + 2*KVD
@@ -29,17 +30,25 @@ static inline int gpt_has_norm_bias(const hg_config *c) {
  * parameter table holds, in this order (and Hugging Face GPT-2's names): wte, wpe; per
  * block ln_1, attn.c_attn, attn.q_norm, attn.k_norm, attn.c_proj, ln_2, mlp.c_fc,
  * mlp.c_proj; ln_f; lm_head. A
- * tensor the config omits is not in the table. Linear weights are input-major (in, out). */
+ * tensor the config omits is not in the table. Linear weights are input-major (in, out).
+ * A site op's parameters (R_SITE_*, all of them under one role) follow attn.c_proj,
+ * mlp.c_fc, or precede ln_f. */
 typedef enum gpt_role {
-    R_WTE, R_WPE, R_LNF_W, R_LNF_B, R_LM_HEAD, /* model-wide */
-    R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_QNORM_W, R_KNORM_W, R_PROJ_W, R_PROJ_B,
-    R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_FCPROJ_W, R_FCPROJ_B, /* per block */
+    R_WTE, R_WPE, R_SITE_FINAL, R_LNF_W, R_LNF_B, R_LM_HEAD, /* model-wide */
+    R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_QNORM_W, R_KNORM_W, R_PROJ_W, R_PROJ_B, R_SITE_ATTN,
+    R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_SITE_MLP, R_FCPROJ_W, R_FCPROJ_B, /* per block */
     GPT_ROLES
 } gpt_role;
 #define GPT_FIRST_LAYER_ROLE R_LN1_W
 
+/* The role of site s's op parameters. */
+static inline gpt_role gpt_site_role(hg_site s) {
+    return s == HG_SITE_ATTN_PROJ ? R_SITE_ATTN : s == HG_SITE_MLP_ACT ? R_SITE_MLP : R_SITE_FINAL;
+}
+
 /* Where each role sits in a parameter table: model-wide roles at their index, block roles
- * at layer0 + layer * per_layer + at[role]; -1 where the config omits it. */
+ * at layer0 + layer * per_layer + at[role]; -1 where the config omits it. A role with
+ * several tensors (a site op's) maps to its first. */
 typedef struct gpt_param_map {
     int at[GPT_ROLES];
     int layer0, per_layer;
@@ -84,8 +93,49 @@ enum gpt_act {
     S_DWIDE,     /* (N, max(FI, QKV)) dpre of the MLP, then dQKV (backward only) */
     S_DACT,      /* (N, F) gradient of the MLP activation (backward, MLPs other than GELU) */
     S_REDUCE,    /* norm backward partial sums, layernorm_scratch_bytes (backward only) */
-    GPT_ACTS
+    /* site ops (gpt_sites); sizes 0 for a site without one */
+    A_SITE_IN,   /* (L, N, C) attn.c_proj's output: the input of the op after it */
+    A_SITE_OUT,  /* (N, C) the output of the op before the final norm: the norm's input */
+    S_SITE_GRAD, /* (N, C) backward: the gradient at the attention op's input, or at the
+                    final op's output */
+    S_SITE_SCRATCH, /* HG_SITES buffers: each op's scratch_bytes */
+    A_SITE_SAVED = S_SITE_SCRATCH + HG_SITES, /* HG_SITES * HG_OP_MAX_TENSORS tensors, site
+                    major: each op's saved tensors, a copy per block in training (floats) */
+    GPT_ACTS = A_SITE_SAVED + HG_SITES * HG_OP_MAX_TENSORS
 };
+
+/* A site op as the registry and a model hold it: the definition with its strings copied
+ * (op.name and op.param_name point at name and param_name; copy with gpt_site_def_copy). */
+typedef struct gpt_site_def {
+    hg_site_op op;
+    char name[HG_OP_NAME_MAX];
+    char param_name[HG_OP_MAX_TENSORS][24];
+} gpt_site_def;
+void gpt_site_def_copy(gpt_site_def *dst, const gpt_site_def *src);
+/* Checks op's fields (naming the first bad one) and copies it into d; its sizes are
+ * probed on a small shape. */
+hg_status gpt_site_def_from(const hg_site_op *op, gpt_site_def *d);
+/* d's sizes for shape s into z (zeroed first); refused, naming the entry, when one is
+ * negative or too large, or a declared parameter or saved tensor is empty. */
+hg_status gpt_site_sizes(const gpt_site_def *d, const hg_site_shape *s, hg_site_sizes *z);
+
+/* The ops a config places, resolved for a model's shape: on[s] when site s has one. */
+typedef struct gpt_sites {
+    int on[HG_SITES];
+    gpt_site_def def[HG_SITES];
+    hg_site_shape shape[HG_SITES];
+    hg_site_sizes z[HG_SITES];
+} gpt_sites;
+
+/* 1 when s is a valid op name in a buffer of cap bytes (NUL-terminated within it). */
+int gpt_op_name_ok(const char *s, size_t cap);
+/* The config field naming site s's op ("op_attn_proj"). */
+const char *gpt_site_field(hg_site s);
+/* Looks up the ops cfg names in the registry and sizes them for opt's shape; refuses an
+ * unregistered op, one registered for another site, and a device other than the CPU. */
+hg_status gpt_sites_resolve(const hg_config *cfg, const hg_options *opt, int threads, gpt_sites *out);
+/* Parameters of the registered ops cfg names (0 for one not registered). */
+int64_t gpt_site_param_count(const hg_config *cfg);
 
 typedef enum gpt_phase { PHASE_NONE, PHASE_FORWARD } gpt_phase;
 
@@ -109,6 +159,7 @@ struct hg_model {
     void *act;
     float *host_losses;         /* (B*T) per-token losses, downloaded for the mean */
     hg_memory_plan plan;
+    gpt_sites sites;            /* the ops at the decoder's sites */
     /* state of the step in progress */
     int B, T, has_targets;
     gpt_phase phase;
@@ -122,9 +173,9 @@ struct hg_model {
     int kv_len;                 /* positions held in the KV cache */
 };
 
-/* Builds the tables for (cfg, opt) without allocating. */
+/* Builds the tables for (cfg, opt) without allocating, with the site ops in sites. */
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
-                           hg_table *weights, hg_table *acts, int *chunk);
+                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites);
 /* The role map of a parameter table built by gpt_build_tables. */
 gpt_param_map gpt_param_map_of(const hg_table *params);
 
@@ -200,6 +251,13 @@ int gpt_has_kv(const hg_options *o);
 hg_status gpt_forward_body(hg_model *m, int kv_pos);
 /* The classifier on A_LNF; with backward, also dx into S_DLN and dwte. */
 hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *logits);
+/* Runs site s's op in block `layer` (ignored at the final site): forward (y from x),
+ * its recompute, or backward (dx from dy). A failing op's status comes back with its
+ * name, site and block in the message. */
+typedef enum gpt_site_pass { SITE_FORWARD, SITE_RECOMPUTE, SITE_BACKWARD } gpt_site_pass;
+hg_status gpt_site_run(hg_model *m, hg_site s, gpt_site_pass pass, int layer, const float *x, float *y,
+                       const float *dy, float *dx);
+
 /* Backward from S_DLN (gradient at the final LayerNorm output) to the embeddings. */
 hg_status gpt_backward_body(hg_model *m);
 

@@ -33,15 +33,21 @@ static float *norm_mean(const hg_model *m, int a, int layer) {
 /* The output matrix: lm_head, or the token embedding when tied. */
 static int head_index(const hg_model *m) { return m->cfg.untied ? gpt_pi(m, -1, R_LM_HEAD) : gpt_pi(m, -1, R_WTE); }
 
-/* The MLP of block l from ln2 into S_PROJ: its first linear into fch, the activation,
- * the second linear. GELU may be fused with the first linear (op_matmul_gelu_forward). */
+/* 1 when site s runs an op of its own. */
+static int site_on(const hg_model *m, hg_site s) { return m->sites.on[s]; }
+
+/* The MLP of block l from ln2 into S_PROJ: its first linear into fch, the activation (a
+ * site op's, or the config's), the second linear. GELU may be fused with the first
+ * linear (op_matmul_gelu_forward). */
 static hg_status mlp_forward(hg_model *m, int l, float *proj, float *act, float *fch, const float *ln2) {
     const int N = m->B * m->T, C = m->d.C, F = m->d.F;
-    if (m->cfg.mlp == HG_MLP_GELU) {
+    const int site = site_on(m, HG_SITE_MLP_ACT);
+    if (m->cfg.mlp == HG_MLP_GELU && !site) {
         HG_TRY(op_matmul_gelu_forward(m, l, act, fch, ln2, P(l, R_FC_W), P(l, R_FC_B), N, C, F));
     } else {
         HG_TRY(op_matmul_forward(m, OP_C_FC_FWD, l, fch, ln2, P(l, R_FC_W), P(l, R_FC_B), N, C, m->d.FI));
-        op_activation_forward(m, 0, l, act, fch, N, F);
+        if (site) HG_TRY(gpt_site_run(m, HG_SITE_MLP_ACT, SITE_FORWARD, l, fch, act, NULL, NULL));
+        else op_activation_forward(m, 0, l, act, fch, N, F);
     }
     return op_matmul_forward(m, OP_MLP_PROJ_FWD, l, proj, act, P(l, R_FCPROJ_W), P(l, R_FCPROJ_B), N, F, C);
 }
@@ -51,13 +57,16 @@ static hg_status mlp_forward(hg_model *m, int l, float *proj, float *act, float 
 static hg_status mlp_backward(hg_model *m, int l, float *dpre, const float *dmlp, const float *fch) {
     const int N = m->B * m->T, C = m->d.C, F = m->d.F;
     float *act = gpt_act(m, S_ACT, 0);
-    if (m->cfg.mlp == HG_MLP_GELU)
+    const int site = site_on(m, HG_SITE_MLP_ACT);
+    if (m->cfg.mlp == HG_MLP_GELU && !site)
         return op_matmul_gelu_backward(m, l, dpre, G(l, R_FCPROJ_W), G(l, R_FCPROJ_B), act, dmlp, fch, P(l, R_FCPROJ_W),
                                        N, F, C);
     float *dact = gpt_act(m, S_DACT, 0);
-    op_activation_forward(m, 1, l, act, fch, N, F);
+    if (site) HG_TRY(gpt_site_run(m, HG_SITE_MLP_ACT, SITE_RECOMPUTE, l, fch, act, NULL, NULL));
+    else op_activation_forward(m, 1, l, act, fch, N, F);
     HG_TRY(op_matmul_backward(m, OP_MLP_PROJ_BWD, l, dact, G(l, R_FCPROJ_W), G(l, R_FCPROJ_B), dmlp, act,
                               P(l, R_FCPROJ_W), N, F, C));
+    if (site) return gpt_site_run(m, HG_SITE_MLP_ACT, SITE_BACKWARD, l, fch, NULL, dact, dpre);
     op_activation_backward(m, l, dpre, fch, dact, N, F);
     return HG_OK;
 }
@@ -90,7 +99,13 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
             float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * m->d.KVD);
             HG_TRY(m->be->ops->attention_cached(m->be, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
         }
-        HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, proj, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
+        if (site_on(m, HG_SITE_ATTN_PROJ)) { /* the projection into the op's saved input, the op into proj */
+            float *x = gpt_act(m, A_SITE_IN, l);
+            HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, x, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
+            HG_TRY(gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_FORWARD, l, x, proj, NULL, NULL));
+        } else {
+            HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, proj, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
+        }
         hg_dropout da = dropout_site(m, 1 + 2 * l);
         op_residual_layernorm_forward(m, l, res2, ln2, norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
                                       res, proj, P(l, R_LN2_W), P(l, R_LN2_B), N, C, &da);
@@ -105,6 +120,12 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
                                       last ? norm_mean(m, A_LNF_MEAN, 0) : norm_mean(m, A_LN1_MEAN, l + 1),
                                       last ? gpt_act(m, A_LNF_RSTD, 0) : gpt_act(m, A_LN1_RSTD, l + 1),
                                       res2, proj, w, b, N, C, &dm);
+    }
+    if (site_on(m, HG_SITE_FINAL_NORM)) { /* ln_f again, on the op's output (the fused one's is discarded) */
+        float *y = gpt_act(m, A_SITE_OUT, 0);
+        HG_TRY(gpt_site_run(m, HG_SITE_FINAL_NORM, SITE_FORWARD, -1, gpt_act(m, A_RESIDUAL, L), y, NULL, NULL));
+        op_layernorm_forward(m, L - 1, gpt_act(m, A_LNF, 0), norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), y,
+                             P(-1, R_LNF_W), P(-1, R_LNF_B), N, C);
     }
     return HG_OK;
 }
@@ -150,10 +171,15 @@ hg_status gpt_backward_body(hg_model *m) {
     float *dres = gpt_act(m, S_DRES, 0), *dln = gpt_act(m, S_DLN, 0), *datty = gpt_act(m, S_DATTY, 0);
     float *dwide = gpt_act(m, S_DWIDE, 0), *reduce = gpt_act(m, S_REDUCE, 0);
 
-    /* ln_f, fused into the last block's forward, counts to that block here too */
-    op_zero(m, OP_ZERO_DRES, L - 1, dres, hg_precision_bytes(m->be->precision) * (size_t)N * C);
-    op_layernorm_backward(m, L - 1, dres, G(-1, R_LNF_W), G(-1, R_LNF_B), dln, gpt_act(m, A_RESIDUAL, L),
-                          P(-1, R_LNF_W), norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);
+    /* ln_f, fused into the last block's forward, counts to that block here too; with an op
+     * before it, ln_f's gradient goes to the op's output and the op's to the residual */
+    const int final = site_on(m, HG_SITE_FINAL_NORM);
+    float *dnorm_in = final ? gpt_act(m, S_SITE_GRAD, 0) : dres;
+    op_zero(m, OP_ZERO_DRES, L - 1, dnorm_in, hg_precision_bytes(m->be->precision) * (size_t)N * C);
+    op_layernorm_backward(m, L - 1, dnorm_in, G(-1, R_LNF_W), G(-1, R_LNF_B), dln,
+                          gpt_act(m, final ? A_SITE_OUT : A_RESIDUAL, final ? 0 : L), P(-1, R_LNF_W),
+                          norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);
+    if (final) HG_TRY(gpt_site_run(m, HG_SITE_FINAL_NORM, SITE_BACKWARD, -1, gpt_act(m, A_RESIDUAL, L), NULL, dnorm_in, dres));
     gpt_grad_ready(m, gpt_layer_first(m, L), m->params.count);
     for (int l = L - 1; l >= 0; l--) {
         float *fch = gpt_act(m, A_FCH, l), *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
@@ -165,6 +191,11 @@ hg_status gpt_backward_body(hg_model *m) {
                               norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l), N, C, reduce);
         /* attention: c_proj, attention, rope, q/k norm, c_attn, ln_1 */
         const float *dattn = branch_grad(m, l, dres, 1 + 2 * l);
+        if (site_on(m, HG_SITE_ATTN_PROJ)) {
+            float *dx = gpt_act(m, S_SITE_GRAD, 0);
+            HG_TRY(gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_BACKWARD, l, gpt_act(m, A_SITE_IN, l), NULL, dattn, dx));
+            dattn = dx;
+        }
         HG_TRY(op_matmul_backward(m, OP_ATTN_PROJ_BWD, l, datty, G(l, R_PROJ_W), G(l, R_PROJ_B), dattn, atty,
                                   P(l, R_PROJ_W), N, QD, C));
         HG_TRY(op_attention_backward(m, l, dwide, datty, qkv, atty, gpt_act(m, A_LSE, l), &as, gpt_act(m, S_ATTENTION, 0)));

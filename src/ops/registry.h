@@ -17,6 +17,7 @@
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
+#include "ops/site.h"
 
 /* The backend's memory primitive `zero`, timed where the step clears gradients: the
  * residual gradient at the start of backward, all parameter gradients before it. */
@@ -38,6 +39,7 @@ static inline hg_op_cost hg_zero_cost(size_t bytes) {
     HG_ROPE_OPS(X)        \
     HG_ATTENTION_OPS(X)   \
     HG_CLASSIFIER_OPS(X)  \
+    HG_SITE_OPS(X)        \
     HG_ZERO_OPS(X)        \
     HG_ADAMW_OPS(X)
 

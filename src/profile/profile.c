@@ -60,7 +60,21 @@ struct hg_profiler {
     double step_t0;
     prof_buffer *buf;
     int nbuf;
+    /* the site-op kinds' names for the attached model: "<op> forward", ... */
+    char site_name[OP_SITE_FINAL_BWD - OP_SITE_ATTN_FWD + 1][HG_OP_NAME_MAX + 16];
 };
+
+static int is_site_kind(int kind) { return kind >= OP_SITE_ATTN_FWD && kind <= OP_SITE_FINAL_BWD; }
+
+/* Names the site-op kinds after m's ops (the registry's names where a site has none). */
+static void name_site_kinds(hg_profiler *p, const hg_model *m) {
+    static const char *const pass[] = {"forward", "recompute", "backward"};
+    for (int k = OP_SITE_ATTN_FWD; k <= OP_SITE_FINAL_BWD; k++) {
+        int i = k - OP_SITE_ATTN_FWD, s = i / 3;
+        if (m->sites.on[s]) snprintf(p->site_name[i], sizeof p->site_name[i], "%s %s", m->sites.def[s].name, pass[i % 3]);
+        else snprintf(p->site_name[i], sizeof p->site_name[i], "%s", kinds[k].name);
+    }
+}
 
 static int thread_id(void) {
     static _Thread_local int tid;
@@ -158,6 +172,7 @@ hg_status hg_model_set_profiler(hg_model *m, hg_profiler *p) {
         free(p->buf);
         p->buf = buf;
         p->nbuf = m->acts.count;
+        name_site_kinds(p, m);
     }
     m->prof = p;
     return HG_OK;
@@ -202,7 +217,8 @@ hg_status hg_profiler_event(const hg_profiler *p, int index, hg_prof_event *out)
         return hg_fail(HG_ERR_INVALID, "event index %d is out of range [0, %d)", index, hg_profiler_count(p));
     const prof_event *e = &p->ev[index];
     const struct kind_info *k = &kinds[e->kind];
-    *out = (hg_prof_event){.name = k->name, .region = k->region, .pass = k->pass, .gemm = k->cls == CLASS_GEMM,
+    const char *name = is_site_kind(e->kind) ? p->site_name[e->kind - OP_SITE_ATTN_FWD] : k->name;
+    *out = (hg_prof_event){.name = name, .region = k->region, .pass = k->pass, .gemm = k->cls == CLASS_GEMM,
                            .flop_bound = k->cls != CLASS_MEMORY, .step = e->step, .layer = e->layer, .thread = e->thread,
                            .start = e->t0, .end = e->t1, .flops = e->flops, .bytes = e->bytes,
                            .param = e->kind == OP_ADAMW ? e->param : -1};
