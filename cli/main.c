@@ -1,8 +1,10 @@
-/* The handgrad command: dispatches to subcommands. */
+/* The handgrad command: loads op plugins (--ops), then dispatches to subcommands. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
+#include "handgrad_ext.h"
 
 static const hg_command commands[] = {
     {"bench", "time forward, backward and a training step against the sgemm ceiling", cmd_bench},
@@ -16,12 +18,41 @@ static const hg_command commands[] = {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: handgrad <command> [options]\n\ncommands:\n");
+    fprintf(f, "usage: handgrad [--ops PLUGIN.so]... <command> [options]\n\ncommands:\n");
     for (const hg_command *c = commands; c->name; c++) fprintf(f, "  %-12s %s\n", c->name, c->summary);
-    fprintf(f, "\nRun 'handgrad <command> --help' for a command's options.\n");
+    fprintf(f, "\n--ops PLUGIN.so loads a shared module whose handgrad_ops_init() registers ops of its\n"
+               "own (handgrad_ext.h, hg_register_op); a config then places them with the fields\n"
+               "op_attn_proj, op_mlp_act and op_final_norm (--arch). Example: examples/layerscale_ops.c.\n"
+               "\nRun 'handgrad <command> --help' for a command's options.\n");
+}
+
+/* Loads plugin `path` and runs its handgrad_ops_init; 0 on success, else a message. The
+ * module stays loaded for the life of the process. */
+static int load_ops(const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "handgrad: --ops %s: %s\n", path, dlerror());
+        return 1;
+    }
+    hg_status (*init)(void);
+    *(void **)&init = dlsym(h, "handgrad_ops_init");
+    if (!init) {
+        fprintf(stderr, "handgrad: --ops %s: the module has no handgrad_ops_init function\n", path);
+        return 1;
+    }
+    hg_status st = init();
+    if (st != HG_OK) {
+        fprintf(stderr, "handgrad: --ops %s: handgrad_ops_init failed: %s\n", path, hg_last_error());
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
+    while (argc >= 3 && !strcmp(argv[1], "--ops")) {
+        if (load_ops(argv[2])) return 2;
+        argc -= 2, argv += 2;
+    }
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# An op plugin in the handgrad command (--ops, examples/layerscale_ops.c): profile names
+# the op in its tables and Chrome trace; train saves checkpoints that name it, which
+# resume with the plugin loaded and are refused by name without it; a bad plugin path
+# fails with one line naming it.
+# Usage: cli_site_ops.sh path/to/handgrad path/to/liblayerscale_ops.so   (run from tests/)
+set -euo pipefail
+hg=$1
+ops=$2
+fix=fixtures/hf_tiny
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "cli_site_ops: $*" >&2; exit 1; }
+expect_fail() {
+  local what=$1 pattern=$2; shift 2
+  if "$@" >"$work/out.txt" 2>"$work/err" </dev/null; then fail "$what: succeeded"; fi
+  grep -q -- "$pattern" "$work/err" || fail "$what: message '$(cat "$work/err")' lacks '$pattern'"
+}
+arch=(--model tiny --arch op_attn_proj=layerscale)
+
+# profile: one row per pass in the per-op table, the op's events in the trace
+"$hg" --ops "$ops" profile "${arch[@]}" --batch 2 --ctx 32 --steps 1 --threads 2 --trace "$work/t.json" \
+  >"$work/prof" 2>&1 || fail "profile: $(cat "$work/prof")"
+grep -Eq "^ .* 2 .*layerscale forward$" "$work/prof" || fail "no 'layerscale forward' row: $(cat "$work/prof")"
+grep -Eq "^ .* 2 .*layerscale backward$" "$work/prof" || fail "no 'layerscale backward' row"
+[[ $(grep -o '"name":"layerscale backward"' "$work/t.json" | wc -l) == 2 ]] || fail "trace lacks the op's events"
+expect_fail "profile without the plugin" "op_attn_proj: op 'layerscale' is not registered" \
+  "$hg" profile "${arch[@]}" --batch 2 --ctx 32 --steps 1
+expect_fail "missing plugin" "--ops $work/none.so" "$hg" --ops "$work/none.so" profile --model tiny
+expect_fail "not a plugin" "libm.so.6: the module has no handgrad_ops_init" "$hg" --ops libm.so.6 profile --model tiny
+
+# train: the checkpoint names the op and holds its parameters; resume needs the plugin
+for i in $(seq 200); do echo "And God said, Let there be light: and there was light. Verse $i."; done >"$work/c.txt"
+"$hg" prepare --quiet --tokenizer $fix --out "$work/shards" --val-fraction 0.1 "$work/c.txt" 2>/dev/null
+train=(train --train "$work/shards/train_*.bin" --out "$work/run" "${arch[@]}" --tokenizer $fix --ctx 32 --batch 2
+  --threads 2)
+"$hg" --ops "$ops" "${train[@]}" --max-steps 3 >"$work/log" 2>&1 || fail "train: $(cat "$work/log")"
+ckpt=$(ls -d "$work"/run/ckpt_*)
+grep -qF '\"op_attn_proj\":\"layerscale\"' "$ckpt/model.safetensors" || fail "the checkpoint's config does not name the op"
+grep -q 'h.1.layerscale.gamma' "$ckpt/model.safetensors" || fail "the checkpoint lacks the op's parameters"
+expect_fail "resume without the plugin" "op 'layerscale' is not registered" "$hg" train --resume --out "$work/run" --max-steps 5
+"$hg" --ops "$ops" train --resume --out "$work/run" --max-steps 5 >"$work/log" 2>&1 || fail "resume: $(cat "$work/log")"
+ls -d "$work"/run/ckpt_00000005 >/dev/null || fail "resume wrote no step-5 checkpoint"
+echo "cli_site_ops: ok"
