@@ -18,5 +18,6 @@ hg_command_fn cmd_profile;   /* cmd_profile.c */
 hg_command_fn cmd_train;     /* cmd_train.c, train_options.c, train_log.c */
 hg_command_fn cmd_generate;  /* cmd_generate.c */
 hg_command_fn cmd_export;    /* cmd_export.c */
+hg_command_fn cmd_ops;       /* cmd_ops.c */
 
 #endif

@@ -13,7 +13,8 @@ static const hg_command commands[] = {
     {"profile", "time every op of a training step per layer; Chrome trace; memory report", cmd_profile},
     {"train", "train a model with progress, logs, a loss plot, checkpoints and resume", cmd_train},
     {"generate", "continue a prompt with a model, streaming the text (KV cache)", cmd_generate},
-    {"export", "write a model as a Hugging Face GPT-2 folder", cmd_export},
+    {"export", "write a model as a Hugging Face folder", cmd_export},
+    {"ops", "list the site ops --ops plugins registered; gradient-check them", cmd_ops},
     {NULL, NULL, NULL},
 };
 

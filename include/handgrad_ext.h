@@ -246,6 +246,10 @@ typedef struct hg_site_op {
 hg_status hg_register_op(const hg_site_op *op);
 /* Removes op `name` from the registry; models created with it keep their own copy. */
 hg_status hg_unregister_op(const char *name);
+/* The registered ops: how many, and op i (0 <= i < count) in the order of registration.
+ * out's strings belong to the registry: valid until that op is unregistered. */
+int hg_op_count(void);
+hg_status hg_op_at(int i, hg_site_op *out);
 
 /* hg_gradcheck of a site op for shape s: the checked inputs are x (N, in_width) and the
  * parameters, the output y. Saved tensors and scratch are allocated for the check, and

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# An op plugin in the handgrad command (--ops, examples/layerscale_ops.c): profile names
-# the op in its tables and Chrome trace; train saves checkpoints that name it, which
-# resume with the plugin loaded and are refused by name without it; a bad plugin path
-# fails with one line naming it.
+# An op plugin in the handgrad command (--ops, examples/layerscale_ops.c): `ops` lists
+# and gradient-checks it; profile names it in its tables and Chrome trace; train saves
+# checkpoints that name it, which resume with the plugin loaded and are refused by name
+# without it; a bad plugin path fails naming it.
 # Usage: cli_site_ops.sh path/to/handgrad path/to/liblayerscale_ops.so   (run from tests/)
 set -euo pipefail
 hg=$1
@@ -17,6 +17,11 @@ expect_fail() {
   grep -q -- "$pattern" "$work/err" || fail "$what: message '$(cat "$work/err")' lacks '$pattern'"
 }
 arch=(--model tiny --arch op_attn_proj=layerscale)
+
+# ops: the plugin's op listed and gradient-checked
+"$hg" --ops "$ops" ops --check >"$work/ops" 2>&1 || fail "ops --check: $(cat "$work/ops")"
+grep -q "^layerscale at op_attn_proj (N=8, 64 -> 64): 1 parameters gamma (64)" "$work/ops" || fail "ops: $(cat "$work/ops")"
+grep -q "gradient check: ok" "$work/ops" || fail "ops --check: $(cat "$work/ops")"
 
 # profile: one row per pass in the per-op table, the op's events in the trace
 "$hg" --ops "$ops" profile "${arch[@]}" --batch 2 --ctx 32 --steps 1 --threads 2 --trace "$work/t.json" \

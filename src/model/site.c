@@ -118,6 +118,22 @@ hg_status hg_unregister_op(const char *name) {
     return i >= 0 ? HG_OK : hg_fail(HG_ERR_INVALID, "hg_unregister_op: no op named '%.64s' is registered", name);
 }
 
+int hg_op_count(void) {
+    pthread_mutex_lock(&reg_lock);
+    int n = nreg;
+    pthread_mutex_unlock(&reg_lock);
+    return n;
+}
+
+hg_status hg_op_at(int i, hg_site_op *out) {
+    if (!out) return hg_fail(HG_ERR_INVALID, "hg_op_at: out is NULL");
+    pthread_mutex_lock(&reg_lock);
+    int n = nreg;
+    if (i >= 0 && i < n) *out = reg[i].op;
+    pthread_mutex_unlock(&reg_lock);
+    return i >= 0 && i < n ? HG_OK : hg_fail(HG_ERR_INVALID, "hg_op_at: index %d is out of range [0, %d)", i, n);
+}
+
 /* Copies the registered op `name` into d; 0 when there is none. */
 static int reg_get(const char *name, gpt_site_def *d) {
     pthread_mutex_lock(&reg_lock);
