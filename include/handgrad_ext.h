@@ -74,6 +74,32 @@ typedef void hg_activation_backward_fn(hg_backend *be, hg_mlp_kind kind, float *
 hg_status hg_override_activation(hg_model *m, hg_device device, hg_activation_forward_fn *forward,
                                  hg_activation_backward_fn *backward);
 
+/* Causal multi-head self-attention (src/ops/attention.h). The shape of a call: */
+typedef struct hg_attention_shape {
+    int B, T, NH, hs; /* C = NH * hs: the width of the output */
+    int causal;       /* 1 in a model; 0 only in the attention benchmark */
+    int NKV;          /* key/value heads, dividing NH: query head h reads kv head
+                         h / (NH/NKV) (grouped-query attention); 0 means NH */
+} hg_attention_shape;
+/* out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head, heads concatenated; qkv
+ * (B,T,W), W = (NH + 2 NKV) hs, holds q (NH heads) | k (NKV heads) | v (NKV heads) per
+ * row; lse (B,NH,T) = each row's log-sum-exp of its scaled scores, kept for backward.
+ * scratch: hg_attention_scratch_bytes(m) bytes, planned for the built-in kernels. */
+typedef hg_status hg_attention_forward_fn(hg_backend *be, float *out, float *lse, const float *qkv,
+                                          const hg_attention_shape *s, void *scratch);
+/* dqkv (B,T,W) = the gradient at qkv, written in full (a kv head's dK and dV summed over
+ * the query heads that read it), from dout (B,T,C), qkv, out and lse. */
+typedef hg_status hg_attention_backward_fn(hg_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                           const float *out, const float *lse, const hg_attention_shape *s,
+                                           void *scratch);
+/* Replaces attention's forward and/or backward (NULL keeps the built-in) for m when m
+ * runs on device. Generation with the KV cache keeps the built-in cached kernel. A
+ * status other than HG_OK from your kernel stops the step. */
+hg_status hg_override_attention(hg_model *m, hg_device device, hg_attention_forward_fn *forward,
+                                hg_attention_backward_fn *backward);
+/* Bytes of the attention scratch the model planned (what an override may use). */
+size_t hg_attention_scratch_bytes(const hg_model *m);
+
 /* ---------------------------------------------------------- gradient checker */
 
 #define HG_OP_MAX_TENSORS 8

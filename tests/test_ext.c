@@ -2,7 +2,7 @@
  * planted bugs (a wrong sign, a missing accumulation, an off-by-one loop bound, an
  * output left unwritten), in double and in float; it refuses a bad definition by
  * field. hg_override_gelu puts a user's kernel into a model's step, only on the device
- * named. hg_bench_op counts exactly the allocations of the calls it times. */
+ * named; hg_override_attention a plain attention backward, in a grouped-query model. hg_bench_op counts exactly the allocations of the calls it times. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,12 +108,13 @@ static void scaled_gelu_backward(hg_backend *be, float *dinp, const float *inp, 
     }
 }
 
-/* The gradient of c_fc's weight in the last block after one forward_backward. */
-static void fc_grad(hg_model *m, const int32_t *tok, float *out) {
+/* The gradient of parameter `what` of the last block ("mlp.c_fc.weight") after one
+ * forward_backward. */
+static void last_block_grad(hg_model *m, const int32_t *tok, const char *what, float *out) {
     float loss;
     hg_param_info info;
     char name[64];
-    snprintf(name, sizeof name, "h.%d.mlp.c_fc.weight", hg_model_config(m)->n_layer - 1);
+    snprintf(name, sizeof name, "h.%d.%s", hg_model_config(m)->n_layer - 1, what);
     CHECK_OK(hg_zero_grad(m));
     CHECK_OK(hg_forward_backward(m, tok, tok + 1, 2, 16, 1.0f, &loss));
     for (int i = 0; i < hg_param_count(m); i++) {
@@ -139,7 +140,7 @@ static void override(void) {
         CHECK_OK(hg_override_gelu(m, HG_DEVICE_CUDA, NULL, scaled_gelu_backward));
         if (k) CHECK_OK(hg_override_gelu(m, HG_DEVICE_CPU, NULL, scaled_gelu_backward));
         calls = 0, factor = factors[k];
-        fc_grad(m, tok, g[k]);
+        last_block_grad(m, tok, "mlp.c_fc.weight", g[k]);
         CHECK(calls == (k ? cfg.n_layer : 0));
         hg_model_free(m);
     }
@@ -152,6 +153,85 @@ static void override(void) {
     /* the same rule as the built-in gives its gradient; twice the rule, twice it (the
      * last block's c_fc weight gradient is linear in its GELU backward: the gradient
      * reaching that block comes from the classifier alone) */
+    CHECK(big > 0 && d1 <= 1e-4 * big && d2 <= 1e-4 * big);
+    for (int k = 0; k < 3; k++) free(g[k]);
+}
+
+/* ---- an attention backward of one's own ---- */
+
+/* A causal attention backward written plainly (src/ops/attention.h's contract), every
+ * score recomputed from q, k and the saved lse; factor scales the result. */
+static void plain_attention(float *dqkv, const float *dout, const float *qkv, const float *out,
+                            const float *lse, const hg_attention_shape *s) {
+    const int B = s->B, T = s->T, NH = s->NH, hs = s->hs, NKV = s->NKV ? s->NKV : s->NH;
+    const int W = (NH + 2 * NKV) * hs, C = NH * hs;
+    const double scale = 1.0 / sqrt((double)hs);
+    memset(dqkv, 0, sizeof(float) * (size_t)B * T * W);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const int g = h / (NH / NKV), qo = h * hs, ko = NH * hs + g * hs, vo = (NH + NKV) * hs + g * hs;
+            for (int i = 0; i < T; i++) {
+                const float *qi = qkv + ((size_t)b * T + i) * W + qo;
+                const float *doi = dout + ((size_t)b * T + i) * C + h * hs, *oi = out + ((size_t)b * T + i) * C + h * hs;
+                double D = 0;
+                for (int d = 0; d < hs; d++) D += (double)doi[d] * oi[d];
+                const double l = lse[((size_t)b * NH + h) * T + i];
+                for (int j = 0; j <= (s->causal ? i : T - 1); j++) {
+                    const float *kj = qkv + ((size_t)b * T + j) * W + ko, *vj = qkv + ((size_t)b * T + j) * W + vo;
+                    double sc = 0, dp = 0;
+                    for (int d = 0; d < hs; d++) sc += (double)qi[d] * kj[d], dp += (double)doi[d] * vj[d];
+                    const double p = exp(sc * scale - l), ds = p * (dp - D) * scale * factor;
+                    float *dq = dqkv + ((size_t)b * T + i) * W + qo, *dk = dqkv + ((size_t)b * T + j) * W + ko;
+                    float *dv = dqkv + ((size_t)b * T + j) * W + vo;
+                    for (int d = 0; d < hs; d++) {
+                        dq[d] += (float)(ds * kj[d]);
+                        dk[d] += (float)(ds * qi[d]);
+                        dv[d] += (float)(p * factor * doi[d]);
+                    }
+                }
+            }
+        }
+}
+
+static hg_status plain_attention_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                          const float *out, const float *lse, const hg_attention_shape *s,
+                                          void *scratch) {
+    (void)be, (void)scratch;
+    calls++;
+    plain_attention(dqkv, dout, qkv, out, lse, s);
+    return HG_OK;
+}
+
+/* The same as the GELU case, for attention in a grouped-query model: the plain rule
+ * gives the built-in's gradient, twice the rule twice it (the last block's c_attn
+ * weight gradient is linear in that block's attention backward). */
+static void attention_override(void) {
+    hg_config cfg;
+    CHECK_OK(hg_config_preset("llama-tiny", &cfg));
+    hg_options opt = hg_options_default();
+    opt.batch = 2, opt.seq_len = 16, opt.seed = 3, opt.threads = 1;
+    int32_t tok[2 * 16 + 1];
+    for (int i = 0; i < 33; i++) tok[i] = (i * 37 + 5) % cfg.vocab_size;
+    const int hs = cfg.d_model / cfg.n_head;
+    const size_t n = (size_t)cfg.d_model * (cfg.n_head + 2 * cfg.n_kv_head) * hs;
+    float *g[3] = {malloc(n * 4), malloc(n * 4), malloc(n * 4)};
+    for (int k = 0; k < 3; k++) {
+        hg_model *m;
+        CHECK_OK(hg_model_create(&m, &cfg, &opt));
+        CHECK(hg_attention_scratch_bytes(m) > 0);
+        if (k) CHECK_OK(hg_override_attention(m, HG_DEVICE_CPU, NULL, plain_attention_backward));
+        calls = 0, factor = (float)k;
+        last_block_grad(m, tok, "attn.c_attn.weight", g[k]);
+        CHECK(calls == (k ? cfg.n_layer : 0));
+        hg_model_free(m);
+    }
+    double d1 = 0, d2 = 0, big = 0;
+    for (size_t i = 0; i < n; i++) {
+        d1 = fmax(d1, fabs(g[1][i] - g[0][i]));
+        d2 = fmax(d2, fabs(g[2][i] - 2 * g[0][i]));
+        big = fmax(big, fabs(g[0][i]));
+    }
+    printf("attention backward override: largest difference from the built-in %.2e of the largest gradient\n", d1 / big);
     CHECK(big > 0 && d1 <= 1e-4 * big && d2 <= 1e-4 * big);
     for (int k = 0; k < 3; k++) free(g[k]);
 }
@@ -188,5 +268,6 @@ int main(void) {
     bench();
     gradcheck();
     override();
+    attention_override();
     CHECK_DONE();
 }

@@ -37,3 +37,19 @@ hg_status hg_override_activation(hg_model *m, hg_device device, hg_activation_fo
     if (backward) t->activation_backward = backward;
     return HG_OK;
 }
+
+hg_status hg_override_attention(hg_model *m, hg_device device, hg_attention_forward_fn *forward,
+                                hg_attention_backward_fn *backward) {
+    if (!m) return hg_fail(HG_ERR_INVALID, "hg_override_attention: model is NULL");
+    hg_backend_ops *t = own_table(m, device);
+    if (!t) return HG_OK;
+    if (forward) t->attention_forward = forward;
+    if (backward) t->attention_backward = backward;
+    return HG_OK;
+}
+
+size_t hg_attention_scratch_bytes(const hg_model *m) {
+    if (!m) return 0;
+    const hg_tensor_spec *s = &m->acts.specs[S_ATTENTION];
+    return (size_t)s->alloc * s->elem_size;
+}

@@ -6,32 +6,19 @@
 
 #include <stddef.h>
 
-#include "handgrad.h"
+#include "handgrad_ext.h" /* hg_attention_shape and the kernel types are public (overrides) */
 #include "ops/cost.h"
-
-typedef struct hg_backend hg_backend;
-
-typedef struct hg_attention_shape {
-    int B, T, NH, hs; /* C = NH * hs: the width of the output */
-    int causal;       /* 1 for GPT; 0 for the attention benchmark's non-causal mode */
-    int NKV;          /* key/value heads, dividing NH: query head h reads kv head
-                         h / (NH/NKV) (grouped-query attention); 0 means NH */
-} hg_attention_shape;
 
 static inline int hg_attention_kv_heads(const hg_attention_shape *s) { return s->NKV ? s->NKV : s->NH; }
 
-/* out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head, heads concatenated;
+/* hg_attention_forward_fn, hg_attention_backward_fn (handgrad_ext.h):
+ * out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head, heads concatenated;
  * qkv (B,T,W) with W = (NH + 2 NKV) hs holds q (NH heads) | k (NKV heads) | v (NKV
  * heads), head h at columns h*hs..(h+1)*hs of each part;
  * lse (B,NH,T) = log-sum-exp of each row's scaled scores, kept for backward.
+ * dqkv (B,T,W) = gradient of the loss wrt qkv (written); a kv head's dK and dV are summed
+ * over the query heads that read it inside the kernel.
  * scratch: attention_scratch_bytes(shape) bytes, enough for forward and backward. */
-typedef hg_status hg_attention_forward_fn(hg_backend *be, float *out, float *lse, const float *qkv,
-                                          const hg_attention_shape *s, void *scratch);
-/* dqkv (B,T,W) = gradient of the loss wrt qkv (written); a kv head's dK and dV are summed
- * over the query heads that read it inside the kernel. */
-typedef hg_status hg_attention_backward_fn(hg_backend *be, float *dqkv, const float *dout,
-                                           const float *qkv, const float *out, const float *lse,
-                                           const hg_attention_shape *s, void *scratch);
 /* Scratch bytes for forward and backward of shape s; with B = 1 and T = the cache length,
  * also enough for attention_cached. */
 typedef size_t hg_attention_scratch_fn(hg_backend *be, const hg_attention_shape *s);
