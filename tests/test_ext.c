@@ -123,24 +123,31 @@ static void last_block_grad(hg_model *m, const int32_t *tok, const char *what, f
     }
 }
 
-static void override(void) {
+/* Three models of `preset`: the built-in (k = 0), then install(m, k) with factor k = 1
+ * and 2. The last block's gradient of `what` must be the built-in's, then
+ * twice it (it is linear in that block's overridden backward: the gradient reaching the
+ * last block comes from the classifier alone), and the override called once per block. */
+static void override_follows(const char *preset, const char *what, void (*install)(hg_model *m, int k)) {
     hg_config cfg;
-    CHECK_OK(hg_config_preset("tiny", &cfg));
+    CHECK_OK(hg_config_preset(preset, &cfg));
     hg_options opt = hg_options_default();
     opt.batch = 2, opt.seq_len = 16, opt.seed = 3, opt.threads = 1;
     int32_t tok[2 * 16 + 1];
     for (int i = 0; i < 33; i++) tok[i] = (i * 37 + 5) % cfg.vocab_size;
-    const size_t n = (size_t)cfg.d_model * cfg.d_ff;
-    float *g[3] = {malloc(n * 4), malloc(n * 4), malloc(n * 4)};
-    const float factors[3] = {0, 1, 2}; /* 0: the built-in */
+    float *g[3] = {NULL, NULL, NULL};
+    size_t n = 0;
     for (int k = 0; k < 3; k++) {
         hg_model *m;
         CHECK_OK(hg_model_create(&m, &cfg, &opt));
-        /* an override for another device leaves the CPU model alone */
-        CHECK_OK(hg_override_gelu(m, HG_DEVICE_CUDA, NULL, scaled_gelu_backward));
-        if (k) CHECK_OK(hg_override_gelu(m, HG_DEVICE_CPU, NULL, scaled_gelu_backward));
-        calls = 0, factor = factors[k];
-        last_block_grad(m, tok, "mlp.c_fc.weight", g[k]);
+        char name[64];
+        hg_param_info info;
+        snprintf(name, sizeof name, "h.%d.%s", cfg.n_layer - 1, what);
+        CHECK_OK(hg_param_find(m, name, &info));
+        n = (size_t)info.numel;
+        if (!(g[k] = malloc(n * sizeof(float)))) return;
+        install(m, k);
+        calls = 0, factor = (float)k;
+        last_block_grad(m, tok, what, g[k]);
         CHECK(calls == (k ? cfg.n_layer : 0));
         hg_model_free(m);
     }
@@ -150,11 +157,16 @@ static void override(void) {
         d2 = fmax(d2, fabs(g[2][i] - 2 * g[0][i]));
         big = fmax(big, fabs(g[0][i]));
     }
-    /* the same rule as the built-in gives its gradient; twice the rule, twice it (the
-     * last block's c_fc weight gradient is linear in its GELU backward: the gradient
-     * reaching that block comes from the classifier alone) */
+    printf("an override in %s: the last block's %s gradient is the built-in's to %.2e of its largest\n", preset,
+           what, d1 / big);
     CHECK(big > 0 && d1 <= 1e-4 * big && d2 <= 1e-4 * big);
     for (int k = 0; k < 3; k++) free(g[k]);
+}
+
+static void install_gelu(hg_model *m, int k) {
+    /* an override for another device leaves the CPU model alone */
+    CHECK_OK(hg_override_gelu(m, HG_DEVICE_CUDA, NULL, scaled_gelu_backward));
+    if (k) CHECK_OK(hg_override_gelu(m, HG_DEVICE_CPU, NULL, scaled_gelu_backward));
 }
 
 /* ---- an attention backward of one's own ---- */
@@ -202,38 +214,9 @@ static hg_status plain_attention_backward(hg_backend *be, float *dqkv, const flo
     return HG_OK;
 }
 
-/* The same as the GELU case, for attention in a grouped-query model: the plain rule
- * gives the built-in's gradient, twice the rule twice it (the last block's c_attn
- * weight gradient is linear in that block's attention backward). */
-static void attention_override(void) {
-    hg_config cfg;
-    CHECK_OK(hg_config_preset("llama-tiny", &cfg));
-    hg_options opt = hg_options_default();
-    opt.batch = 2, opt.seq_len = 16, opt.seed = 3, opt.threads = 1;
-    int32_t tok[2 * 16 + 1];
-    for (int i = 0; i < 33; i++) tok[i] = (i * 37 + 5) % cfg.vocab_size;
-    const int hs = cfg.d_model / cfg.n_head;
-    const size_t n = (size_t)cfg.d_model * (cfg.n_head + 2 * cfg.n_kv_head) * hs;
-    float *g[3] = {malloc(n * 4), malloc(n * 4), malloc(n * 4)};
-    for (int k = 0; k < 3; k++) {
-        hg_model *m;
-        CHECK_OK(hg_model_create(&m, &cfg, &opt));
-        CHECK(hg_attention_scratch_bytes(m) > 0);
-        if (k) CHECK_OK(hg_override_attention(m, HG_DEVICE_CPU, NULL, plain_attention_backward));
-        calls = 0, factor = (float)k;
-        last_block_grad(m, tok, "attn.c_attn.weight", g[k]);
-        CHECK(calls == (k ? cfg.n_layer : 0));
-        hg_model_free(m);
-    }
-    double d1 = 0, d2 = 0, big = 0;
-    for (size_t i = 0; i < n; i++) {
-        d1 = fmax(d1, fabs(g[1][i] - g[0][i]));
-        d2 = fmax(d2, fabs(g[2][i] - 2 * g[0][i]));
-        big = fmax(big, fabs(g[0][i]));
-    }
-    printf("attention backward override: largest difference from the built-in %.2e of the largest gradient\n", d1 / big);
-    CHECK(big > 0 && d1 <= 1e-4 * big && d2 <= 1e-4 * big);
-    for (int k = 0; k < 3; k++) free(g[k]);
+static void install_attention(hg_model *m, int k) {
+    CHECK(hg_attention_scratch_bytes(m) > 0);
+    if (k) CHECK_OK(hg_override_attention(m, HG_DEVICE_CPU, NULL, plain_attention_backward));
 }
 
 /* ---- hg_bench_op: the counts are the calls' own ---- */
@@ -267,7 +250,8 @@ static void bench(void) {
 int main(void) {
     bench();
     gradcheck();
-    override();
-    attention_override();
+    /* GELU in GPT-2's MLP; attention in a grouped-query model */
+    override_follows("tiny", "mlp.c_fc.weight", install_gelu);
+    override_follows("llama-tiny", "attn.c_attn.weight", install_attention);
     CHECK_DONE();
 }
