@@ -24,8 +24,6 @@ static const char *usage_text =
     "  --arch F=V,...   config fields over the preset (e.g. mlp=swiglu)\n"
     "  --rows N         rows N of the checked calls (default 8)\n";
 
-static const char *const site_names[HG_SITES] = {"op_attn_proj", "op_mlp_act", "op_final_norm"};
-
 int cmd_ops(int argc, char **argv) {
     static const struct option opts[] = {{"check", no_argument, 0, 'c'}, {"model", required_argument, 0, 'm'},
                                          {"arch", required_argument, 0, 'a'}, {"rows", required_argument, 0, 'r'},
@@ -72,7 +70,7 @@ int cmd_ops(int argc, char **argv) {
                            .out_width = op.site == HG_SITE_MLP_ACT ? F : C, .threads = 1};
         hg_site_sizes z = {0};
         op.sizes(op.ctx, &s, &z);
-        printf("%s at %s (N=%d, %d -> %d): %d parameters", op.name, site_names[op.site], rows, s.in_width,
+        printf("%s at %s (N=%d, %d -> %d): %d parameters", op.name, hg_site_field(op.site), rows, s.in_width,
                s.out_width, op.n_params);
         for (int p = 0; p < op.n_params; p++) {
             printf("%s %s (%lld", p ? "," : "", op.param_name[p], (long long)z.param[p][0]);

@@ -266,6 +266,10 @@ typedef struct hg_site_op {
     void *ctx;
 } hg_site_op;
 
+/* The config field that names site s's op: "op_attn_proj", "op_mlp_act",
+ * "op_final_norm" ("?" for no site). */
+const char *hg_site_field(hg_site s);
+
 /* Registers op, copying the definition and its strings (ctx stays a pointer). Refused,
  * naming the field: a count or the site out of range, a bad name, a missing function,
  * a name already registered, or negative sizes for a probe shape. */

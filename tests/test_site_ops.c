@@ -10,7 +10,8 @@
  *    weight);
  *  - the memory plan grows by exactly the declared tensors, and a step allocates
  *    nothing (when counted);
- *  - a checkpoint names its ops; without them registered it is refused by name;
+ *  - a checkpoint names its ops; without them registered it is refused by name, and
+ *    Hugging Face export refuses the model;
  *  - a failing kernel stops the step with its name; the profiler names the ops;
  *  - a config naming an unknown op, or an op at another site, is refused. */
 #include <math.h>
@@ -444,6 +445,10 @@ static void checkpoint(void) {
         CHECK_OK(hg_forward(m2, tokens, targets, B, T, &loss1, NULL));
         CHECK(loss1 == loss0);
     }
+    /* no Hugging Face class has the ops: export refuses, naming one */
+    CHECK(hg_model_save_hf(m, NULL, "/tmp/hg_site_no_export") == HG_ERR_UNSUPPORTED);
+    CHECK(strstr(hg_last_error(), "places op 'gain' of its own at op_attn_proj") != NULL);
+    CHECK(access("/tmp/hg_site_no_export", F_OK) != 0);
     hg_model_free(m2);
     hg_model_free(m);
     unlink(path);

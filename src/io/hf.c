@@ -606,6 +606,10 @@ hg_status hg_model_save_hf_as(const hg_model *m, const hg_tokenizer *tok, const 
     if (!m || !dir) return hg_fail(HG_ERR_INVALID, "hg_model_save_hf: NULL argument");
     const hg_hf_export plain = {0};
     if (!how) how = &plain;
+    for (int s = 0; s < HG_SITES; s++)
+        if (m->cfg.site_op[s][0])
+            return hg_fail(HG_ERR_UNSUPPORTED, "export: no Hugging Face class holds this model: its config places "
+                           "op '%s' of its own at %s", m->cfg.site_op[s], hg_site_field((hg_site)s));
     hf_arch a = hf_arch_default(&m->cfg);
     if (how->architecture) HG_TRY(hf_arch_parse(how->architecture, &a));
     const char *field = hf_arch_cannot(a, &m->cfg);

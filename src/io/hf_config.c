@@ -328,7 +328,7 @@ hg_status hg_hf_config_load(const char *path, hg_config *cfg) {
 
 const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     for (int s = 0; s < HG_SITES; s++)
-        if (c->site_op[s][0]) return gpt_site_field((hg_site)s); /* an op of one's own: no HF class has it */
+        if (c->site_op[s][0]) return hg_site_field((hg_site)s); /* an op of one's own: no HF class has it */
     gpt_dims d = gpt_dims_of(c);
     const unsigned qkv = c->omit & HG_OMIT_QKV_BIAS, proj = c->omit & HG_OMIT_PROJ_BIAS;
     if (a == HF_GPT2)

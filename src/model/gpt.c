@@ -150,16 +150,15 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ok &= add(t, "site.attn_proj.in", 2, on_attn * N, C, 0, layers, E, 0) == A_SITE_IN;
     ok &= add(t, "site.final_norm.out", 2, on_final * N, C, 0, 1, E, 0) == A_SITE_OUT;
     ok &= add(t, "scratch.site_grad", 2, (on_attn || on_final) * bw * N, C, 0, 1, E, 0) == S_SITE_GRAD;
-    static const char *const site_names[HG_SITES] = {"attn_proj", "mlp_act", "final_norm"};
-    for (int s = 0; s < HG_SITES; s++) {
+    for (int s = 0; s < HG_SITES; s++) { /* named after the config field, less its "op_" */
         char name[64];
-        snprintf(name, sizeof name, "scratch.site.%s", site_names[s]);
+        snprintf(name, sizeof name, "scratch.site.%s", hg_site_field((hg_site)s) + 3);
         ok &= add(t, name, 1, st->on[s] ? st->z[s].scratch_bytes : 0, 1, 0, 1, 1, 0) == S_SITE_SCRATCH + s;
     }
     for (int s = 0; s < HG_SITES; s++)
         for (int k = 0; k < HG_OP_MAX_TENSORS; k++) {
             char name[64];
-            snprintf(name, sizeof name, "site.%s.saved%d", site_names[s], k);
+            snprintf(name, sizeof name, "site.%s.saved%d", hg_site_field((hg_site)s) + 3, k);
             int64_t n = st->on[s] ? st->z[s].saved[k] : 0, copies = s == HG_SITE_FINAL_NORM ? 1 : layers;
             ok &= add(t, name, 1, n, 1, 0, copies, 4, 0) == A_SITE_SAVED + s * HG_OP_MAX_TENSORS + k;
         }
@@ -321,7 +320,7 @@ static hg_status init_site_params(hg_model *m, float *host) {
                 char why[256];
                 snprintf(why, sizeof why, "%s", hg_last_error());
                 return hg_fail(st, "op '%s' (%s, block %d): its init returned '%s'%s%s", d->name,
-                               gpt_site_field((hg_site)s), layer, hg_status_name(st), *why ? ": " : "", why);
+                               hg_site_field((hg_site)s), layer, hg_status_name(st), *why ? ": " : "", why);
             }
         }
     }
@@ -345,7 +344,7 @@ static hg_status init_params(hg_model *m) {
         const hg_tensor_spec *s = &m->params.specs[i];
         float *p = gpt_param(m, host, i);
         int r = s->role;
-        if (r == R_SITE_ATTN || r == R_SITE_MLP || r == R_SITE_FINAL) continue;
+        if (gpt_is_site_role(r)) continue;
         const uint32_t at = stream++;
         int is_bias = r == R_LN1_B || r == R_LN2_B || r == R_LNF_B || r == R_QKV_B || r == R_PROJ_B || r == R_FC_B ||
                       r == R_FCPROJ_B;

@@ -41,10 +41,11 @@ typedef enum gpt_role {
 } gpt_role;
 #define GPT_FIRST_LAYER_ROLE R_LN1_W
 
-/* The role of site s's op parameters. */
+/* The role of site s's op parameters, and whether role r is one. */
 static inline gpt_role gpt_site_role(hg_site s) {
     return s == HG_SITE_ATTN_PROJ ? R_SITE_ATTN : s == HG_SITE_MLP_ACT ? R_SITE_MLP : R_SITE_FINAL;
 }
+static inline int gpt_is_site_role(int r) { return r == R_SITE_ATTN || r == R_SITE_MLP || r == R_SITE_FINAL; }
 
 /* Where each role sits in a parameter table: model-wide roles at their index, block roles
  * at layer0 + layer * per_layer + at[role]; -1 where the config omits it. A role with
@@ -129,8 +130,6 @@ typedef struct gpt_sites {
 
 /* 1 when s is a valid op name in a buffer of cap bytes (NUL-terminated within it). */
 int gpt_op_name_ok(const char *s, size_t cap);
-/* The config field naming site s's op ("op_attn_proj"). */
-const char *gpt_site_field(hg_site s);
 /* Looks up the ops cfg names in the registry and sizes them for opt's shape; refuses an
  * unregistered op, one registered for another site, and a device other than the CPU. */
 hg_status gpt_sites_resolve(const hg_config *cfg, const hg_options *opt, int threads, gpt_sites *out);

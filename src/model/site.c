@@ -19,7 +19,7 @@ static int nreg;
 
 static const char *const site_fields[HG_SITES] = {"op_attn_proj", "op_mlp_act", "op_final_norm"};
 
-const char *gpt_site_field(hg_site s) { return (unsigned)s < HG_SITES ? site_fields[s] : "?"; }
+const char *hg_site_field(hg_site s) { return (unsigned)s < HG_SITES ? site_fields[s] : "?"; }
 
 /* Points the definition's strings at its own copies (after a struct copy). */
 static void def_fix(gpt_site_def *d) {
