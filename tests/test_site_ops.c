@@ -28,14 +28,14 @@
 static int fail_at_layer = -1; /* gain's forward fails in this block */
 static int planted;            /* softclip's backward drops its tanh' term */
 
-/* gain: y = x * g, g (C) */
+/* gain: y = x * g, g (in_width); at the MLP site (as mlp_gain) in_width = out_width */
 static void gain_sizes(void *ctx, const hg_site_shape *s, hg_site_sizes *z) {
     (void)ctx;
-    z->param[0][0] = s->C;
+    z->param[0][0] = s->in_width;
 }
 static hg_status gain_init(void *ctx, const hg_site_shape *s, int layer, float *const *p, uint64_t seed) {
     (void)ctx, (void)layer, (void)seed;
-    for (int c = 0; c < s->C; c++) p[0][c] = 1.0f;
+    for (int c = 0; c < s->in_width; c++) p[0][c] = 1.0f;
     return HG_OK;
 }
 static hg_status gain_forward(void *ctx, const hg_site_call *a) {
@@ -168,6 +168,9 @@ static void registration(void) {
     refused(gain, "already registered");
     CHECK_OK(hg_register_op(&gelu));
     CHECK_OK(hg_register_op(&softclip));
+    hg_site_op mlp_gain = gain;
+    mlp_gain.name = "mlp_gain", mlp_gain.site = HG_SITE_MLP_ACT;
+    CHECK_OK(hg_register_op(&mlp_gain));
     CHECK(hg_unregister_op("nosuch") == HG_ERR_INVALID);
 }
 
@@ -377,10 +380,23 @@ static void memory_plan(void) {
     /* the site gradient buffer and softclip's C doubles, each padded to 64 bytes */
     CHECK(site.scratch - plain.scratch == N * C * f + C * sizeof(double));
     CHECK(site.params - plain.params == (L * C + C) * f);
+    /* parameters at all three sites: the count, and the model's own */
+    const size_t F = 256;
+    CHECK_OK(hg_config_set(&c, "op_mlp_act", "mlp_gain"));
     hg_config p;
     hg_config_preset("tiny", &p);
-    CHECK(hg_config_param_count(&c, 1) == hg_config_param_count(&p, 1) + (int64_t)(L * C + C));
+    CHECK(hg_config_param_count(&c, 1) == hg_config_param_count(&p, 1) + (int64_t)(L * C + L * F + C));
     CHECK(hg_train_flops(&c, B, T) == hg_train_flops(&p, B, T));
+    hg_model *m = NULL;
+    CHECK_OK(hg_model_create(&m, &c, &o));
+    int64_t numel = 0;
+    for (int i = 0; m && i < hg_param_count(m); i++) {
+        hg_param_info info;
+        CHECK_OK(hg_param_at(m, i, &info));
+        numel += info.numel;
+    }
+    CHECK(numel == hg_config_param_count(&c, 1));
+    hg_model_free(m);
 }
 
 #ifdef HG_ALLOC_COUNTED

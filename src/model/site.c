@@ -188,8 +188,9 @@ int64_t gpt_site_param_count(const hg_config *cfg) {
         if (!*cfg->site_op[s] || !reg_get(cfg->site_op[s], &d) || d.op.site != (hg_site)s) continue;
         hg_site_shape sh = shape_of(cfg, (hg_site)s, 1, 1);
         if (gpt_site_sizes(&d, &sh, &z) != HG_OK) continue;
-        for (int i = 0; i < d.op.n_params; i++) n += z.param[i][0] * (z.param[i][1] ? z.param[i][1] : 1);
-        if (s != HG_SITE_FINAL_NORM) n *= cfg->n_layer;
+        int64_t one = 0; /* one block's, or the final site's */
+        for (int i = 0; i < d.op.n_params; i++) one += z.param[i][0] * (z.param[i][1] ? z.param[i][1] : 1);
+        n += s == HG_SITE_FINAL_NORM ? one : one * cfg->n_layer;
     }
     return n;
 }
