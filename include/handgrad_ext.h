@@ -1,5 +1,7 @@
-/* handgrad_ext.h - extending handgrad: your own kernels for built-in ops, a gradient
- * checker for any op, and an allocation and timing harness.
+/* handgrad_ext.h - extending handgrad: your own kernels for built-in ops, ops of your
+ * own at sites of the decoder (with parameters, saved tensors and scratch in the memory
+ * plan), a gradient checker for any op, and an allocation and timing harness.
+ * docs/extending.md says how to use each.
  *
  * Example: check a hand-written gradient, prove it allocates nothing, time it.
  *
