@@ -434,7 +434,8 @@ static hg_status train_step(trainer *t, step_record *r) {
         hg_param_at(m, 0, &p);
         p.grad[0] = NAN;
     }
-    double sums[2] = {loss, stop_signal != 0}; /* the mean loss over ranks; stop together */
+    /* the mean loss over ranks; stop together, on a signal or a failed log write */
+    double sums[2] = {loss, stop_signal != 0 || t->log.write_errno != 0};
     if ((s = hg_dist_sum(t->dist, sums, 2)) != HG_OK) return s;
     loss = sums[0] / t->ranks;
     t->stop = sums[1] > 0;
@@ -656,6 +657,11 @@ static int run(trainer *t) {
         train_log_plot(&t->log, 0);
     }
     train_log_plot(&t->log, 1);
+    if (t->stop && t->log.write_errno) { /* a checkpoint may still fit where the log did not */
+        int lost = t->step > t->saved_step && save_checkpoint(t);
+        return ERR("stopped at step %lld: %s/train.jsonl could not be written (%s); %s", (long long)t->step, o->out,
+                   strerror(t->log.write_errno), lost ? "the checkpoint failed too (see above)" : "checkpoint saved");
+    }
     if (t->stop) {
         const char *sig = stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "a signal to another rank";
         if (t->step > t->saved_step && save_checkpoint(t)) return 1;

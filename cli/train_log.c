@@ -104,6 +104,16 @@ void train_log_close(train_log *l) {
     memset(l, 0, sizeof *l);
 }
 
+/* Ends a record of train.jsonl: flushed, and a failed write (a full disk) recorded and
+ * said once. */
+static void jsonl_flush(train_log *l) {
+    errno = 0;
+    if ((fflush(l->jsonl) != 0 || ferror(l->jsonl)) && !l->write_errno) {
+        l->write_errno = errno ? errno : EIO;
+        fprintf(stderr, "\nhandgrad train: %s: writing the log failed: %s\n", l->jsonl_path, strerror(l->write_errno));
+    }
+}
+
 /* A JSON number, or null for NaN and Inf (JSON has neither). */
 static void json_num(FILE *f, const char *key, double v, const char *fmt) {
     fprintf(f, ", \"%s\": ", key);
@@ -140,7 +150,7 @@ void train_log_step(train_log *l, const step_record *r) {
     json_num(f, "tokens_per_s", r->tokens_per_s, "%.1f");
     if (r->skipped) fputs(", \"skipped\": true", f);
     fputs("}\n", f);
-    fflush(f);
+    jsonl_flush(l);
     if (!r->skipped) push(&l->tx, &l->ty, &l->nt, &l->ct, (double)r->step, r->loss);
 
     double now = hg_now();
@@ -197,7 +207,7 @@ void train_log_eval(train_log *l, int64_t step, double val_loss) {
     json_num(l->jsonl, "val_loss", val_loss, "%.9g");
     json_num(l->jsonl, "val_ppl", exp(val_loss), "%.6g");
     fputs("}\n", l->jsonl);
-    fflush(l->jsonl);
+    jsonl_flush(l);
     push(&l->vx, &l->vy, &l->nv, &l->cv, (double)step, val_loss);
     train_log_say(l, "step %lld: val loss %.4f, perplexity %.2f", (long long)step, val_loss, exp(val_loss));
     train_log_plot(l, 1);
@@ -212,7 +222,7 @@ void train_log_sample(train_log *l, int64_t step, const char *prompt, const char
     cJSON_AddStringToObject(j, "text", text);
     char *s = cJSON_PrintUnformatted(j);
     if (s) fprintf(l->jsonl, "%s\n", s);
-    fflush(l->jsonl);
+    jsonl_flush(l);
     free(s);
     cJSON_Delete(j);
     size_t n = strlen(text);

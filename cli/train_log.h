@@ -29,6 +29,8 @@ typedef struct train_log {
     int64_t print_every;
     double last_draw, last_line, last_plot;
     int off;                   /* writes no files (data-parallel ranks other than 0) */
+    int write_errno;           /* nonzero once a write of train.jsonl failed (said once on
+                                  stderr); the trainer then stops at the end of the step */
 } train_log;
 
 /* Opens DIR/train.jsonl for appending. With resume_step >= 0, first drops the records

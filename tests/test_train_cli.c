@@ -324,6 +324,22 @@ static void failed_write(void) {
     CHECK(same_losses(&ref, &res));
 }
 
+/* The log on a full disk (train.jsonl a link to /dev/full): the first failed write is
+ * said, naming the file, and the run stops at the end of the next step with a
+ * checkpoint and a non-zero status, instead of training on without a log. */
+static void full_log(void) {
+    char d[512];
+    snprintf(d, sizeof d, "%s/full", work);
+    CHECK(sh(NULL, "mkdir -p %s && ln -s /dev/full %s/train.jsonl", d, d) == 0);
+    char *out = NULL;
+    int rc = sh(&out, "%s train %s --out %s --max-steps 50 --eval-every 0", hg, tiny, d);
+    CHECK(rc == 1 && out && strstr(out, "full/train.jsonl: writing the log failed: No space left on device"));
+    CHECK(out && strstr(out, "stopped at step 2: ") && strstr(out, "checkpoint saved"));
+    if (rc != 1) fprintf(stderr, "full log: status %d, output: %s\n", rc, out ? out : "");
+    free(out);
+    CHECK(exists("%s/ckpt_00000002/model.safetensors", d) && !exists("%s/ckpt_00000050", d));
+}
+
 /* A config file sets most things; flags override it; run.json records the result. */
 static void config_file(void) {
     char p[512], *out = NULL;
@@ -649,6 +665,7 @@ int main(int argc, char **argv) {
     sigint_then_resume();
     two_writers();
     failed_write();
+    full_log();
     config_file();
     accumulation();
     samples();
