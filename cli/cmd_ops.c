@@ -56,7 +56,6 @@ int cmd_ops(int argc, char **argv) {
     hg_config cfg;
     if (hg_config_preset(preset, &cfg) != HG_OK) return cli_fail("ops");
     if (cli_apply_arch("ops", arch, &cfg)) return 2;
-    const int C = cfg.d_model, F = cfg.d_ff ? cfg.d_ff : 4 * C, FI = cfg.mlp == HG_MLP_SWIGLU ? 2 * F : F;
     const int n = hg_op_count();
     if (!n) {
         printf("no site ops are registered (load a plugin with: handgrad --ops PLUGIN.so ops)\n");
@@ -66,8 +65,7 @@ int cmd_ops(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         hg_site_op op;
         if (hg_op_at(i, &op) != HG_OK) return cli_fail("ops");
-        hg_site_shape s = {.N = rows, .C = C, .in_width = op.site == HG_SITE_MLP_ACT ? FI : C,
-                           .out_width = op.site == HG_SITE_MLP_ACT ? F : C, .threads = 1};
+        hg_site_shape s = hg_site_shape_of(&cfg, op.site, rows, 1);
         hg_site_sizes z = {0};
         op.sizes(op.ctx, &s, &z);
         printf("%s at %s (N=%d, %d -> %d): %d parameters", op.name, hg_site_field(op.site), rows, s.in_width,

@@ -220,6 +220,10 @@ typedef struct hg_site_shape {
     int threads;             /* the model's worker threads (for per-thread scratch) */
 } hg_site_shape;
 
+/* The shape config cfg gives site s's op for N rows and `threads` threads (what a model
+ * plans it for, and what hg_gradcheck_site can check it on). */
+hg_site_shape hg_site_shape_of(const hg_config *cfg, hg_site s, int N, int threads);
+
 /* What an op needs for a shape. Parameter shapes may depend on C and the widths, not on
  * N or threads. */
 typedef struct hg_site_sizes {

@@ -256,6 +256,8 @@ hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *log
 typedef enum gpt_site_pass { SITE_FORWARD, SITE_RECOMPUTE, SITE_BACKWARD } gpt_site_pass;
 hg_status gpt_site_run(hg_model *m, hg_site s, gpt_site_pass pass, int layer, const float *x, float *y,
                        const float *dy, float *dx);
+/* "forward", "recompute", "backward" (the profiler's and the messages' word). */
+const char *gpt_site_pass_name(gpt_site_pass pass);
 
 /* Backward from S_DLN (gradient at the final LayerNorm output) to the embeddings. */
 hg_status gpt_backward_body(hg_model *m);

@@ -145,9 +145,9 @@ static int reg_get(const char *name, gpt_site_def *d) {
 
 /* ---- resolving a config's ops ---- */
 
-static hg_site_shape shape_of(const hg_config *cfg, hg_site s, int64_t N, int threads) {
+hg_site_shape hg_site_shape_of(const hg_config *cfg, hg_site s, int N, int threads) {
     gpt_dims d = gpt_dims_of(cfg);
-    hg_site_shape sh = {.N = (int)N, .C = d.C, .in_width = d.C, .out_width = d.C, .threads = threads};
+    hg_site_shape sh = {.N = N, .C = d.C, .in_width = d.C, .out_width = d.C, .threads = threads};
     if (s == HG_SITE_MLP_ACT) sh.in_width = d.FI, sh.out_width = d.F;
     return sh;
 }
@@ -167,7 +167,7 @@ hg_status gpt_sites_resolve(const hg_config *cfg, const hg_options *opt, int thr
         if (opt->device != HG_DEVICE_CPU)
             return hg_fail(HG_ERR_UNSUPPORTED, "%s: op '%s' has CPU kernels only; site ops run on CPU models",
                            site_fields[s], name);
-        out->shape[s] = shape_of(cfg, (hg_site)s, (int64_t)opt->batch * opt->seq_len, threads);
+        out->shape[s] = hg_site_shape_of(cfg, (hg_site)s, opt->batch * opt->seq_len, threads);
         HG_TRY(gpt_site_sizes(d, &out->shape[s], &out->z[s]));
         hg_site_shape one = out->shape[s];
         one.N = 1, one.threads = 1;
@@ -186,7 +186,7 @@ int64_t gpt_site_param_count(const hg_config *cfg) {
         gpt_site_def d;
         hg_site_sizes z;
         if (!*cfg->site_op[s] || !reg_get(cfg->site_op[s], &d) || d.op.site != (hg_site)s) continue;
-        hg_site_shape sh = shape_of(cfg, (hg_site)s, 1, 1);
+        hg_site_shape sh = hg_site_shape_of(cfg, (hg_site)s, 1, 1);
         if (gpt_site_sizes(&d, &sh, &z) != HG_OK) continue;
         int64_t one = 0; /* one block's, or the final site's */
         for (int i = 0; i < d.op.n_params; i++) one += z.param[i][0] * (z.param[i][1] ? z.param[i][1] : 1);
@@ -197,7 +197,10 @@ int64_t gpt_site_param_count(const hg_config *cfg) {
 
 /* ---- one call from the step ---- */
 
-static const char *const pass_names[] = {"forward", "recompute", "backward"};
+const char *gpt_site_pass_name(gpt_site_pass pass) {
+    static const char *const names[] = {"forward", "recompute", "backward"};
+    return names[pass];
+}
 
 hg_status gpt_site_run(hg_model *m, hg_site s, gpt_site_pass pass, int layer, const float *x, float *y,
                        const float *dy, float *dx) {
@@ -229,5 +232,5 @@ hg_status gpt_site_run(hg_model *m, hg_site s, gpt_site_pass pass, int layer, co
     snprintf(why, sizeof why, "%s", hg_last_error());
     if (st < HG_ERR_INVALID || st > HG_ERR_STATE) st = HG_ERR_BACKEND;
     return hg_fail(st, "op '%s' (%s, block %d): its %s returned '%s'%s%s", d->name, site_fields[s], c.layer,
-                   pass_names[pass], hg_status_name(st), *why ? ": " : "", why);
+                   gpt_site_pass_name(pass), hg_status_name(st), *why ? ": " : "", why);
 }

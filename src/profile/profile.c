@@ -68,10 +68,10 @@ static int is_site_kind(int kind) { return kind >= OP_SITE_ATTN_FWD && kind <= O
 
 /* Names the site-op kinds after m's ops (the registry's names where a site has none). */
 static void name_site_kinds(hg_profiler *p, const hg_model *m) {
-    static const char *const pass[] = {"forward", "recompute", "backward"};
     for (int k = OP_SITE_ATTN_FWD; k <= OP_SITE_FINAL_BWD; k++) {
         int i = k - OP_SITE_ATTN_FWD, s = i / 3;
-        if (m->sites.on[s]) snprintf(p->site_name[i], sizeof p->site_name[i], "%s %s", m->sites.def[s].name, pass[i % 3]);
+        if (m->sites.on[s]) snprintf(p->site_name[i], sizeof p->site_name[i], "%s %s", m->sites.def[s].name,
+                     gpt_site_pass_name((gpt_site_pass)(i % 3)));
         else snprintf(p->site_name[i], sizeof p->site_name[i], "%s", kinds[k].name);
     }
 }
