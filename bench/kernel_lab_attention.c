@@ -11,7 +11,11 @@
  *    OMP_WAIT_POLICY=passive, threads waiting at a barrier sleep instead of spinning, so
  *    this share moves little under contention; compare variants by it.
  *
- * usage: kernel_lab_attention [hs] [T] [B] [threads] [rounds] [causal] [NH] */
+ * TILES names the tile kernel (backend/cpu/tile.h): avx512, avx2 or portable; by default
+ * the widest this CPU runs. To set an AVX2 kernel against an AVX2 ceiling on an AVX-512
+ * machine, run with ONEDNN_MAX_CPU_ISA=AVX2.
+ *
+ * usage: kernel_lab_attention [hs] [T] [B] [threads] [rounds] [causal] [NH] [TILES] */
 #include <dnnl.h>
 #include <math.h>
 #include <omp.h>
@@ -20,6 +24,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/tile.h"
 #include "core/table.h"
 #include "core/timer.h"
 
@@ -46,7 +51,11 @@ int main(int argc, char **argv) {
     int rounds = argc > 5 ? atoi(argv[5]) : 3, causal = argc > 6 ? atoi(argv[6]) : 1;
     int NH = argc > 7 ? atoi(argv[7]) : 1;
     if (hs <= 0 || hs % 16 || T <= 0 || B <= 0 || threads <= 0 || rounds <= 0 || NH <= 0) {
-        fprintf(stderr, "usage: kernel_lab_attention [hs] [T] [B] [threads] [rounds] [causal] [NH]\n");
+        fprintf(stderr, "usage: kernel_lab_attention [hs] [T] [B] [threads] [rounds] [causal] [NH] [TILES]\n");
+        return 2;
+    }
+    if (argc > 8 && !tile_use(argv[8])) {
+        fprintf(stderr, "kernel_lab_attention: tile kernel %s: not in this build or not run by this CPU\n", argv[8]);
         return 2;
     }
     hg_backend *be;
@@ -65,8 +74,9 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < nout; i++) dout[i] = (float)((x = x * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
 
     double fwd_flop = 4.0 * B * NH * (double)T * T * hs * (causal ? 0.5 : 1.0), bwd_flop = 2.5 * fwd_flop;
-    printf("attention hs=%d T=%d B=%d NH=%d %s, %d threads; scratch %.1f MiB; GFLOP fwd %.2f bwd %.2f\n", hs, T, B,
-           NH, causal ? "causal" : "full", threads, scratch_bytes / 1048576.0, fwd_flop / 1e9, bwd_flop / 1e9);
+    printf("attention hs=%d T=%d B=%d NH=%d %s, %d threads, %s tiles; scratch %.1f MiB; GFLOP fwd %.2f bwd %.2f\n", hs,
+           T, B, NH, causal ? "causal" : "full", threads, tile_active()->name, scratch_bytes / 1048576.0,
+           fwd_flop / 1e9, bwd_flop / 1e9);
     /* the sgemm whose FLOPs per cycle the op is compared with: 2048^3, NN */
     enum { SG = 2048 };
     float *A = hg_aligned_alloc((size_t)SG * SG * 4), *Bm = hg_aligned_alloc((size_t)SG * SG * 4), *Cm = hg_aligned_alloc((size_t)SG * SG * 4);

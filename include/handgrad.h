@@ -60,6 +60,15 @@ const char *hg_last_error(void);
 /* A short fixed name for a status, e.g. "invalid argument". */
 const char *hg_status_name(hg_status s);
 
+/* Whether this CPU has every instruction set the library was compiled for (a build with
+ * HANDGRAD_NATIVE=ON uses -march=native, so a copy run on an older CPU would die of
+ * SIGILL). hg_cpu_lacks names the first missing one ("avx512f"), or returns NULL;
+ * hg_cpu_check fails with HG_ERR_UNSUPPORTED naming it. Backend creation calls
+ * hg_cpu_check; call it first thing if the program runs other library code before. Both
+ * run on any x86-64 CPU. */
+const char *hg_cpu_lacks(void);
+hg_status hg_cpu_check(void);
+
 /* ---------------------------------------------------------------- config */
 
 /* A decoder-only transformer, described once. Every block is pre-norm:

@@ -1,13 +1,19 @@
 #!/bin/bash
-# Checks that an optimised AVX-512 build vectorised the CPU kernels: objdump of
-# libhandgrad.a must show 512-bit (zmm) arithmetic in LayerNorm, GELU, attention, the
-# tile kernel, AdamW/sumsq and the classifier, and calls to glibc's AVX-512 vector math
-# (_ZGVeN16v_expf, _ZGVeN16v_tanhf) in the GELU, attention and classifier loops rather
-# than only scalar expf/tanhf. Scalar calls that remain (loop remainders, once-per-row
-# corrections) are listed for information.
+# Checks that an optimised build vectorised the CPU kernels at the width it was compiled
+# for: objdump of libhandgrad.a must show 512-bit (zmm) arithmetic in an AVX-512 build,
+# 256-bit (ymm) in an AVX2 one, in LayerNorm, GELU, attention, AdamW/sumsq and the
+# classifier, and calls to glibc's vector math of that width (_ZGVeN16v_expf and
+# _ZGVeN16v_tanhf; _ZGVdN8v_ for AVX2) in the GELU and classifier loops rather than only
+# scalar expf/tanhf. Attention's exp is inline (vecmath.h's vexpf): no call at all in its
+# loops. The two vector tile kernels carry their own target attributes, so every build
+# has zmm in tile_avx512.c and ymm FMAs in tile_avx2.c. Scalar calls that remain (loop
+# remainders, once-per-row corrections) are listed for information.
+#
+# The width comes from the instruction sets the library records it was compiled for
+# (core/isa_list.c), not from this machine: object code is checked, not run.
 #
 # usage: check_vectorized.sh LIBHANDGRAD.a CONFIG NATIVE(0|1) INSTRUMENTED(0|1)
-# Exits 77 (ctest's skip) when the build is not an optimised one for this AVX-512 machine.
+# Exits 77 (ctest's skip) for a build that is not optimised for AVX-512 or AVX2.
 set -u
 
 lib=${1:?usage: check_vectorized.sh LIBHANDGRAD.a CONFIG NATIVE INSTRUMENTED}
@@ -19,25 +25,33 @@ skip() {
     echo "SKIP: $*"
     exit 77
 }
-grep -qw avx512f /proc/cpuinfo 2>/dev/null || skip "this machine has no AVX-512F"
-[ "$native" = 1 ] || skip "built without HANDGRAD_NATIVE, so not for this machine's ISA"
+[ "$native" = 1 ] || skip "built without HANDGRAD_NATIVE, so for baseline x86-64"
 [ "$config" != Debug ] || skip "a Debug build is not optimised"
 [ "$instrumented" = 0 ] || skip "sanitizer/fuzzer instrumentation keeps loops scalar"
 command -v objdump >/dev/null || skip "objdump is not installed"
 [ -f "$lib" ] || { echo "FAIL: $lib not found"; exit 1; }
+isa=$(ar p "$lib" isa_list.c.o 2>/dev/null | strings | grep -x -m1 -E 'avx512f|avx2')
+case "$isa" in
+avx512f) R=zmm VEC=_ZGVe[NM]16v_ VNAME=_ZGVeN16v_ ;;
+avx2) R=ymm VEC=_ZGVd[NM]8v_ VNAME=_ZGVdN8v_ ;;
+*) skip "the library was compiled for neither AVX-512 nor AVX2" ;;
+esac
+echo "library compiled for $isa: checking $R arithmetic and ${VNAME}expf/tanhf calls"
 
-# One line per function: member function zmm-arithmetic vector-expf vector-tanhf
-# scalar-expf scalar-tanhf. Calls show as relocations (archive members) or <sym@plt>.
-summary=$(objdump -dr --no-show-raw-insn "$lib" | awk '
+# One line per function: member function $R-arithmetic vector-expf vector-tanhf
+# scalar-expf scalar-tanhf ymm-FMAs zmm-FMAs. Calls show as relocations (archive members) or <sym@plt>.
+summary=$(objdump -dr --no-show-raw-insn "$lib" | awk -v r="$R" -v vec="$VEC" '
     / file format / { m = $1; sub(/:$/, "", m); next }
     /^[0-9a-f]+ <.*>:$/ { fn = $2; gsub(/[<>:]/, "", fn); key = m " " fn; seen[key] = 1; next }
     key == "" { next }
-    /zmm/ && /v(add|sub|mul|div|fmadd|fnmadd|fmsub|fnmsub|max|min|sqrt|rsqrt|rcp|scalef)[0-9a-z]*p[sd]/ { z[key]++ }
-    /_ZGVe[NM]16v_expf/ { ve[key]++; next }
-    /_ZGVe[NM]16v_tanhf/ { vt[key]++; next }
+    $0 ~ r && /v(add|sub|mul|div|fmadd|fnmadd|fmsub|fnmsub|max|min|sqrt|rsqrt|rcp|scalef)[0-9a-z]*p[sd]/ { z[key]++ }
+    /ymm/ && /vfn?m(add|sub)[0-9]*ps/ { fy[key]++ }
+    /zmm/ && /vfn?m(add|sub)[0-9]*ps/ { fz[key]++ }
+    $0 ~ vec "expf" { ve[key]++; next }
+    $0 ~ vec "tanhf" { vt[key]++; next }
     /(^|[^_A-Za-z0-9])expf(-0x|@plt|>)/ { se[key]++ }
     /(^|[^_A-Za-z0-9])tanhf(-0x|@plt|>)/ { st[key]++ }
-    END { for (k in seen) print k, z[k] + 0, ve[k] + 0, vt[k] + 0, se[k] + 0, st[k] + 0 }')
+    END { for (k in seen) print k, z[k] + 0, ve[k] + 0, vt[k] + 0, se[k] + 0, st[k] + 0, fy[k] + 0, fz[k] + 0 }')
 
 failures=0
 # sum MEMBER FUNCTION-REGEX FIELD: the field summed over the member's matching functions.
@@ -70,24 +84,25 @@ info() {
     printf 'info  %-34s %4d %s\n' "$1" "$(sum "$2" "$3" "$4")" "$5"
 }
 
-Z=3 VE=4 VT=5 SE=6 ST=7
-need "layernorm forward" layernorm.c.o '^(norm_row|cpu_layernorm_forward|cpu_residual_layernorm_forward)' $Z "zmm arithmetic"
-need "layernorm backward" layernorm.c.o '^cpu_layernorm_backward' $Z "zmm arithmetic"
-need "gelu forward" gelu.c.o '^cpu_gelu_forward' $Z "zmm arithmetic"
-need "gelu backward" gelu.c.o '^cpu_gelu_backward' $Z "zmm arithmetic"
-need "attention forward" attention.c.o '^cpu_attention_forward' $Z "zmm arithmetic"
-need "attention backward" attention.c.o '^cpu_attention_backward' $Z "zmm arithmetic"
-need "tile kernel" tile_avx512.c.o '.' $Z "zmm arithmetic"
-need "adamw" adamw.c.o '^(cpu_adamw|adamw_tensor)' $Z "zmm arithmetic"
-need "sumsq" adamw.c.o '^cpu_sumsq' $Z "zmm arithmetic"
-need "classifier softmax" classifier.c.o '^(row_loss|cpu_classifier)' $Z "zmm arithmetic"
+Z=3 VE=4 VT=5 SE=6 ST=7 FY=8 FZ=9
+need "layernorm forward" layernorm.c.o '^(norm_row|cpu_layernorm_forward|cpu_residual_layernorm_forward)' $Z "$R arithmetic"
+need "layernorm backward" layernorm.c.o '^cpu_layernorm_backward' $Z "$R arithmetic"
+need "gelu forward" gelu.c.o '^cpu_gelu_forward' $Z "$R arithmetic"
+need "gelu backward" gelu.c.o '^cpu_gelu_backward' $Z "$R arithmetic"
+need "attention forward" attention.c.o '^cpu_attention_forward' $Z "$R arithmetic"
+need "attention backward" attention.c.o '^cpu_attention_backward' $Z "$R arithmetic"
+need "adamw" adamw.c.o '^(cpu_adamw|adamw_tensor)' $Z "$R arithmetic"
+need "sumsq" adamw.c.o '^cpu_sumsq' $Z "$R arithmetic"
+need "classifier softmax" classifier.c.o '^(row_loss|cpu_classifier)' $Z "$R arithmetic"
+need "tile kernel avx512" tile_avx512.c.o '.' $FZ "zmm FMAs"
+need "tile kernel avx2" tile_avx2.c.o '.' $FY "ymm FMAs"
 
-need "gelu forward tanhf" gelu.c.o '^cpu_gelu_forward' $VT "calls to _ZGVeN16v_tanhf"
-need "gelu backward tanhf" gelu.c.o '^cpu_gelu_backward' $VT "calls to _ZGVeN16v_tanhf"
-need "attention forward expf" attention.c.o '^cpu_attention_forward' $VE "calls to _ZGVeN16v_expf"
-need "attention backward expf" attention.c.o '^cpu_attention_backward' $VE "calls to _ZGVeN16v_expf"
-need "classifier expf" classifier.c.o '^(row_loss|cpu_classifier)' $VE "calls to _ZGVeN16v_expf"
-# the backward's softmax runs the whole 64-key block: no scalar remainder at all
+need "gelu forward tanhf" gelu.c.o '^cpu_gelu_forward' $VT "vector tanhf calls"
+need "gelu backward tanhf" gelu.c.o '^cpu_gelu_backward' $VT "vector tanhf calls"
+need "classifier expf" classifier.c.o '^(row_loss|cpu_classifier)' $VE "vector expf calls"
+# attention's softmaxes run vexpf inline over the whole 64-key block: no call at all
+none "attention forward vector expf" attention.c.o '^cpu_attention_forward' $VE "vector expf calls"
+none "attention backward vector expf" attention.c.o '^cpu_attention_backward' $VE "vector expf calls"
 none "attention backward scalar expf" attention.c.o '^cpu_attention_backward' $SE "scalar expf calls"
 
 info "gelu scalar tanhf" gelu.c.o '.' $ST "scalar tanhf calls (loop remainders)"

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include "check.h"
+#include "core/isa.h"
 #include "handgrad.h"
 
 /* The call fails with `want` and its message contains `field`. */
@@ -85,6 +86,32 @@ static void refuses_what_does_not_fit(void) {
     getrusage(RUSAGE_SELF, &after);
     CHECK(m == NULL);
     CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB: nothing big was touched */
+}
+
+/* The CPU check (core/isa.c): this machine has what the build was compiled for, and a
+ * CPU said to lack everything is refused with a message naming the first instruction
+ * set. tests/cli_isa_guard.sh runs the command's guard on a real missing one. */
+static int has_none(const char *isa) {
+    (void)isa;
+    return 0;
+}
+static int has_all(const char *isa) {
+    (void)isa;
+    return 1;
+}
+static void cpu_check(void) {
+    CHECK(hg_cpu_lacks() == NULL);
+    CHECK_OK(hg_cpu_check());
+    CHECK(hg_isa_first_missing(hg_isa_library, has_all) == NULL);
+#if defined(__x86_64__) && defined(__AVX2__) /* the test compiles with the library's flags */
+    const char *isa = hg_isa_first_missing(hg_isa_library, has_none);
+    CHECK(isa != NULL);
+#if defined(__AVX512F__)
+    CHECK(isa && !strcmp(isa, "avx512f"));
+#else
+    CHECK(isa && !strcmp(isa, "avx2"));
+#endif
+#endif
 }
 
 static void bad_calls(void) {
@@ -172,5 +199,6 @@ int main(void) {
     bad_configs();
     refuses_what_does_not_fit();
     bad_calls();
+    cpu_check();
     CHECK_DONE();
 }

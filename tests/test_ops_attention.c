@@ -1,12 +1,15 @@
 /* Op tests, part 5: blockwise attention, forward (out and lse) and backward (dqkv),
  * causal and not, with head sizes 16 to 128, T not a multiple of the 64-row blocks,
- * fewer heads (B * NH) than threads, and grouped-query attention (NKV < NH); the cached
- * attention of generation. The group sums are checked in test_ops_llama.c. */
+ * fewer heads (B * NH) than threads, and grouped-query attention (NKV < NH), run with
+ * every tile kernel this CPU supports (AVX-512, AVX2, portable), whose products and
+ * transposes are also checked alone; the cached attention of generation. The group
+ * sums are checked in test_ops_llama.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/tile.h"
 #include "check.h"
 #include "ops_reference.h"
 #include "ops_util.h"
@@ -67,13 +70,15 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int N
     check_failures += check_grad_d(name, g, fd, idx, k, NULL, sg, FD_TOL);
 
     float *out[2] = {fvec(NO), fvec(NO)}, *lse[2] = {fvec(NL), fvec(NL)}, *dqkv[2] = {fvec(NQ), fvec(NQ)};
-    for (int kb = 0; kb < OPS_NBE; kb++) {
+    const char *tile0 = tile_active()->name;
+    for (const tile_kernel *const *tk = tile_kernels(); *tk; tk++)
+    for (int kb = 0; kb < OPS_NBE && tile_use((*tk)->name); kb++) {
         hg_backend *be = bes[kb];
         use_backend(be);
         size_t bytes = be->ops->attention_scratch_bytes(be, &s);
         float *scratch = fvec(bytes / sizeof(float));
-        snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s threads=%d", B, T, NH, KV, hs,
-                 causal ? "causal" : "full", be->threads);
+        snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s threads=%d tiles=%s", B, T, NH, KV, hs,
+                 causal ? "causal" : "full", be->threads, (*tk)->name);
         for (int run = 0; run < 2; run++) {
             poison(out[run], NO), poison(lse[run], NL), poison(scratch, bytes / sizeof(float));
             CHECK_OK(be->ops->attention_forward(be, out[run], lse[run], qkv, &s, scratch));
@@ -100,6 +105,7 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int N
         check_failures += check_rel_l2(name, dqkv[0], NULL, g, NQ, 5e-6);
         free(scratch);
     }
+    CHECK(tile_use(tile0));
     for (int run = 0; run < 2; run++) free(out[run]), free(lse[run]), free(dqkv[run]);
     free(qkv), free(R), free(qkvd), free(Rd), free(out_ref), free(lse_ref), free(g), free(idx), free(fd), free(row);
 }
@@ -158,7 +164,48 @@ static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int N
     free(qkv), free(qkvd), free(out_ref), free(lse_ref), free(blk), free(out), free(outb), free(lse), free(kc), free(vc);
 }
 
+/* One tile kernel's product, on A read in place (a_rs = lda) or transposed (a_cs = lda),
+ * and its 16 x 16 transpose, against double sums; C is poisoned unless accumulated. */
+static void test_tile_kernel(const tile_kernel *tk) {
+    enum { LD = 80 };
+    trng r = trng_seed(77);
+    float *A = fvec(LD * LD), *B = fvec(LD * LD), *C = fvec(LD * LD), *C0 = fvec(LD * LD);
+    fill(A, LD * LD, &r, -1, 1), fill(B, LD * LD, &r, -1, 1), fill(C0, LD * LD, &r, -1, 1);
+    const int ms[] = {1, 2, 3, 5, 6, 7, 13, 16, 64}, ns[] = {16, 32, 48, 64}, ks[] = {1, 7, 16, 64};
+    int bad = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++)
+                for (int trans = 0; trans < 2; trans++)
+                    for (int acc = 0; acc < 2; acc++) {
+                        int m = ms[a], n = ns[b], k = ks[c];
+                        ptrdiff_t a_rs = trans ? 1 : LD, a_cs = trans ? LD : 1;
+                        if (acc) memcpy(C, C0, sizeof(float) * LD * LD);
+                        else poison(C, LD * LD);
+                        tk->gemm(m, n, k, A, a_rs, a_cs, B, LD, C, LD, acc);
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < n; j++) {
+                                double want = acc ? C0[i * LD + j] : 0.0;
+                                for (int p = 0; p < k; p++) want += (double)A[i * a_rs + p * a_cs] * B[p * LD + j];
+                                /* k products of |x| <= 1 in fp32: k u each at most */
+                                if (!(fabs(C[i * LD + j] - want) <= 1e-6 * (k + 1))) bad++;
+                            }
+                    }
+    if (bad) fprintf(stderr, "tile kernel %s: %d product elements wrong\n", tk->name, bad), check_failures++;
+    poison(C, LD * LD);
+    tk->transpose16(A + 3 * LD + 5, LD, C + 2, LD);
+    bad = 0;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) bad += C[2 + i * LD + j] != A[(3 + j) * LD + 5 + i];
+    if (bad) fprintf(stderr, "tile kernel %s: %d transposed elements wrong\n", tk->name, bad), check_failures++;
+    free(A), free(B), free(C), free(C0);
+}
+
 int test_ops_attention(hg_backend *bes[OPS_NBE]) {
+    for (const tile_kernel *const *tk = tile_kernels(); *tk; tk++) {
+        printf("tile kernel %s: %s\n", (*tk)->name, (*tk)->supported() ? "tested" : "not supported by this CPU");
+        if ((*tk)->supported()) test_tile_kernel(*tk);
+    }
     const int prefill_then_rows[] = {5, 1, 1, 1, 20, 1, 1000};
     test_attention_cached(bes, 37, 3, 0, 32, prefill_then_rows, 7);
     const int rows[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};

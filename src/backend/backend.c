@@ -15,6 +15,7 @@ const hg_backend_ops *hg_backend_ops_for(hg_device device) {
 }
 
 hg_status hg_backend_create(hg_backend **out, const hg_options *opt, int threads) {
+    HG_TRY(hg_cpu_check());
     if (opt->device == HG_DEVICE_CPU) {
         if (opt->precision != HG_PRECISION_FP32)
             return hg_fail(HG_ERR_UNSUPPORTED, "precision: the CPU backend runs fp32 only");

@@ -134,7 +134,7 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                     float mnew = fmaxf(mx[r], bmax), corr = expf(mx[r] - mnew), sum = 0.0f;
                     #pragma omp simd reduction(+ : sum)
                     for (int c = 0; c < BK; c++) {
-                        float p = c < n ? expf(row[c] * scale - mnew) : 0.0f;
+                        float e = vexpf(row[c] * scale - mnew), p = c < n ? e : 0.0f;
                         row[c] = p;
                         sum += p;
                     }
@@ -219,7 +219,7 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                             int n = visible_keys(s, i0 + r, j0);
                             #pragma omp simd
                             for (int c = 0; c < BK; c++) {
-                                float pc = c < n ? expf(p[c] * scale - ls) : 0.0f;
+                                float e = vexpf(p[c] * scale - ls), pc = c < n ? e : 0.0f;
                                 p[c] = pc;
                                 ds[c] = c < n ? pc * (ds[c] - dr) * scale : 0.0f;
                             }

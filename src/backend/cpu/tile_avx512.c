@@ -1,12 +1,16 @@
-/* AVX-512 tile kernels. The product: MR rows x NV 16-float vectors of C held in registers;
- * each step loads NV vectors of a B row and broadcasts MR elements of A. The transpose:
- * 16 rows in 16 registers, interleaved in four rounds of shuffles. */
-#if defined(__AVX512F__)
+/* AVX-512 tile kernels (tile.h). The product: MR rows x NV 16-float vectors of C held in
+ * registers; each step loads NV vectors of a B row and broadcasts MR elements of A. The
+ * transpose: 16 rows in 16 registers, interleaved in four rounds of shuffles. Every
+ * function carries the target attribute, so the file compiles for AVX-512 in any x86-64
+ * build and runs only where tile.c finds the CPU has it. */
+#if defined(__x86_64__)
 #include <immintrin.h>
 
 #include "backend/cpu/tile.h"
 
-static inline __attribute__((always_inline)) void micro(const int MR, const int NV, int k,
+#define TARGET __attribute__((target("avx512f")))
+
+static inline __attribute__((always_inline)) TARGET void micro(const int MR, const int NV, int k,
                                                         const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                                                         const float *B, ptrdiff_t ldb, float *C,
                                                         ptrdiff_t ldc, int accumulate) {
@@ -29,7 +33,7 @@ static inline __attribute__((always_inline)) void micro(const int MR, const int 
 }
 
 /* MR rows by nv vectors, with both counts compile-time constants inside micro(). */
-static inline __attribute__((always_inline)) void block(const int MR, int nv, int k, const float *A, ptrdiff_t a_rs,
+static inline __attribute__((always_inline)) TARGET void block(const int MR, int nv, int k, const float *A, ptrdiff_t a_rs,
                                                         ptrdiff_t a_cs, const float *B, ptrdiff_t ldb, float *C,
                                                         ptrdiff_t ldc, int acc) {
     switch (nv) {
@@ -43,7 +47,7 @@ static inline __attribute__((always_inline)) void block(const int MR, int nv, in
 /* One column panel of nv vectors across all m rows: blocks of 6 rows (24 accumulators
  * for nv=4), then what remains in blocks of 4, 2 and 1 (a 64-row tile is 10 x 6 + 4; a
  * 1-row block has too few independent accumulators to keep the FMA units busy). */
-static void panel(int m, int nv, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+static TARGET void panel(int m, int nv, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                   const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc) {
     int i = 0;
     for (; i + 6 <= m; i += 6) block(6, nv, k, A + i * a_rs, a_rs, a_cs, B, ldb, C + i * ldc, ldc, acc);
@@ -52,7 +56,7 @@ static void panel(int m, int nv, int k, const float *A, ptrdiff_t a_rs, ptrdiff_
     if (m - i >= 1) block(1, nv, k, A + i * a_rs, a_rs, a_cs, B, ldb, C + i * ldc, ldc, acc);
 }
 
-void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+static TARGET void gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate) {
     for (int j = 0; j < n; j += 64) {
         int nv = (n - j) / 16 < 4 ? (n - j) / 16 : 4;
@@ -60,7 +64,7 @@ void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_
     }
 }
 
-void tile_transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
+static TARGET void transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
     /* 32-bit interleave of row pairs, then 64-bit of pairs of those: each 128-bit lane of
@@ -87,4 +91,7 @@ void tile_transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd
     }
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, r[i]);
 }
+static int supported(void) { return __builtin_cpu_supports("avx512f"); }
+
+const tile_kernel tile_avx512 = {"avx512", gemm, transpose16, supported};
 #endif

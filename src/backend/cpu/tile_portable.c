@@ -1,9 +1,8 @@
-/* Portable tile kernel for builds without AVX-512: the same contract as tile_avx512.c,
- * written as plain loops that the compiler vectorises for the target it has. */
-#if !defined(__AVX512F__)
+/* Portable tile kernel (tile.h), for CPUs without AVX2 and for other architectures: plain
+ * loops that the compiler vectorises for the target the build has. */
 #include "backend/cpu/tile.h"
 
-void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+static void gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate) {
     for (int i = 0; i < m; i++) {
         float *c = C + i * ldc;
@@ -17,8 +16,12 @@ void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_
         }
     }
 }
-void tile_transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
+
+static void transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) dst[j * ldd + i] = src[i * lds + j];
 }
-#endif
+
+static int supported(void) { return 1; }
+
+const tile_kernel tile_portable = {"portable", gemm, transpose16, supported};
