@@ -110,7 +110,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (hg_backend_cuda_create(&be, 1, HG_PRECISION_BF16, 0) != HG_OK) die("CUDA backend");
+    hg_options opt = hg_options_default();
+    opt.device = HG_DEVICE_CUDA, opt.precision = HG_PRECISION_BF16;
+    if (hg_backend_create(&be, &opt, 1) != HG_OK) die("CUDA backend");
     if (T > 0 && hs > 0) run(T, hs, reps);
     else
         for (int h = 64; h <= 128; h *= 2)

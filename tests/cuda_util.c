@@ -8,7 +8,9 @@
 
 hg_backend *cuda_backend_or_skip(hg_precision precision) {
     hg_backend *be = NULL;
-    hg_status st = hg_backend_cuda_create(&be, 2, precision, 0);
+    hg_options opt = hg_options_default();
+    opt.device = HG_DEVICE_CUDA, opt.precision = precision;
+    hg_status st = hg_backend_create(&be, &opt, 2);
     if (st == HG_ERR_UNSUPPORTED) {
         printf("skipped: no CUDA device (%s)\n", hg_last_error());
         exit(CUDA_SKIP);

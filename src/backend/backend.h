@@ -97,21 +97,16 @@ struct hg_backend_ops {
 /* The backend for opt->device and opt->precision: the CPU, or CUDA when this build has it
  * and a usable GPU is present (HG_ERR_UNSUPPORTED otherwise, saying why). */
 hg_status hg_backend_create(hg_backend **out, const hg_options *opt, int threads);
-/* The op table for a device, for size queries before any backend exists (NULL when this
- * build lacks it). Size queries read only ops, threads and precision of the backend. */
-const hg_backend_ops *hg_backend_ops_for(hg_device device);
+/* The op table for a device, for size queries before any backend exists; fails (saying
+ * why) when this build lacks the device or its module cannot be loaded. Size queries
+ * read only ops, threads and precision of the backend. The CUDA backend is a module
+ * (cuda_module.h). */
+hg_status hg_backend_ops_for(hg_device device, const hg_backend_ops **out);
 
 /* The CPU backend: fp32, OpenMP over `threads` threads, oneDNN for GEMMs. */
 hg_status hg_backend_cpu_create(hg_backend **out, int threads);
 const hg_backend_ops *hg_backend_cpu_ops(void);
 
-#ifdef HG_HAVE_CUDA
-/* The CUDA backend (src/backend/cuda): device 0, checked for sm_90 or newer. */
-hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_precision precision, unsigned flags);
-const hg_backend_ops *hg_backend_cuda_ops(void);
-/* hg_gemm_peak_gflops on the GPU (gemm.cu). */
-hg_status hg_cuda_gemm_peak_gflops(hg_precision precision, double *gflops);
-#endif
 
 #ifdef __cplusplus
 }

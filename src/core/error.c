@@ -7,10 +7,15 @@
 
 static _Thread_local char last_error[1024];
 
+hg_status hg_vfail(hg_status status, const char *fmt, va_list ap) {
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    return status;
+}
+
 hg_status hg_fail(hg_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    hg_vfail(status, fmt, ap);
     va_end(ap);
     return status;
 }

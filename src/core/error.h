@@ -8,6 +8,7 @@
 #define HG_CORE_ERROR_H
 
 #include <assert.h>
+#include <stdarg.h>
 #include "handgrad.h"
 
 #ifdef __cplusplus
@@ -21,6 +22,7 @@ extern "C" {
 #endif
 
 hg_status hg_fail(hg_status status, const char *fmt, ...) HG_PRINTF(2, 3);
+hg_status hg_vfail(hg_status status, const char *fmt, va_list ap) HG_PRINTF(2, 0);
 void hg_clear_error(void);
 
 /* Propagate a failing status without adding a message. */

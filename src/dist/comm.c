@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "backend/cuda_module.h"
 #include "core/error.h"
 #include "core/timer.h"
 
@@ -44,12 +45,13 @@ hg_status hg_comm_open(hg_comm **out, hg_comm_kind kind) {
 #else
         return hg_fail(HG_ERR_UNSUPPORTED, "this handgrad was built without MPI (install libopenmpi-dev and rebuild)");
 #endif
-    case HG_COMM_NCCL:
-#ifdef HANDGRAD_HAVE_NCCL
-        return hg_comm_nccl_open(out);
-#else
-        return hg_fail(HG_ERR_UNSUPPORTED, "this handgrad was built without NCCL (a CUDA build with NCCL and MPI)");
-#endif
+    case HG_COMM_NCCL: { /* in the CUDA module (backend/cuda_module.h) */
+        const hg_cuda_module *m;
+        HG_TRY(hg_cuda_module_get(&m));
+        if (!m->comm_nccl_open)
+            return hg_fail(HG_ERR_UNSUPPORTED, "this handgrad was built without NCCL (a CUDA build with NCCL and MPI)");
+        return m->comm_nccl_open(out);
+    }
     default: return hg_fail(HG_ERR_INVALID, "hg_comm_open: unknown kind %d", (int)kind);
     }
 }

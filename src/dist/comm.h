@@ -62,14 +62,10 @@ hg_status hg_comm_check(const hg_comm *c);
 hg_status hg_comm_local_open(hg_comm **out);
 /* Under a launcher (mpirun, srun), the world size its environment announces; else 0. */
 int hg_comm_launcher_size(void);
-#ifdef HANDGRAD_HAVE_MPI
+/* In builds with MPI (HANDGRAD_HAVE_MPI). */
 hg_status hg_comm_mpi_open(hg_comm **out);
-#endif
-#ifdef HANDGRAD_HAVE_NCCL
+/* In the CUDA module, when it was built with NCCL (comm_nccl.c); hg_comm_open reaches it
+ * through backend/cuda_module.h. */
 hg_status hg_comm_nccl_open(hg_comm **out);
-/* The CUDA stream the gradients are computed on (a cudaStream_t); collectives wait for
- * its queued work. Until set: the legacy default stream. */
-void hg_comm_nccl_set_stream(hg_comm *c, void *compute_stream);
-#endif
 
 #endif

@@ -1,10 +1,11 @@
 /* The NCCL communicator: collectives between GPUs on a stream of their own, bootstrapped
  * over MPI (rank 0's ncclUniqueId is broadcast with MPI). UNVERIFIED: written without a
- * GPU or NCCL on the development machine; compiled only in CUDA builds that find NCCL.
+ * GPU or NCCL on the development machine; compiled into the CUDA module
+ * (backend/cuda_module.h) when CMake finds NCCL.
  *
  * - Float buffers are device memory. Each collective first waits (cudaStreamWaitEvent)
- *   for the work queued so far on the compute stream (the legacy default stream until
- *   the CUDA backend hands its own over with hg_comm_nccl_set_stream), then runs on the
+ *   for the work queued so far on the legacy default stream (the CUDA backend's own
+ *   stream is non-blocking and not handed over yet: see docs/cuda.md), then runs on the
  *   communicator's stream; its request is an event recorded after it, polled with
  *   cudaEventQuery, so hg_comm_wait's timeout applies as for MPI.
  * - A variable-count reduce-scatter is one ncclReduce per rank whose piece is not empty,
@@ -237,8 +238,4 @@ hg_status hg_comm_nccl_open(hg_comm **out) {
     }
     *out = c;
     return HG_OK;
-}
-
-void hg_comm_nccl_set_stream(hg_comm *c, void *compute_stream) {
-    ((nccl_impl *)c->impl)->compute = (cudaStream_t)compute_stream;
 }

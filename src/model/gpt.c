@@ -181,8 +181,8 @@ static int resolve_threads(const hg_options *o) { return o->threads > 0 ? o->thr
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
                            hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites) {
     int64_t N = (int64_t)opt->batch * opt->seq_len;
-    const hg_backend_ops *ops = hg_backend_ops_for(opt->device);
-    if (!ops) return hg_fail(HG_ERR_UNSUPPORTED, "device: this build has no CUDA backend");
+    const hg_backend_ops *ops;
+    HG_TRY(hg_backend_ops_for(opt->device, &ops));
     if (ops->supports) HG_TRY(ops->supports(cfg));
     HG_TRY(gpt_sites_resolve(cfg, opt, threads, sites));
     hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision};

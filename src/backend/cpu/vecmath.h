@@ -31,8 +31,9 @@ float tanhf(float x);
  * `omp simd` loop with no call: x = n ln2 + r, |r| <= ln2/2, with n rounded by adding
  * 1.5 * 2^23 (whose low bits then hold n, for the exponent of 2^n); e^r by its degree-7
  * Taylor polynomial (truncation under 6e-9 relative); ln2 split in two so that r is
- * exact. Within 1 ulp of exp over [-87, 88] (measured on a sample of 10^7 points);
- * 0 below -87, including -INFINITY; x > 88 gives e^88 (the softmaxes pass x <= 0). The
+ * exact. Measured against exp in double on every 7th float of [-87, 88]: at most 0.92
+ * ulp with FMA, 1.19 ulp without. 0 below -87, including -INFINITY; NaN stays NaN; x > 88
+ * gives e^88 (the softmaxes pass x <= 0). The
  * loops need -fno-trapping-math (src/CMakeLists.txt) for their compares to vectorise. */
 static inline float vexpf(float x) {
     const float log2e = 1.44269504f, ln2_hi = 0.693145751953125f, ln2_lo = 1.428606765330187e-06f;

@@ -14,6 +14,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "backend/backend.h"
+#include "backend/cuda_module.h"
 #include "core/error.h"
 
 /* ---- state ---- */

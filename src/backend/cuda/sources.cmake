@@ -1,9 +1,13 @@
-# The CUDA backend (docs/cuda.md), added to libhandgrad when CMake finds a CUDA compiler.
+# The CUDA backend (docs/cuda.md): a module, libhandgrad_cuda.so, built beside the
+# handgrad command when CMake finds a CUDA compiler, and loaded only when a program asks
+# for the CUDA device or NCCL (backend/cuda_module.h). So the library and the command
+# link no CUDA library, and a CPU run maps none, whatever the build found.
 # Machine code for Hopper (sm_90a, which also allows wgmma/setmaxnreg) plus compute_90
 # PTX that the driver can compile for later GPUs. Kernels are templates over the compute
 # type (fp32, bf16) and, for attention, the head-size width; keep that product small,
 # since every instantiation is compiled twice (SASS and PTX).
-target_sources(handgrad PRIVATE
+add_library(handgrad_cuda MODULE
+  backend/cuda/module.c
   backend/cuda/cuda.cu
   backend/cuda/gemm.cu
   backend/cuda/matmul.cu
@@ -18,9 +22,17 @@ target_sources(handgrad PRIVATE
   backend/cuda/classifier.cu
   backend/cuda/adamw.cu
 )
-set_target_properties(handgrad PROPERTIES CUDA_ARCHITECTURES OFF)
-target_compile_options(handgrad PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:
+target_include_directories(handgrad_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+set_target_properties(handgrad_cuda PROPERTIES
+  CUDA_ARCHITECTURES OFF
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}
+  C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden)
+target_compile_options(handgrad_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:
   -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
   --Werror all-warnings -Xcompiler=-Wall,-Wextra,-Werror -lineinfo>)
-target_compile_definitions(handgrad PUBLIC HG_HAVE_CUDA)
-target_link_libraries(handgrad PUBLIC CUDA::cudart CUDA::cublasLt)
+target_link_libraries(handgrad_cuda PRIVATE CUDA::cudart CUDA::cublasLt)
+# the library knows the backend exists, and where the build tree put the module
+target_compile_definitions(handgrad PRIVATE HG_HAVE_CUDA
+  HG_CUDA_MODULE_BUILD_PATH="$<TARGET_FILE:handgrad_cuda>")
+# building anything that links the library builds the module too
+add_dependencies(handgrad handgrad_cuda)
