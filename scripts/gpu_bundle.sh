@@ -2,7 +2,9 @@
 # Builds what a GPU session runs, here (no GPU needed), and packs it with the shared
 # libraries the GPU machine lacks (oneDNN, PCRE2, cJSON, OpenCL's loader, libgomp) into
 # .gpu/bundle.tar.gz (ignored by .gitignore; the device tool carries .gpu when a call names
-# it). cuBLASLt and the CUDA runtime are not packed: the GPU machine's toolkit has them.
+# it). The CUDA module (libhandgrad_cuda.so) goes beside the programs, where the library
+# looks for it. cuBLASLt, the CUDA runtime and NCCL are not packed: the GPU machine's
+# toolkit or PyTorch's wheels have them.
 # Portable ISA (no -march=native): the GPU machine's CPU is not this one.
 # Usage: scripts/gpu_bundle.sh [build-dir]   (default build-gpu)
 set -euo pipefail
@@ -12,8 +14,10 @@ scripts/build.sh "$dir" -DHANDGRAD_NATIVE=OFF -DHANDGRAD_CUDA=ON
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib"
-cp "$dir/handgrad" "$dir/tests/test_cuda_ops" "$dir/tests/test_cuda_model" "$dir/bench/attention_cuda" "$stage/"
-strip --strip-debug "$stage"/handgrad "$stage"/test_cuda_ops "$stage"/test_cuda_model "$stage"/attention_cuda
+cp "$dir/handgrad" "$dir/libhandgrad_cuda.so" "$dir/tests/test_cuda_ops" "$dir/tests/test_cuda_model" \
+  "$dir/bench/attention_cuda" "$stage/"
+strip --strip-debug "$stage"/handgrad "$stage"/libhandgrad_cuda.so "$stage"/test_cuda_ops "$stage"/test_cuda_model \
+  "$stage"/attention_cuda
 for lib in libdnnl.so.2 libpcre2-8.so.0 libcjson.so.1 libOpenCL.so.1 libgomp.so.1; do
   path=$(ldd "$stage/handgrad" | awk -v l="$lib" '$1 == l { print $3 }')
   [ -n "$path" ] && cp -L "$path" "$stage/lib/"

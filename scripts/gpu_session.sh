@@ -15,8 +15,8 @@ mkdir -p "$out"
 [ -f .gpu/bundle.tar.gz ] || { echo "gpu_session: .gpu/ is missing: run scripts/gpu_bundle.sh here and carry .gpu"; exit 2; }
 bin=/tmp/handgrad-gpu
 rm -rf "$bin" && mkdir -p "$bin" && tar -xzf .gpu/bundle.tar.gz -C "$bin" || exit 2
-# cuBLASLt and cudart: the toolkit's, else PyTorch's wheels
-pylibs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + "/**/libcublasLt.so*", recursive=True) + glob.glob(d + "/**/libcudart.so*", recursive=True)})))' 2>/dev/null)
+# cuBLASLt, cudart and NCCL (the CUDA module links them): the toolkit's, else PyTorch's wheels
+pylibs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for n in ("libcublasLt", "libcudart", "libnccl") for p in glob.glob(d + "/**/" + n + ".so*", recursive=True)})))' 2>/dev/null)
 export LD_LIBRARY_PATH="$bin/lib:/usr/local/cuda/lib64:${pylibs}:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
 status=0
@@ -33,7 +33,7 @@ step() { # step NAME CMD...: runs CMD, log in $out/NAME.log, keeps going on fail
 case $part in
 check)
   step gpu nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  step ldd ldd "$bin"/handgrad
+  step ldd ldd "$bin"/handgrad "$bin"/libhandgrad_cuda.so
   step test_cuda_ops "$bin"/test_cuda_ops
   step test_cuda_model "$bin"/test_cuda_model
   step bench_small "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5
