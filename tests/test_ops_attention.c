@@ -71,39 +71,41 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int N
 
     float *out[2] = {fvec(NO), fvec(NO)}, *lse[2] = {fvec(NL), fvec(NL)}, *dqkv[2] = {fvec(NQ), fvec(NQ)};
     const char *tile0 = tile_active()->name;
-    for (const tile_kernel *const *tk = tile_kernels(); *tk; tk++)
-    for (int kb = 0; kb < OPS_NBE && tile_use((*tk)->name); kb++) {
-        hg_backend *be = bes[kb];
-        use_backend(be);
-        size_t bytes = be->ops->attention_scratch_bytes(be, &s);
-        float *scratch = fvec(bytes / sizeof(float));
-        snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s threads=%d tiles=%s", B, T, NH, KV, hs,
-                 causal ? "causal" : "full", be->threads, (*tk)->name);
-        for (int run = 0; run < 2; run++) {
-            poison(out[run], NO), poison(lse[run], NL), poison(scratch, bytes / sizeof(float));
-            CHECK_OK(be->ops->attention_forward(be, out[run], lse[run], qkv, &s, scratch));
+    for (const tile_kernel *const *tk = tile_kernels(); *tk; tk++) {
+        if (!tile_use((*tk)->name)) continue; /* not run by this CPU */
+        for (int kb = 0; kb < OPS_NBE; kb++) {
+            hg_backend *be = bes[kb];
+            use_backend(be);
+            size_t bytes = be->ops->attention_scratch_bytes(be, &s);
+            float *scratch = fvec(bytes / sizeof(float));
+            snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s threads=%d tiles=%s", B, T, NH, KV, hs,
+                     causal ? "causal" : "full", be->threads, (*tk)->name);
+            for (int run = 0; run < 2; run++) {
+                poison(out[run], NO), poison(lse[run], NL), poison(scratch, bytes / sizeof(float));
+                CHECK_OK(be->ops->attention_forward(be, out[run], lse[run], qkv, &s, scratch));
+            }
+            for (int run = 0; run < 2; run++) {
+                poison(dqkv[run], NQ), poison(scratch, bytes / sizeof(float));
+                CHECK_OK(be->ops->attention_backward(be, dqkv[run], R, qkv, out[0], lse[0], &s, scratch));
+            }
+            snprintf(name, sizeof name, "%s out", tag);
+            check_failures += check_bitwise(name, out[0], out[1], NO) + check_finite(name, out[0], NO);
+            /* out is a convex combination of v rows (|v| <= 1): its error is the scores'
+             * (hs-term dots of size ~|q||k|/sqrt(hs) ~ 5, so ~sqrt(hs) u * 5 relative in
+             * each p) plus the T-term weighted sum: 4e-6 absolute, ~10x what is seen */
+            check_failures += check_vec(name, out[0], out_ref, NULL, NO, 0.0, 4e-6);
+            snprintf(name, sizeof name, "%s lse", tag);
+            check_failures += check_bitwise(name, lse[0], lse[1], NL) + check_finite(name, lse[0], NL);
+            check_failures += check_vec(name, lse[0], lse_ref, NULL, NL, 4e-6, 4e-6);
+            snprintf(name, sizeof name, "%s dqkv", tag);
+            check_failures += check_bitwise(name, dqkv[0], dqkv[1], NQ) + check_finite(name, dqkv[0], NQ);
+            /* dq, dk, dv: T-term sums of products of the recomputed P (fp32, errors as
+             * above) against the tensor's rms: 2e-5 */
+            check_failures += check_grad(name, dqkv[0], NULL, g, NULL, NQ, NULL, sg, 2e-5);
+            check_failures += check_grad(name, dqkv[0], NULL, fd, idx, k, NULL, sg, 2e-5);
+            check_failures += check_rel_l2(name, dqkv[0], NULL, g, NQ, 5e-6);
+            free(scratch);
         }
-        for (int run = 0; run < 2; run++) {
-            poison(dqkv[run], NQ), poison(scratch, bytes / sizeof(float));
-            CHECK_OK(be->ops->attention_backward(be, dqkv[run], R, qkv, out[0], lse[0], &s, scratch));
-        }
-        snprintf(name, sizeof name, "%s out", tag);
-        check_failures += check_bitwise(name, out[0], out[1], NO) + check_finite(name, out[0], NO);
-        /* out is a convex combination of v rows (|v| <= 1): its error is the scores'
-         * (hs-term dots of size ~|q||k|/sqrt(hs) ~ 5, so ~sqrt(hs) u * 5 relative in
-         * each p) plus the T-term weighted sum: 4e-6 absolute, ~10x what is seen */
-        check_failures += check_vec(name, out[0], out_ref, NULL, NO, 0.0, 4e-6);
-        snprintf(name, sizeof name, "%s lse", tag);
-        check_failures += check_bitwise(name, lse[0], lse[1], NL) + check_finite(name, lse[0], NL);
-        check_failures += check_vec(name, lse[0], lse_ref, NULL, NL, 4e-6, 4e-6);
-        snprintf(name, sizeof name, "%s dqkv", tag);
-        check_failures += check_bitwise(name, dqkv[0], dqkv[1], NQ) + check_finite(name, dqkv[0], NQ);
-        /* dq, dk, dv: T-term sums of products of the recomputed P (fp32, errors as
-         * above) against the tensor's rms: 2e-5 */
-        check_failures += check_grad(name, dqkv[0], NULL, g, NULL, NQ, NULL, sg, 2e-5);
-        check_failures += check_grad(name, dqkv[0], NULL, fd, idx, k, NULL, sg, 2e-5);
-        check_failures += check_rel_l2(name, dqkv[0], NULL, g, NQ, 5e-6);
-        free(scratch);
     }
     CHECK(tile_use(tile0));
     for (int run = 0; run < 2; run++) free(out[run]), free(lse[run]), free(dqkv[run]);

@@ -186,8 +186,6 @@ static hg_status check_device(cudaDeviceProp *prop) {
     return HG_OK;
 }
 
-extern "C" const hg_backend_ops *hg_backend_cuda_ops(void);
-
 extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_precision precision, unsigned flags) {
     if (precision != HG_PRECISION_FP32 && precision != HG_PRECISION_BF16)
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: the CUDA backend runs fp32 or bf16");
