@@ -1,7 +1,8 @@
 /* Checkpoints: the safetensors writer against the reader; weights and optimizer state
  * round-trip bit for bit and a restored model continues with bit-identical losses;
  * bad files (another shape, truncated, header length beyond the file, overlapping
- * offsets, a wrong dtype, a missing tensor) are refused with the model unchanged; a
+ * offsets, a wrong dtype, a missing tensor) are refused with the model unchanged; config
+ * metadata keeps each field's JSON kind (an op named "5e5" stays a string); a
  * write that fails part way (a file size limit, as a full disk would) leaves the old
  * file whole and no temporary behind; run folders: begin, commit, latest, prune. */
 #include <signal.h>
@@ -13,6 +14,8 @@
 #include "check.h"
 #include "handgrad.h"
 #include "io/safetensors.h"
+#include "model/gpt.h"
+#include "train/checkpoint.h"
 
 #define CHECK_FAILS(call, want, text)                                                           \
     do {                                                                                        \
@@ -229,6 +232,26 @@ static void bad_files(void) {
     hg_model_free(ref);
 }
 
+/* The config in checkpoint metadata keeps each field's JSON kind: an op named like a
+ * number stays a string (written as a number, 50000000000000008 printed back as 5e+16),
+ * and a value of the wrong kind is refused naming its field. */
+static void config_json_kinds(void) {
+    hg_config c, d;
+    CHECK_OK(hg_config_preset("odd", &c));
+    CHECK_OK(hg_config_set(&c, "op_mlp_act", "50000000000000008"));
+    CHECK_OK(hg_config_set(&c, "op_final_norm", "5e5"));
+    char *json = ckpt_config_json(&c), why[256] = "";
+    CHECK(json && strstr(json, "\"op_mlp_act\":\"50000000000000008\"") && strstr(json, "\"op_final_norm\":\"5e5\""));
+    CHECK_OK(ckpt_config_parse("meta", json, &d));
+    CHECK(gpt_same_architecture(&c, &d, why, sizeof why));
+    if (why[0]) fprintf(stderr, "round trip: %s\n", why);
+    free(json);
+    CHECK_FAILS(ckpt_config_parse("meta", "{\"op_mlp_act\":50000000000000011}", &d), HG_ERR_FORMAT, "'op_mlp_act' must be a JSON string");
+    CHECK_FAILS(ckpt_config_parse("meta", "{\"tied\":\"true\"}", &d), HG_ERR_FORMAT, "'tied' must be a JSON boolean");
+    CHECK_FAILS(ckpt_config_parse("meta", "{\"n_layer\":\"2\"}", &d), HG_ERR_FORMAT, "'n_layer' must be a JSON number");
+    CHECK_FAILS(ckpt_config_parse("meta", "{\"n_layers\":2}", &d), HG_ERR_FORMAT, "no field 'n_layers'");
+}
+
 /* A write that fails part way (RLIMIT_FSIZE: EFBIG, as ENOSPC would be) leaves the
  * previous file whole and no temporary file behind. */
 static void failed_write_keeps_old(void) {
@@ -300,6 +323,7 @@ int main(void) {
     writer_matches_reader();
     round_trip_and_continue();
     bad_files();
+    config_json_kinds();
     failed_write_keeps_old();
     run_folder();
     char cmd[300];

@@ -144,6 +144,12 @@ static const field *find_field(const char *name) {
     return NULL;
 }
 
+char gpt_config_field_json(const char *name) {
+    const field *f = find_field(name);
+    if (!f) return 0;
+    return f->type == F_INT || f->type == F_FLOAT ? 'n' : f->type == F_KEEP || f->type == F_BOOL ? 'b' : 's';
+}
+
 static int *int_at(hg_config *c, const field *f) { return (int *)((char *)c + f->offset); }
 static float *float_at(hg_config *c, const field *f) { return (float *)((char *)c + f->offset); }
 

@@ -18,6 +18,9 @@ typedef struct gpt_dims {
 gpt_dims gpt_dims_of(const hg_config *c);
 float gpt_norm_eps(const hg_config *c);
 float gpt_rope_theta(const hg_config *c);
+/* How config field `name` is written in JSON: 'n' a number, 'b' a boolean, 's' a string
+ * (the enumerations and op names: an op may be named "5e5"); 0 when there is no such field. */
+char gpt_config_field_json(const char *name);
 /* 1 when a and b describe the same parameters and computation (every config field but
  * dropout); else 0 with the first difference in why ("n_layer 2 against 3", a's value first). */
 int gpt_same_architecture(const hg_config *a, const hg_config *b, char *why, size_t size);

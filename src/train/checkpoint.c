@@ -20,18 +20,17 @@
 
 /* ---- metadata ---- */
 
-/* Every config field by name (hg_config_field_name): booleans and numbers as JSON
- * booleans and numbers, the enumerations as strings. */
+/* Every config field by name (hg_config_field_name), each as its JSON kind
+ * (gpt_config_field_json): a value is never guessed from its text. */
 char *ckpt_config_json(const hg_config *c) {
     cJSON *o = cJSON_CreateObject();
     const char *name;
     char v[64];
     for (int i = 0; o && (name = hg_config_field_name(i, NULL)); i++) {
         if (hg_config_get(c, name, v, sizeof v) != HG_OK) break;
-        char *end;
-        double num = strtod(v, &end);
-        if (!strcmp(v, "true") || !strcmp(v, "false")) cJSON_AddBoolToObject(o, name, v[0] == 't');
-        else if (*v && !*end) cJSON_AddNumberToObject(o, name, num);
+        char kind = gpt_config_field_json(name);
+        if (kind == 'b') cJSON_AddBoolToObject(o, name, !strcmp(v, "true"));
+        else if (kind == 'n') cJSON_AddNumberToObject(o, name, strtod(v, NULL));
         else cJSON_AddStringToObject(o, name, v);
     }
     char *out = o ? cJSON_PrintUnformatted(o) : NULL;
@@ -39,20 +38,27 @@ char *ckpt_config_json(const hg_config *c) {
     return out;
 }
 
-/* Each key must be a config field; fields a file leaves out keep GPT-2's choice (so a
- * version 1 config, which has the sizes and dropout only, reads as the GPT-2 it was). */
+/* Each key must be a config field, its value of the field's JSON kind; fields a file
+ * leaves out keep GPT-2's choice (so a version 1 config, which has the sizes and dropout
+ * only, reads as the GPT-2 it was). */
 hg_status ckpt_config_parse(const char *file, const char *json, hg_config *out) {
     cJSON *o = cJSON_Parse(json);
     hg_status s = cJSON_IsObject(o) ? HG_OK : hg_fail(HG_ERR_FORMAT, "%s: metadata 'config' is not a JSON object", file);
     hg_config c = {0};
     const cJSON *it = NULL;
     if (s == HG_OK) cJSON_ArrayForEach(it, o) {
-        char v[64];
-        if (cJSON_IsNumber(it)) snprintf(v, sizeof v, "%.17g", it->valuedouble);
-        else if (cJSON_IsBool(it)) snprintf(v, sizeof v, "%s", cJSON_IsTrue(it) ? "true" : "false");
-        else if (cJSON_IsString(it) && strlen(it->valuestring) < sizeof v) snprintf(v, sizeof v, "%s", it->valuestring);
-        else {
-            s = hg_fail(HG_ERR_FORMAT, "%s: config field '%.64s' is not a number, boolean or short string", file, it->string);
+        char v[64], kind = gpt_config_field_json(it->string);
+        if (kind == 'n' && cJSON_IsNumber(it)) snprintf(v, sizeof v, "%.17g", it->valuedouble);
+        else if (kind == 'b' && cJSON_IsBool(it)) snprintf(v, sizeof v, "%s", cJSON_IsTrue(it) ? "true" : "false");
+        else if (kind == 's' && cJSON_IsString(it) && strlen(it->valuestring) < sizeof v)
+            snprintf(v, sizeof v, "%s", it->valuestring);
+        else if (!kind) {
+            s = hg_fail(HG_ERR_FORMAT, "%s: metadata config has no field '%.64s' (a newer handgrad's checkpoint?)", file,
+                        it->string);
+            break;
+        } else {
+            s = hg_fail(HG_ERR_FORMAT, "%s: config field '%.64s' must be a JSON %s", file, it->string,
+                        kind == 'n' ? "number" : kind == 'b' ? "boolean" : "string of at most 63 bytes");
             break;
         }
         if (hg_config_set(&c, it->string, v) != HG_OK) {
