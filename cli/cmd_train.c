@@ -706,9 +706,10 @@ static int setup(trainer *t, int argc, char **argv) {
     /* an existing folder is locked before anything in it is read (a resume point, say) */
     if (t->rank == 0 && is_dir(o->out) && lock_out_dir(t)) return 1;
     char any[PATH_MAX];
-    if (!o->resume && is_dir(o->out) && hg_checkpoint_latest(o->out, any, sizeof any, NULL) == HG_OK)
+    hg_status ls = is_dir(o->out) ? hg_checkpoint_latest(o->out, any, sizeof any, NULL) : HG_ERR_IO;
+    if (!o->resume && ls != HG_ERR_IO) /* HG_OK, or a newest checkpoint that is not whole */
         return ERR("--out %s already holds checkpoints (%s): pass --resume to continue, or choose another folder",
-                   o->out, any);
+                   o->out, ls == HG_OK ? any : hg_last_error());
     char weights[PATH_MAX];
     if (load_tokenizer(t) || resolve_config(t, weights, sizeof weights) || plan(t)) return 1;
     if (o->sample_every && !t->tok) return ERR("--sample-every needs a tokenizer (--tokenizer PATH)");

@@ -270,7 +270,9 @@ static char *slurp(const char *path, size_t *len) {
 static int apply_resume(train_opts *o, const char *out, char *from, size_t cap) {
     from[0] = 0;
     char dir[4096], path[4200], err[512];
-    if (hg_checkpoint_latest(out, dir, sizeof dir, NULL) != HG_OK) return 0; /* a fresh start */
+    hg_status s = hg_checkpoint_latest(out, dir, sizeof dir, NULL);
+    if (s == HG_ERR_IO) return 0; /* no checkpoint: a fresh start */
+    if (s != HG_OK) return fprintf(stderr, "handgrad train: --resume: %s\n", hg_last_error()), 1;
     snprintf(path, sizeof path, "%s/run.json", dir);
     size_t len;
     char *text = slurp(path, &len);

@@ -594,9 +594,12 @@ hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *s);
 hg_status hg_checkpoint_begin(const char *run_dir, int64_t step, char *tmp_dir, size_t cap);
 hg_status hg_checkpoint_commit(const char *run_dir, int64_t step, const char *tmp_dir);
 void hg_checkpoint_abort(const char *tmp_dir);
-/* Removes all but the newest keep checkpoints, and leftover temporary folders. */
+/* Removes all but the newest keep checkpoints (each renamed to ckpt_N.del, then
+ * deleted), and leftover temporary folders. Symlinks are neither counted nor followed. */
 hg_status hg_checkpoint_prune(const char *run_dir, int keep);
-/* The newest complete checkpoint folder in run_dir; HG_ERR_IO when there is none. */
+/* The newest checkpoint folder in run_dir (ckpt_N folders; symlinks are skipped);
+ * HG_ERR_IO when there is none; HG_ERR_FORMAT when the newest has no model.safetensors
+ * or its optimizer state records another step than N. */
 hg_status hg_checkpoint_latest(const char *run_dir, char *ckpt_dir, size_t cap, int64_t *step);
 /* The weights file behind path: a .safetensors file, a checkpoint folder, or a run
  * folder (its newest checkpoint). */

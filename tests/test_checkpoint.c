@@ -4,15 +4,21 @@
  * offsets, a wrong dtype, a missing tensor) are refused with the model unchanged; config
  * metadata keeps each field's JSON kind (an op named "5e5" stays a string); a
  * write that fails part way (a file size limit, as a full disk would) leaves the old
- * file whole and no temporary behind; run folders: begin, commit, latest, prune. */
+ * file whole and no temporary behind; run folders: begin, commit, latest, prune;
+ * checkpoints checked before they are trusted (finite values, the step of the name,
+ * symlinks, pruning killed part way). */
+#include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "handgrad.h"
+#include "io/atomic.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
 #include "train/checkpoint.h"
@@ -220,7 +226,12 @@ static void bad_files(void) {
     memcpy(buf, orig, n);
     CHECK(patch(buf, 8 + hlen, "\"ln_f.bias\"", "\"ln_f.bia_\""));
     write_bytes(bad, buf, n);
-    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "ln_f.bias");
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "tensor 'ln_f.bias' is missing");
+    /* a name twice: JSON allows it, safetensors does not */
+    memcpy(buf, orig, n);
+    CHECK(patch(buf, 8 + hlen, "\"h.1.ln_1.bias\"", "\"h.0.ln_1.bias\""));
+    write_bytes(bad, buf, n);
+    CHECK_FAILS(hg_model_load(m, bad), HG_ERR_FORMAT, "tensor 'h.0.ln_1.bias' appears twice");
     CHECK(same_params(m, ref, 0)); /* every refusal left the model as it was */
     /* weights are not optimizer state */
     hg_train_state st;
@@ -304,6 +315,8 @@ static void run_folder(void) {
     CHECK(strstr(wpath, "ckpt_00000030/model.safetensors") != NULL);
     /* the same step again replaces it */
     CHECK_OK(hg_checkpoint_begin(run, 30, tmp, sizeof tmp));
+    snprintf(wpath, sizeof wpath, "%s/model.safetensors", tmp);
+    CHECK_OK(hg_model_save(m, wpath));
     CHECK_OK(hg_checkpoint_commit(run, 30, tmp));
     CHECK_OK(hg_checkpoint_prune(run, 2));
     snprintf(latest, sizeof latest, "%s/ckpt_00000010", run);
@@ -317,6 +330,153 @@ static void run_folder(void) {
     hg_model_free(m);
 }
 
+/* Writes ckpt_<name_step> in run holding m's weights and optimizer state at state_step. */
+static void write_ckpt(hg_model *m, const char *run, int64_t name_step, int64_t state_step) {
+    char tmp[600], p[700];
+    hg_train_state st = {.step = state_step, .B = B, .T = T, .world_size = 1, .seed = 1};
+    CHECK_OK(hg_checkpoint_begin(run, name_step, tmp, sizeof tmp));
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    CHECK_OK(hg_model_save(m, p));
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+    CHECK_OK(hg_optimizer_save(m, &st, p));
+    CHECK_OK(hg_checkpoint_commit(run, name_step, tmp));
+}
+
+static int exists(const char *run, const char *name) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", run, name);
+    struct stat sb;
+    return lstat(p, &sb) == 0;
+}
+
+/* Checkpoints are checked before they are trusted: values finite (v >= 0), the folder's
+ * step that of its state, symlinks neither chosen nor followed by pruning, a pruned
+ * folder renamed away before it is deleted. */
+static void trusted_checkpoints(void) {
+    char run[512], latest[600], p[700], outside[512];
+    path(run, "trusted");
+    path(outside, "outside");
+    CHECK(mkdir(run, 0755) == 0 && mkdir(outside, 0755) == 0);
+    hg_model *m = make("tiny", 7), *ref = make("tiny", 7), *twin = make("tiny", 7);
+    if (!m || !ref || !twin) return;
+    train_step(m, 0);
+    train_step(ref, 0);
+    train_step(twin, 0);
+    write_ckpt(m, run, 5, 5);
+    int64_t step = -1;
+    CHECK_OK(hg_checkpoint_latest(run, latest, sizeof latest, &step));
+    CHECK(step == 5);
+    /* a folder whose name says 50 and whose state says 5 */
+    write_ckpt(m, run, 50, 5);
+    CHECK_FAILS(hg_checkpoint_latest(run, latest, sizeof latest, &step), HG_ERR_FORMAT, "at step 5 but the folder's name says step 50");
+    snprintf(p, sizeof p, "%s/ckpt_00000050/model.safetensors", run);
+    CHECK(unlink(p) == 0);
+    CHECK_FAILS(hg_checkpoint_latest(run, latest, sizeof latest, &step), HG_ERR_FORMAT, "without model.safetensors");
+    CHECK_FAILS(hg_checkpoint_resolve(latest, p, sizeof p), HG_ERR_IO, "without model.safetensors");
+    snprintf(p, sizeof p, "%s/ckpt_00000050", run);
+    hg_remove_dir(p);
+    /* a symlink named as the newest checkpoint, to a folder outside */
+    snprintf(p, sizeof p, "%s/keep.txt", outside);
+    write_bytes(p, (const uint8_t *)"x", 1);
+    snprintf(p, sizeof p, "%s/ckpt_00000090", run);
+    CHECK(symlink(outside, p) == 0);
+    CHECK_OK(hg_checkpoint_latest(run, latest, sizeof latest, &step));
+    CHECK(step == 5);
+    /* a folder left half-pruned by a kill */
+    snprintf(p, sizeof p, "%s/ckpt_00000003.del", run);
+    CHECK(mkdir(p, 0755) == 0);
+    write_ckpt(m, run, 6, 6);
+    CHECK_OK(hg_checkpoint_prune(run, 1));
+    CHECK(!exists(run, "ckpt_00000005") && !exists(run, "ckpt_00000005.del") && !exists(run, "ckpt_00000003.del"));
+    CHECK(exists(run, "ckpt_00000006") && exists(run, "ckpt_00000090") && exists(outside, "keep.txt"));
+    CHECK_OK(hg_checkpoint_latest(run, latest, sizeof latest, &step));
+    CHECK(step == 6);
+    /* non-finite values, and a negative second moment, refused naming the tensor; the
+     * model keeps its values */
+    hg_param_info pi;
+    hg_param_at(m, 2, &pi);
+    char w[700], o[700];
+    snprintf(w, sizeof w, "%s/model.safetensors", latest);
+    snprintf(o, sizeof o, "%s/optimizer.safetensors", latest);
+    hg_train_state st;
+    float keep = pi.data[3];
+    pi.data[3] = NAN;
+    CHECK_OK(hg_model_save(m, w));
+    pi.data[3] = keep;
+    CHECK_FAILS(hg_model_load(ref, w), HG_ERR_FORMAT, "holds nan at element 3");
+    if (!strstr(hg_last_error(), pi.name)) CHECK(!"the message names the tensor");
+    keep = pi.adam_v[4];
+    pi.adam_v[4] = -1.0f;
+    CHECK_OK(hg_optimizer_save(m, &(hg_train_state){.step = 6, .B = B, .T = T, .world_size = 1}, o));
+    CHECK_FAILS(hg_optimizer_load(ref, o, &st), HG_ERR_FORMAT, "holds -1 at element 4");
+    pi.adam_v[4] = keep;
+    pi.adam_m[0] = INFINITY;
+    CHECK_OK(hg_optimizer_save(m, &(hg_train_state){.step = 6, .B = B, .T = T, .world_size = 1}, o));
+    CHECK_FAILS(hg_optimizer_load(ref, o, &st), HG_ERR_FORMAT, "holds inf at element 0");
+    CHECK(same_params(ref, twin, 1));
+    hg_model_free(m);
+    hg_model_free(ref);
+    hg_model_free(twin);
+}
+
+/* Files in a folder (-1 when it cannot be opened). */
+static int count_files(const char *d) {
+    DIR *dp = opendir(d);
+    if (!dp) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dp));) n += e->d_name[0] != '.';
+    closedir(dp);
+    return n;
+}
+
+/* Pruning killed at staggered moments: the old checkpoint is whole under its own name or
+ * gone from it, never half-deleted there, and the next prune finishes the job. */
+static void kill_during_prune(void) {
+    enum { FILES = 1000, TRIALS = 12 };
+    char run[512], old[600], p[700];
+    path(run, "prune_kill");
+    CHECK(mkdir(run, 0755) == 0);
+    snprintf(old, sizeof old, "%s/ckpt_00000001", run);
+    hg_model *m = make("tiny", 9);
+    if (!m) return;
+    write_ckpt(m, run, 2, 2);
+    int mid = 0; /* trials killed with the old folder part deleted */
+    double whole = 0; /* seconds of a prune not killed (trial -1); kills spread over it */
+    for (int trial = -1; trial < TRIALS; trial++) {
+        CHECK(mkdir(old, 0755) == 0);
+        for (int i = 0; i < FILES; i++) {
+            snprintf(p, sizeof p, "%s/f%04d", old, i);
+            write_bytes(p, (const uint8_t *)"x", 1);
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        pid_t pid = fork();
+        if (pid == 0) _exit(hg_checkpoint_prune(run, 1) == HG_OK ? 0 : 1);
+        if (trial >= 0) {
+            nanosleep(&(struct timespec){0, (long)(1e9 * whole * (trial + 0.5) / TRIALS)}, NULL);
+            kill(pid, SIGKILL);
+        }
+        waitpid(pid, NULL, 0);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (trial < 0) whole = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (whole > 0.5) whole = 0.5;
+        int left = count_files(old);
+        CHECK(left == -1 || left == FILES);
+        snprintf(p, sizeof p, "%s.del", old);
+        int del = count_files(p);
+        mid += del > 0 && del < FILES;
+        int64_t step = -1;
+        char latest[600];
+        CHECK_OK(hg_checkpoint_latest(run, latest, sizeof latest, &step));
+        CHECK(step == 2);
+        CHECK_OK(hg_checkpoint_prune(run, 1));
+        CHECK(count_files(old) == -1 && count_files(p) == -1);
+    }
+    CHECK(mid > 0); /* some kill landed in the middle of a deletion */
+    fprintf(stderr, "kill during prune: %d of %d kills landed mid-deletion\n", mid, TRIALS);
+    hg_model_free(m);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/hg_test_checkpoint.XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -326,6 +486,8 @@ int main(void) {
     config_json_kinds();
     failed_write_keeps_old();
     run_folder();
+    trusted_checkpoints();
+    kill_during_prune();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (!check_failures && system(cmd) != 0) return 1;

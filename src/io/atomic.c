@@ -106,6 +106,12 @@ hg_status hg_afile_commit(hg_afile *f) {
 }
 
 void hg_remove_dir(const char *dir) {
+    struct stat sb;
+    if (lstat(dir, &sb) != 0) return;
+    if (!S_ISDIR(sb.st_mode)) { /* a symlink goes, never what it points to */
+        unlink(dir);
+        return;
+    }
     DIR *d = opendir(dir);
     if (d) {
         struct dirent *e;

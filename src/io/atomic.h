@@ -23,7 +23,8 @@ void hg_afile_abort(hg_afile *f);
 
 /* fsync a folder, so that a rename or a new entry in it is durable. */
 hg_status hg_fsync_dir(const char *dir);
-/* Removes a folder and the plain files in it (not recursive beyond one level). */
+/* Removes a folder and the plain files in it (not recursive beyond one level); a
+ * symlink is removed itself, never what it points to. */
 void hg_remove_dir(const char *dir);
 
 #endif

@@ -53,7 +53,12 @@ void hg_st_close(hg_st_file *f) {
 
 typedef struct span {
     uint64_t begin, end;
+    const char *name; /* the tensor's */
 } span;
+
+static int cmp_span_name(const void *a, const void *b) {
+    return strcmp(((const span *)a)->name, ((const span *)b)->name);
+}
 
 static int cmp_span(const void *a, const void *b) {
     const span *x = a, *y = b;
@@ -95,6 +100,7 @@ static hg_status parse_entry(hg_st_file *f, const cJSON *e, hg_st_tensor *t, uin
                        f->name, nm, b, en, (unsigned long long)data_len);
     sp->begin = (uint64_t)b;
     sp->end = (uint64_t)en;
+    sp->name = nm;
     if ((uint64_t)t->numel * (uint64_t)hg_st_dtype_size(t->dtype) != sp->end - sp->begin)
         return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has %lld elements of %s but %llu data bytes", f->name, nm,
                        (long long)t->numel, dt->valuestring, (unsigned long long)(sp->end - sp->begin));
@@ -136,6 +142,12 @@ static hg_status parse(hg_st_file *f) {
         st = parse_entry(f, e, &f->tensors[f->count], data_len, data, &spans[f->count]);
         if (st == HG_OK) f->count++;
     }
+    if (st == HG_OK) { /* a name twice (JSON allows it; the second would be unreachable) */
+        qsort(spans, (size_t)f->count, sizeof *spans, cmp_span_name);
+        for (int i = 1; i < f->count && st == HG_OK; i++)
+            if (!strcmp(spans[i].name, spans[i - 1].name))
+                st = hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' appears twice in the header", f->name, spans[i].name);
+    }
     if (st == HG_OK) {
         /* empty tensors take no bytes and overlap nothing */
         int ns = 0;
@@ -144,8 +156,8 @@ static hg_status parse(hg_st_file *f) {
         qsort(spans, (size_t)ns, sizeof *spans, cmp_span);
         for (int i = 1; i < ns; i++)
             if (spans[i].begin < spans[i - 1].end) {
-                st = hg_fail(HG_ERR_FORMAT, "%s: tensor data ranges overlap at data offset %llu", f->name,
-                             (unsigned long long)spans[i].begin);
+                st = hg_fail(HG_ERR_FORMAT, "%s: the data of tensors '%s' and '%s' overlap at data offset %llu", f->name,
+                             spans[i - 1].name, spans[i].name, (unsigned long long)spans[i].begin);
                 break;
             }
     }

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,8 +182,23 @@ static hg_status same_shape(const char *file, const hg_config *a, const hg_confi
     return HG_OK;
 }
 
+/* Every value of an F32 tensor is finite (and >= 0 with nonneg: AdamW's v), else the
+ * first that is not, by index. A NaN loaded is a NaN in every weight a step later. */
+static hg_status check_values(const hg_st_tensor *t, int64_t numel, const char *file, const char *name, int nonneg) {
+    const uint8_t *p = t->data; /* offsets in a file need not be 4-byte aligned */
+    for (int64_t j = 0; j < numel; j++) {
+        float v;
+        memcpy(&v, p + 4 * j, 4);
+        if (!isfinite(v) || (nonneg && v < 0.0f))
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' holds %g at element %lld; a checkpoint's values must be %s",
+                           file, name, (double)v, (long long)j, nonneg ? "finite and >= 0 (AdamW's v)" : "finite");
+    }
+    return HG_OK;
+}
+
 /* Checks that f holds the tensor prefix+name of every parameter, F32 with the
- * parameter's shape; with copy=1 also copies them into buf. */
+ * parameter's shape and finite values (prefix "v.": >= 0 too); with copy=1 copies them
+ * into buf instead. */
 static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file, const char *prefix, float *buf,
                               int copy) {
     char name[80];
@@ -199,14 +215,28 @@ static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file
                            (long long)(t->ndim ? t->shape[0] : 0), t->ndim > 1 ? ", ..." : "", (long long)s->shape[0],
                            s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL);
         if (copy) m->be->ops->upload(m->be, gpt_param(m, buf, i), t->data, sizeof(float) * (size_t)s->numel);
+        else HG_TRY(check_values(t, s->numel, file, name, !strcmp(prefix, "v.")));
     }
     return HG_OK;
 }
 
-static hg_status check_count(const hg_st_file *f, const char *file, int expected) {
-    if (hg_st_count(f) != expected)
-        return hg_fail(HG_ERR_FORMAT, "%s: holds %d tensors, expected %d for this model", file, hg_st_count(f), expected);
-    return HG_OK;
+/* After read_tensors found every parameter under each prefix: no tensor besides them
+ * (the message names one that is not the model's). */
+static hg_status no_extra(const hg_model *m, const hg_st_file *f, const char *file, const char *const *prefixes, int np) {
+    if (hg_st_count(f) == np * m->params.count) return HG_OK;
+    for (int t = 0; t < hg_st_count(f); t++) {
+        const char *name = hg_st_at(f, t)->name;
+        int known = 0;
+        for (int p = 0; p < np && !known; p++) {
+            size_t k = strlen(prefixes[p]);
+            for (int i = 0; !strncmp(name, prefixes[p], k) && i < m->params.count && !known; i++)
+                known = !strcmp(name + k, m->params.specs[i].name);
+        }
+        if (!known)
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not a parameter of this model (%d tensors, expected %d)",
+                           file, name, hg_st_count(f), np * m->params.count);
+    }
+    return HG_OK; /* not reached: duplicate names are refused when the file is parsed */
 }
 
 hg_status hg_model_load(hg_model *m, const char *path) {
@@ -216,8 +246,8 @@ hg_status hg_model_load(hg_model *m, const char *path) {
     hg_config c;
     hg_status s = ckpt_read_config(f, path, CKPT_WEIGHTS_FORMAT, &c);
     if (s == HG_OK) s = same_shape(path, &c, &m->cfg);
-    if (s == HG_OK) s = check_count(f, path, m->params.count);
     if (s == HG_OK) s = read_tensors(m, f, path, "", m->param, 0);
+    if (s == HG_OK) s = no_extra(m, f, path, (const char *const[]){""}, 1);
     if (s == HG_OK) s = read_tensors(m, f, path, "", m->param, 1);
     if (s == HG_OK) gpt_refresh_weights(m, 0, m->params.bytes / sizeof(float));
     if (s == HG_OK) s = m->be->ops->sync(m->be);
@@ -273,9 +303,9 @@ hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *st) {
     hg_status s = ckpt_read_config(f, path, CKPT_OPTIMIZER_FORMAT, &c);
     if (s == HG_OK) s = same_shape(path, &c, &m->cfg);
     if (s == HG_OK) s = ckpt_read_state(f, path, &cs);
-    if (s == HG_OK) s = check_count(f, path, 2 * m->params.count);
     if (s == HG_OK) s = read_tensors(m, f, path, "m.", m->adam_m, 0);
     if (s == HG_OK) s = read_tensors(m, f, path, "v.", m->adam_v, 0);
+    if (s == HG_OK) s = no_extra(m, f, path, (const char *const[]){"m.", "v."}, 2);
     /* whole tensors in the file; a sharded (ZeRO-1) model keeps its slice */
     for (int i = 0; s == HG_OK && i < m->params.count; i++) {
         char nm[80], nv[80];
@@ -296,14 +326,15 @@ hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *st) {
 
 #define CKPT_PREFIX "ckpt_"
 
-/* The step of a checkpoint folder name "ckpt_<digits>" (with_tmp: "ckpt_<digits>.tmp"), or -1. */
-static int64_t ckpt_step_of(const char *name, int with_tmp) {
+/* The step of a checkpoint folder name "ckpt_<digits><suffix>", or -1. Suffixes: "" a
+ * complete checkpoint, ".tmp" one being written, ".del" one being pruned. */
+static int64_t ckpt_step_of(const char *name, const char *suffix) {
     if (strncmp(name, CKPT_PREFIX, strlen(CKPT_PREFIX))) return -1;
     const char *p = name + strlen(CKPT_PREFIX), *start = p;
     int64_t step = 0;
     for (; *p >= '0' && *p <= '9' && p - start < 18; p++) step = 10 * step + (*p - '0');
     if (p == start) return -1;
-    return strcmp(p, with_tmp ? ".tmp" : "") ? -1 : step;
+    return strcmp(p, suffix) ? -1 : step;
 }
 
 hg_status hg_checkpoint_begin(const char *run_dir, int64_t step, char *tmp_dir, size_t cap) {
@@ -345,9 +376,11 @@ static hg_status list_steps(const char *run_dir, int64_t **steps, int *n) {
     int cap = 0;
     struct dirent *e;
     hg_status s = HG_OK;
+    struct stat sb;
     while ((e = readdir(d)) && s == HG_OK) {
-        int64_t step = ckpt_step_of(e->d_name, 0);
-        if (step < 0) continue;
+        int64_t step = ckpt_step_of(e->d_name, "");
+        /* a symlink is never taken as a checkpoint (nor pruned: that would empty its target) */
+        if (step < 0 || fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode)) continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             int64_t *g = realloc(*steps, sizeof **steps * (size_t)cap);
@@ -374,21 +407,50 @@ hg_status hg_checkpoint_prune(const char *run_dir, int keep) {
     int64_t *steps;
     int n;
     HG_TRY(list_steps(run_dir, &steps, &n));
-    char p[PATH_MAX];
-    for (int i = 0; i < n - keep; i++) {
+    char p[PATH_MAX], del[PATH_MAX + 8];
+    hg_status s = HG_OK;
+    /* renamed out of the way first: a kill while deleting leaves a ckpt_N.del, never a
+     * half-deleted folder under a checkpoint's name */
+    for (int i = 0; i < n - keep && s == HG_OK; i++) {
         snprintf(p, sizeof p, "%s/" CKPT_PREFIX "%08" PRId64, run_dir, steps[i]);
-        hg_remove_dir(p);
+        snprintf(del, sizeof del, "%s.del", p);
+        hg_remove_dir(del);
+        if (rename(p, del) != 0) s = hg_fail(HG_ERR_IO, "%s: cannot rename to %s: %s", p, del, strerror(errno));
     }
     free(steps);
+    if (s == HG_OK) s = hg_fsync_dir(run_dir);
     DIR *d = opendir(run_dir);
     struct dirent *e;
     while (d && (e = readdir(d)))
-        if (ckpt_step_of(e->d_name, 1) >= 0) {
+        if (ckpt_step_of(e->d_name, ".tmp") >= 0 || ckpt_step_of(e->d_name, ".del") >= 0) {
             snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
             hg_remove_dir(p);
         }
     if (d) closedir(d);
-    return hg_fsync_dir(run_dir);
+    return s == HG_OK ? hg_fsync_dir(run_dir) : s;
+}
+
+/* A checkpoint folder is whole: it has its weights, and the step its optimizer state
+ * records (if it has one) is the step its name says. */
+static hg_status verify_folder(const char *dir, int64_t step) {
+    char p[PATH_MAX + 32];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (stat(p, &sb) != 0)
+        return hg_fail(HG_ERR_FORMAT, "%s: a checkpoint folder without model.safetensors (%s): copied in part?", dir,
+                       strerror(errno));
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", dir);
+    if (stat(p, &sb) != 0) return HG_OK; /* weights only */
+    hg_st_file *f;
+    HG_TRY(hg_st_open(&f, p));
+    ckpt_state st;
+    hg_status s = ckpt_read_state(f, p, &st);
+    hg_st_close(f);
+    if (s == HG_OK && st.train.step != step)
+        s = hg_fail(HG_ERR_FORMAT, "%s: its optimizer state is at step %" PRId64 " but the folder's name says step %" PRId64
+                    ": renamed or copied by hand? Give it its own step's name, or remove it",
+                    dir, st.train.step, step);
+    return s;
 }
 
 hg_status hg_checkpoint_latest(const char *run_dir, char *ckpt_dir, size_t cap, int64_t *step) {
@@ -401,6 +463,7 @@ hg_status hg_checkpoint_latest(const char *run_dir, char *ckpt_dir, size_t cap, 
     if (last < 0) return hg_fail(HG_ERR_IO, "%s: no checkpoint (ckpt_NNNNNNNN/) in this folder", run_dir);
     if ((size_t)snprintf(ckpt_dir, cap, "%s/" CKPT_PREFIX "%08" PRId64, run_dir, last) >= cap)
         return hg_fail(HG_ERR_INVALID, "%s: path too long", run_dir);
+    HG_TRY(verify_folder(ckpt_dir, last));
     if (step) *step = last;
     return HG_OK;
 }
@@ -412,9 +475,12 @@ hg_status hg_checkpoint_resolve(const char *path, char *weights, size_t cap) {
     char dir[PATH_MAX];
     if (!S_ISDIR(sb.st_mode)) snprintf(dir, sizeof dir, "%s", "");
     else {
-        char probe[PATH_MAX];
+        char probe[PATH_MAX], opt[PATH_MAX];
         snprintf(probe, sizeof probe, "%s/model.safetensors", path);
+        snprintf(opt, sizeof opt, "%s/optimizer.safetensors", path);
         if (stat(probe, &sb) == 0) snprintf(dir, sizeof dir, "%s", path);
+        else if (stat(opt, &sb) == 0) /* a checkpoint folder, not a run folder */
+            return hg_fail(HG_ERR_IO, "%s: a checkpoint folder without model.safetensors", path);
         else HG_TRY(hg_checkpoint_latest(path, dir, sizeof dir, NULL));
     }
     int len = dir[0] ? snprintf(weights, cap, "%s/model.safetensors", dir) : snprintf(weights, cap, "%s", path);
