@@ -162,6 +162,9 @@ typedef struct hg_shard_info {
     int token_bytes;   /* 2 or 4 */
     uint64_t n_tokens;
     int vocab_size;    /* V recorded in a handgrad header; 0 when the format has none */
+    int32_t separator; /* the document separator id a handgrad header records; -1 if none */
+    uint32_t id_bound; /* every token is below it, as a handgrad header records (its
+                          largest id + 1); 0 when not recorded */
 } hg_shard_info;
 
 /* Reads and checks a shard's header and length. */
@@ -223,8 +226,12 @@ typedef struct hg_loader_position {
 
 typedef struct hg_loader hg_loader;
 
-/* Maps the shards (in the order given) and checks their headers. Fails when there is
- * not one full batch for every rank: B * world_size windows of T+1 tokens. */
+/* Maps the shards (in the order given) and checks their headers and every token: a
+ * token >= V, or a header separator id >= V, fails here naming the file and offset, not
+ * at the batch that reads it. A handgrad shard's header bound on its ids answers this
+ * at once; other shards are read once (docs/benchmarks.md has the cost).
+ * Fails when there is not one full batch for every rank: B * world_size windows of T+1
+ * tokens. */
 hg_status hg_loader_open(hg_loader **out, const char *const *paths, int n_paths, const hg_loader_options *opt);
 /* The shards that match a glob pattern, in sorted order. */
 hg_status hg_loader_open_glob(hg_loader **out, const char *pattern, const hg_loader_options *opt);

@@ -30,6 +30,8 @@ static hg_status parse_handgrad(const uint8_t *d, size_t len, const char *path, 
     if (memcmp(d, SHARD_MAGIC, 8))
         return hg_fail(HG_ERR_FORMAT, "%s: offset 0: bad magic; not a handgrad token shard", path);
     uint32_t version = le32(d + 8), width = le32(d + 12), vocab = le32(d + 24);
+    int32_t sep = (int32_t)le32(d + 28);
+    uint32_t bound = le32(d + 32);
     uint64_t count = le64(d + 16);
     if (version != SHARD_VERSION)
         return hg_fail(HG_ERR_FORMAT, "%s: offset 8: version %u; this handgrad reads version %d, re-run prepare",
@@ -39,11 +41,17 @@ static hg_status parse_handgrad(const uint8_t *d, size_t len, const char *path, 
     if (vocab > (uint32_t)INT32_MAX || (width == 2 && vocab > 65536))
         return hg_fail(HG_ERR_FORMAT, "%s: offset 24: vocabulary size %u does not fit %u-byte tokens", path, vocab,
                        width);
+    if (sep < -1 || (vocab && sep >= (int64_t)vocab))
+        return hg_fail(HG_ERR_FORMAT, "%s: offset 28: separator id %d is not -1 (none) or an id below the vocabulary size %u",
+                       path, sep, vocab);
+    if (vocab && bound > vocab)
+        return hg_fail(HG_ERR_FORMAT, "%s: offset 32: the header says ids reach %u, beyond the vocabulary size %u", path,
+                       bound - 1, vocab);
     uint64_t body = len - SHARD_HEADER_BYTES;
     if (count > body / width || body != count * width)
         return hg_fail(HG_ERR_FORMAT, "%s: offset 16: header says %llu tokens (%llu bytes) but %llu bytes follow the header",
                        path, (unsigned long long)count, (unsigned long long)count * width, (unsigned long long)body);
-    *info = (hg_shard_info){HG_SHARD_HANDGRAD, (int)width, count, (int)vocab};
+    *info = (hg_shard_info){HG_SHARD_HANDGRAD, (int)width, count, (int)vocab, sep, bound};
     *at = SHARD_HEADER_BYTES;
     return HG_OK;
 }
@@ -62,7 +70,7 @@ static hg_status parse_llmc(const uint8_t *d, size_t len, const char *path, hg_s
     if (body != (uint64_t)count * 2)
         return hg_fail(HG_ERR_FORMAT, "%s: offset 8: header says %u tokens (%llu bytes) but %llu bytes follow the header",
                        path, count, (unsigned long long)count * 2, (unsigned long long)body);
-    *info = (hg_shard_info){HG_SHARD_LLMC, 2, count, 0};
+    *info = (hg_shard_info){HG_SHARD_LLMC, 2, count, 0, -1, 0};
     *at = LLMC_HEADER_BYTES;
     return HG_OK;
 }
@@ -71,7 +79,7 @@ static hg_status parse_nanogpt(size_t len, const char *path, hg_shard_info *info
     if (len % 2)
         return hg_fail(HG_ERR_FORMAT, "%s: offset %zu: %zu bytes is not a whole number of uint16 tokens", path,
                        len - 1, len);
-    *info = (hg_shard_info){HG_SHARD_NANOGPT, 2, len / 2, 0};
+    *info = (hg_shard_info){HG_SHARD_NANOGPT, 2, len / 2, 0, -1, 0};
     *at = 0;
     return HG_OK;
 }
@@ -113,6 +121,7 @@ static void header_bytes(const shard_writer *w, uint8_t h[SHARD_HEADER_BYTES]) {
     put32(h + 20, (uint32_t)(w->count >> 32));
     put32(h + 24, (uint32_t)w->vocab_size);
     put32(h + 28, (uint32_t)w->eot);
+    put32(h + 32, w->id_bound);
 }
 
 hg_status shard_writer_open(shard_writer *w, const char *path, int vocab_size, int32_t eot) {
@@ -148,6 +157,7 @@ hg_status shard_writer_write(shard_writer *w, const int32_t *ids, size_t n) {
         size_t k = n - i < per ? n - i : per;
         for (size_t j = 0; j < k; j++) {
             uint32_t v = (uint32_t)ids[i + j];
+            w->id_bound = v >= w->id_bound ? v + 1 : w->id_bound;
             buf[j * w->width] = (uint8_t)v;
             buf[j * w->width + 1] = (uint8_t)(v >> 8);
             if (w->width == 4) {

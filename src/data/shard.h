@@ -38,6 +38,7 @@ typedef struct shard_writer {
     int width;       /* 2 when V <= 65536, else 4 */
     int vocab_size;
     int32_t eot;
+    uint32_t id_bound; /* largest id written + 1 */
 } shard_writer;
 
 hg_status shard_writer_open(shard_writer *w, const char *path, int vocab_size, int32_t eot);

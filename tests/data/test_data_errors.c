@@ -172,9 +172,64 @@ static void test_loader_errors(void) {
     const char *paths[] = {path_in("badtok.bin")};
     hg_loader *ld = NULL;
     int32_t x[8], y[8];
-    CHECK_OK(hg_loader_open(&ld, paths, 1, &o));
-    if (ld) EXPECT(hg_loader_next(ld, x, y), HG_ERR_FORMAT, "badtok.bin: offset 74", "150");
+    /* found at open, before any batch */
+    EXPECT(hg_loader_open(&ld, paths, 1, &o), HG_ERR_FORMAT, "badtok.bin: offset 74", "token 150");
+    /* the separator the header records must be an id too (-1: none) */
+    h[64 + 2 * 5] = 7;
+    put32(h + 28, 100);
+    write_file("badsep.bin", h, sizeof h);
+    const char *sep[] = {path_in("badsep.bin")};
+    EXPECT(hg_loader_open(&ld, sep, 1, &o), HG_ERR_FORMAT, "badsep.bin: offset 28", "separator id 100");
+    put32(h + 28, 99);
+    write_file("sep99.bin", h, sizeof h);
+    const char *sep99[] = {path_in("sep99.bin")};
+    o.vocab_size = 50; /* within the header's V, not the model's */
+    EXPECT(hg_loader_open(&ld, sep99, 1, &o), HG_ERR_FORMAT, "sep99.bin: offset 28", "99");
+    o.vocab_size = 0;
+    /* 4-byte tokens, 1001 of them (a vector loop's tail), the one bad token last */
+    enum { N4 = 1001 };
+    uint8_t *w = calloc(64 + 4 * N4, 1);
+    if (w) {
+        memcpy(w, h, 64);
+        put32(w + 12, 4);
+        put32(w + 16, N4);
+        put32(w + 20, 0);
+        put32(w + 24, 70000);
+        put32(w + 28, 0xFFFFFFFFu);
+        for (int i = 0; i < N4; i++) put32(w + 64 + 4 * i, (uint32_t)(i * 69));
+        put32(w + 64 + 4 * (N4 - 1), 70000);
+        write_file("wide.bin", w, 64 + 4 * N4);
+        const char *wide[] = {path_in("wide.bin")};
+        EXPECT(hg_loader_open(&ld, wide, 1, &o), HG_ERR_FORMAT, "wide.bin: offset 4064", "token 70000");
+        put32(w + 64 + 4 * (N4 - 1), 69999);
+        write_file("wide.bin", w, 64 + 4 * N4);
+        CHECK_OK(hg_loader_open(&ld, wide, 1, &o));
+        hg_loader_close(ld);
+        free(w);
+    }
+    h[64 + 2 * 5] = 150;
+    put32(h + 28, 0);
+    /* the header's id bound: above V refused at once; one that lies (150 is above it)
+     * passes the open, and the batch that reads the token still refuses it */
+    put32(h + 32, 101);
+    write_file("bound.bin", h, sizeof h);
+    const char *bound[] = {path_in("bound.bin")};
+    EXPECT(hg_loader_open(&ld, bound, 1, &o), HG_ERR_FORMAT, "bound.bin: offset 32", "100");
+    put32(h + 32, 50);
+    write_file("bound.bin", h, sizeof h);
+    CHECK_OK(hg_loader_open(&ld, bound, 1, &o));
+    if (ld) EXPECT(hg_loader_next(ld, x, y), HG_ERR_FORMAT, "bound.bin: offset 74", "150");
     hg_loader_close(ld);
+    put32(h + 32, 0);
+    /* the writer records the bound */
+    shard_writer sw;
+    const int32_t ids[] = {3, 41, 7, 0, 40};
+    CHECK_OK(shard_writer_open(&sw, path_in("written.bin"), 100, 0));
+    CHECK_OK(shard_writer_write(&sw, ids, 5));
+    CHECK_OK(shard_writer_close(&sw));
+    hg_shard_info wi;
+    CHECK_OK(hg_shard_inspect(path_in("written.bin"), HG_SHARD_AUTO, &wi));
+    CHECK(wi.id_bound == 42 && wi.separator == 0 && wi.vocab_size == 100 && wi.n_tokens == 5);
     /* V given by the caller overrides the header. */
     o.vocab_size = 200;
     CHECK_OK(hg_loader_open(&ld, paths, 1, &o));
