@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "core/timer.h"
 #include "handgrad.h"
+#include "train_data.h"
 #include "train_log.h"
 #include "train_options.h"
 
@@ -66,6 +67,7 @@ typedef struct trainer {
     int nan_streak;
     train_log log;
     int lock_fd;                 /* OUT/.lock held with flock for the run (rank 0), or -1 */
+    char *data_json;             /* the training shards' record (train_data.h), kept in checkpoints */
 } trainer;
 
 /* ---- signals ---- */
@@ -314,6 +316,40 @@ static int open_loader(trainer *t, hg_loader **ld, const char *flag, const char 
     lo.vocab_size = t->cfg.vocab_size;
     if (hg_loader_open_glob(ld, pattern, &lo) != HG_OK) return ERR("%s: %s", flag, hg_last_error());
     return 0;
+}
+
+/* The record of the training shards, against the checkpoint's when resuming: other
+ * files (or the same names with other sizes or heads) would put the data position on
+ * other windows. A checkpoint from before data.json has nothing to compare. */
+static int check_data(trainer *t) {
+    char why[600], was_path[PATH_MAX + 16];
+    if (!(t->data_json = train_data_json(t->o.train, why, sizeof why))) return ERR("--train: %s", why);
+    snprintf(was_path, sizeof was_path, "%s/data.json", t->resumed_from);
+    if (!t->resumed_from[0] || access(was_path, F_OK) != 0) return 0;
+    size_t len;
+    char *was = (char *)cli_read_input("train", was_path, &len);
+    if (!was) return 1;
+    int differ = train_data_differ(was, t->data_json, why, sizeof why);
+    free(was);
+    if (!differ) return 0;
+    if (!t->o.allow_data_change)
+        return ERR("--train %s differs from the data of %s: %s. The data position would land on other windows; "
+                   "pass --allow-data-change to go on anyway", t->o.train, t->resumed_from, why);
+    if (t->rank == 0)
+        fprintf(stderr, "handgrad train: warning: --train %s differs from the data of %s: %s (--allow-data-change)\n",
+                t->o.train, t->resumed_from, why);
+    return 0;
+}
+
+/* The run's settings in OUT/run.json from the start, so that --resume works before the
+ * first checkpoint (each checkpoint keeps its own copy). */
+static int write_run_json(trainer *t) {
+    char p[PATH_MAX + 16], *run = train_opts_to_json(&t->o);
+    if (!run) return ERR("out of memory");
+    snprintf(p, sizeof p, "%s/run.json", t->o.out);
+    hg_status s = hg_write_file_atomic(p, run, strlen(run));
+    free(run);
+    return s == HG_OK ? 0 : ERR("%s", hg_last_error());
 }
 
 /* Batch geometry, step count and the schedule. */
@@ -596,6 +632,8 @@ static int save_checkpoint(trainer *t) {
     s = agree(t, s, &others);
     if (s == HG_OK) s = agree(t, hg_dist_optimizer_save(t->dist, &st, r0 ? p : NULL), &others);
     if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/run.json", tmp), s = hg_write_file_atomic(p, run, strlen(run));
+    if (r0 && s == HG_OK)
+        snprintf(p, sizeof p, "%s/data.json", tmp), s = hg_write_file_atomic(p, t->data_json, strlen(t->data_json));
     if (r0 && s == HG_OK && t->tok) s = hg_tokenizer_save_hf(t->tok, tmp);
     if (r0 && s == HG_OK && t->tok) s = hg_hf_copy_extras(t->tok_dir, tmp); /* generation_config.json, ... */
     if (r0 && s == HG_OK) s = hg_checkpoint_commit(t->o.out, t->step, tmp);
@@ -685,7 +723,7 @@ static void trainer_free(trainer *t) {
     hg_tokenizer_free(t->tok);
     hg_loader_close(t->train);
     hg_loader_close(t->val);
-    free(t->x), free(t->y), free(t->logits);
+    free(t->x), free(t->y), free(t->logits), free(t->data_json);
     train_opts_free(&t->o);
     hg_comm_close(t->comm);
 }
@@ -713,13 +751,14 @@ static int setup(trainer *t, int argc, char **argv) {
     char weights[PATH_MAX];
     if (load_tokenizer(t) || resolve_config(t, weights, sizeof weights) || plan(t)) return 1;
     if (o->sample_every && !t->tok) return ERR("--sample-every needs a tokenizer (--tokenizer PATH)");
-    if (open_loader(t, &t->train, "--train", o->train, !o->sequential)) return 1;
+    if (open_loader(t, &t->train, "--train", o->train, !o->sequential) || check_data(t)) return 1;
     if (o->val && open_loader(t, &t->val, "--val", o->val, 0)) return 1;
     if (create_models(t, weights)) return 1;
     t->peak_gflops = o->peak_gflops;
     if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
     /* everything checked: only now is anything written */
     if (t->rank == 0 && (mkdir_p(o->out) || (t->lock_fd < 0 && lock_out_dir(t)))) return 1;
+    if (t->rank == 0 && write_run_json(t)) return 1;
     if (t->rank == 0 && train_log_open(&t->log, o->out, t->resumed_from[0] ? t->step : -1, o->print_every)) return 1;
     const hg_options *mo = hg_model_options(t->m);
     printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters; %s\n", t->cfg.n_layer, t->cfg.n_head,
@@ -732,7 +771,7 @@ static int setup(trainer *t, int argc, char **argv) {
         printf("data parallel: %d ranks (%s), %d sequences each per micro-batch%s\n", t->ranks, hg_comm_name(t->comm),
                t->Bl, o->zero ? ", AdamW state sharded (ZeRO-1)" : "");
     if (t->resumed_from[0]) printf("resuming at step %lld from %s\n", (long long)t->step, t->resumed_from);
-    else if (o->resume) printf("no checkpoint in %s yet: starting from step 0\n", o->out);
+    else if (o->resume) printf("no checkpoint in %s yet: starting from step 0 with its run.json\n", o->out);
     fflush(stdout);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_io.h"
 #include "handgrad.h"
@@ -53,6 +54,8 @@ static const opt_def defs[] = {
     {"total-batch-tokens", OT_I64, F(total_batch_tokens), "N", 0, I64MAX, 1,
      "tokens per optimizer step; a multiple of B*T sets gradient accumulation"},
     {"sequential", OT_FLAG, F(sequential), 0, 0, 1, 1, "read windows in order instead of a seeded shuffle"},
+    {"allow-data-change", OT_FLAG, F(allow_data_change), 0, 0, 1, 0,
+     "resume although the shards differ from the checkpoint's (names, sizes, heads): warn, not refuse"},
     {"Optimisation", OT_SECTION, 0, 0, 0, 0, 0, 0},
     {"lr", OT_F64, F(lr), "LR", 0, 1e9, 1, "peak learning rate (default 6e-4)"},
     {"min-lr", OT_F64, F(min_lr), "LR", 0, 1e9, 1, "final learning rate (default lr/10)"},
@@ -266,21 +269,22 @@ static char *slurp(const char *path, size_t *len) {
     return (char *)b;
 }
 
-/* Applies run.json of the newest checkpoint in out (if any) to o. */
+/* Applies run.json of the newest checkpoint in out to o; without a checkpoint, the
+ * run.json a run writes into out when it starts (if any), and from stays "". */
 static int apply_resume(train_opts *o, const char *out, char *from, size_t cap) {
     from[0] = 0;
     char dir[4096], path[4200], err[512];
     hg_status s = hg_checkpoint_latest(out, dir, sizeof dir, NULL);
-    if (s == HG_ERR_IO) return 0; /* no checkpoint: a fresh start */
-    if (s != HG_OK) return fprintf(stderr, "handgrad train: --resume: %s\n", hg_last_error()), 1;
-    snprintf(path, sizeof path, "%s/run.json", dir);
+    if (s != HG_OK && s != HG_ERR_IO) return fprintf(stderr, "handgrad train: --resume: %s\n", hg_last_error()), 1;
+    snprintf(path, sizeof path, "%s/run.json", s == HG_OK ? dir : out);
+    if (s != HG_OK && access(path, F_OK) != 0) return 0; /* a fresh start */
     size_t len;
     char *text = slurp(path, &len);
     if (!text) return 1;
     int rc = train_opts_apply_json(o, path, text, len, err, sizeof err);
     free(text);
     if (rc) fprintf(stderr, "handgrad train: %s\n", err);
-    else snprintf(from, cap, "%s", dir);
+    else if (s == HG_OK) snprintf(from, cap, "%s", dir);
     return rc;
 }
 

@@ -21,6 +21,7 @@ typedef struct train_opts {
     int batch, ctx; /* ctx 0: the model's max_seq_len */
     int64_t total_batch_tokens; /* 0: batch * ctx (no accumulation) */
     int sequential;
+    int allow_data_change; /* resume on shards other than the checkpoint's, with a warning */
     /* optimisation */
     double lr, min_lr; /* min_lr < 0: lr / 10 */
     int64_t warmup_steps;

@@ -271,6 +271,43 @@ static void sigint_then_resume(void) {
     free(out);
 }
 
+/* Resuming before the first checkpoint takes the settings the run wrote into its folder
+ * at start; resuming on other shards than the checkpoint's is refused, naming the first
+ * difference, unless --allow-data-change (then a warning). */
+static void resume_guards(void) {
+    char d[512], args[4096], log[512];
+    snprintf(d, sizeof d, "%s/g_early", work);
+    snprintf(log, sizeof log, "%s/g_early.log", work);
+    snprintf(args, sizeof args, "exec %s train %s --out %s --max-steps 100000 --lr 2e-3", hg, tiny, d);
+    pid_t pid = spawn(args, log);
+    wait_steps(d, 2);
+    kill(pid, SIGKILL); /* no checkpoint yet */
+    wait_exit(pid);
+    CHECK(!exists("%s/ckpt_00000001", d) && exists("%s/run.json", d));
+    char *out = NULL;
+    CHECK(sh(&out, "%s train --resume --out %s --max-steps 3", hg, d) == 0);
+    CHECK(out && strstr(out, "starting from step 0 with its run.json"));
+    free(out);
+    CHECK(sh(&out, "grep -c '\"lr\":[[:space:]]*0.002' %s/ckpt_00000003/run.json", d) == 0); /* the first run's --lr */
+    free(out);
+    /* other shards: one more file */
+    CHECK(sh(NULL, "mkdir %s/data2 && cp -r %s/data/. %s/data2/ && cp %s/data2/train_000000.bin %s/data2/train_000001.bin",
+             work, work, work, work, work) == 0);
+    CHECK(sh(&out, "%s train --resume --out %s --max-steps 5 --train '%s/data2/train_*.bin'", hg, d, work) == 1);
+    CHECK(out && strstr(out, "differs from the data of") && strstr(out, "2 file(s), was 1 (first new: train_000001.bin)") &&
+          strstr(out, "--allow-data-change"));
+    free(out);
+    CHECK(sh(&out, "%s train --resume --out %s --max-steps 5 --train '%s/data2/train_*.bin' --allow-data-change", hg, d,
+             work) == 0);
+    CHECK(out && strstr(out, "warning: --train") && strstr(out, "resuming at step 3"));
+    free(out);
+    /* the same names, one file changed in its head */
+    CHECK(sh(NULL, "cp %s/data/val_000000.bin %s/data2/train_000001.bin", work, work) == 0);
+    CHECK(sh(&out, "%s train --resume --out %s --max-steps 6 --train '%s/data2/train_*.bin'", hg, d, work) == 1);
+    CHECK(out && strstr(out, "train_000001.bin: ") && strstr(out, "bytes, was"));
+    free(out);
+}
+
 /* A second run on a folder in use, resumed or fresh, is refused at once with the holder's
  * pid, and writes nothing there; once the first run ends, the folder is free. */
 static void two_writers(void) {
@@ -664,6 +701,7 @@ int main(int argc, char **argv) {
     fine_tune_hf("hf_llama", "LlamaForCausalLM");
     sigint_then_resume();
     two_writers();
+    resume_guards();
     failed_write();
     full_log();
     config_file();
