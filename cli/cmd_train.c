@@ -678,12 +678,12 @@ static int run(trainer *t) {
         if (r.skipped)
             train_log_say(&t->log, "step %lld: non-finite %s, update skipped (%d in a row)", (long long)t->step,
                           isfinite(r.loss) ? "gradient norm" : "loss", t->nan_streak);
-        if (t->stop) break;
-        if (t->val && due(o->eval_every, t->step, t->max_steps)) {
-            double vl;
+        if (t->val && due(o->eval_every < 0 ? 100 : o->eval_every, t->step, t->max_steps)) {
+            double vl; /* before a stop too: a resume starts after this step and would never run it */
             if (evaluate(t, &vl) != HG_OK) return ERR("evaluation: %s", hg_last_error());
             train_log_eval(&t->log, t->step, vl);
         }
+        if (t->stop) break;
         if (t->gen && due(o->sample_every, t->step, t->max_steps)) {
             char *text;
             hg_status s = sample(t, &text);
@@ -740,6 +740,11 @@ static int setup(trainer *t, int argc, char **argv) {
     if (rc) return rc;
     if (!o->out) return ERR("give the run folder with --out DIR");
     if (!o->train) return ERR("give the training shards with --train GLOB");
+    /* the longest name a run writes: OUT/ckpt_<19 digits>.tmp/<a tokenizer file>.tmp */
+    size_t longest = strlen(o->out) + strlen("/ckpt_0000000000000000000.tmp/") + 64 + strlen(".tmp");
+    if (longest >= PATH_MAX)
+        return ERR("--out: the path is %zu bytes; the checkpoint files under it would pass the system's %d-byte limit "
+                   "(keep it under %zu)", strlen(o->out), PATH_MAX, strlen(o->out) - (longest - PATH_MAX) - 1);
     if (check_out_dir(o->out)) return 1;
     /* an existing folder is locked before anything in it is read (a resume point, say) */
     if (t->rank == 0 && is_dir(o->out) && lock_out_dir(t)) return 1;
@@ -753,6 +758,9 @@ static int setup(trainer *t, int argc, char **argv) {
     if (o->sample_every && !t->tok) return ERR("--sample-every needs a tokenizer (--tokenizer PATH)");
     if (open_loader(t, &t->train, "--train", o->train, !o->sequential) || check_data(t)) return 1;
     if (o->val && open_loader(t, &t->val, "--val", o->val, 0)) return 1;
+    if (!o->val && o->eval_every >= 0 && t->rank == 0)
+        fprintf(stderr, "handgrad train: warning: --eval-every %lld without --val: there is nothing to evaluate\n",
+                (long long)o->eval_every);
     if (create_models(t, weights)) return 1;
     t->peak_gflops = o->peak_gflops;
     if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;

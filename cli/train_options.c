@@ -108,7 +108,7 @@ void train_opts_defaults(train_opts *o) {
     o->max_nan_steps = 5;
     o->bucket_mb = 25;
     o->dist_timeout = 300;
-    o->eval_every = 100;
+    o->eval_every = -1; /* unset: every 100 steps when there is --val */
     o->eval_batches = 20;
     o->sample_tokens = 96;
     o->temperature = 0.8;
@@ -180,7 +180,18 @@ static int set_value(train_opts *o, const opt_def *d, const char *v, const char 
 }
 
 int train_opts_apply_json(train_opts *o, const char *name, const char *text, size_t len, char *err, size_t cap) {
-    cJSON *j = cJSON_ParseWithLength(text, len);
+    const char *nul = memchr(text, 0, len), *end = NULL;
+    if (nul) {
+        snprintf(err, cap, "%s: byte %ld is a NUL byte; a config is JSON text", name, (long)(nul - text));
+        return 1;
+    }
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    while (j && end && end < text + len && strchr(" \t\r\n", *end)) end++;
+    if (cJSON_IsObject(j) && end && end < text + len) {
+        snprintf(err, cap, "%s: text after the JSON object at byte %ld", name, (long)(end - text));
+        cJSON_Delete(j);
+        return 1;
+    }
     if (!cJSON_IsObject(j)) {
         const char *at = cJSON_GetErrorPtr();
         long off = j || !at || at < text || at > text + len ? -1 : (long)(at - text);
@@ -227,6 +238,7 @@ char *train_opts_to_json(const train_opts *o) {
         case OT_INT: cJSON_AddNumberToObject(j, d->name, *(const int *)p); break;
         case OT_I64: {
             char buf[32];
+            if (*(const int64_t *)p < 0) break; /* unset */
             snprintf(buf, sizeof buf, "%lld", (long long)*(const int64_t *)p);
             cJSON_AddRawToObject(j, d->name, buf);
             break;

@@ -32,7 +32,7 @@ typedef struct train_opts {
     int threads;
     int max_nan_steps;
     /* evaluation and sampling */
-    int64_t eval_every;
+    int64_t eval_every; /* < 0: unset, 100 (and no warning without --val) */
     int eval_batches;
     int64_t sample_every;
     char *prompt;

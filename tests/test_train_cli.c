@@ -273,7 +273,8 @@ static void sigint_then_resume(void) {
 
 /* Resuming before the first checkpoint takes the settings the run wrote into its folder
  * at start; resuming on other shards than the checkpoint's is refused, naming the first
- * difference, unless --allow-data-change (then a warning). */
+ * difference, unless --allow-data-change (then a warning); a stop on a step that
+ * evaluates still logs the evaluation; --eval-every without --val is warned about. */
 static void resume_guards(void) {
     char d[512], args[4096], log[512];
     snprintf(d, sizeof d, "%s/g_early", work);
@@ -305,6 +306,25 @@ static void resume_guards(void) {
     CHECK(sh(NULL, "cp %s/data/val_000000.bin %s/data2/train_000001.bin", work, work) == 0);
     CHECK(sh(&out, "%s train --resume --out %s --max-steps 6 --train '%s/data2/train_*.bin'", hg, d, work) == 1);
     CHECK(out && strstr(out, "train_000001.bin: ") && strstr(out, "bytes, was"));
+    free(out);
+    /* a SIGINT on a step that evaluates still logs that evaluation (every step does here) */
+    snprintf(d, sizeof d, "%s/g_eval", work);
+    snprintf(args, sizeof args, "exec %s train %s --out %s --max-steps 60 --eval-every 1", hg, tiny, d);
+    pid = spawn(args, log);
+    wait_steps(d, 3);
+    kill(pid, SIGINT);
+    CHECK(wait_exit(pid) == 0);
+    series part;
+    read_log(d, &part);
+    CHECK(part.n < 60 && part.evals == part.n);
+    if (part.evals != part.n) fprintf(stderr, "stopped at step %d with %d evaluations\n", part.n, part.evals);
+    CHECK(sh(NULL, "%s train --resume --out %s", hg, d) == 0);
+    read_log(d, &part);
+    CHECK(part.n == 60 && part.evals == 60);
+    /* --eval-every without --val evaluates nothing: said once */
+    CHECK(sh(&out, "%s train --train '%s/data/train_*.bin' --n-layer 1 --n-head 2 --d-model 32 --ctx 16 --batch 2 "
+                   "--max-steps 1 --threads 1 --peak-gflops 100 --eval-every 5 --out %s/g_noval", hg, work, work) == 0);
+    CHECK(out && strstr(out, "warning: --eval-every 5 without --val"));
     free(out);
 }
 
@@ -604,6 +624,15 @@ static void bad_input(void) {
     bad("--lr-schedule: 'steep'", "--lr-schedule steep");
     bad("needs a value", "--max-steps");
     bad("unexpected argument 'extra'", "extra");
+    /* a config with a NUL byte, or text after its object, is not read in part */
+    snprintf(p, sizeof p, "%s/nul.json", work);
+    spit(p, (const uint8_t *)"{\"lr\": 0.1}\0{}", 14);
+    snprintf(args, sizeof args, "--config %s", p);
+    bad("nul.json: byte 11 is a NUL byte", args);
+    snprintf(p, sizeof p, "%s/two.json", work);
+    spit(p, (const uint8_t *)"{\"lr\": 0.1} {\"lr\": 9}\n", 22);
+    snprintf(args, sizeof args, "--config %s", p);
+    bad("two.json: text after the JSON object at byte 12", args);
     snprintf(args, sizeof args, "%s", tiny);
     bad("give --max-steps N or --max-tokens N", args);
     snprintf(args, sizeof args, "%s --max-steps 2 --max-tokens 100", tiny);
@@ -670,6 +699,16 @@ static void bad_input(void) {
         CHECK(sh(NULL, "mkdir %s/ro && chmod 555 %s/ro", work, work) == 0);
         CHECK(sh(&out, "%s train %s --max-steps 2 --out %s/ro/run", hg, tiny, work) == 1 && out && strstr(out, "not writable"));
         free(out);
+    }
+    /* an --out whose checkpoint files would pass PATH_MAX is refused at start */
+    char *deep = malloc(5000);
+    if (deep) {
+        int k = snprintf(deep, 5000, "%s", work);
+        while (k < 4000) k += snprintf(deep + k, 5000 - (size_t)k, "/%0200d", 0);
+        CHECK(sh(&out, "%s train %s --max-steps 2 --out %s", hg, tiny, deep) == 1 && out && strstr(out, "--out: the path is") &&
+              strstr(out, "limit"));
+        free(out);
+        free(deep);
     }
     /* an existing run is not overwritten without --resume */
     CHECK(sh(&out, "%s train %s --max-steps 2 --out %s/d1", hg, tiny, work) == 1 && out && strstr(out, "--resume"));
