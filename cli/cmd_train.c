@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "core/timer.h"
 #include "handgrad.h"
+#include "train_band.h"
 #include "train_data.h"
 #include "train_log.h"
 #include "train_options.h"
@@ -65,6 +66,9 @@ typedef struct trainer {
     hg_adamw adamw;
     double flops_per_step, peak_gflops, ema_seconds;
     int nan_streak;
+    const char *skip_why;        /* why the last step's update was skipped */
+    loss_band band;              /* the loss band and its excursions (train_band.h) */
+    int64_t good_step;           /* the newest checkpoint written (or loaded) outside an excursion, or -1 */
     train_log log;
     int lock_fd;                 /* OUT/.lock held with flock for the run (rank 0), or -1 */
     char *data_json;             /* the training shards' record (train_data.h), kept in checkpoints */
@@ -478,7 +482,9 @@ static hg_status train_step(trainer *t, step_record *r) {
     t->tokens += (uint64_t)t->accum * t->B * t->T;
     r->loss = loss / t->accum;
     r->grad_norm = NAN;
-    r->skipped = !isfinite(r->loss);
+    int nonfinite = !isfinite(r->loss);
+    r->skipped = nonfinite || (t->o.skip_outliers && band_outside(&t->band, r->loss));
+    t->skip_why = nonfinite ? "non-finite loss" : "loss out of its band";
     if (!r->skipped) {
         hg_adamw a = t->adamw;
         a.lr = (float)r->lr;
@@ -486,12 +492,13 @@ static hg_status train_step(trainer *t, step_record *r) {
         s = hg_dist_optimizer_step(t->dist, &a, &gn);
         r->grad_norm = gn;
         if (s != HG_OK && isfinite(gn)) return s;
-        r->skipped = s != HG_OK;
+        r->skipped = nonfinite = s != HG_OK;
+        t->skip_why = "non-finite gradient norm";
     } else if ((s = hg_dist_drop_step(t->dist)) != HG_OK) {
         return s;
     }
     t->step++;
-    t->nan_streak = r->skipped ? t->nan_streak + 1 : 0;
+    t->nan_streak = nonfinite ? t->nan_streak + 1 : 0;
     r->step = t->step;
     r->max_steps = t->max_steps;
     r->tokens = t->tokens;
@@ -649,7 +656,9 @@ static int save_checkpoint(trainer *t) {
         return 1;
     }
     t->saved_step = t->step;
-    if (r0 && t->o.keep_last && hg_checkpoint_prune(t->o.out, t->o.keep_last) != HG_OK)
+    if (!t->band.open_since) t->good_step = t->step;
+    /* during an excursion nothing is pruned: the checkpoint from before it stays */
+    if (r0 && t->o.keep_last && !t->band.open_since && hg_checkpoint_prune(t->o.out, t->o.keep_last) != HG_OK)
         train_log_say(&t->log, "warning: pruning old checkpoints: %s", hg_last_error());
     return 0;
 }
@@ -668,16 +677,28 @@ static int run(trainer *t) {
         step_record r;
         if (train_step(t, &r) != HG_OK) return ERR("step %lld: %s", (long long)t->step + 1, hg_last_error());
         train_log_step(&t->log, &r);
-        if (t->nan_streak >= o->max_nan_steps) {
-            train_log_say(&t->log, "handgrad train: stopping: %d steps in a row had a non-finite loss or gradient norm "
-                          "(last at step %lld); try a lower --lr or --grad-clip. Last checkpoint: step %lld",
-                          t->nan_streak, (long long)t->step, (long long)t->saved_step);
+        double mean, top = band_top(&t->band, &mean);
+        int moved = band_add(&t->band, t->step, t->nan_streak ? NAN : r.loss); /* a NaN gradient counts as outside */
+        if (moved > 0 && isfinite(r.loss))
+            train_log_say(&t->log, "step %lld: loss %.4g left its band (mean %.4g, top %.4g); checkpoints are kept until "
+                          "it is back", (long long)t->step, r.loss, mean, top);
+        if (moved < 0)
+            train_log_say(&t->log, "step %lld: loss back in its band for %d steps", (long long)t->step, BAND_CLOSE);
+        int nan_stop = t->nan_streak >= o->max_nan_steps;
+        if (nan_stop || (o->loss_band_z > 0 && t->band.outside_streak >= o->max_band_steps)) {
+            char back[PATH_MAX + 64] = "none was written";
+            if (t->good_step >= 0) snprintf(back, sizeof back, "%s/ckpt_%08lld", o->out, (long long)t->good_step);
+            train_log_say(&t->log, "handgrad train: stopping: %d steps in a row had %s (last at step %lld); the loss "
+                          "left its band at step %lld. Newest checkpoint from before that: %s. Try a lower --lr or "
+                          "--grad-clip", nan_stop ? t->nan_streak : t->band.outside_streak,
+                          nan_stop ? "a non-finite loss or gradient norm" : "a loss out of its band", (long long)t->step,
+                          (long long)t->band.open_since, back);
             train_log_plot(&t->log, 1);
             return 1;
         }
         if (r.skipped)
-            train_log_say(&t->log, "step %lld: non-finite %s, update skipped (%d in a row)", (long long)t->step,
-                          isfinite(r.loss) ? "gradient norm" : "loss", t->nan_streak);
+            train_log_say(&t->log, "step %lld: %s, update skipped (%d in a row)", (long long)t->step, t->skip_why,
+                          t->nan_streak ? t->nan_streak : t->band.outside_streak);
         if (t->val && due(o->eval_every < 0 ? 100 : o->eval_every, t->step, t->max_steps)) {
             double vl; /* before a stop too: a resume starts after this step and would never run it */
             if (evaluate(t, &vl) != HG_OK) return ERR("evaluation: %s", hg_last_error());
@@ -762,6 +783,8 @@ static int setup(trainer *t, int argc, char **argv) {
         fprintf(stderr, "handgrad train: warning: --eval-every %lld without --val: there is nothing to evaluate\n",
                 (long long)o->eval_every);
     if (create_models(t, weights)) return 1;
+    t->band.z = o->loss_band_z;
+    t->good_step = t->resumed_from[0] ? t->step : -1;
     t->peak_gflops = o->peak_gflops;
     if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
     /* everything checked: only now is anything written */

@@ -71,6 +71,11 @@ static const opt_def defs[] = {
     {"threads", OT_INT, F(threads), "N", 0, 1024, 1, "threads; 0 = all cores (default 0)"},
     {"max-nan-steps", OT_INT, F(max_nan_steps), "K", 1, 1 << 30, 1,
      "stop after K steps in a row with a non-finite loss or gradient norm (default 5)"},
+    {"loss-band-z", OT_F64, F(loss_band_z), "Z", 0, 1e6, 1,
+     "a loss above mean + Z spreads of the last 128 is out of band; 0: off (default 6)"},
+    {"max-band-steps", OT_INT, F(max_band_steps), "K", 1, 1 << 30, 1,
+     "stop after K steps in a row out of band, naming the checkpoint from before (default 100)"},
+    {"skip-outliers", OT_FLAG, F(skip_outliers), 0, 0, 1, 1, "skip the update of a step whose loss is out of band"},
     {"Evaluation and samples", OT_SECTION, 0, 0, 0, 0, 0, 0},
     {"eval-every", OT_I64, F(eval_every), "N", 0, I64MAX, 1, "val loss every N steps and at the end; 0: end only (default 100)"},
     {"eval-batches", OT_INT, F(eval_batches), "N", 1, 1 << 30, 1, "val batches per evaluation (default 20)"},
@@ -106,6 +111,8 @@ void train_opts_defaults(train_opts *o) {
     o->beta2 = 0.95;
     o->seed = 1;
     o->max_nan_steps = 5;
+    o->loss_band_z = 6;
+    o->max_band_steps = 100;
     o->bucket_mb = 25;
     o->dist_timeout = 300;
     o->eval_every = -1; /* unset: every 100 steps when there is --val */

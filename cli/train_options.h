@@ -31,6 +31,9 @@ typedef struct train_opts {
     int64_t seed;
     int threads;
     int max_nan_steps;
+    double loss_band_z;   /* the loss band's width in spreads (train_band.h); 0: off */
+    int max_band_steps;   /* stop after this many steps above the band in a row */
+    int skip_outliers;    /* skip the update of a step whose loss is above the band */
     /* evaluation and sampling */
     int64_t eval_every; /* < 0: unset, 100 (and no warning without --val) */
     int eval_batches;

@@ -488,18 +488,23 @@ static void nan_guard(void) {
         CHECK(finite_checkpoint(c));
     }
     snprintf(d, sizeof d, "%s/n2", work);
-    CHECK(sh(&out, "%s train %s --out %s --max-steps 20 --ckpt-every 2 --inject-nan 5,6,7 --max-nan-steps 3", hg, tiny,
-             d) == 1);
-    CHECK(out && strstr(out, "3 steps in a row") && strstr(out, "Last checkpoint: step 6"));
+    CHECK(sh(&out, "%s train %s --out %s --max-steps 20 --ckpt-every 2 --keep-last 1 --inject-nan 5,6,7 --max-nan-steps 3",
+             hg, tiny, d) == 1);
+    char want[700];
+    snprintf(want, sizeof want, "left its band at step 5. Newest checkpoint from before that: %s/ckpt_00000004", d);
+    CHECK(out && strstr(out, "3 steps in a row") && strstr(out, want));
     free(out);
-    /* step 6 was skipped: its parameters are step 4's, finite */
-    CHECK(exists("%s/ckpt_00000006", d) && !exists("%s/ckpt_00000008", d));
+    /* step 6 was skipped: its parameters are step 4's, finite; step 4's checkpoint, from
+     * before the excursion, was not pruned by --keep-last 1 */
+    CHECK(exists("%s/ckpt_00000006", d) && exists("%s/ckpt_00000004", d) && !exists("%s/ckpt_00000002", d) &&
+          !exists("%s/ckpt_00000008", d));
     CHECK(sh(NULL, "cmp %s/ckpt_00000004/model.safetensors %s/ckpt_00000006/model.safetensors", d, d) == 0);
     /* weight decay times lr far above 1 makes the weights overflow */
     snprintf(d, sizeof d, "%s/n3", work);
     int rc = sh(&out, "%s train %s --out %s --max-steps 30 --ckpt-every 1 --keep-last 0 --lr 1e6 --weight-decay 10 "
                 "--grad-clip 0 --warmup-steps 0 --max-nan-steps 2", hg, tiny, d);
-    CHECK(rc == 1 && out && strstr(out, "in a row"));
+    snprintf(want, sizeof want, "Newest checkpoint from before that: %s/ckpt_00000001", d);
+    CHECK(rc == 1 && out && strstr(out, "in a row") && strstr(out, "left its band at step 2") && strstr(out, want));
     free(out);
     int n = 0;
     for (int k = 1; k <= 30; k++) {
@@ -510,6 +515,17 @@ static void nan_guard(void) {
         CHECK(finite_checkpoint(c));
     }
     CHECK(n < 30);
+    /* a loss that leaves its band and stays out (finite or not) stops the run after
+     * --max-band-steps; with --skip-outliers those steps' updates are skipped */
+    snprintf(d, sizeof d, "%s/n4", work);
+    CHECK(sh(NULL, "%s train %s --out %s --max-steps 20 --lr-schedule constant", hg, tiny, d) == 0);
+    rc = sh(&out, "%s train --resume --out %s --max-steps 60 --lr 1e6 --grad-clip 0 --max-nan-steps 1000 "
+            "--max-band-steps 4 --skip-outliers", hg, d);
+    snprintf(want, sizeof want, "Newest checkpoint from before that: %s/ckpt_00000020", d);
+    CHECK(rc == 1 && out && strstr(out, "4 steps in a row had a loss out of its band") && strstr(out, "update skipped") &&
+          strstr(out, want));
+    if (rc != 1 || !out || !strstr(out, want)) fprintf(stderr, "band stop: status %d, output: %s\n", rc, out ? out : "");
+    free(out);
 }
 
 /* --init-from-hf starts from a Hugging Face folder's weights: with lr 0 they stay as
