@@ -156,6 +156,13 @@ static void test_shard_errors(void) {
     EXPECT(hg_shard_inspect(path_in("none.bin"), HG_SHARD_AUTO, &info), HG_ERR_IO, "none.bin", NULL);
 }
 
+/* Writes a one-shard file and opens a loader on it. */
+static hg_status open_shard(const char *name, const void *bytes, size_t n, const hg_loader_options *o, hg_loader **ld) {
+    write_file(name, bytes, n);
+    const char *paths[] = {path_in(name)};
+    return hg_loader_open(ld, paths, 1, o);
+}
+
 static void test_loader_errors(void) {
     /* V = 100 in the header, and token 150 at index 5. */
     uint8_t h[64 + 40] = {0};
@@ -177,14 +184,10 @@ static void test_loader_errors(void) {
     /* the separator the header records must be an id too (-1: none) */
     h[64 + 2 * 5] = 7;
     put32(h + 28, 100);
-    write_file("badsep.bin", h, sizeof h);
-    const char *sep[] = {path_in("badsep.bin")};
-    EXPECT(hg_loader_open(&ld, sep, 1, &o), HG_ERR_FORMAT, "badsep.bin: offset 28", "separator id 100");
+    EXPECT(open_shard("badsep.bin", h, sizeof h, &o, &ld), HG_ERR_FORMAT, "badsep.bin: offset 28", "separator id 100");
     put32(h + 28, 99);
-    write_file("sep99.bin", h, sizeof h);
-    const char *sep99[] = {path_in("sep99.bin")};
     o.vocab_size = 50; /* within the header's V, not the model's */
-    EXPECT(hg_loader_open(&ld, sep99, 1, &o), HG_ERR_FORMAT, "sep99.bin: offset 28", "99");
+    EXPECT(open_shard("sep99.bin", h, sizeof h, &o, &ld), HG_ERR_FORMAT, "sep99.bin: offset 28", "99");
     o.vocab_size = 0;
     /* 4-byte tokens, 1001 of them (a vector loop's tail), the one bad token last */
     enum { N4 = 1001 };
@@ -198,12 +201,9 @@ static void test_loader_errors(void) {
         put32(w + 28, 0xFFFFFFFFu);
         for (int i = 0; i < N4; i++) put32(w + 64 + 4 * i, (uint32_t)(i * 69));
         put32(w + 64 + 4 * (N4 - 1), 70000);
-        write_file("wide.bin", w, 64 + 4 * N4);
-        const char *wide[] = {path_in("wide.bin")};
-        EXPECT(hg_loader_open(&ld, wide, 1, &o), HG_ERR_FORMAT, "wide.bin: offset 4064", "token 70000");
+        EXPECT(open_shard("wide.bin", w, 64 + 4 * N4, &o, &ld), HG_ERR_FORMAT, "wide.bin: offset 4064", "token 70000");
         put32(w + 64 + 4 * (N4 - 1), 69999);
-        write_file("wide.bin", w, 64 + 4 * N4);
-        CHECK_OK(hg_loader_open(&ld, wide, 1, &o));
+        CHECK_OK(open_shard("wide.bin", w, 64 + 4 * N4, &o, &ld));
         hg_loader_close(ld);
         free(w);
     }
@@ -212,12 +212,9 @@ static void test_loader_errors(void) {
     /* the header's id bound: above V refused at once; one that lies (150 is above it)
      * passes the open, and the batch that reads the token still refuses it */
     put32(h + 32, 101);
-    write_file("bound.bin", h, sizeof h);
-    const char *bound[] = {path_in("bound.bin")};
-    EXPECT(hg_loader_open(&ld, bound, 1, &o), HG_ERR_FORMAT, "bound.bin: offset 32", "100");
+    EXPECT(open_shard("bound.bin", h, sizeof h, &o, &ld), HG_ERR_FORMAT, "bound.bin: offset 32", "100");
     put32(h + 32, 50);
-    write_file("bound.bin", h, sizeof h);
-    CHECK_OK(hg_loader_open(&ld, bound, 1, &o));
+    CHECK_OK(open_shard("bound.bin", h, sizeof h, &o, &ld));
     if (ld) EXPECT(hg_loader_next(ld, x, y), HG_ERR_FORMAT, "bound.bin: offset 74", "150");
     hg_loader_close(ld);
     put32(h + 32, 0);
