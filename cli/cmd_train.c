@@ -679,7 +679,7 @@ static int run(trainer *t) {
         train_log_step(&t->log, &r);
         double mean, top = band_top(&t->band, &mean);
         int moved = band_add(&t->band, t->step, t->nan_streak ? NAN : r.loss); /* a NaN gradient counts as outside */
-        if (moved > 0 && isfinite(r.loss))
+        if (moved > 0 && !t->nan_streak) /* (a non-finite step says so below) */
             train_log_say(&t->log, "step %lld: loss %.4g left its band (mean %.4g, top %.4g); checkpoints are kept until "
                           "it is back", (long long)t->step, r.loss, mean, top);
         if (moved < 0)
@@ -789,6 +789,9 @@ static int setup(trainer *t, int argc, char **argv) {
     if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
     /* everything checked: only now is anything written */
     if (t->rank == 0 && (mkdir_p(o->out) || (t->lock_fd < 0 && lock_out_dir(t)))) return 1;
+    char run_json[PATH_MAX + 16];
+    snprintf(run_json, sizeof run_json, "%s/run.json", o->out);
+    int had_run_json = !t->resumed_from[0] && o->resume && access(run_json, F_OK) == 0;
     if (t->rank == 0 && write_run_json(t)) return 1;
     if (t->rank == 0 && train_log_open(&t->log, o->out, t->resumed_from[0] ? t->step : -1, o->print_every)) return 1;
     const hg_options *mo = hg_model_options(t->m);
@@ -802,7 +805,8 @@ static int setup(trainer *t, int argc, char **argv) {
         printf("data parallel: %d ranks (%s), %d sequences each per micro-batch%s\n", t->ranks, hg_comm_name(t->comm),
                t->Bl, o->zero ? ", AdamW state sharded (ZeRO-1)" : "");
     if (t->resumed_from[0]) printf("resuming at step %lld from %s\n", (long long)t->step, t->resumed_from);
-    else if (o->resume) printf("no checkpoint in %s yet: starting from step 0 with its run.json\n", o->out);
+    else if (o->resume)
+        printf("no checkpoint in %s yet: starting from step 0%s\n", o->out, had_run_json ? " with its run.json" : "");
     fflush(stdout);
     return 0;
 }
