@@ -347,10 +347,9 @@ static int check_data(trainer *t) {
 
 /* The run's settings in OUT/run.json from the start, so that --resume works before the
  * first checkpoint (each checkpoint keeps its own copy). */
-static int write_run_json(trainer *t) {
-    char p[PATH_MAX + 16], *run = train_opts_to_json(&t->o);
+static int write_run_json(trainer *t, const char *p) {
+    char *run = train_opts_to_json(&t->o);
     if (!run) return ERR("out of memory");
-    snprintf(p, sizeof p, "%s/run.json", t->o.out);
     hg_status s = hg_write_file_atomic(p, run, strlen(run));
     free(run);
     return s == HG_OK ? 0 : ERR("%s", hg_last_error());
@@ -677,11 +676,12 @@ static int run(trainer *t) {
         step_record r;
         if (train_step(t, &r) != HG_OK) return ERR("step %lld: %s", (long long)t->step + 1, hg_last_error());
         train_log_step(&t->log, &r);
-        double mean, top = band_top(&t->band, &mean);
         int moved = band_add(&t->band, t->step, t->nan_streak ? NAN : r.loss); /* a NaN gradient counts as outside */
-        if (moved > 0 && !t->nan_streak) /* (a non-finite step says so below) */
+        if (moved > 0 && !t->nan_streak) { /* (a non-finite step says so below); an outside loss left the band as it was */
+            double mean, top = band_top(&t->band, &mean);
             train_log_say(&t->log, "step %lld: loss %.4g left its band (mean %.4g, top %.4g); checkpoints are kept until "
                           "it is back", (long long)t->step, r.loss, mean, top);
+        }
         if (moved < 0)
             train_log_say(&t->log, "step %lld: loss back in its band for %d steps", (long long)t->step, BAND_CLOSE);
         int nan_stop = t->nan_streak >= o->max_nan_steps;
@@ -792,7 +792,7 @@ static int setup(trainer *t, int argc, char **argv) {
     char run_json[PATH_MAX + 16];
     snprintf(run_json, sizeof run_json, "%s/run.json", o->out);
     int had_run_json = !t->resumed_from[0] && o->resume && access(run_json, F_OK) == 0;
-    if (t->rank == 0 && write_run_json(t)) return 1;
+    if (t->rank == 0 && write_run_json(t, run_json)) return 1;
     if (t->rank == 0 && train_log_open(&t->log, o->out, t->resumed_from[0] ? t->step : -1, o->print_every)) return 1;
     const hg_options *mo = hg_model_options(t->m);
     printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters; %s\n", t->cfg.n_layer, t->cfg.n_head,
