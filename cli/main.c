@@ -18,8 +18,14 @@ static const hg_command commands[] = {
     {NULL, NULL, NULL},
 };
 
+/* handgrad --version: the command's version, the library's, and what this build has. */
+static int version(void) {
+    printf("handgrad %s (library %s)\n", HG_VERSION_STRING, hg_version());
+    return 0;
+}
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: handgrad [--ops PLUGIN.so]... <command> [options]\n\ncommands:\n");
+    fprintf(f, "usage: handgrad [--ops PLUGIN.so]... <command> [options]\n       handgrad --version\n\ncommands:\n");
     for (const hg_command *c = commands; c->name; c++) fprintf(f, "  %-12s %s\n", c->name, c->summary);
     fprintf(f, "\n--ops PLUGIN.so loads a shared module whose handgrad_ops_init() registers ops of its\n"
                "own (handgrad_ext.h, hg_register_op); a config then places them with the fields\n"
@@ -58,6 +64,7 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (!strcmp(argv[1], "--version")) return version();
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;

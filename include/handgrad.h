@@ -41,6 +41,21 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default) /* what a shared libhandgrad exports: this API only */
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+/* The version of this header; CMake's project version is read from these lines. */
+#define HG_VERSION_MAJOR 0
+#define HG_VERSION_MINOR 1
+#define HG_VERSION_PATCH 0
+#define HG_VERSION_STRING "0.1.0"
+
+/* The version of the library linked, e.g. "0.1.0"; compare with HG_VERSION_STRING to
+ * catch a program built against one version's header and run with another's library. */
+const char *hg_version(void);
 
 /* ---------------------------------------------------------------- status */
 
@@ -626,6 +641,10 @@ hg_status hg_memory_bandwidth(int threads, double *gbps);
  * CUDA the median of ten 8192^3 cuBLASLt GEMMs on random data in the model's precision
  * (fp32 accumulation), timed with CUDA events. */
 hg_status hg_gemm_peak_gflops(const hg_options *opt, double *gflops);
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

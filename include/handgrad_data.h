@@ -53,6 +53,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default) /* what a shared libhandgrad exports: this API only */
+#endif
 
 /* ------------------------------------------------------------- tokenizer */
 
@@ -246,6 +249,10 @@ hg_status hg_loader_reset(hg_loader *ld); /* back to batch 0 of epoch 0 */
 uint64_t hg_loader_batches_per_epoch(const hg_loader *ld);
 uint64_t hg_loader_tokens(const hg_loader *ld); /* tokens in all shards */
 void hg_loader_close(hg_loader *ld);
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -42,6 +42,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default) /* what a shared libhandgrad exports: this API only */
+#endif
 
 /* ---------------------------------------------------------- communicators */
 
@@ -137,6 +140,10 @@ typedef struct hg_dist_stats {
 } hg_dist_stats;
 
 hg_dist_stats hg_dist_get_stats(const hg_dist *d);
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -47,6 +47,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default) /* what a shared libhandgrad exports: this API only */
+#endif
 
 /* ------------------------------------------------------- overriding built-ins */
 
@@ -313,6 +316,10 @@ typedef struct hg_bench_result {
  * own, inside its primitive execution, are counted apart. fn's first failure is
  * returned. */
 hg_status hg_bench_op(hg_status (*fn)(void *ctx), void *ctx, int runs, hg_bench_result *out);
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -46,25 +46,36 @@ static const hg_cuda_module *open_at(const char *path) {
     return m; /* kept open for the life of the process */
 }
 
+/* Tries the module in folder `dir` (dir_len bytes of it) joined with `sub` ("" or a
+ * relative path ending in '/'). */
+static const hg_cuda_module *open_in(const char *dir, int dir_len, const char *sub) {
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%.*s/%s%s", dir_len, dir, sub, HG_CUDA_MODULE_FILE);
+    return n > 0 && (size_t)n < sizeof path ? open_at(path) : NULL;
+}
+
+/* Where the module is looked for: $HANDGRAD_CUDA_MODULE alone when set; else beside the
+ * file holding this code (libhandgrad.so, or a command linking the static library), then
+ * in the lib folder of an installed command's prefix (bin/../lib), then where this build
+ * tree put it, then the dynamic linker's search path. */
 static const hg_cuda_module *load(void) {
     tried[0] = '\0';
     const char *env = getenv("HANDGRAD_CUDA_MODULE");
     if (env && *env) return open_at(env);
-    char path[4096];
+    const hg_cuda_module *m = NULL;
     Dl_info info;
     if (dladdr((void *)hg_cuda_module_get, &info) && info.dli_fname) {
         const char *slash = strrchr(info.dli_fname, '/');
-        if (slash && (size_t)(slash - info.dli_fname) + sizeof HG_CUDA_MODULE_FILE + 1 < sizeof path) {
-            snprintf(path, sizeof path, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, HG_CUDA_MODULE_FILE);
-            const hg_cuda_module *m = open_at(path);
-            if (m) return m;
+        if (slash) {
+            int len = (int)(slash - info.dli_fname);
+            m = open_in(info.dli_fname, len, "");
+            if (!m) m = open_in(info.dli_fname, len, HG_CUDA_MODULE_BIN_TO_LIB "/");
         }
     }
 #ifdef HG_CUDA_MODULE_BUILD_PATH
-    const hg_cuda_module *m = open_at(HG_CUDA_MODULE_BUILD_PATH);
-    if (m) return m;
+    if (!m) m = open_at(HG_CUDA_MODULE_BUILD_PATH);
 #endif
-    return open_at(HG_CUDA_MODULE_FILE);
+    return m ? m : open_at(HG_CUDA_MODULE_FILE);
 }
 
 hg_status hg_cuda_module_get(const hg_cuda_module **out) {

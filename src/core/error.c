@@ -37,3 +37,5 @@ const char *hg_status_name(hg_status s) {
     }
     return "unknown status";
 }
+
+const char *hg_version(void) { return HG_VERSION_STRING; }

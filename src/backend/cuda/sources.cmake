@@ -31,8 +31,10 @@ target_compile_options(handgrad_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:
   -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
   --Werror all-warnings -Xcompiler=-Wall,-Wextra,-Werror -lineinfo>)
 target_link_libraries(handgrad_cuda PRIVATE CUDA::cudart CUDA::cublasLt)
-# the library knows the backend exists, and where the build tree put the module
+# the library knows the backend exists, where the build tree put the module, and where an
+# installed command finds it relative to its own folder (bin/../lib)
+file(RELATIVE_PATH HG_BIN_TO_LIB ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
 target_compile_definitions(handgrad PRIVATE HG_HAVE_CUDA
-  HG_CUDA_MODULE_BUILD_PATH="$<TARGET_FILE:handgrad_cuda>")
+  HG_CUDA_MODULE_BUILD_PATH="$<TARGET_FILE:handgrad_cuda>" HG_CUDA_MODULE_BIN_TO_LIB="${HG_BIN_TO_LIB}")
 # building anything that links the library builds the module too
 add_dependencies(handgrad handgrad_cuda)
