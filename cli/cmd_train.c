@@ -640,7 +640,10 @@ static int save_checkpoint(trainer *t) {
     if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/run.json", tmp), s = hg_write_file_atomic(p, run, strlen(run));
     if (r0 && s == HG_OK)
         snprintf(p, sizeof p, "%s/data.json", tmp), s = hg_write_file_atomic(p, t->data_json, strlen(t->data_json));
-    if (r0 && s == HG_OK && t->tok) s = hg_tokenizer_save_hf(t->tok, tmp);
+    if (r0 && s == HG_OK) { /* config.json and the tokenizer: a folder transformers loads */
+        s = hg_hf_describe(t->m, t->tok, tmp);
+        if (s == HG_ERR_UNSUPPORTED) s = t->tok ? hg_tokenizer_save_hf(t->tok, tmp) : HG_OK;
+    }
     if (r0 && s == HG_OK && t->tok) s = hg_hf_copy_extras(t->tok_dir, tmp); /* generation_config.json, ... */
     if (r0 && s == HG_OK) s = hg_checkpoint_commit(t->o.out, t->step, tmp);
     s = agree(t, s, &others);

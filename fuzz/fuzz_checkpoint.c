@@ -17,8 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hg_config c;
     hg_st_file *f;
     if (hg_st_parse(&f, "fuzz", data, size) == HG_OK) {
-        if (ckpt_read_config(f, "fuzz", CKPT_WEIGHTS_FORMAT, &c) == HG_OK) accepted(&c);
-        if (ckpt_read_config(f, "fuzz", CKPT_OPTIMIZER_FORMAT, &c) == HG_OK) accepted(&c);
+        if (ckpt_read_config(f, "fuzz", CKPT_WEIGHTS_FORMAT, &c, NULL) == HG_OK) accepted(&c);
+        if (ckpt_read_config(f, "fuzz", CKPT_OPTIMIZER_FORMAT, &c, NULL) == HG_OK) accepted(&c);
         ckpt_state s;
         if (ckpt_read_state(f, "fuzz", &s) == HG_OK && (s.train.B < 1 || s.train.T < 1 || s.train.world_size < 1))
             __builtin_trap();

@@ -564,12 +564,22 @@ const char *hg_hf_architecture(const hg_config *cfg);
 hg_status hg_model_save_hf_as(const hg_model *m, const hg_tokenizer *tok, const char *dir, const hg_hf_export *how);
 /* hg_model_save_hf_as with the defaults. */
 hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir);
+/* Makes folder dir, where hg_model_save wrote m's weights as model.safetensors, a folder
+ * transformers' from_pretrained loads: writes config.json (hg_hf_architecture's class)
+ * and, with tok, the tokenizer's files. HG_ERR_UNSUPPORTED, naming the field or site op,
+ * when no Hugging Face class holds the model (hg_model_save then wrote handgrad's own
+ * layout). handgrad train calls it for every checkpoint. */
+hg_status hg_hf_describe(const hg_model *m, const hg_tokenizer *tok, const char *dir);
 
 /* ----------------------------------------------------------- checkpoints */
 
-/* Weights are a safetensors file: one F32 tensor per parameter under its Hugging Face
- * name and shape (hg_param_info; no lm_head, it is tied to wte), metadata "format"
- * "handgrad-weights", "version" "1" and "config" (the hg_config as JSON). The optimizer
+/* Weights are a safetensors file of F32 tensors. When a Hugging Face class holds the
+ * model (hg_hf_architecture), they are in that class's names and layouts with metadata
+ * "format" "pt", "handgrad" "weights", "version" "3", "config" (the hg_config as JSON)
+ * and "architecture" (the class), so a folder with hg_hf_describe's config.json loads
+ * in transformers as it is. Otherwise (an op of one's own, a config no class holds)
+ * they are one tensor per parameter under hg_param_info's name and shape, metadata
+ * "format" "handgrad-weights", "version" "2" and "config"; both load. The optimizer
  * state is a second file: "m.<name>" and "v.<name>" (AdamW's moments) and the step,
  * RNG counter and data position in its metadata. Every write goes to a temporary name,
  * is fsync'd and renamed into place, so a failed write leaves the old file whole.

@@ -36,9 +36,12 @@
 enum { B = 2, T = 16 };
 static char dir[256];
 
-static hg_model *make(const char *preset, uint64_t seed) {
+/* A model of a preset; own=1 gives it a SwiGLU MLP, which no Hugging Face class has with
+ * LayerNorm and learned positions, so its weights are kept in handgrad's own layout. */
+static hg_model *make_as(const char *preset, uint64_t seed, int own) {
     hg_config c;
     hg_config_preset(preset, &c);
+    if (own) c.mlp = HG_MLP_SWIGLU;
     c.dropout = 0.1f; /* so the RNG counter matters */
     hg_options o = hg_options_default();
     o.batch = B, o.seq_len = T, o.seed = seed, o.threads = 2;
@@ -46,6 +49,7 @@ static hg_model *make(const char *preset, uint64_t seed) {
     CHECK_OK(hg_model_create(&m, &c, &o));
     return m;
 }
+static hg_model *make(const char *preset, uint64_t seed) { return make_as(preset, seed, 0); }
 
 static void batch(int step, int V, int32_t *x, int32_t *y) {
     uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(step + 1);
@@ -174,8 +178,9 @@ static int patch(uint8_t *buf, size_t n, const char *from, const char *to) {
     return 0;
 }
 
+/* Bad files in handgrad's own layout. */
 static void bad_files(void) {
-    hg_model *m = make("odd", 3), *tiny = make("tiny", 3), *ref = make("odd", 3);
+    hg_model *m = make_as("odd", 3, 1), *tiny = make_as("tiny", 3, 1), *ref = make_as("odd", 3, 1);
     if (!m || !tiny || !ref) return;
     char w[512], t[512], bad[512];
     path(w, "model.safetensors");
@@ -241,6 +246,103 @@ static void bad_files(void) {
     hg_model_free(m);
     hg_model_free(tiny);
     hg_model_free(ref);
+}
+
+/* The metadata value of key in safetensors file path ("" when absent). */
+static void meta_of(const char *path, const char *key, char *out, size_t cap) {
+    hg_st_file *f;
+    out[0] = 0;
+    if (hg_st_open(&f, path) != HG_OK) return;
+    const char *v = hg_st_metadata(f, key);
+    snprintf(out, cap, "%s", v ? v : "");
+    hg_st_close(f);
+}
+
+/* Weights a Hugging Face class holds are saved in its layout, with config.json beside
+ * them from hg_hf_describe: each class round-trips bit for bit and config.json reads back
+ * as the model's config; a model no class holds keeps handgrad's layout and describe
+ * refuses naming the field; a config.json that disagrees with the weights, and bad
+ * files in this layout, are refused with the model unchanged. */
+static void hf_layout(void) {
+    struct { const char *preset; int own; const char *cls; } cases[] = {
+        {"odd", 0, "GPT2LMHeadModel"},        {"llama-tiny", 0, "LlamaForCausalLM"},
+        {"qwen2-tiny", 0, "Qwen2ForCausalLM"}, {"qwen3-tiny", 0, "Qwen3ForCausalLM"},
+        {"odd", 1, ""}};
+    char folder[300], w[400], js[400], v[128];
+    for (int i = 0; i < 5; i++) {
+        snprintf(folder, sizeof folder, "%s/hf%d", dir, i);
+        mkdir(folder, 0777);
+        snprintf(w, sizeof w, "%s/model.safetensors", folder);
+        snprintf(js, sizeof js, "%s/config.json", folder);
+        hg_model *a = make_as(cases[i].preset, 5, cases[i].own), *b = make_as(cases[i].preset, 6, cases[i].own);
+        if (!a || !b) return;
+        CHECK(!same_params(a, b, 0));
+        CHECK_OK(hg_model_save(a, w));
+        meta_of(w, "format", v, sizeof v);
+        CHECK(!strcmp(v, cases[i].own ? "handgrad-weights" : "pt"));
+        meta_of(w, "architecture", v, sizeof v);
+        CHECK(!strcmp(v, cases[i].cls));
+        if (cases[i].own) {
+            CHECK_FAILS(hg_hf_describe(a, NULL, folder), HG_ERR_UNSUPPORTED, "cannot hold this model: its config differs in");
+            CHECK(access(js, F_OK) != 0);
+        } else {
+            CHECK_OK(hg_hf_describe(a, NULL, folder));
+            hg_config c;
+            char why[256] = "";
+            CHECK_OK(hg_hf_config_load(js, &c));
+            CHECK(gpt_same_architecture(&c, hg_model_config(a), why, sizeof why));
+            if (why[0]) fprintf(stderr, "%s: %s\n", cases[i].preset, why);
+        }
+        CHECK_OK(hg_model_load(b, w));
+        CHECK(same_params(a, b, 0));
+        hg_model_free(a);
+        hg_model_free(b);
+    }
+    /* config.json of another model beside the weights */
+    hg_model *m = make("odd", 7), *ref = make("odd", 5), *two = NULL;
+    hg_config c2 = *hg_model_config(m);
+    c2.n_layer = 3;
+    hg_options o = *hg_model_options(m);
+    CHECK_OK(hg_model_create(&two, &c2, &o));
+    if (!m || !ref || !two) return;
+    snprintf(folder, sizeof folder, "%s/hf_other", dir);
+    mkdir(folder, 0777);
+    snprintf(w, sizeof w, "%s/model.safetensors", folder);
+    CHECK_OK(hg_model_save(m, w));
+    CHECK_OK(hg_hf_describe(two, NULL, folder));
+    CHECK_FAILS(hg_model_load(ref, w), HG_ERR_FORMAT, "n_layer");
+    /* bad files in this layout */
+    size_t n;
+    uint8_t *orig = read_bytes(w, &n), *buf = malloc(n);
+    uint64_t hlen;
+    if (!orig || !buf) return;
+    memcpy(&hlen, orig, 8);
+    struct { const char *from, *to, *needle; } bad[] = {
+        {"\"pt\"", "\"px\"", "format"},
+        {"\"version\":\"3\"", "\"version\":\"9\"", "version"},
+        {"GPT2LMHeadModel", "GPT2LMHeadModez", "architecture"},
+        {"\"transformer.ln_f.bias\"", "\"transformer.ln_f.bia_\"", "tensor 'ln_f.bias' is missing"},
+        {"\"transformer.h.1.ln_1.bias\"", "\"transformer.h.0.ln_1.bias\"", "h.0.ln_1.bias"},
+        {"\"F32\"", "\"I32\"", "dtype I32"}};
+    char bad_path[400];
+    snprintf(bad_path, sizeof bad_path, "%s/hf_bad.safetensors", dir);
+    for (int i = 0; i < 6; i++) {
+        memcpy(buf, orig, n);
+        CHECK(patch(buf, 8 + hlen, bad[i].from, bad[i].to));
+        write_bytes(bad_path, buf, n);
+        CHECK_FAILS(hg_model_load(ref, bad_path), HG_ERR_FORMAT, bad[i].needle);
+    }
+    hg_model *fresh = make("odd", 5);
+    if (fresh) CHECK(same_params(ref, fresh, 0)); /* every refusal left ref as it was */
+    hg_model_free(fresh);
+    CHECK_OK(hg_hf_describe(m, NULL, folder)); /* the right config.json */
+    CHECK_OK(hg_model_load(ref, w));
+    CHECK(same_params(ref, m, 0));
+    free(orig);
+    free(buf);
+    hg_model_free(m);
+    hg_model_free(ref);
+    hg_model_free(two);
 }
 
 /* The config in checkpoint metadata keeps each field's JSON kind: an op named like a
@@ -483,6 +585,7 @@ int main(void) {
     writer_matches_reader();
     round_trip_and_continue();
     bad_files();
+    hf_layout();
     config_json_kinds();
     failed_write_keeps_old();
     run_folder();

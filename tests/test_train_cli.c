@@ -30,6 +30,7 @@
 #include "core/timer.h"
 #include "handgrad.h"
 #include "io/safetensors.h"
+#include "model/gpt.h"
 
 static const char *hg;
 static char work[256];
@@ -168,6 +169,39 @@ static void make_data(void) {
              work, work);
 }
 
+/* A checkpoint folder is a Hugging Face folder: config.json describes the model the
+ * weights' own metadata does, names the tokenizer's end-of-text id, the tokenizer files
+ * transformers reads are there, and loading it as a Hugging Face folder gives the
+ * parameters that loading it as a checkpoint gives. */
+static void hf_ready(const char *ckpt) {
+    char p[700], why[256] = "";
+    hg_config from_json, from_weights;
+    snprintf(p, sizeof p, "%s/config.json", ckpt);
+    CHECK(hg_hf_config_load(p, &from_json) == HG_OK);
+    snprintf(p, sizeof p, "%s/model.safetensors", ckpt);
+    CHECK(hg_checkpoint_config(p, &from_weights) == HG_OK);
+    CHECK(gpt_same_architecture(&from_json, &from_weights, why, sizeof why));
+    if (why[0]) fprintf(stderr, "config.json against the weights: %s\n", why);
+    hg_hf_special sp;
+    hg_tokenizer *tok = NULL;
+    CHECK(hg_hf_special_ids(ckpt, &sp) == HG_OK && hg_tokenizer_load(&tok, ckpt) == HG_OK);
+    CHECK(tok && sp.n_eos == 1 && sp.eos[0] == hg_tokenizer_eot(tok) && sp.eos[0] >= 0);
+    hg_tokenizer_free(tok);
+    CHECK(exists("%s/vocab.json", ckpt) && exists("%s/merges.txt", ckpt) && exists("%s/tokenizer_config.json", ckpt));
+    hg_options o = hg_options_default();
+    o.threads = 1;
+    hg_model *a = NULL, *b = NULL;
+    CHECK(hg_model_load_hf(&a, ckpt, &o) == HG_OK);
+    CHECK(hg_model_create(&b, &from_weights, &o) == HG_OK && hg_model_load(b, p) == HG_OK);
+    for (int i = 0; a && b && i < hg_param_count(a); i++) {
+        hg_param_info x, y;
+        CHECK(hg_param_at(a, i, &x) == HG_OK && hg_param_at(b, i, &y) == HG_OK);
+        CHECK(!memcmp(x.data, y.data, sizeof(float) * (size_t)x.numel));
+    }
+    hg_model_free(a);
+    hg_model_free(b);
+}
+
 static void deterministic(void) {
     series a, b;
     CHECK(sh(NULL, "%s train %s --out %s/d1 --max-steps 12 --sequential --threads 2", hg, tiny, work) == 0);
@@ -180,6 +214,8 @@ static void deterministic(void) {
     CHECK(same_losses(&a, &b));
     CHECK(a.evals == 2 && a.loss[11] < a.loss[0]);
     CHECK(exists("%s/d1/loss.svg", work) && exists("%s/d1/ckpt_00000012/model.safetensors", work));
+    snprintf(d, sizeof d, "%s/d1/ckpt_00000012", work);
+    hf_ready(d);
 }
 
 /* N steps, stop, resume to 2N == 2N in one go (constant schedule after warmup, so the
@@ -680,7 +716,7 @@ static void bad_input(void) {
     uint64_t hlen;
     memcpy(&hlen, orig, 8);
     struct { const char *what, *needle; } cases[] = {
-        {"truncated", "lie outside"}, {"header", "header length"}, {"dtype", "not F32"}, {"overlap", "overlap"}};
+        {"truncated", "lie outside"}, {"header", "header length"}, {"dtype", "dtype I32"}, {"overlap", "overlap"}};
     for (int c = 0; c < 4; c++) {
         memcpy(b, orig, n);
         size_t len = n;

@@ -83,8 +83,9 @@ static hg_status check_shard_name(const char *index, const char *tensor, const c
 }
 
 /* Builds the set: index NULL means one file, model.safetensors. */
-static hg_status build(hf_tensors *t, const char *dir, const char *index_name, cJSON *index, open_fn open,
-                       void *ctx) {
+/* Opens the files of dir: the shards index names, or the one file `single`. */
+static hg_status build(hf_tensors *t, const char *dir, const char *single, const char *index_name, cJSON *index,
+                       open_fn open, void *ctx) {
     const cJSON *map = NULL;
     int n_names = 1;
     if (index) {
@@ -97,7 +98,6 @@ static hg_status build(hf_tensors *t, const char *dir, const char *index_name, c
     t->paths = calloc((size_t)n_names + 1, sizeof *t->paths);
     if (!t->files || !t->paths) return hg_fail(HG_ERR_NOMEM, "out of memory");
     /* the distinct shard names, in order of first mention */
-    const char *single = "model.safetensors";
     for (const cJSON *it = map ? map->child : NULL; it || !t->n_files; it = it ? it->next : NULL) {
         const char *shard = single;
         if (it) {
@@ -178,8 +178,24 @@ hg_status hf_tensors_open(hf_tensors **out, const char *dir) {
             if (!t->index) st = hg_fail(HG_ERR_FORMAT, "%s: not valid JSON", index_path);
         }
     }
-    if (st == HG_OK) st = build(t, dir, index_path, t->index, open_file, NULL);
+    if (st == HG_OK) st = build(t, dir, "model.safetensors", index_path, t->index, open_file, NULL);
     free(index_path);
+    if (st != HG_OK) {
+        hf_tensors_close(t);
+        return st;
+    }
+    *out = t;
+    return HG_OK;
+}
+
+hg_status hf_tensors_open_file(hf_tensors **out, const char *path) {
+    *out = NULL;
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
+    hf_tensors *t = calloc(1, sizeof *t);
+    hg_status st = t && dir ? build(t, dir, slash ? slash + 1 : path, NULL, NULL, open_file, NULL)
+                            : hg_fail(HG_ERR_NOMEM, "out of memory");
+    free(dir);
     if (st != HG_OK) {
         hf_tensors_close(t);
         return st;
@@ -213,7 +229,7 @@ hg_status hf_tensors_parse(hf_tensors **out, const char *index_name, const char 
     if (index && !(t->index = cJSON_ParseWithLength(index, index_len)))
         st = hg_fail(HG_ERR_FORMAT, "%s: not valid JSON", index_name);
     mem_ctx c = {names, bufs, lens, n};
-    if (st == HG_OK) st = build(t, ".", index_name, t->index, open_mem, &c);
+    if (st == HG_OK) st = build(t, ".", "model.safetensors", index_name, t->index, open_mem, &c);
     if (st != HG_OK) {
         hf_tensors_close(t);
         return st;
@@ -339,7 +355,7 @@ typedef struct load_ctx {
     hg_model *m;
     hf_arch a;
     hf_tensors *t;
-    float *host;
+    float *host; /* NULL: check names, dtypes and shapes only */
 } load_ctx;
 
 /* Finds part i of r, marking it used. */
@@ -369,7 +385,7 @@ static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
                        c->m->params.specs[k].name);
     hg_param_info p;
     hg_param_at(c->m, k, &p);
-    float *dst = gpt_param(c->m, c->host, k);
+    float *dst = c->host ? gpt_param(c->m, c->host, k) : NULL;
     int64_t off = 0;
     for (int i = 0; i < r.n; i++) {
         hf_entry *e = NULL;
@@ -384,7 +400,8 @@ static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
             return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies %s",
                            c->t->paths[e->file], e->t->name, got, exp);
         }
-        if (r.transpose) convert_transposed(e->t, want[0], want[1], dst, p.shape[1], off, c->m->threads);
+        if (!dst) ; /* checking only */
+        else if (r.transpose) convert_transposed(e->t, want[0], want[1], dst, p.shape[1], off, c->m->threads);
         else convert_flat(e->t, dst + off * (p.ndim > 1 ? p.shape[1] : 1), c->m->threads);
         off += r.rows[i];
     }
@@ -426,20 +443,29 @@ static hg_status check_tied_head(load_ctx *c) {
     return st;
 }
 
+/* Every parameter's tensors are there with the right dtype and shape, and no other
+ * tensor is (GPT-2's mask buffers and a tied model's lm_head aside). */
+static hg_status check_names(hg_model *m, hf_arch a, hf_tensors *t) {
+    for (int i = 0; i < t->n; i++) t->all[i].used = 0;
+    load_ctx c = {m, a, t, NULL};
+    HG_TRY(each_param(m, load_param, &c));
+    for (int i = 0; i < t->n; i++)
+        if (!t->all[i].used && !is_buffer(t->all[i].name) && (m->cfg.untied || strcmp(t->all[i].name, "lm_head.weight")))
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not a parameter of the configured model (n_layer=%d%s)",
+                           t->paths[t->all[i].file], t->all[i].name, m->cfg.n_layer,
+                           strcmp(t->all[i].name, "lm_head.weight") ? "" : ", tied");
+    return HG_OK;
+}
+
 hg_status hf_load_weights(hg_model *m, hf_arch a, hf_tensors *t) {
     const char *field = hf_arch_cannot(a, &m->cfg);
     if (field) return hg_fail(HG_ERR_UNSUPPORTED, "%s cannot hold this model: its %s", hf_arch_class(a), field);
+    HG_TRY(check_names(m, a, t)); /* before anything is written: a refused file leaves m as it was */
     float *host = gpt_host_begin(m, m->param);
     if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory staging the weights");
-    for (int i = 0; i < t->n; i++) t->all[i].used = 0;
     load_ctx c = {m, a, t, host};
     hg_status st = each_param(m, load_param, &c);
     if (st == HG_OK) st = check_tied_head(&c);
-    for (int i = 0; i < t->n && st == HG_OK; i++)
-        if (!t->all[i].used && !is_buffer(t->all[i].name))
-            st = hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not a parameter of the configured model (n_layer=%d%s)",
-                         t->paths[t->all[i].file], t->all[i].name, m->cfg.n_layer,
-                         strcmp(t->all[i].name, "lm_head.weight") ? "" : ", tied");
     if (st == HG_OK) return gpt_host_end(m, m->param, host);
     gpt_host_free(m->param, host);
     return st;
@@ -528,15 +554,15 @@ static hg_status save_param(void *ctx, int k, gpt_role role, int l) {
     return HG_OK;
 }
 
-static hg_status write_weights(const hg_model *m, hf_arch a, int bf16, const char *path) {
+hg_status hf_save_weights(const hg_model *m, hf_arch a, int bf16, const char *path, const char *const *meta,
+                          int n_meta) {
     const float *host = gpt_host_begin(m, m->param);
     const int cap = 3 * m->params.count;
     save_ctx c = {m, a, bf16, host, calloc((size_t)cap, sizeof(hg_st_entry)), calloc((size_t)cap, sizeof(void *)),
                   calloc((size_t)cap, 112), 0};
     hg_status st = host && c.entries && c.owned && c.names ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory");
     if (st == HG_OK) st = each_param(m, save_param, &c);
-    const char *meta[] = {"format", "pt"}; /* transformers checks it */
-    if (st == HG_OK) st = hg_st_write(path, c.entries, c.n, meta, 1);
+    if (st == HG_OK) st = hg_st_write(path, c.entries, c.n, meta, n_meta);
     for (int i = 0; c.owned && i < c.n; i++) free(c.owned[i]);
     free(c.entries), free(c.owned), free(c.names);
     if (host) gpt_host_free(m->param, (float *)host);
@@ -560,32 +586,68 @@ static hg_status copy_if_there(const char *from, const char *tmp, const char *na
     return st;
 }
 
-/* The files of an export, written into the (new, empty) folder tmp. */
-static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const char *tmp, hf_arch a,
-                             const hg_hf_export *how, char *path, size_t cap) {
-    const int eot = tok ? hg_tokenizer_eot(tok) : -1, bos = -1;
-    char *json = hf_config_json(&m->cfg, a, bos >= 0 ? bos : eot, eot, how->bf16 ? "bfloat16" : "float32");
+/* config.json for architecture a, and the tokenizer's files when tok is given, into
+ * folder dir. */
+static hg_status write_description(const hg_model *m, const hg_tokenizer *tok, const char *dir, hf_arch a,
+                                   const char *dtype, char *path, size_t cap) {
+    const int eot = tok ? hg_tokenizer_eot(tok) : -1;
+    char *json = hf_config_json(&m->cfg, a, eot, eot, dtype);
     if (!json) return hg_fail(HG_ERR_NOMEM, "out of memory");
-    snprintf(path, cap, "%s/config.json", tmp);
+    snprintf(path, cap, "%s/config.json", dir);
     hg_status st = hg_write_file_atomic(path, json, strlen(json));
     free(json);
     HG_TRY(st);
+    if (!tok) return HG_OK;
+    HG_TRY(hg_tokenizer_save_hf(tok, dir));
+    snprintf(path, cap, "%s/vocab.json", dir);
+    if (access(path, F_OK) != 0) return HG_OK;
+    /* GPT-2's files: transformers needs a tokenizer_config.json */
+    if (eot < 0)
+        return hg_fail(HG_ERR_UNSUPPORTED, "the tokenizer has no <|endoftext|>, which GPT-2's tokenizer files need");
+    char text[sizeof gpt2_tokenizer_config + 16];
+    snprintf(text, sizeof text, gpt2_tokenizer_config, m->cfg.max_seq_len);
+    snprintf(path, cap, "%s/tokenizer_config.json", dir);
+    return hg_write_file_atomic(path, text, strlen(text));
+}
+
+/* The files of an export, written into the (new, empty) folder tmp. */
+static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const char *tmp, hf_arch a,
+                             const hg_hf_export *how, char *path, size_t cap) {
+    HG_TRY(write_description(m, tok, tmp, a, how->bf16 ? "bfloat16" : "float32", path, cap));
     snprintf(path, cap, "%s/model.safetensors", tmp);
-    HG_TRY(write_weights(m, a, how->bf16, path));
-    if (tok) {
-        HG_TRY(hg_tokenizer_save_hf(tok, tmp));
-        snprintf(path, cap, "%s/vocab.json", tmp);
-        if (access(path, F_OK) == 0) { /* GPT-2's files: transformers needs a tokenizer_config.json */
-            if (eot < 0)
-                return hg_fail(HG_ERR_UNSUPPORTED, "the tokenizer has no <|endoftext|>, which GPT-2's tokenizer "
-                               "files need");
-            char text[sizeof gpt2_tokenizer_config + 16];
-            snprintf(text, sizeof text, gpt2_tokenizer_config, m->cfg.max_seq_len);
-            snprintf(path, cap, "%s/tokenizer_config.json", tmp);
-            HG_TRY(hg_write_file_atomic(path, text, strlen(text)));
-        }
-    }
+    const char *meta[] = {"format", "pt"}; /* transformers checks it */
+    HG_TRY(hf_save_weights(m, a, how->bf16, path, meta, 1));
     return how->copy_from ? hg_hf_copy_extras(how->copy_from, tmp) : HG_OK;
+}
+
+hg_status hf_arch_for(const hg_config *cfg, const char *ask, const char *who, hf_arch *out) {
+    for (int s = 0; s < HG_SITES; s++)
+        if (cfg->site_op[s][0])
+            return hg_fail(HG_ERR_UNSUPPORTED, "%s: no Hugging Face class holds this model: its config places "
+                           "op '%s' of its own at %s", who, cfg->site_op[s], hg_site_field((hg_site)s));
+    hf_arch a = hf_arch_default(cfg);
+    if (ask) HG_TRY(hf_arch_parse(ask, &a));
+    const char *field = hf_arch_cannot(a, cfg);
+    if (field)
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s cannot hold this model: its config differs in %s", who,
+                       hf_arch_class(a), field);
+    *out = a;
+    return HG_OK;
+}
+
+hg_status hg_hf_describe(const hg_model *m, const hg_tokenizer *tok, const char *dir) {
+    if (!m || !dir) return hg_fail(HG_ERR_INVALID, "hg_hf_describe: NULL argument");
+    hf_arch a = HF_GPT2;
+    HG_TRY(hf_arch_for(&m->cfg, NULL, dir, &a));
+    if (tok && hg_tokenizer_vocab_size(tok) > m->cfg.vocab_size)
+        return hg_fail(HG_ERR_INVALID, "the tokenizer has %d ids but the model's vocab_size is %d",
+                       hg_tokenizer_vocab_size(tok), m->cfg.vocab_size);
+    size_t cap = strlen(dir) + 64;
+    char *path = malloc(cap);
+    if (!path) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    hg_status st = write_description(m, tok, dir, a, "float32", path, cap);
+    free(path);
+    return st;
 }
 
 hg_status hg_hf_copy_extras(const char *from, const char *to) {
@@ -606,16 +668,8 @@ hg_status hg_model_save_hf_as(const hg_model *m, const hg_tokenizer *tok, const 
     if (!m || !dir) return hg_fail(HG_ERR_INVALID, "hg_model_save_hf: NULL argument");
     const hg_hf_export plain = {0};
     if (!how) how = &plain;
-    for (int s = 0; s < HG_SITES; s++)
-        if (m->cfg.site_op[s][0])
-            return hg_fail(HG_ERR_UNSUPPORTED, "export: no Hugging Face class holds this model: its config places "
-                           "op '%s' of its own at %s", m->cfg.site_op[s], hg_site_field((hg_site)s));
-    hf_arch a = hf_arch_default(&m->cfg);
-    if (how->architecture) HG_TRY(hf_arch_parse(how->architecture, &a));
-    const char *field = hf_arch_cannot(a, &m->cfg);
-    if (field)
-        return hg_fail(HG_ERR_UNSUPPORTED, "export: %s cannot hold this model: its config differs in %s",
-                       hf_arch_class(a), field);
+    hf_arch a = HF_GPT2;
+    HG_TRY(hf_arch_for(&m->cfg, how->architecture, "export", &a));
     if (tok && hg_tokenizer_vocab_size(tok) > m->cfg.vocab_size)
         return hg_fail(HG_ERR_INVALID, "the tokenizer has %d ids but the model's vocab_size is %d",
                        hg_tokenizer_vocab_size(tok), m->cfg.vocab_size);

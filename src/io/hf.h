@@ -26,7 +26,7 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *cfg);
  * else Qwen3 with a q/k norm, Qwen2 with q/k/v biases only, else Llama. */
 hf_arch hf_arch_default(const hg_config *cfg);
 /* config.json text for cfg as architecture a (malloc'd, NULL when out of memory); bos or
- * eos < 0 leaves that id out; dtype ("float32", "bfloat16") may be NULL. */
+ * eos < 0 writes that id as null; dtype ("float32", "bfloat16") may be NULL. */
 char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const char *dtype);
 /* bos_token_id and eos_token_id (one id or a list) of a generation_config.json or
  * config.json image, into the fields of s still unset (bos < 0, n_eos == 0). */
@@ -46,6 +46,16 @@ int hf_tensors_count(const hf_tensors *t);
 const hg_st_tensor *hf_tensors_at(const hf_tensors *t, int i);
 const hg_st_tensor *hf_tensors_find(const hf_tensors *t, const char *name);
 
+/* The tensors of one safetensors file, as a set (a checkpoint's model.safetensors). */
+hg_status hf_tensors_open_file(hf_tensors **out, const char *path);
+/* Architecture `ask` (a class name), or hf_arch_default's when NULL, if it holds cfg;
+ * else HG_ERR_UNSUPPORTED naming the config field (or site op), the message starting
+ * with `who`. */
+hg_status hf_arch_for(const hg_config *cfg, const char *ask, const char *who, hf_arch *out);
+/* m's weights as architecture a's tensors (names, layouts), F32 or rounded to BF16, into
+ * a safetensors file with the given metadata pairs. */
+hg_status hf_save_weights(const hg_model *m, hf_arch a, int bf16, const char *path, const char *const *meta,
+                          int n_meta);
 /* Fills every parameter of m from the tensors of architecture a; shapes must match
  * exactly; F32, F16, BF16 or F64; every tensor must be used (GPT-2's mask buffers and
  * a tied lm_head equal to the embedding aside). */

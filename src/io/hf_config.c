@@ -409,8 +409,11 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
         if (a == HF_QWEN2 || a == HF_QWEN3) cJSON_AddBoolToObject(j, "use_sliding_window", 0);
     }
     cJSON_AddBoolToObject(j, "tie_word_embeddings", !cfg->untied);
+    /* null, not absent: transformers' classes default to ids of their own (GPT-2's 50256) */
     if (bos >= 0) cJSON_AddNumberToObject(j, "bos_token_id", bos);
+    else cJSON_AddNullToObject(j, "bos_token_id");
     if (eos >= 0) cJSON_AddNumberToObject(j, "eos_token_id", eos);
+    else cJSON_AddNullToObject(j, "eos_token_id");
     if (dtype) cJSON_AddStringToObject(j, "torch_dtype", dtype);
     char *s = cJSON_Print(j);
     cJSON_Delete(j);

@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "io/atomic.h"
+#include "io/hf.h"
 #include "model/gpt.h"
 
 /* ---- metadata ---- */
@@ -79,15 +81,29 @@ hg_status ckpt_config_parse(const char *file, const char *json, hg_config *out) 
     return s;
 }
 
-hg_status ckpt_read_config(const hg_st_file *f, const char *file, const char *format, hg_config *out) {
+hg_status ckpt_read_config(const hg_st_file *f, const char *file, const char *format, hg_config *out,
+                           const char **arch) {
     const char *fmt = hg_st_metadata(f, "format"), *ver = hg_st_metadata(f, "version");
-    const char *cfg = hg_st_metadata(f, "config");
-    if (!fmt || strcmp(fmt, format))
-        return hg_fail(HG_ERR_FORMAT, "%s: metadata 'format' is '%s', expected '%s' (not a handgrad checkpoint file?)",
-                       file, fmt ? fmt : "(none)", format);
-    if (!ver || (strcmp(ver, "1") && strcmp(ver, CKPT_VERSION)))
-        return hg_fail(HG_ERR_FORMAT, "%s: checkpoint version '%.32s' is not supported (this build reads versions 1 and %s)",
-                       file, ver ? ver : "(none)", CKPT_VERSION);
+    const char *cfg = hg_st_metadata(f, "config"), *mark = hg_st_metadata(f, "handgrad");
+    const char *cls = hg_st_metadata(f, "architecture");
+    if (arch) *arch = NULL;
+    if (!strcmp(format, CKPT_WEIGHTS_FORMAT) && fmt && !strcmp(fmt, "pt") && mark && !strcmp(mark, CKPT_HF_MARK)) {
+        if (!ver || strcmp(ver, CKPT_HF_VERSION))
+            return hg_fail(HG_ERR_FORMAT, "%s: checkpoint version '%.32s' is not supported (weights in Hugging Face "
+                           "layout are version %s)", file, ver ? ver : "(none)", CKPT_HF_VERSION);
+        hf_arch a;
+        if (!cls || hf_arch_parse(cls, &a) != HG_OK)
+            return hg_fail(HG_ERR_FORMAT, "%s: metadata 'architecture' is '%.64s', not a class handgrad writes", file,
+                           cls ? cls : "(none)");
+        if (arch) *arch = cls;
+    } else {
+        if (!fmt || strcmp(fmt, format))
+            return hg_fail(HG_ERR_FORMAT, "%s: metadata 'format' is '%s', expected '%s' (not a handgrad checkpoint "
+                           "file?)", file, fmt ? fmt : "(none)", format);
+        if (!ver || (strcmp(ver, "1") && strcmp(ver, CKPT_VERSION)))
+            return hg_fail(HG_ERR_FORMAT, "%s: checkpoint version '%.32s' is not supported (this build reads versions "
+                           "1 and %s)", file, ver ? ver : "(none)", CKPT_VERSION);
+    }
     if (!cfg) return hg_fail(HG_ERR_FORMAT, "%s: metadata has no 'config'", file);
     return ckpt_config_parse(file, cfg, out);
 }
@@ -156,11 +172,21 @@ hg_status hg_model_save(const hg_model *m, const char *path) {
     if (!m || !path) return hg_fail(HG_ERR_INVALID, "hg_model_save: NULL argument");
     char *cfg = ckpt_config_json(&m->cfg);
     if (!cfg) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
-    const char *meta[] = {"format", CKPT_WEIGHTS_FORMAT, "version", CKPT_VERSION, "config", cfg};
-    float *bufs[] = {gpt_host_begin(m, m->param)};
-    const char *prefixes[] = {""};
-    hg_status s = bufs[0] ? ckpt_write_tensors(m, path, bufs, prefixes, 1, meta, 3) : hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
-    gpt_host_free(m->param, bufs[0]);
+    hf_arch a = HF_GPT2;
+    hg_status s;
+    if (hf_arch_for(&m->cfg, NULL, path, &a) == HG_OK) { /* the layout transformers loads */
+        hg_clear_error();
+        const char *meta[] = {"format", "pt", "handgrad", CKPT_HF_MARK, "version", CKPT_HF_VERSION, "config", cfg,
+                              "architecture", hf_arch_class(a)};
+        s = hf_save_weights(m, a, 0, path, meta, 5);
+    } else { /* handgrad's own: a site op, or a config no class holds */
+        hg_clear_error();
+        const char *meta[] = {"format", CKPT_WEIGHTS_FORMAT, "version", CKPT_VERSION, "config", cfg};
+        float *bufs[] = {gpt_host_begin(m, m->param)};
+        const char *prefixes[] = {""};
+        s = bufs[0] ? ckpt_write_tensors(m, path, bufs, prefixes, 1, meta, 3) : hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
+        gpt_host_free(m->param, bufs[0]);
+    }
     free(cfg);
     return s;
 }
@@ -169,7 +195,7 @@ hg_status hg_checkpoint_config(const char *path, hg_config *out) {
     if (!path || !out) return hg_fail(HG_ERR_INVALID, "hg_checkpoint_config: NULL argument");
     hg_st_file *f;
     HG_TRY(hg_st_open(&f, path));
-    hg_status s = ckpt_read_config(f, path, CKPT_WEIGHTS_FORMAT, out);
+    hg_status s = ckpt_read_config(f, path, CKPT_WEIGHTS_FORMAT, out, NULL);
     hg_st_close(f);
     return s;
 }
@@ -239,17 +265,57 @@ static hg_status no_extra(const hg_model *m, const hg_st_file *f, const char *fi
     return HG_OK; /* not reached: duplicate names are refused when the file is parsed */
 }
 
+/* The config.json beside a model.safetensors in Hugging Face layout, when there is one,
+ * must describe the same model as the weights' own config. */
+static hg_status same_as_config_json(const char *path, const hg_config *weights) {
+    const char *slash = strrchr(path, '/');
+    if (strcmp(slash ? slash + 1 : path, "model.safetensors")) return HG_OK;
+    size_t n = strlen(path) + 16;
+    char *json = malloc(n);
+    if (!json) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    snprintf(json, n, "%.*sconfig.json", slash ? (int)(slash - path + 1) : 0, path);
+    hg_config c;
+    char why[256];
+    hg_status s = access(json, F_OK) != 0 ? HG_OK : hf_config_load(json, &c, NULL);
+    if (s == HG_OK && access(json, F_OK) == 0 && !gpt_same_architecture(&c, weights, why, sizeof why))
+        s = hg_fail(HG_ERR_FORMAT, "%s disagrees with %s: %s (config.json against the weights; docs/formats.md maps "
+                    "the fields to config.json's keys)", json, path, why);
+    free(json);
+    return s;
+}
+
+/* Every F32 tensor of f is finite. */
+static hg_status all_finite(const hg_st_file *f, const char *file) {
+    for (int i = 0; i < hg_st_count(f); i++) {
+        const hg_st_tensor *t = hg_st_at(f, i);
+        if (t->dtype == HG_ST_F32) HG_TRY(check_values(t, t->numel, file, t->name, 0));
+    }
+    return HG_OK;
+}
+
 hg_status hg_model_load(hg_model *m, const char *path) {
     if (!m || !path) return hg_fail(HG_ERR_INVALID, "hg_model_load: NULL argument");
     hg_st_file *f;
     HG_TRY(hg_st_open(&f, path));
     hg_config c;
-    hg_status s = ckpt_read_config(f, path, CKPT_WEIGHTS_FORMAT, &c);
+    const char *arch = NULL;
+    hg_status s = ckpt_read_config(f, path, CKPT_WEIGHTS_FORMAT, &c, &arch);
     if (s == HG_OK) s = same_shape(path, &c, &m->cfg);
-    if (s == HG_OK) s = read_tensors(m, f, path, "", m->param, 0);
-    if (s == HG_OK) s = no_extra(m, f, path, (const char *const[]){""}, 1);
-    if (s == HG_OK) s = read_tensors(m, f, path, "", m->param, 1);
-    if (s == HG_OK) gpt_refresh_weights(m, 0, m->params.bytes / sizeof(float));
+    if (s == HG_OK && arch) { /* Hugging Face layout: the recipes of io/hf.c */
+        hf_arch a;
+        hf_tensors *t = NULL;
+        hf_arch_parse(arch, &a); /* checked by ckpt_read_config */
+        s = all_finite(f, path);
+        if (s == HG_OK) s = same_as_config_json(path, &c);
+        if (s == HG_OK) s = hf_tensors_open_file(&t, path);
+        if (s == HG_OK) s = hf_load_weights(m, a, t);
+        hf_tensors_close(t);
+    } else if (s == HG_OK) {
+        s = read_tensors(m, f, path, "", m->param, 0);
+        if (s == HG_OK) s = no_extra(m, f, path, (const char *const[]){""}, 1);
+        if (s == HG_OK) s = read_tensors(m, f, path, "", m->param, 1);
+        if (s == HG_OK) gpt_refresh_weights(m, 0, m->params.bytes / sizeof(float));
+    }
     if (s == HG_OK) s = m->be->ops->sync(m->be);
     hg_st_close(f);
     return s;
@@ -300,7 +366,7 @@ hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *st) {
     HG_TRY(hg_st_open(&f, path));
     hg_config c;
     ckpt_state cs;
-    hg_status s = ckpt_read_config(f, path, CKPT_OPTIMIZER_FORMAT, &c);
+    hg_status s = ckpt_read_config(f, path, CKPT_OPTIMIZER_FORMAT, &c, NULL);
     if (s == HG_OK) s = same_shape(path, &c, &m->cfg);
     if (s == HG_OK) s = ckpt_read_state(f, path, &cs);
     if (s == HG_OK) s = read_tensors(m, f, path, "m.", m->adam_m, 0);

@@ -10,13 +10,22 @@
 #define CKPT_WEIGHTS_FORMAT "handgrad-weights"
 #define CKPT_OPTIMIZER_FORMAT "handgrad-optimizer"
 #define CKPT_VERSION "2" /* 2 records the architecture; 1 (GPT-2 only) still loads */
+/* Weights a Hugging Face class holds are written in its names and layouts instead, so a
+ * checkpoint folder with config.json is a folder transformers loads: metadata "format"
+ * "pt" (transformers requires it), "handgrad" "weights", "version" "3", "config" and
+ * "architecture" (the class). */
+#define CKPT_HF_MARK "weights"
+#define CKPT_HF_VERSION "3"
 
 /* The config as one JSON object; returns a malloc'd string or NULL. */
 char *ckpt_config_json(const hg_config *cfg);
 /* Parses and validates a config JSON object; messages name `file`. */
 hg_status ckpt_config_parse(const char *file, const char *json, hg_config *out);
-/* Checks "format" and "version" and reads "config" from a file's metadata. */
-hg_status ckpt_read_config(const hg_st_file *f, const char *file, const char *format, hg_config *out);
+/* Checks "format" and "version" and reads "config" from a file's metadata. A weights
+ * file (format CKPT_WEIGHTS_FORMAT) may be either layout; *arch (may be NULL) gets the
+ * architecture class of one in Hugging Face layout, or NULL for handgrad's own. */
+hg_status ckpt_read_config(const hg_st_file *f, const char *file, const char *format, hg_config *out,
+                           const char **arch);
 
 /* Writes the parameter-shaped buffers bufs[0..nbufs) (param, adam_m, adam_v) to path as
  * F32 tensors named prefixes[b] + the parameter's name, with n_meta metadata pairs. */
