@@ -1,5 +1,6 @@
 /* `handgrad generate`: continues a prompt with a model through the KV cache, streaming
- * the text to stdout as tokens come, and reports tokens/s on stderr. */
+ * the text to stdout as tokens come, once or --num-samples times, up to a --stop string;
+ * reports tokens/s on stderr. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -26,10 +27,22 @@ static const char *usage_text =
     "                        its tokenizer.json adds one; empty: start from BOS or <|endoftext|>\n"
     "  --max-new-tokens N    tokens to generate (default 256)\n"
     "  --temperature T       softmax temperature; 0 is greedy (default 0.8)\n"
-    "  --top-k K             sample among the K most likely tokens; 0: all (default 200)\n"
+    "  --top-k K             sample among the K most likely tokens; 0: all (default 40)\n"
     "  --top-p P             sample among the most likely tokens that make up P of the\n"
     "                        probability; 1: all (default 1)\n"
-    "  --seed S              sampling seed: the same seed gives the same text (default 1)\n"
+    "                        (the defaults of the samples `handgrad train` prints, too)\n"
+    "  --repetition-penalty X  divide the logit of every token already in the context by X\n"
+    "                        when positive, multiply it by X when negative, before the\n"
+    "                        temperature (CTRL, as Hugging Face does); X in (0, 100],\n"
+    "                        1: off (default 1)\n"
+    "  --seed S              sampling seed: the same seed and settings give the same text\n"
+    "                        (default 1)\n"
+    "  --num-samples N       N continuations of the prompt, one after the other, with a line\n"
+    "                        of 15 dashes between two; sample i draws with a seed made from\n"
+    "                        S and i, the first with S itself (default 1)\n"
+    "  --stop TEXT           end a sample when its new text contains TEXT, printing only what\n"
+    "                        comes before it; up to 16 --stop (TEXT is taken byte for byte:\n"
+    "                        in bash, --stop $'\\n\\n' stops at a blank line)\n"
     "  --tokenizer PATH      tokenizer.json, vocab.json/merges.txt folder or .tiktoken file (default: the\n"
     "                        files beside the model)\n"
     "  --ctx N               context (KV cache) length (default: the model's n_positions)\n"
@@ -42,7 +55,9 @@ static const char *usage_text =
     "                        the KV cache (the same text, slower; for comparison)\n"
     "\n"
     "A prompt longer than the context is cut from the left, with a warning. When the\n"
-    "context fills up, generation goes on from the last half of it.\n";
+    "context fills up, generation goes on from the last half of it. A sample ends at\n"
+    "--max-new-tokens, at an end-of-sequence token or at a --stop string. Usage errors\n"
+    "exit with status 2.\n";
 
 /* Strict number parsing: the whole text, within [lo, hi]; prints the error naming the flag. */
 static int parse_long(const char *flag, const char *text, long lo, long hi, long *out) {
@@ -57,23 +72,28 @@ static int parse_long(const char *flag, const char *text, long lo, long hi, long
     return 0;
 }
 
-static int parse_double(const char *flag, const char *text, double lo, double hi, double *out) {
+/* As parse_long, within [lo, hi], or (lo, hi] when lo_open. */
+static int parse_double(const char *flag, const char *text, double lo, int lo_open, double hi, double *out) {
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (errno || end == text || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "handgrad generate: %s: '%s' is not a number in [%g, %g]\n", flag, text, lo, hi);
+    if (errno || end == text || *end || !((lo_open ? v > lo : v >= lo) && v <= hi)) {
+        fprintf(stderr, "handgrad generate: %s: '%s' is not a number in %c%g, %g]\n", flag, text, lo_open ? '(' : '[',
+                lo, hi);
         return 1;
     }
     *out = v;
     return 0;
 }
 
+enum { MAX_STOPS = 16 };
+
 typedef struct gen_args {
     const char *model, *prompt, *tokenizer;
-    long max_new, top_k, ctx, threads, seed;
-    double temperature, top_p;
-    int echo, stop_at_eot, no_cache;
+    const char *stops[MAX_STOPS];
+    long max_new, top_k, ctx, threads, seed, num_samples;
+    double temperature, top_p, rep_penalty;
+    int echo, stop_at_eot, no_cache, n_stops;
 } gen_args;
 
 static int parse_args(int argc, char **argv, gen_args *a) {
@@ -83,12 +103,15 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         {"top-k", required_argument, 0, 'k'},       {"top-p", required_argument, 0, 'P'},
         {"seed", required_argument, 0, 's'},        {"tokenizer", required_argument, 0, 'T'},
         {"ctx", required_argument, 0, 'c'},         {"threads", required_argument, 0, 'j'},
+        {"num-samples", required_argument, 0, 'N'}, {"stop", required_argument, 0, 'S'},
+        {"repetition-penalty", required_argument, 0, 'R'},
         {"no-echo", no_argument, 0, 'E'},           {"ignore-eot", no_argument, 0, 'I'},
         {"no-cache", no_argument, 0, 'C'},          {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    *a = (gen_args){.max_new = 256, .top_k = 200, .seed = 1, .temperature = 0.8, .top_p = 1.0, .echo = 1,
-                    .stop_at_eot = 1};
-    int c, bad = 0;
+    /* the sampling defaults are those of train's samples (cli/train_options.c) */
+    *a = (gen_args){.max_new = 256, .top_k = 40, .seed = 1, .num_samples = 1, .temperature = 0.8, .top_p = 1.0,
+                    .rep_penalty = 1.0, .echo = 1, .stop_at_eot = 1};
+    int c, bad = 0, n_stops = 0;
     optind = 1, opterr = 0; /* one-line messages of our own */
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (c) {
@@ -100,8 +123,18 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         case 'c': bad |= parse_long("--ctx", optarg, 1, 1 << 20, &a->ctx); break;
         case 'j': bad |= parse_long("--threads", optarg, 0, 1024, &a->threads); break;
         case 's': bad |= parse_long("--seed", optarg, 0, __LONG_MAX__, &a->seed); break;
-        case 't': bad |= parse_double("--temperature", optarg, 0.0, 1e6, &a->temperature); break;
-        case 'P': bad |= parse_double("--top-p", optarg, 0.0, 1.0, &a->top_p); break;
+        case 'N': bad |= parse_long("--num-samples", optarg, 1, 1000000, &a->num_samples); break;
+        case 't': bad |= parse_double("--temperature", optarg, 0.0, 0, 1e6, &a->temperature); break;
+        case 'P': bad |= parse_double("--top-p", optarg, 0.0, 0, 1.0, &a->top_p); break;
+        case 'R': bad |= parse_double("--repetition-penalty", optarg, 0.0, 1, 100.0, &a->rep_penalty); break;
+        case 'S':
+            if (!*optarg) {
+                fprintf(stderr, "handgrad generate: --stop: the stop string is empty\n");
+                bad = 1;
+            } else if (n_stops++ < MAX_STOPS) {
+                a->stops[a->n_stops++] = optarg;
+            }
+            break;
         case 'E': a->echo = 0; break;
         case 'I': a->stop_at_eot = 0; break;
         case 'C': a->no_cache = 1; break;
@@ -109,6 +142,10 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         case ':': fprintf(stderr, "handgrad generate: %s needs a value (see --help)\n", argv[optind - 1]); return 2;
         default: fprintf(stderr, "handgrad generate: unknown option '%s' (see --help)\n", argv[optind - 1]); return 2;
         }
+    }
+    if (n_stops > MAX_STOPS) {
+        fprintf(stderr, "handgrad generate: --stop: %d stop strings, at most %d\n", n_stops, MAX_STOPS);
+        bad = 1;
     }
     if (bad) return 2;
     if (optind < argc) {
@@ -122,13 +159,175 @@ static int parse_args(int argc, char **argv, gen_args *a) {
     return 0;
 }
 
-/* Decodes one id through the streaming decoder to stdout. */
-static int emit(hg_decoder *dec, int32_t id, char *buf, size_t cap) {
+enum { GEN_OK, GEN_STOP, GEN_LIB_ERROR, GEN_IO_ERROR };
+
+/* The new text on its way to stdout: bytes that could be the start of a stop string
+ * are held back until the bytes after them show whether they are. */
+typedef struct stop_filter {
+    const char *const *stops;
+    int n_stops;
+    char *hold;    /* room for the longest stop string and one token's bytes */
+    size_t n_hold; /* held bytes: no stop string starts before them */
+} stop_filter;
+
+/* Where the first whole stop string starts in the held bytes; n_hold when none does. */
+static size_t stop_find(const stop_filter *f) {
+    for (size_t at = 0; at < f->n_hold; at++)
+        for (int i = 0; i < f->n_stops; i++) {
+            size_t len = strlen(f->stops[i]);
+            if (len <= f->n_hold - at && !memcmp(f->hold + at, f->stops[i], len)) return at;
+        }
+    return f->n_hold;
+}
+
+/* The most bytes at the end of the held ones that begin a stop string. */
+static size_t stop_partial(const stop_filter *f) {
+    size_t keep = 0;
+    for (int i = 0; i < f->n_stops; i++) {
+        size_t len = strlen(f->stops[i]);
+        for (size_t k = len - 1 < f->n_hold ? len - 1 : f->n_hold; k > keep; k--)
+            if (!memcmp(f->hold + f->n_hold - k, f->stops[i], k)) {
+                keep = k;
+                break;
+            }
+    }
+    return keep;
+}
+
+/* Appends n bytes of new text and writes what no stop string can start in (all of it
+ * when last: the sample's end). GEN_STOP: a stop string is whole, the text before it
+ * written and the rest dropped. */
+static int stop_push(stop_filter *f, const char *bytes, size_t n, int last) {
+    memcpy(f->hold + f->n_hold, bytes, n);
+    f->n_hold += n;
+    const size_t at = stop_find(f);
+    const int hit = at < f->n_hold;
+    const size_t out = hit ? at : f->n_hold - (last ? 0 : stop_partial(f));
+    if (out && fwrite(f->hold, 1, out, stdout) != out) return GEN_IO_ERROR;
+    if (fflush(stdout) != 0) return GEN_IO_ERROR;
+    memmove(f->hold, f->hold + out, f->n_hold - out);
+    f->n_hold = hit ? 0 : f->n_hold - out;
+    return hit ? GEN_STOP : GEN_OK;
+}
+
+/* What the samples share. */
+typedef struct gen_run {
+    const gen_args *a;
+    hg_model *m;
+    const hg_tokenizer *tok;
+    hg_decoder *dec;         /* a new one for each sample */
+    hg_hf_special eos;       /* the ids that end a sample */
+    hg_sampling sp;
+    int V, ctx;              /* tokenizer ids, context length */
+    const int32_t *prompt;   /* (n_prompt) */
+    int n_prompt, n_start;   /* n_start: start tokens, which are not echoed */
+    int32_t *win;            /* (ctx) the context's ids */
+    float *logits;           /* (vocab_size) of the context's last token */
+    float *prompt_logits;    /* (vocab_size) the prompt's, kept for the next samples */
+    int prefix_ok;           /* the KV cache starts with the prompt */
+    int warned;              /* the context has been full once */
+    char *buf;               /* (cap) one token's bytes */
+    size_t cap;
+    stop_filter stop;
+    long made;               /* new tokens, all samples */
+    double t_prefill, t_gen; /* seconds */
+} gen_run;
+
+/* Decodes one id and writes its bytes: the prompt's straight to stdout, the new text
+ * through the stop filter. */
+static int emit(gen_run *r, int32_t id, int generated) {
     size_t n = 0;
-    if (hg_decoder_push(dec, id, buf, cap, &n) != HG_OK) return 1;
-    if (n && fwrite(buf, 1, n, stdout) != n) return 1;
-    fflush(stdout);
+    if (hg_decoder_push(r->dec, id, r->buf, r->cap, &n) != HG_OK) return GEN_LIB_ERROR;
+    if (generated) return stop_push(&r->stop, r->buf, n, 0);
+    if (n && fwrite(r->buf, 1, n, stdout) != n) return GEN_IO_ERROR;
+    return fflush(stdout) ? GEN_IO_ERROR : GEN_OK;
+}
+
+/* The cache and the logits at the end of the prompt: the first sample's prefill, which
+ * the next samples reuse while the cache still starts with the prompt. */
+static int prefill(gen_run *r) {
+    if (r->prefix_ok) {
+        memcpy(r->logits, r->prompt_logits, sizeof(float) * (size_t)hg_model_config(r->m)->vocab_size);
+        return hg_kv_truncate(r->m, r->n_prompt) != HG_OK;
+    }
+    if (hg_kv_reset(r->m) != HG_OK || hg_kv_forward(r->m, r->prompt, r->n_prompt, r->logits) != HG_OK) return 1;
+    if (r->prompt_logits) {
+        memcpy(r->prompt_logits, r->logits, sizeof(float) * (size_t)hg_model_config(r->m)->vocab_size);
+        r->prefix_ok = 1;
+    }
     return 0;
+}
+
+/* One continuation of the prompt, drawn from seed, then a newline. */
+static int sample_one(gen_run *r, uint64_t seed) {
+    const gen_args *a = r->a;
+    hg_decoder_free(r->dec);
+    r->dec = NULL;
+    if (hg_decoder_create(&r->dec, r->tok) != HG_OK) return GEN_LIB_ERROR;
+    int st;
+    if (a->echo)
+        for (int i = r->n_start; i < r->n_prompt; i++)
+            if ((st = emit(r, r->prompt[i], 0)) != GEN_OK) return st;
+    r->stop.n_hold = 0;
+    double t0 = hg_now();
+    if (prefill(r)) return GEN_LIB_ERROR;
+    double t1 = hg_now();
+    r->t_prefill += t1 - t0;
+    int32_t *win = r->win;
+    int n = r->n_prompt;
+    memcpy(win, r->prompt, sizeof(int32_t) * (size_t)n);
+    uint64_t rng = seed;
+    long made = 0;
+    st = GEN_OK;
+    while (made < a->max_new) {
+        int32_t next;
+        if (a->rep_penalty != 1.0 &&
+            hg_apply_repetition_penalty(r->logits, r->V, win, (size_t)n, (float)a->rep_penalty) != HG_OK)
+            return GEN_LIB_ERROR;
+        if (hg_sample(r->logits, r->V, &r->sp, &rng, &next) != HG_OK) return GEN_LIB_ERROR;
+        int is_eos = 0;
+        for (int i = 0; i < r->eos.n_eos; i++) is_eos |= next == r->eos.eos[i];
+        if (is_eos && a->stop_at_eot) break;
+        made++;
+        if ((st = emit(r, next, 1)) != GEN_OK || made == a->max_new) break;
+        if (n == r->ctx) { /* full: go on from the last half of the context */
+            if (!r->warned++)
+                fprintf(stderr, "\nhandgrad generate: note: the context (%d tokens) is full; continuing from its last %d\n",
+                        r->ctx, r->ctx / 2);
+            memmove(win, win + (r->ctx - r->ctx / 2), sizeof(int32_t) * (size_t)(r->ctx / 2));
+            n = r->ctx / 2;
+            r->prefix_ok = 0;
+            if (hg_kv_reset(r->m) != HG_OK || (n > 0 && hg_kv_forward(r->m, win, n, r->logits) != HG_OK))
+                return GEN_LIB_ERROR;
+        }
+        win[n++] = next;
+        if (a->no_cache) { /* the whole context again: a full forward pass per token */
+            if (hg_kv_reset(r->m) != HG_OK || hg_kv_forward(r->m, win, n, r->logits) != HG_OK) return GEN_LIB_ERROR;
+        } else if (hg_kv_forward(r->m, &next, 1, r->logits) != HG_OK) {
+            return GEN_LIB_ERROR;
+        }
+    }
+    r->made += made;
+    if (st == GEN_LIB_ERROR || st == GEN_IO_ERROR) return st;
+    if (st != GEN_STOP) { /* the decoder's held bytes, and all the filter holds */
+        size_t tail = 0;
+        if (hg_decoder_flush(r->dec, r->buf, r->cap, &tail) != HG_OK) return GEN_LIB_ERROR;
+        if (stop_push(&r->stop, r->buf, tail, 1) == GEN_IO_ERROR) return GEN_IO_ERROR;
+    }
+    if (fputc('\n', stdout) == EOF || fflush(stdout) != 0) return GEN_IO_ERROR;
+    r->t_gen += hg_now() - t1;
+    return GEN_OK;
+}
+
+/* Sample i's seed: S itself for the first, so one sample is the text --seed S always
+ * gave; for the next, S mixed with a splitmix64 hash of i. Not S + i, which would make
+ * sample 1 of seed 5 the text of seed 6; not S + i * c either, for the sampler's state
+ * steps by a constant c, and such seeds would draw shifted copies of one sequence. */
+static uint64_t sample_seed(uint64_t seed, long i) {
+    uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return seed ^ z ^ (z >> 31); /* the hash of 0 is 0 */
 }
 
 /* The prompt's ids in a buffer of at least ctx, after the tokenizer's BOS when it adds
@@ -181,77 +380,48 @@ int cmd_generate(int argc, char **argv) {
     o.training = 0, o.batch = 1, o.seq_len = (int)a.ctx, o.threads = (int)a.threads;
     hg_model *m = NULL;
     hg_tokenizer *tok = NULL;
-    hg_decoder *dec = NULL;
-    int32_t *win = NULL;
-    float *logits = NULL;
-    char dir[4096], *buf = NULL;
+    int32_t *prompt = NULL;
+    char dir[4096];
+    gen_run r = {.a = &a, .eos = {.bos = -1}, .stop = {.stops = a.stops, .n_stops = a.n_stops}};
     if (cli_open_model("generate", a.model, &o, &m, dir, sizeof dir)) return 1;
+    r.m = m;
     rc = 1;
     if (cli_open_tokenizer("generate", a.tokenizer, dir, m, &tok)) goto done;
+    r.tok = tok;
     /* sampled among the tokenizer's ids: a model's embedding may be padded past them */
-    const int V = hg_tokenizer_vocab_size(tok), ctx = hg_model_options(m)->seq_len;
-    hg_hf_special stop = {.bos = -1};
-    if (hg_hf_special_ids(dir, &stop) != HG_OK) {
+    r.V = hg_tokenizer_vocab_size(tok), r.ctx = hg_model_options(m)->seq_len;
+    if (hg_hf_special_ids(dir, &r.eos) != HG_OK) {
         cli_fail("generate");
         goto done;
     }
-    if (hg_tokenizer_eot(tok) >= 0 && stop.n_eos < HG_HF_MAX_EOS) stop.eos[stop.n_eos++] = hg_tokenizer_eot(tok);
-    int n = 0, n_start = 0;
-    win = encode_prompt(&a, tok, ctx, &n, &n_start); /* the context's tokens */
-    const int n_prompt = n;
-    size_t cap = hg_tokenizer_max_token_bytes(tok) + 3;
-    buf = malloc(cap);
-    logits = malloc(sizeof(float) * (size_t)hg_model_config(m)->vocab_size);
-    if (!win) goto done;
-    if (!buf || !logits) {
+    if (hg_tokenizer_eot(tok) >= 0 && r.eos.n_eos < HG_HF_MAX_EOS) r.eos.eos[r.eos.n_eos++] = hg_tokenizer_eot(tok);
+    prompt = encode_prompt(&a, tok, r.ctx, &r.n_prompt, &r.n_start);
+    if (!prompt) goto done;
+    r.prompt = prompt;
+    size_t longest = 0;
+    for (int i = 0; i < a.n_stops; i++) longest = strlen(a.stops[i]) > longest ? strlen(a.stops[i]) : longest;
+    const size_t vocab = (size_t)hg_model_config(m)->vocab_size;
+    r.cap = hg_tokenizer_max_token_bytes(tok) + 3;
+    r.buf = malloc(r.cap);
+    r.stop.hold = malloc(longest + r.cap);
+    r.win = malloc(sizeof(int32_t) * (size_t)r.ctx);
+    r.logits = malloc(sizeof(float) * vocab);
+    r.prompt_logits = a.num_samples > 1 ? malloc(sizeof(float) * vocab) : NULL;
+    if (!r.buf || !r.stop.hold || !r.win || !r.logits || (a.num_samples > 1 && !r.prompt_logits)) {
         fprintf(stderr, "handgrad generate: out of memory\n");
         goto done;
     }
-    if (hg_decoder_create(&dec, tok) != HG_OK) {
-        cli_fail("generate");
-        goto done;
+    r.sp = (hg_sampling){(float)a.temperature, (int)a.top_k, (float)a.top_p};
+    for (long i = 0; i < a.num_samples; i++) {
+        if (i > 0 && fputs("---------------\n", stdout) == EOF) goto io_error;
+        int st = sample_one(&r, sample_seed((uint64_t)a.seed, i));
+        if (st == GEN_LIB_ERROR) goto lib_error;
+        if (st == GEN_IO_ERROR) goto io_error;
     }
-    if (a.echo)
-        for (int i = n_start; i < n; i++)
-            if (emit(dec, win[i], buf, cap)) goto io_error;
-
-    hg_sampling sp = {(float)a.temperature, (int)a.top_k, (float)a.top_p};
-    uint64_t rng = (uint64_t)a.seed;
-    double t0 = hg_now();
-    if (hg_kv_forward(m, win, n, logits) != HG_OK) goto lib_error;
-    double t1 = hg_now();
-    long made = 0;
-    int warned = 0;
-    while (made < a.max_new) {
-        int32_t next;
-        if (hg_sample(logits, V, &sp, &rng, &next) != HG_OK) goto lib_error;
-        int is_eos = 0;
-        for (int i = 0; i < stop.n_eos; i++) is_eos |= next == stop.eos[i];
-        if (is_eos && a.stop_at_eot) break;
-        if (emit(dec, next, buf, cap)) goto io_error;
-        if (++made == a.max_new) break;
-        if (n == ctx) { /* full: go on from the last half of the context */
-            if (!warned++)
-                fprintf(stderr, "\nhandgrad generate: note: the context (%d tokens) is full; continuing from its last %d\n",
-                        ctx, ctx / 2);
-            memmove(win, win + (ctx - ctx / 2), sizeof(int32_t) * (size_t)(ctx / 2));
-            n = ctx / 2;
-            if (hg_kv_reset(m) != HG_OK || (n > 0 && hg_kv_forward(m, win, n, logits) != HG_OK)) goto lib_error;
-        }
-        win[n++] = next;
-        if (a.no_cache) { /* the whole context again: a full forward pass per token */
-            if (hg_kv_reset(m) != HG_OK || hg_kv_forward(m, win, n, logits) != HG_OK) goto lib_error;
-        } else if (hg_kv_forward(m, &next, 1, logits) != HG_OK) {
-            goto lib_error;
-        }
-    }
-    size_t tail = 0;
-    if (hg_decoder_flush(dec, buf, cap, &tail) != HG_OK) goto lib_error;
-    if (tail && fwrite(buf, 1, tail, stdout) != tail) goto io_error;
-    if (fputc('\n', stdout) == EOF || fflush(stdout) != 0) goto io_error;
-    double t2 = hg_now();
-    fprintf(stderr, "generate: %d prompt tokens in %.3f s, %ld new tokens in %.3f s (%.1f tokens/s)\n", n_prompt,
-            t1 - t0, made, t2 - t1, t2 > t1 ? (double)made / (t2 - t1) : 0.0);
+    fprintf(stderr, "generate: %d prompt tokens in %.3f s, %ld new tokens in %.3f s (%.1f tokens/s)", r.n_prompt,
+            r.t_prefill, r.made, r.t_gen, r.t_gen > 0 ? (double)r.made / r.t_gen : 0.0);
+    if (a.num_samples > 1) fprintf(stderr, ", %ld samples", a.num_samples);
+    fputc('\n', stderr);
     rc = 0;
     goto done;
 lib_error:
@@ -260,9 +430,9 @@ lib_error:
 io_error:
     fprintf(stderr, "handgrad generate: writing to stdout: %s\n", strerror(errno));
 done:
-    hg_decoder_free(dec);
+    hg_decoder_free(r.dec);
     hg_tokenizer_free(tok);
     hg_model_free(m);
-    free(win), free(buf), free(logits);
+    free(prompt), free(r.win), free(r.buf), free(r.stop.hold), free(r.logits), free(r.prompt_logits);
     return rc;
 }

@@ -486,6 +486,9 @@ hg_status hg_kv_reset(hg_model *m); /* empty the cache */
  * exceed seq_len. */
 hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits);
 int hg_kv_length(const hg_model *m);
+/* Keeps the first n positions of the cache (0 <= n <= hg_kv_length) and drops the rest,
+ * e.g. to generate again from a prompt's prefill without computing it again. */
+hg_status hg_kv_truncate(hg_model *m, int n);
 
 typedef struct hg_sampling {
     float temperature; /* 0: greedy (argmax, lowest id on ties) */
@@ -497,6 +500,15 @@ typedef struct hg_sampling {
  * are errors). rng is the caller's state: a seed to start, advanced by each draw, so a
  * seed gives the same sequence on every machine. */
 hg_status hg_sample(float *logits, int V, const hg_sampling *s, uint64_t *rng, int32_t *out);
+/* The repetition penalty of CTRL (Keskar et al., 2019), as transformers applies it: the
+ * logit of each distinct id in ids[0..n) (the context so far: prompt and generated
+ * tokens) is divided by penalty when positive and multiplied by it when negative, so a
+ * penalty > 1 makes the tokens already seen less likely. Apply it to the raw logits
+ * (V floats, modified in place), before hg_sample's temperature, top-k and top-p; greedy
+ * sampling sees it too. penalty must be finite and > 0, and 1 changes nothing; ids must
+ * lie in [0, V). An id listed several times is penalised once. Uses V/8 bytes of
+ * temporary memory (HG_ERR_NOMEM when there are none). */
+hg_status hg_apply_repetition_penalty(float *logits, int V, const int32_t *ids, size_t n, float penalty);
 /* Copies every parameter from src into dst (same config; e.g. a training model into an
  * inference model). Empties dst's KV cache. */
 hg_status hg_model_copy_params(hg_model *dst, const hg_model *src);

@@ -2,8 +2,9 @@
 # End-to-end runs of `handgrad generate` and `handgrad export` on the tiny Hugging Face
 # fixture and on a 3-step `handgrad train` checkpoint: greedy text equals transformers'
 # (with the KV cache and without), seeds repeat, stdin and --prompt agree, long prompts
-# are cut, an export generates the same text; bad input fails with one line naming the
-# flag or file and leaves nothing behind.
+# are cut, an export generates the same text; --num-samples, --stop and
+# --repetition-penalty do what --help says; bad input fails with one line naming the
+# flag or file (usage errors with exit status 2) and leaves nothing behind.
 # Usage: cli_generate.sh path/to/handgrad   (run from tests/)
 set -euo pipefail
 hg=$1
@@ -34,6 +35,63 @@ cmp -s "$work/a" "$work/b" || fail "same seed, different text"
 cmp -s "$work/a" "$work/c" && fail "different seeds, same text"
 cmp -s "$work/a" "$work/d" || fail "stdin and --prompt differ"
 head -c ${#prompt} "$work/a" | grep -qx -- "$prompt" || fail "prompt not echoed"
+"$hg" generate --help | grep -q -- "--seed S" || fail "--seed not in --help"
+"$hg" generate --help | grep -q -- "--top-k K .*(default 40)" || fail "--top-k's default is not train's 40"
+
+# --num-samples: the samples follow one another with a line of 15 dashes between two; the
+# first is the text of a single sample with the same seed, the second another; the seed
+# repeats them all. Greedy samples are all the same text, with the prompt's prefill
+# reused (or computed again after the context slid: below).
+export LC_ALL=C # byte-wise ${var:offset:length} below
+sep=---------------
+run --prompt "$prompt" --seed 5 --num-samples 2 >"$work/n2"
+run --prompt "$prompt" --seed 5 --num-samples 2 >"$work/n2b"
+run --prompt "$prompt" --seed 5 >"$work/n1"
+cmp -s "$work/n2" "$work/n2b" || fail "--num-samples: the same seed gives different text"
+[[ $(grep -c -x -- "$sep" "$work/n2") == 1 ]] || fail "--num-samples 2: not one separator: $(cat "$work/n2")"
+size1=$(wc -c <"$work/n1")
+head -c "$size1" "$work/n2" | cmp -s - "$work/n1" || fail "--num-samples: the first sample is not the seed's single sample"
+tail -c +$((size1 + 1)) "$work/n2" | head -n 1 | grep -qx -- "$sep" || fail "--num-samples: no separator after sample 1"
+tail -c +$((size1 + ${#sep} + 2)) "$work/n2" >"$work/n2_second"
+head -c ${#prompt} "$work/n2_second" | grep -qx -- "$prompt" || fail "--num-samples: sample 2 does not echo the prompt"
+cmp -s "$work/n2_second" "$work/n1" && fail "--num-samples: both samples are the same text"
+gen0() { "$hg" generate --model $fix --temperature 0 --max-new-tokens 40 --ignore-eot --threads 2 "$@" 2>/dev/null; }
+gen0 --prompt "$prompt" >"$work/g1"
+{ cat "$work/g1"; echo "$sep"; cat "$work/g1"; echo "$sep"; cat "$work/g1"; } >"$work/g3_want"
+for cache in "" --no-cache; do
+  gen0 --prompt "$prompt" --num-samples 3 $cache >"$work/g3"
+  cmp -s "$work/g3" "$work/g3_want" || fail "--num-samples 3 greedy ${cache:-with cache}: samples differ"
+done
+
+# --stop: the new text ends just before the first stop string, found across tokens and
+# held back while it could still be the start of one ("rth" comes twice before "rthsa"
+# does); a string that is not there changes nothing, even one that starts as the text
+# ends; each sample stops on its own.
+run --prompt "$prompt" --seed 5 --no-echo >"$work/s0"
+full=$(cat "$work/s0")
+[[ $(wc -c <"$work/s0") == $((${#full} + 1)) ]] || fail "--stop: the fixture's text has NUL bytes or ends in a newline"
+stop=${full:24:5} want=${full%%"$stop"*}
+[[ ${#want} -ge 10 && ${#want} -lt ${#full} ]] || fail "--stop: '$stop' is not inside the fixture's text: $full"
+run --prompt "$prompt" --seed 5 --no-echo --stop "$stop" >"$work/s1"
+cmp -s "$work/s1" <(printf '%s\n' "$want") || fail "--stop '$stop': got '$(cat "$work/s1")', want '$want'"
+run --prompt "$prompt" --seed 5 --stop "not in the text" --stop "$stop" >"$work/s2"
+cmp -s "$work/s2" <(printf '%s%s\n' "$prompt" "$want") || fail "--stop with the prompt echoed: '$(cat "$work/s2")'"
+run --prompt "$prompt" --seed 5 --no-echo --stop "${full: -2}~~" --stop "${full:7:3}"$'\x01' >"$work/s3"
+cmp -s "$work/s3" "$work/s0" || fail "--stop that never matches: '$(cat "$work/s3")'"
+gfull=$(gen0 --prompt "$prompt" --no-echo)
+gstop=${gfull:5:3} gwant=${gfull%%"$gstop"*}
+gen0 --prompt "$prompt" --no-echo --num-samples 2 --stop "$gstop" >"$work/s4"
+cmp -s "$work/s4" <(printf '%s\n%s\n%s\n' "$gwant" "$sep" "$gwant") || fail "--stop per sample: '$(cat "$work/s4")'"
+
+# --repetition-penalty: 1 changes nothing; 1.3 turns this model's greedy loops into
+# other text, the same with the cache and without.
+gen0 --prompt "$prompt" --repetition-penalty 1 >"$work/p1"
+cmp -s "$work/p1" "$work/g1" || fail "--repetition-penalty 1 changed the text"
+gen0 --prompt "$prompt" --repetition-penalty 1.3 >"$work/p2"
+gen0 --prompt "$prompt" --repetition-penalty 1.3 --no-cache >"$work/p3"
+cmp -s "$work/p2" "$work/g1" && fail "--repetition-penalty 1.3 did not change the greedy text"
+cmp -s "$work/p2" "$work/p3" || fail "--repetition-penalty: cached and uncached differ"
+[[ $(grep -o y "$work/p2" | wc -l) -lt $(grep -o y "$work/g1" | wc -l) ]] || fail "--repetition-penalty: no fewer repeats"
 
 # A prompt longer than the context is cut from the left with a warning; a full context
 # goes on from its last half; the cached and uncached runs still agree.
@@ -47,6 +105,9 @@ grep -q "warning: the prompt has [0-9]* tokens but the context holds 16; keeping
 cmp -s "$work/l1" "$work/l2" || fail "sliding context: cached and uncached differ"
 # An empty prompt starts from <|endoftext|>.
 "$hg" generate --model $fix --prompt "" --max-new-tokens 5 --ignore-eot >/dev/null 2>&1 || fail "empty prompt"
+# --num-samples when the context slid: the prompt's prefill is computed again.
+gen0 --prompt "$long" --ctx 16 --max-new-tokens 30 --num-samples 2 >"$work/l3"
+cmp -s "$work/l3" <(cat "$work/l1"; echo "$sep"; cat "$work/l1") || fail "--num-samples after a full context: samples differ"
 
 # Export, then generate from the export: the same text.
 "$hg" export --model $fix --hf "$work/out" 2>/dev/null || fail "export"
@@ -84,6 +145,30 @@ expect_fail "unknown flag" "unknown option '--temprature'" "$hg" "${g[@]}" --tem
 expect_fail "bad top-k" "--top-k: 'many' is not an integer" "$hg" "${g[@]}" --top-k many
 expect_fail "negative temperature" "--temperature: '-1' is not a number" "$hg" "${g[@]}" --temperature -1
 expect_fail "top-p above 1" "--top-p: '1.5'" "$hg" "${g[@]}" --top-p 1.5
+# A usage error: exit status 2 and one line naming the option.
+expect_usage() {
+  local what=$1 pattern=$2 st=0; shift 2
+  "$@" >"$work/out.txt" 2>"$work/err" </dev/null || st=$?
+  [[ $st == 2 ]] || fail "$what: exit status $st, want 2 ($(cat "$work/err"))"
+  grep -q -- "$pattern" "$work/err" || fail "$what: message '$(cat "$work/err")' lacks '$pattern'"
+  [[ $(grep -c . "$work/err") == 1 ]] || fail "$what: more than one line: $(cat "$work/err")"
+  [[ ! -s "$work/out.txt" ]] || fail "$what: printed text"
+}
+expect_usage "unknown flag, status" "unknown option" "$hg" "${g[@]}" --temprature 1
+expect_usage "bad top-k, status" "--top-k: 'many'" "$hg" "${g[@]}" --top-k many
+expect_usage "no --num-samples value" "--num-samples needs a value" "$hg" "${g[@]}" --num-samples
+expect_usage "bad --num-samples" "--num-samples: 'two' is not an integer in \[1, 1000000\]" "$hg" "${g[@]}" --num-samples two
+expect_usage "--num-samples 0" "--num-samples: '0' is not an integer" "$hg" "${g[@]}" --num-samples 0
+expect_usage "--num-samples too many" "--num-samples: '1000001'" "$hg" "${g[@]}" --num-samples 1000001
+expect_usage "no --stop value" "--stop needs a value" "$hg" "${g[@]}" --stop
+expect_usage "empty --stop" "--stop: the stop string is empty" "$hg" "${g[@]}" --stop ""
+many=(); for i in $(seq 17); do many+=(--stop "s$i"); done
+expect_usage "17 --stop" "--stop: 17 stop strings, at most 16" "$hg" "${g[@]}" "${many[@]}"
+expect_usage "no --repetition-penalty value" "--repetition-penalty needs a value" "$hg" "${g[@]}" --repetition-penalty
+for x in high 0 -1.5 100.5 nan inf 1.2x; do
+  expect_usage "--repetition-penalty $x" "--repetition-penalty: '$x' is not a number in (0, 100\]" \
+    "$hg" "${g[@]}" --repetition-penalty "$x"
+done
 expect_fail "ctx above n_positions" "--ctx 65 is longer than the model.s context (64 positions)" "$hg" "${g[@]}" --ctx 65
 expect_fail "no model" "--model is required" "$hg" generate --prompt x
 expect_fail "missing model" "--model $work/nope" "$hg" generate --model "$work/nope" --prompt x

@@ -1,8 +1,9 @@
 /* Generation: logits through the KV cache equal the full forward's at every position,
  * whatever the prompt length and however the tokens are fed (one prefill, single tokens,
- * several chunks); the cache refuses what does not fit; and hg_sample's properties
- * (greedy and its limits, the distribution against softmax by a chi-square bound, top-k
- * and top-p supports, determinism per seed). */
+ * several chunks), and after a truncated cache is fed again; the cache refuses what does
+ * not fit; hg_sample's properties (greedy and its limits, the distribution against
+ * softmax by a chi-square bound, top-k and top-p supports, determinism per seed); and
+ * the repetition penalty's values, worked out by hand. */
 #include <stdint.h>
 
 #include "check.h"
@@ -61,6 +62,34 @@ static void check_chunks(hg_model *kv, const int32_t *tok, int T, const float *f
     free(lg);
 }
 
+/* A truncated cache forgets the positions after its new length: fed tok[h-2..h] after
+ * tok[0..h), three other tokens and a truncation to h-2, the logits are those of the
+ * full forward over tok[0..h]. */
+static void test_truncate(hg_model *train, hg_model *kv, const int32_t *tok, int V, int cache_len) {
+    const int h = cache_len / 2;
+    float *full = malloc(sizeof(float) * (size_t)(h + 1) * V), *lg = malloc(sizeof(float) * V);
+    CHECK_OK(hg_forward(train, tok, NULL, 1, h + 1, NULL, full));
+    const int32_t other[3] = {1, (int32_t)(V - 1), 2};
+    CHECK_OK(hg_kv_reset(kv));
+    CHECK_OK(hg_kv_forward(kv, tok, h, lg));
+    CHECK_OK(hg_kv_forward(kv, other, 3, lg));
+    CHECK(hg_kv_truncate(kv, h + 4) == HG_ERR_INVALID); /* past the length */
+    CHECK(hg_kv_truncate(kv, -1) == HG_ERR_INVALID);
+    CHECK(hg_kv_length(kv) == h + 3);
+    CHECK_OK(hg_kv_truncate(kv, h - 2));
+    CHECK(hg_kv_length(kv) == h - 2);
+    CHECK_OK(hg_kv_forward(kv, tok + h - 2, 3, lg));
+    const float *want = full + (size_t)h * V;
+    const double scale = row_max(want, V);
+    int bad = 0;
+    for (int i = 0; i < V; i++) bad += !(fabs((double)lg[i] - want[i]) / scale <= KV_TOL);
+    CHECK(bad == 0);
+    CHECK_OK(hg_kv_truncate(kv, 0));
+    CHECK(hg_kv_length(kv) == 0);
+    CHECK(hg_kv_truncate(train, 0) == HG_ERR_STATE); /* no cache in a training model */
+    free(full), free(lg);
+}
+
 static void test_preset(const char *preset, int cache_len) {
     printf("%s, cache %d\n", preset, cache_len);
     hg_config cfg;
@@ -107,6 +136,7 @@ static void test_preset(const char *preset, int cache_len) {
     CHECK(hg_kv_forward(kv, &badtok, 1, lg) == HG_ERR_INVALID);
     CHECK(hg_kv_length(kv) == 0);
     CHECK(hg_kv_forward(train, tok, 1, lg) == HG_ERR_STATE); /* no cache in a training model */
+    test_truncate(train, kv, tok, V, cache_len);
     free(lg), free(tok);
     hg_model_free(train), hg_model_free(kv);
 }
@@ -211,11 +241,59 @@ static void test_sampling(void) {
     CHECK(hg_sample(buf, V, &(hg_sampling){1.0f, 0, 1.5f}, &rng, &id) == HG_ERR_INVALID);
 }
 
+/* CTRL's penalty as transformers applies it, on values exact in float: each distinct id
+ * of the context once (2.0 becomes 1.0, not 0.5), positive logits divided, negative
+ * ones multiplied, zero and -inf unchanged, the others untouched. */
+static void test_repetition_penalty(void) {
+    enum { V = 7 };
+    const float logits[V] = {2.0f, -1.0f, 0.5f, 0.0f, -3.0f, 4.0f, -INFINITY};
+    const int32_t ids[] = {0, 1, 0, 3, 4, 1, 6, 0};
+    const size_t n = sizeof ids / sizeof ids[0];
+    float x[V];
+    memcpy(x, logits, sizeof x);
+    CHECK_OK(hg_apply_repetition_penalty(x, V, ids, n, 2.0f));
+    const float want2[V] = {1.0f, -2.0f, 0.5f, 0.0f, -6.0f, 4.0f, -INFINITY};
+    CHECK(memcmp(x, want2, sizeof x) == 0);
+    /* 1.25: 2 / 1.25 = 1.6 rounds in float; -1 * 1.25 = -1.25 and -3 * 1.25 = -3.75 exact */
+    memcpy(x, logits, sizeof x);
+    CHECK_OK(hg_apply_repetition_penalty(x, V, ids, n, 1.25f));
+    const float want125[V] = {2.0f / 1.25f, -1.25f, 0.5f, 0.0f, -3.75f, 4.0f, -INFINITY};
+    CHECK(memcmp(x, want125, sizeof x) == 0);
+    CHECK(x[0] == 1.6f);
+    /* below 1 the seen tokens gain: 2 / 0.5 = 4, -1 * 0.5 = -0.5 */
+    memcpy(x, logits, sizeof x);
+    CHECK_OK(hg_apply_repetition_penalty(x, V, ids, 2, 0.5f));
+    const float want05[V] = {4.0f, -0.5f, 0.5f, 0.0f, -3.0f, 4.0f, -INFINITY};
+    CHECK(memcmp(x, want05, sizeof x) == 0);
+    /* 1 and an empty context change nothing */
+    memcpy(x, logits, sizeof x);
+    CHECK_OK(hg_apply_repetition_penalty(x, V, ids, n, 1.0f));
+    CHECK_OK(hg_apply_repetition_penalty(x, V, NULL, 0, 3.0f));
+    CHECK(memcmp(x, logits, sizeof x) == 0);
+    /* the penalty decides greedy's choice: 3 / 2 = 1.5 < 2 */
+    float two[2] = {3.0f, 2.0f};
+    int32_t seen = 0, id = -1;
+    uint64_t rng = 1;
+    CHECK_OK(hg_apply_repetition_penalty(two, 2, &seen, 1, 2.0f));
+    CHECK_OK(hg_sample(two, 2, &(hg_sampling){0.0f, 0, 0.0f}, &rng, &id));
+    CHECK(two[0] == 1.5f && id == 1);
+    /* refused, logits untouched: penalty <= 0, NaN or inf; ids outside [0, V) */
+    memcpy(x, logits, sizeof x);
+    const float bad[] = {0.0f, -1.0f, NAN, INFINITY};
+    for (int i = 0; i < 4; i++) CHECK(hg_apply_repetition_penalty(x, V, ids, n, bad[i]) == HG_ERR_INVALID);
+    const int32_t outside[] = {0, 7}, negative[] = {1, -1};
+    CHECK(hg_apply_repetition_penalty(x, V, outside, 2, 2.0f) == HG_ERR_INVALID);
+    CHECK(hg_apply_repetition_penalty(x, V, negative, 2, 2.0f) == HG_ERR_INVALID);
+    CHECK(hg_apply_repetition_penalty(x, V, NULL, 1, 2.0f) == HG_ERR_INVALID);
+    CHECK(memcmp(x, logits, sizeof x) == 0);
+}
+
 int main(void) {
     test_preset("tiny", 64);
     test_preset("odd", 40);
     test_preset("llama-tiny", 48); /* RoPE from the cache position, grouped-query cache */
     test_preset("qwen3-tiny", 64); /* the q/k norm in an inference model (no raw kept) */
     test_sampling();
+    test_repetition_penalty();
     CHECK_DONE();
 }

@@ -370,6 +370,14 @@ hg_status hg_kv_reset(hg_model *m) {
 
 int hg_kv_length(const hg_model *m) { return m ? m->kv_len : 0; }
 
+hg_status hg_kv_truncate(hg_model *m, int n) {
+    HG_TRY(check_kv(m));
+    if (n < 0 || n > m->kv_len)
+        return hg_fail(HG_ERR_INVALID, "n = %d is outside the cache's [0, %d] positions", n, m->kv_len);
+    m->kv_len = n; /* positions n.. are written again by the next hg_kv_forward */
+    return HG_OK;
+}
+
 hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits) {
     HG_TRY(check_kv(m));
     if (!logits) return hg_fail(HG_ERR_INVALID, "logits is NULL");

@@ -1,10 +1,12 @@
-/* Drawing the next token from a row of logits: temperature, top-k and top-p (nucleus).
+/* Drawing the next token from a row of logits: temperature, top-k and top-p (nucleus),
+ * and the repetition penalty applied to the logits before them.
  *
  * Neither cut-off sorts or allocates: each is a threshold found by bisection over the
  * ordered bit patterns of the floats, 32 passes over V values, and tokens tied with the
  * threshold are kept. The draw walks the kept probabilities in id order, so a seed gives
  * the same token on every machine. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -84,5 +86,26 @@ hg_status hg_sample(float *logits, int V, const hg_sampling *s, uint64_t *rng, i
         *out = i;
         if (acc > target) break;
     }
+    return HG_OK;
+}
+
+hg_status hg_apply_repetition_penalty(float *logits, int V, const int32_t *ids, size_t n, float penalty) {
+    if (!logits || (!ids && n)) return hg_fail(HG_ERR_INVALID, "hg_apply_repetition_penalty: NULL argument");
+    if (V <= 0) return hg_fail(HG_ERR_INVALID, "hg_apply_repetition_penalty: V must be positive, got %d", V);
+    if (!(penalty > 0.0f && penalty < INFINITY))
+        return hg_fail(HG_ERR_INVALID, "repetition penalty must be finite and > 0 (1: off), got %g", (double)penalty);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return hg_fail(HG_ERR_INVALID, "ids[%zu]: %d is outside the vocabulary [0, %d)", i, (int)ids[i], V);
+    if (penalty == 1.0f || n == 0) return HG_OK;
+    uint8_t *seen = calloc(((size_t)V + 7) / 8, 1); /* each id once, however often it occurs */
+    if (!seen) return hg_fail(HG_ERR_NOMEM, "hg_apply_repetition_penalty: out of memory for %d bits", V);
+    for (size_t i = 0; i < n; i++) {
+        const int32_t id = ids[i];
+        if (seen[id / 8] & (1u << (id % 8))) continue;
+        seen[id / 8] |= (uint8_t)(1u << (id % 8));
+        logits[id] = logits[id] > 0.0f ? logits[id] / penalty : logits[id] * penalty;
+    }
+    free(seen);
     return HG_OK;
 }
