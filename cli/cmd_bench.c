@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "bench.h"
+#include "cli_args.h"
 #include "cli_io.h"
 #include "commands.h"
 #include "core/timer.h"
@@ -34,14 +35,15 @@ static void usage(FILE *f) {
             "                     cs336-small ... cs336-2.7B (the CS336 model), smollm-135m,\n"
             "                     tiny, odd, llama-tiny, qwen2-tiny, qwen3-tiny\n"
             "  --arch F=V,...     config fields over one preset, e.g. n_kv_head=4,mlp=relu2\n"
-            "  --d-model C --layers L --heads NH [--d-ff F] [--vocab V]\n"
+            "  --d-model C --n-layer L --n-head NH [--d-ff F] [--vocab-size V]\n"
             "                     an explicit shape (F default 4*C, V default 50257, Tmax 1024);\n"
-            "                     with one --model preset, these override its fields\n"
+            "                     with one --model preset, these override its fields; spelled\n"
+            "                     as train spells them (--layers, --heads, --vocab: the same)\n"
             "  --pass LIST        forward, backward, step (default all three); backward is\n"
             "                     (forward+backward) - forward, step adds zero_grad and AdamW\n"
             "attention (--attention):\n"
             "  --head-dims LIST   head sizes, multiples of 16 (default 16,32,64,128)\n"
-            "  --heads NH         heads per cell (default 1)\n"
+            "  --n-head NH        heads per cell (default 1)\n"
             "  --causal, --no-causal   causal mask (default on)\n"
             "both:\n"
             "  --batch B          batch size (default 4; attention 8)\n"
@@ -109,6 +111,8 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"d-model", required_argument, 0, O_DMODEL},
         {"d-ff", required_argument, 0, O_DFF},        {"layers", required_argument, 0, O_LAYERS},
+        {"n-layer", required_argument, 0, O_LAYERS},  {"n-head", required_argument, 0, O_HEADS},
+        {"vocab-size", required_argument, 0, O_VOCAB},
         {"heads", required_argument, 0, O_HEADS},     {"vocab", required_argument, 0, O_VOCAB},
         {"pass", required_argument, 0, O_PASS},       {"batch", required_argument, 0, O_BATCH},
         {"ctx", required_argument, 0, O_CTX},         {"threads", required_argument, 0, O_THREADS},
@@ -131,8 +135,8 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
     o->seed = 1;
     o->causal = 1;
     int c, bad = 0;
-    optind = 1;
-    while (!bad && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    optind = 1, opterr = 0; /* one-line messages of our own */
+    while (!bad && (c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (c) {
         case O_MODEL: models = optarg; break;
         case CLI_OPT_DEVICE:
@@ -141,9 +145,9 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
         case CLI_OPT_ARCH: bad = cli_model_flag("bench", &o->dev, c, optarg) < 0; break;
         case O_DMODEL: bad = parse_int("--d-model", optarg, 1, &dmodel); break;
         case O_DFF: bad = parse_int("--d-ff", optarg, 1, &dff); break;
-        case O_LAYERS: bad = parse_int("--layers", optarg, 1, &layers); break;
-        case O_HEADS: bad = parse_int("--heads", optarg, 1, &heads); break;
-        case O_VOCAB: bad = parse_int("--vocab", optarg, 1, &vocab); break;
+        case O_LAYERS: bad = parse_int("--n-layer", optarg, 1, &layers); break;
+        case O_HEADS: bad = parse_int("--n-head", optarg, 1, &heads); break;
+        case O_VOCAB: bad = parse_int("--vocab-size", optarg, 1, &vocab); break;
         case O_PASS: passes = optarg, pass_given = 1; break;
         case O_BATCH: bad = parse_int("--batch", optarg, 1, &batch); break;
         case O_CTX: ctx = optarg; break;
@@ -168,7 +172,7 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
         case O_CAUSAL: o->causal = 1; break;
         case O_NO_CAUSAL: o->causal = 0; break;
         case O_HELP: usage(stdout); return 1;
-        default: usage(stderr); return -1;
+        default: cli_bad_option("bench", c, argv); return -1;
         }
     }
     if (bad) return -1;
@@ -255,7 +259,7 @@ static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
         }
         if (o->nmodels == 1) hg_config_preset(o->models[0], e);
         else if (!dmodel || !layers || !heads) {
-            fprintf(stderr, "handgrad bench: an explicit model needs --d-model, --layers and --heads (or a --model to override)\n");
+            fprintf(stderr, "handgrad bench: an explicit model needs --d-model, --n-layer and --n-head (or a --model to override)\n");
             return -1;
         } else {
             *e = (hg_config){.vocab_size = 50257, .max_seq_len = 1024};

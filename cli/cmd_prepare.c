@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_args.h"
 #include "cli_io.h"
 #include "commands.h"
 #include "handgrad_data.h"
@@ -57,18 +58,26 @@ int cmd_prepare(int argc, char **argv) {
     hg_prepare_options o = hg_prepare_options_default();
     const char *tok_path = NULL;
     int quiet = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "t:o:v:s:j:e:qh", opts, NULL)) != -1) {
+    optind = 1, opterr = 0; /* one-line messages of our own */
+    while ((c = getopt_long(argc, argv, ":t:o:v:s:j:e:qh", opts, NULL)) != -1) {
+        int64_t n;
         switch (c) {
         case 't': tok_path = optarg; break;
         case 'o': o.out_dir = optarg; break;
-        case 'v': o.val_fraction = atof(optarg); break;
-        case 's': o.shard_tokens = strtoull(optarg, NULL, 10); break;
-        case 'j': o.threads = atoi(optarg); break;
+        case 'v':
+            if (cli_parse_f64("prepare", "--val-fraction", optarg, 0, 0.999999, &o.val_fraction)) return 2;
+            break;
+        case 's':
+            if (cli_parse_i64("prepare", "--shard-tokens", optarg, 1, INT64_MAX, &n)) return 2;
+            o.shard_tokens = (uint64_t)n;
+            break;
+        case 'j':
+            if (cli_parse_int("prepare", "--threads", optarg, 0, 4096, &o.threads)) return 2;
+            break;
         case 'e': o.separator = optarg; break;
         case 'q': quiet = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return 2;
+        default: return cli_bad_option("prepare", c, argv);
         }
     }
     if (!tok_path || !o.out_dir || optind >= argc) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "cli_io.h"
 #include "cli_model.h"
 #include "commands.h"
@@ -279,25 +280,28 @@ int cmd_profile(int argc, char **argv) {
         {"memory", no_argument, 0, 'M'},      {"memory-plot", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    optind = 1, opterr = 0; /* one-line messages of our own */
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         int shared = cli_model_flag("profile", &mo, c, optarg);
         if (shared < 0) return 2;
         if (shared) continue;
         switch (c) {
-        case 'w': r.warmup = atoi(optarg); break;
-        case 's': r.steps = atoi(optarg); break;
+        case 'w':
+            if (cli_parse_int("profile", "--warmup", optarg, 0, 1 << 20, &r.warmup)) return 2;
+            break;
+        case 's':
+            if (cli_parse_int("profile", "--steps", optarg, 1, 1 << 20, &r.steps)) return 2;
+            break;
         case 'j': json = 1; break;
         case 't': trace = optarg; break;
         case 'M': memory = 1; break;
         case 'P': plot = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("profile", c, argv);
         }
     }
-    if (optind < argc || r.warmup < 0 || r.steps < 1) {
-        fprintf(stderr, "handgrad profile: %s\n", optind < argc ? "unexpected argument" : "--warmup must be >= 0 and --steps >= 1");
-        usage(stderr);
+    if (optind < argc) {
+        fprintf(stderr, "handgrad profile: unexpected argument '%s' (options are --name value)\n", argv[optind]);
         return 2;
     }
     /* output paths first: a bad one fails now, not after the run */

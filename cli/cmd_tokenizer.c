@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_args.h"
 #include "cli_io.h"
 #include "commands.h"
 #include "handgrad_data.h"
@@ -51,19 +52,25 @@ static int parse_args(int argc, char **argv, tok_args *a) {
         {"repeat", required_argument, 0, 'r'},   {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     *a = (tok_args){.threads = 1, .repeat = 3};
-    optind = 1;
+    optind = 1, opterr = 0; /* one-line messages of our own */
     int c;
-    while ((c = getopt_long(argc, argv, "t:sbv:o:j:r:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":t:sbv:o:j:r:h", opts, NULL)) != -1) {
         switch (c) {
         case 't': a->tokenizer = optarg; break;
         case 's': a->allow_special = 1; break;
         case 'b': a->binary = 1; break;
-        case 'v': a->vocab_size = atoi(optarg); break;
+        case 'v':
+            if (cli_parse_int("tokenizer", "--vocab-size", optarg, 1, 1 << 24, &a->vocab_size)) return 2;
+            break;
         case 'o': a->out = optarg; break;
-        case 'j': a->threads = atoi(optarg); break;
-        case 'r': a->repeat = atoi(optarg); break;
+        case 'j':
+            if (cli_parse_int("tokenizer", "--threads", optarg, 1, 4096, &a->threads)) return 2;
+            break;
+        case 'r':
+            if (cli_parse_int("tokenizer", "--repeat", optarg, 1, 1 << 20, &a->repeat)) return 2;
+            break;
         case 'h': fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return 2;
+        default: return cli_bad_option("tokenizer", c, argv);
         }
     }
     a->files = argv + optind;
@@ -284,6 +291,7 @@ int cmd_tokenizer(int argc, char **argv) {
     if (!strcmp(action, "decode")) return run_decode(&a);
     if (!strcmp(action, "train")) return run_train(&a);
     if (!strcmp(action, "bench")) return run_bench(&a);
-    fprintf(stderr, "handgrad tokenizer: unknown action '%s'\n%s", action, usage_text);
+    fprintf(stderr, "handgrad tokenizer: unknown action '%s' (encode, decode, train or bench; see handgrad "
+            "tokenizer --help)\n", action);
     return 2;
 }

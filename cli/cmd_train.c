@@ -39,6 +39,8 @@ __attribute__((format(printf, 1, 2))) static int err_line(const char *fmt, ...) 
     return 1;
 }
 #define ERR(...) err_line(__VA_ARGS__)
+/* A usage error (a flag missing or at odds with another): the same line, exit status 2. */
+#define USAGE(...) (err_line(__VA_ARGS__), 2)
 
 typedef struct trainer {
     train_opts o;
@@ -266,7 +268,7 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
     hg_config *c = &t->cfg;
     weights[0] = 0;
     if (!!o->init_from + !!o->init_from_hf + !!t->resumed_from[0] > 1)
-        return ERR("use one of --resume (with a checkpoint), --init-from and --init-from-hf");
+        return USAGE("use one of --resume (with a checkpoint), --init-from and --init-from-hf");
     if (t->resumed_from[0] || o->init_from) {
         const char *src = t->resumed_from[0] ? t->resumed_from : o->init_from;
         if (hg_checkpoint_resolve(src, weights, cap) != HG_OK || hg_checkpoint_config(weights, c) != HG_OK)
@@ -279,10 +281,11 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
         if (check_dims(o, c, p)) return 1;
     } else {
         if (o->model) {
-            if (hg_config_preset(o->model, c) != HG_OK) return ERR("--model: %s", hg_last_error());
+            if (hg_config_preset(o->model, c) != HG_OK) return USAGE("--model: %s", hg_last_error());
             c->vocab_size = 0; /* a preset is an architecture; V comes from the data */
+            if (o->ctx > c->max_seq_len) c->max_seq_len = o->ctx; /* a longer --ctx widens it */
         } else if (!o->n_layer || !o->n_head || !o->d_model) {
-            return ERR("no model: give --model NAME, or --n-layer, --n-head and --d-model, or --init-from CKPT");
+            return USAGE("no model: give --model NAME, or --n-layer, --n-head and --d-model, or --init-from CKPT");
         } else {
             memset(c, 0, sizeof *c);
             c->max_seq_len = o->ctx ? o->ctx : 256;
@@ -724,13 +727,14 @@ static int run(trainer *t) {
         return ERR("stopped at step %lld: %s/train.jsonl could not be written (%s); %s", (long long)t->step, o->out,
                    strerror(t->log.write_errno), lost ? "the checkpoint failed too (see above)" : "checkpoint saved");
     }
-    if (t->stop) {
+    if (t->stop) { /* exit status 128 + the signal, as a shell reports it: 130 after Ctrl-C */
         const char *sig = stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "a signal to another rank";
         if (t->step > t->saved_step && save_checkpoint(t)) return 1;
         if (t->step == 0) train_log_say(&t->log, "stopped by %s before the first step", sig);
         else
             train_log_say(&t->log, "stopped by %s at step %lld; checkpoint %s/ckpt_%08lld. Continue with: handgrad "
                           "train --resume --out %s", sig, (long long)t->step, o->out, (long long)t->saved_step, o->out);
+        return 128 + (stop_signal ? stop_signal : SIGINT);
     } else {
         train_log_say(&t->log, "done: %lld steps, %llu tokens. Log %s/train.jsonl, loss plot %s/loss.svg, checkpoint %s/ckpt_%08lld/",
                       (long long)t->step, (unsigned long long)t->tokens, o->out, o->out, o->out, (long long)t->saved_step);
@@ -761,9 +765,13 @@ static int setup(trainer *t, int argc, char **argv) {
     if (t->rank && !freopen("/dev/null", "w", stdout)) return ERR("cannot silence stdout: %s", strerror(errno));
     t->log.off = t->rank != 0;
     int rc = train_opts_parse(o, argc, argv, t->resumed_from, sizeof t->resumed_from);
-    if (rc) return rc;
-    if (!o->out) return ERR("give the run folder with --out DIR");
-    if (!o->train) return ERR("give the training shards with --train GLOB");
+    if (rc) return rc > 0 ? 2 : rc;
+    if (!o->out) return USAGE("give the run folder with --out DIR");
+    if (!o->train) return USAGE("give the training shards with --train GLOB");
+    glob_t g; /* before anything is derived from the shards (their vocabulary, say) */
+    int none = glob(o->train, 0, NULL, &g) != 0;
+    globfree(&g);
+    if (none) return ERR("--train '%s': no file matches", o->train);
     /* the longest name a run writes: OUT/ckpt_<19 digits>.tmp/<a tokenizer file>.tmp */
     size_t longest = strlen(o->out) + strlen("/ckpt_0000000000000000000.tmp/") + 64 + strlen(".tmp");
     if (longest >= PATH_MAX)
@@ -778,7 +786,8 @@ static int setup(trainer *t, int argc, char **argv) {
         return ERR("--out %s already holds checkpoints (%s): pass --resume to continue, or choose another folder",
                    o->out, ls == HG_OK ? any : hg_last_error());
     char weights[PATH_MAX];
-    if (load_tokenizer(t) || resolve_config(t, weights, sizeof weights) || plan(t)) return 1;
+    if (load_tokenizer(t)) return 1;
+    if ((rc = resolve_config(t, weights, sizeof weights)) || plan(t)) return rc ? rc : 1;
     if (o->sample_every && !t->tok) return ERR("--sample-every needs a tokenizer (--tokenizer PATH)");
     if (open_loader(t, &t->train, "--train", o->train, !o->sequential) || check_data(t)) return 1;
     if (o->val && open_loader(t, &t->val, "--val", o->val, 0)) return 1;

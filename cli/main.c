@@ -30,7 +30,12 @@ static void usage(FILE *f) {
     fprintf(f, "\n--ops PLUGIN.so loads a shared module whose handgrad_ops_init() registers ops of its\n"
                "own (handgrad_ext.h, hg_register_op); a config then places them with the fields\n"
                "op_attn_proj, op_mlp_act and op_final_norm (--arch). Example: examples/layerscale_ops.c.\n"
-               "\nRun 'handgrad <command> --help' for a command's options.\n");
+               "\nRun 'handgrad <command> --help' (or -h) for a command's options; every command also\n"
+               "takes --version.\n"
+               "\nExit status: 0 success; 1 a failure while running (a file, the data, the model);\n"
+               "2 a usage error (an unknown option, a missing or out-of-range value); 128 + the\n"
+               "signal after one stopped the command (130 after Ctrl-C: train saves a checkpoint\n"
+               "first).\n");
 }
 
 /* Loads plugin `path` and runs its handgrad_ops_init; 0 on success, else a message. The
@@ -55,7 +60,18 @@ static int load_ops(const char *path) {
     return 0;
 }
 
+/* What every command takes besides its own options: -h, which becomes --help, and
+ * --version, which is answered here (returns 1). Looks before a "--" only. */
+static int common_options(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--version")) return version(), 1;
+        if (!strcmp(argv[i], "-h")) argv[i] = "--help";
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a result row reaches a pipe or file when it is printed */
     while (argc >= 3 && !strcmp(argv[1], "--ops")) {
         if (load_ops(argv[2])) return 2;
         argc -= 2, argv += 2;
@@ -70,7 +86,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (const hg_command *c = commands; c->name; c++)
-        if (!strcmp(argv[1], c->name)) return c->run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], c->name)) return common_options(argc - 1, argv + 1) ? 0 : c->run(argc - 1, argv + 1);
     fprintf(stderr, "handgrad: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -40,7 +40,7 @@ static const opt_def defs[] = {
     {"n-head", OT_INT, F(n_head), "NH", 0, 65536, 1, "attention heads; d_model/n_head must be a multiple of 16"},
     {"d-model", OT_INT, F(d_model), "C", 0, 65536, 1, "model width"},
     {"d-ff", OT_INT, F(d_ff), "F", 0, 262144, 1, "MLP width (default 4*C)"},
-    {"max-seq-len", OT_INT, F(max_seq_len), "TMAX", 0, 1 << 20, 1, "position embedding rows (default --ctx, else 256)"},
+    {"max-seq-len", OT_INT, F(max_seq_len), "TMAX", 0, 1 << 20, 1, "position rows (default: the preset's, widened to --ctx; else --ctx, else 256)"},
     {"vocab-size", OT_INT, F(vocab_size), "V", 0, 1 << 24, 1, "vocabulary (default: the tokenizer's)"},
     {"dropout", OT_F64, F(dropout), "P", 0, 0.999999, 1, "dropout probability (default 0)"},
     {"init-from", OT_STR, F(init_from), "CKPT", 0, 0, 0, "start from these weights: a checkpoint or run folder, or a .safetensors"},

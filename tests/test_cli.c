@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "handgrad.h"
 
 static const char *exe;
 static char plot_dir[] = "/tmp/hg_cli_XXXXXX";
@@ -191,7 +192,7 @@ static void test_bad_input(void) {
         {"bench --warmup -1", "--warmup"},
         {"bench --pass sideways", "sideways"},
         {"bench --d-model 0 --layers 1 --heads 1", "--d-model"},
-        {"bench --d-model 96 --layers 2", "--heads"},
+        {"bench --d-model 96 --layers 2", "--n-head"},
         {"bench --d-model 100 --layers 2 --heads 3", "n_head"},
         {"bench --model tiny,odd --layers 3", "list"},
         {"bench --attention --head-dims 24", "16"},
@@ -213,6 +214,47 @@ static void test_bad_input(void) {
     }
 }
 
+/* What every command shares: -h and --help print its usage and exit 0; --version prints
+ * the version and exits 0; an unknown option is one line naming it, exit status 2; and
+ * handgrad --help documents the exit statuses. */
+static void test_common_options(void) {
+    static const char *cmds[] = {"bench", "tokenizer", "prepare", "profile", "train", "generate", "export", "ops"};
+    char args[128], want[64];
+    snprintf(want, sizeof want, "handgrad %s (library %s)\n", HG_VERSION_STRING, hg_version());
+    for (int i = 0; i < 8; i++) {
+        int st;
+        for (int h = 0; h < 2; h++) {
+            snprintf(args, sizeof args, "%s %s", cmds[i], h ? "--help" : "-h");
+            char *out = run(args, 1, &st);
+            if (!(out && st == 0 && strstr(out, "usage: handgrad"))) {
+                fprintf(stderr, "handgrad %s: status %d\n", args, st);
+                check_failures++;
+            }
+            free(out);
+        }
+        snprintf(args, sizeof args, "%s --version", cmds[i]);
+        char *out = run(args, 1, &st);
+        CHECK(out && st == 0 && !strcmp(out, want));
+        free(out);
+        snprintf(args, sizeof args, "%s --bogus-option", cmds[i]);
+        out = run(args, 1, &st);
+        int lines = 0;
+        for (const char *c = out; c && *c; c++) lines += *c == '\n';
+        if (!(out && st == 2 && strstr(out, "--bogus-option") && lines == 1)) {
+            fprintf(stderr, "handgrad %s: status %d, %d lines: %s\n", args, st, lines, out ? out : "");
+            check_failures++;
+        }
+        free(out);
+    }
+    int st;
+    char *out = run("--help", 1, &st);
+    CHECK(out && st == 0 && strstr(out, "Exit status: 0 success") && strstr(out, "130 after Ctrl-C"));
+    free(out);
+    out = run("--version", 1, &st);
+    CHECK(out && st == 0 && !strcmp(out, want));
+    free(out);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_cli PATH/handgrad\n");
@@ -228,5 +270,6 @@ int main(int argc, char **argv) {
     test_attention();
     test_plots();
     test_bad_input();
+    test_common_options();
     CHECK_DONE();
 }
