@@ -267,8 +267,10 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
     const train_opts *o = &t->o;
     hg_config *c = &t->cfg;
     weights[0] = 0;
-    if (!!o->init_from + !!o->init_from_hf + !!t->resumed_from[0] > 1)
-        return USAGE("use one of --resume (with a checkpoint), --init-from and --init-from-hf");
+    /* a checkpoint to resume from supersedes where the run started (run.json keeps that,
+     * so that --resume before the first checkpoint starts the same way) */
+    if (!t->resumed_from[0] && o->init_from && o->init_from_hf)
+        return USAGE("use one of --init-from and --init-from-hf");
     if (t->resumed_from[0] || o->init_from) {
         const char *src = t->resumed_from[0] ? t->resumed_from : o->init_from;
         if (hg_checkpoint_resolve(src, weights, cap) != HG_OK || hg_checkpoint_config(weights, c) != HG_OK)
@@ -398,7 +400,7 @@ static int create_models(trainer *t, const char *weights) {
     mo.seed = (uint64_t)o->seed;
     if (hg_model_create(&t->m, &t->cfg, &mo) != HG_OK) return ERR("model: %s", hg_last_error());
     if (weights[0] && hg_model_load(t->m, weights) != HG_OK) return ERR("%s", hg_last_error());
-    if (o->init_from_hf) {
+    if (o->init_from_hf && !weights[0]) { /* a checkpoint's weights, when resuming, come first */
         hg_options ho = mo;
         ho.training = 0, ho.batch = 1, ho.seq_len = 1;
         hg_model *hf;

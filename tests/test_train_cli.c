@@ -609,6 +609,19 @@ static void fine_tune_hf(const char *name, const char *class_name) {
     CHECK(sh(NULL, "%s train --init-from-hf %s %s --out %s/%s_ref --max-steps 8", hg, hf, common, work, name) == 0);
     CHECK(sh(NULL, "%s train --init-from-hf %s %s --out %s/%s_res --max-steps 4", hg, hf, common, work, name) == 0);
     CHECK(sh(NULL, "%s train --resume --out %s/%s_res --max-steps 8", hg, work, name) == 0);
+    /* killed before its first checkpoint, a fine-tune resumes from the same folder */
+    char args[2048], log[600];
+    snprintf(d, sizeof d, "%s/%s_early", work, name);
+    snprintf(log, sizeof log, "%s/%s_early.log", work, name);
+    snprintf(args, sizeof args, "exec %s train --init-from-hf %s %s --out %s --max-steps 100000", hg, hf, common, d);
+    pid_t pid = spawn(args, log);
+    wait_steps(d, 2);
+    kill(pid, SIGKILL);
+    wait_exit(pid);
+    char *early = NULL;
+    CHECK(sh(&early, "%s train --resume --out %s --max-steps 2", hg, d) == 0 && early &&
+          strstr(early, "starting from step 0 with its run.json"));
+    free(early);
     snprintf(d, sizeof d, "%s/%s_ref", work, name);
     read_log(d, &ref);
     snprintf(d, sizeof d, "%s/%s_res", work, name);
