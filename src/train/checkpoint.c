@@ -173,14 +173,13 @@ hg_status hg_model_save(const hg_model *m, const char *path) {
     char *cfg = ckpt_config_json(&m->cfg);
     if (!cfg) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
     hf_arch a = HF_GPT2;
-    hg_status s;
-    if (hf_arch_for(&m->cfg, NULL, path, &a) == HG_OK) { /* the layout transformers loads */
-        hg_clear_error();
+    hg_status s, held = hf_arch_for(&m->cfg, NULL, path, &a);
+    hg_clear_error(); /* a refusal only chooses the layout */
+    if (held == HG_OK) { /* the layout transformers loads */
         const char *meta[] = {"format", "pt", "handgrad", CKPT_HF_MARK, "version", CKPT_HF_VERSION, "config", cfg,
                               "architecture", hf_arch_class(a)};
         s = hf_save_weights(m, a, 0, path, meta, 5);
     } else { /* handgrad's own: a site op, or a config no class holds */
-        hg_clear_error();
         const char *meta[] = {"format", CKPT_WEIGHTS_FORMAT, "version", CKPT_VERSION, "config", cfg};
         float *bufs[] = {gpt_host_begin(m, m->param)};
         const char *prefixes[] = {""};
@@ -276,8 +275,9 @@ static hg_status same_as_config_json(const char *path, const hg_config *weights)
     snprintf(json, n, "%.*sconfig.json", slash ? (int)(slash - path + 1) : 0, path);
     hg_config c;
     char why[256];
-    hg_status s = access(json, F_OK) != 0 ? HG_OK : hf_config_load(json, &c, NULL);
-    if (s == HG_OK && access(json, F_OK) == 0 && !gpt_same_architecture(&c, weights, why, sizeof why))
+    const int there = access(json, F_OK) == 0;
+    hg_status s = there ? hf_config_load(json, &c, NULL) : HG_OK;
+    if (s == HG_OK && there && !gpt_same_architecture(&c, weights, why, sizeof why))
         s = hg_fail(HG_ERR_FORMAT, "%s disagrees with %s: %s (config.json against the weights; docs/formats.md maps "
                     "the fields to config.json's keys)", json, path, why);
     free(json);
