@@ -93,7 +93,8 @@ void rec_print(const bench_rec *r, bench_format f, int *header);
 
 /* ---- plots ---- */
 
-/* Checks before the run that DIR/file can be written for each file; prints why not. */
+/* Before the run: creates DIR and its parents when missing (mkdir -p), then checks that
+ * DIR/file can be written for each file; prints one line saying why not and returns 1. */
 int bench_check_plots(const char *dir, const char *const *files, int n);
 /* Writes DIR/file; prints why not and returns 1 on failure. */
 int bench_write_plot(const char *dir, const char *file, const svg_plot *p);

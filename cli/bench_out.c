@@ -167,6 +167,7 @@ static int plot_path(char *buf, size_t cap, const char *dir, const char *file) {
 
 int bench_check_plots(const char *dir, const char *const *files, int n) {
     char path[4096];
+    if (cli_mkdir_p("bench", "--plot", dir)) return 1;
     for (int i = 0; i < n; i++) {
         if (plot_path(path, sizeof path, dir, files[i])) {
             fprintf(stderr, "handgrad bench: --plot %s: path too long\n", dir);

@@ -80,3 +80,51 @@ void cli_folder_of(const char *path, char *out, size_t cap) {
     else if (slash) snprintf(out, cap, "%.*s", (int)(slash - path), path);
     else snprintf(out, cap, ".");
 }
+
+/* mkdir of one path; an existing folder counts as made, an existing file is ENOTDIR */
+static int make_one(const char *p) {
+    struct stat st;
+    if (mkdir(p, 0777) == 0) return 0;
+    int e = errno;
+    if (stat(p, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    return e;
+}
+
+int cli_make_dirs(const char *dir, char *failed, size_t cap) {
+    size_t n = strlen(dir);
+    int e = 0;
+    if (cap) failed[0] = 0;
+    if (n == 0) e = ENOENT;
+    char *p = e ? NULL : malloc(n + 1);
+    if (!e && !p) e = ENOMEM;
+    if (!e) {
+        memcpy(p, dir, n + 1);
+        while (n > 1 && p[n - 1] == '/') p[--n] = 0; /* "a/b/" is "a/b" */
+        /* each parent in turn ("a", "a/b"), then the folder itself; repeated slashes
+         * name the same parent twice, which is harmless */
+        for (char *s = p + 1; !e && *s; s++)
+            if (*s == '/' && s[-1] != '/') {
+                *s = 0;
+                e = make_one(p);
+                if (!e) *s = '/';
+            }
+        if (!e) e = make_one(p);
+        if (e && cap) snprintf(failed, cap, "%s", p);
+    } else if (cap) {
+        snprintf(failed, cap, "%s", dir);
+    }
+    free(p);
+    return e;
+}
+
+int cli_mkdir_p(const char *cmd, const char *flag, const char *dir) {
+    char failed[4096];
+    struct stat st;
+    int e = cli_make_dirs(dir, failed, sizeof failed);
+    if (!e) return 0;
+    if (e == ENOTDIR && stat(failed, &st) == 0 && !S_ISDIR(st.st_mode))
+        fprintf(stderr, "handgrad %s: %s %s: cannot create the folder: %s is a file\n", cmd, flag, dir, failed);
+    else
+        fprintf(stderr, "handgrad %s: %s %s: cannot create the folder %s: %s\n", cmd, flag, dir, failed, strerror(e));
+    return 1;
+}

@@ -1,5 +1,5 @@
 /* Small helpers shared by the CLI's commands: reading an input whole, printing a library
- * error, checking an output path before a run. */
+ * error, checking an output path before a run, creating an output folder. */
 #ifndef HG_CLI_IO_H
 #define HG_CLI_IO_H
 
@@ -18,5 +18,13 @@ int cli_check_writable(const char *cmd, const char *flag, const char *path);
 /* The folder a path names: path itself when it is a folder, else the folder holding
  * the file ("." for a bare name). */
 void cli_folder_of(const char *path, char *out, size_t cap);
+/* Creates the folder dir and any missing parents, as mkdir -p does (mode 0777 less the
+ * umask); a folder that exists already is fine. Returns 0, or an errno value with the
+ * path that could not be created (dir itself or a parent) in failed[cap]. */
+int cli_make_dirs(const char *dir, char *failed, size_t cap);
+/* cli_make_dirs for an option's folder: on failure prints one line, "handgrad <cmd>:
+ * <flag> <dir>: cannot create the folder <path>: why" (or "...: cannot create the folder:
+ * <path> is a file"), and returns 1; else 0. */
+int cli_mkdir_p(const char *cmd, const char *flag, const char *dir);
 
 #endif

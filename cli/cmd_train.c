@@ -35,6 +35,7 @@ __attribute__((format(printf, 1, 2))) static int err_line(const char *fmt, ...) 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    train_log_clear_line(); /* not after the progress bar, on its line */
     fprintf(stderr, "handgrad train%s: %s\n", rank_tag, msg);
     return 1;
 }
@@ -165,15 +166,10 @@ static int lock_out_dir(trainer *t) {
 
 static int mkdir_p(const char *dir) {
     char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return ERR("--out %s: cannot create %s: %s", dir, p, strerror(errno));
-            *s = '/';
-        }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) return ERR("--out %s: cannot create: %s", dir, strerror(errno));
-    return 0;
+    int e = cli_make_dirs(dir, p, sizeof p);
+    if (!e) return 0;
+    if (!strcmp(p, dir)) return ERR("--out %s: cannot create: %s", dir, strerror(e));
+    return ERR("--out %s: cannot create %s: %s", dir, p, strerror(e));
 }
 
 /* The tokenizer: --tokenizer, else a Hugging Face folder's, else tokenizer/ beside the
@@ -506,6 +502,7 @@ static hg_status train_step(trainer *t, step_record *r) {
     r->step = t->step;
     r->max_steps = t->max_steps;
     r->tokens = t->tokens;
+    r->max_tokens = (uint64_t)t->o.max_tokens;
     r->seconds = hg_now() - t0;
     t->ema_seconds = t->ema_seconds > 0 ? 0.9 * t->ema_seconds + 0.1 * r->seconds : r->seconds;
     r->tokens_per_s = (double)t->accum * t->B * t->T / t->ema_seconds;

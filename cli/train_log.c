@@ -1,4 +1,5 @@
-/* Progress bar, train.jsonl and loss.svg for `handgrad train` (train_log.h). */
+/* Progress bar, plain progress lines, train.jsonl and loss.svg for `handgrad train`
+ * (train_log.h). */
 #include "train_log.h"
 
 #include <cjson/cJSON.h>
@@ -89,9 +90,20 @@ int train_log_open(train_log *l, const char *dir, int64_t resume_step, int64_t p
     return 0;
 }
 
+/* The log whose bar is on the screen, for train_log_clear_line. */
+static train_log *live;
+
 static void clear_bar(train_log *l) {
-    if (l->tty && l->bar_shown) fputs("\r\033[K", stdout);
+    if (l->tty && l->bar_shown) {
+        fputs("\r\033[K", stdout);
+        fflush(stdout);
+    }
     l->bar_shown = 0;
+    if (live == l) live = NULL;
+}
+
+void train_log_clear_line(void) {
+    if (live) clear_bar(live);
 }
 
 void train_log_close(train_log *l) {
@@ -110,7 +122,8 @@ static void jsonl_flush(train_log *l) {
     errno = 0;
     if ((fflush(l->jsonl) != 0 || ferror(l->jsonl)) && !l->write_errno) {
         l->write_errno = errno ? errno : EIO;
-        fprintf(stderr, "\nhandgrad train: %s: writing the log failed: %s\n", l->jsonl_path, strerror(l->write_errno));
+        clear_bar(l);
+        fprintf(stderr, "handgrad train: %s: writing the log failed: %s\n", l->jsonl_path, strerror(l->write_errno));
     }
 }
 
@@ -133,9 +146,45 @@ static void rate(char *buf, size_t cap, double tps) {
     else snprintf(buf, cap, "%.0f", tps);
 }
 
+/* stdout's columns; where the terminal does not say, $COLUMNS, else 80 */
 static int term_width(void) {
     struct winsize w;
-    return ioctl(1, TIOCGWINSZ, &w) == 0 && w.ws_col > 20 ? w.ws_col : 100;
+    if (ioctl(1, TIOCGWINSZ, &w) == 0 && w.ws_col > 0) return w.ws_col;
+    const char *env = getenv("COLUMNS");
+    int c = env ? atoi(env) : 0;
+    return c > 0 && c < 10000 ? c : 80;
+}
+
+enum { BAR_MIN = 10, BAR_MAX = 40, BAR_EXTRA = 7 }; /* cells of the bar; "[", "]", " 100%" */
+
+int train_log_bar(char *buf, size_t cap, double frac, int width) {
+    int inner = width - BAR_EXTRA;
+    if (cap) buf[0] = 0;
+    if (inner < 1 || cap < (size_t)width + 1) return 0;
+    frac = frac > 0 ? (frac < 1 ? frac : 1) : 0; /* NaN as 0 */
+    /* rounded down, with a little slack so that 0.29 of 100 is 29, not 28.999... */
+    int fill = (int)(frac * inner + 1e-9), pct = (int)(frac * 100 + 1e-9);
+    buf[0] = '[';
+    memset(buf + 1, '#', (size_t)fill);
+    memset(buf + 1 + fill, '.', (size_t)(inner - fill));
+    snprintf(buf + 1 + inner, cap - 1 - (size_t)inner, "] %3d%%", pct);
+    return width;
+}
+
+int train_log_tty_line(char *buf, size_t cap, const char *head, const char *fields, double frac, int cols) {
+    if (!cap) return 0;
+    /* the last column stays empty: a character there leaves some terminals' cursor
+     * waiting to wrap, and the next '\r' would then go to the wrong row */
+    int avail = cols > 1 ? cols - 1 : 1;
+    int barw = avail - (int)strlen(head) - (int)strlen(fields) - 4; /* " " before, " | " after */
+    if (barw > BAR_MAX + BAR_EXTRA) barw = BAR_MAX + BAR_EXTRA;
+    char bar[BAR_MAX + BAR_EXTRA + 1];
+    int has = barw >= BAR_MIN + BAR_EXTRA && train_log_bar(bar, sizeof bar, frac, barw) > 0;
+    int n = snprintf(buf, cap, "%s%s%s | %s", head, has ? " " : "", has ? bar : "", fields);
+    if (n < 0) n = 0;
+    if (n > (int)cap - 1) n = (int)cap - 1;
+    if (n > avail) buf[n = avail] = 0;
+    return n;
 }
 
 void train_log_step(train_log *l, const step_record *r) {
@@ -159,26 +208,27 @@ void train_log_step(train_log *l, const step_record *r) {
     double tokens_per_step = (double)r->tokens / (double)r->step;
     duration(eta, sizeof eta, r->tokens_per_s > 0 ? (double)(r->max_steps - r->step) * tokens_per_step / r->tokens_per_s : NAN);
     rate(tps, sizeof tps, r->tokens_per_s);
-    int w = snprintf(line, sizeof line, "loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.0f%% peak | ETA %s", r->loss,
-                     r->lr, r->grad_norm, tps, 100 * r->peak_fraction, eta);
+    snprintf(line, sizeof line, "loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.0f%% peak | ETA %s", r->loss, r->lr,
+             r->grad_norm, tps, 100 * r->peak_fraction, eta);
     if (l->tty) {
-        if (!last && now - l->last_draw < 0.1) return;
+        /* at most 10 redraws a second, but at once after a message cleared the line */
+        if (!last && l->bar_shown && now - l->last_draw < 0.1) return;
         l->last_draw = now;
-        int width = term_width();
-        char head[64];
-        int hw = snprintf(head, sizeof head, "step %lld/%lld ", (long long)r->step, (long long)r->max_steps);
-        int barw = width - hw - w - 12;
+        char head[64], fields[600], out[1024];
+        snprintf(head, sizeof head, "step %lld/%lld", (long long)r->step, (long long)r->max_steps);
+        snprintf(fields, sizeof fields, "%s%s", line, r->skipped ? " | skipped" : "");
+        double frac = r->max_tokens ? (double)r->tokens / (double)r->max_tokens : (double)r->step / (double)r->max_steps;
+        train_log_tty_line(out, sizeof out, head, fields, frac, term_width());
         fputs("\r\033[K", stdout);
-        fputs(head, stdout);
-        if (barw >= 10) {
-            if (barw > 40) barw = 40;
-            int fill = (int)((double)barw * (double)r->step / (double)r->max_steps);
-            fputc('[', stdout);
-            for (int i = 0; i < barw; i++) fputc(i < fill ? '#' : '.', stdout);
-            fprintf(stdout, "] %3d%% ", (int)(100 * r->step / r->max_steps));
+        fputs(out, stdout);
+        if (last) { /* the finished bar stays, as a line of its own */
+            fputc('\n', stdout);
+            l->bar_shown = 0;
+            if (live == l) live = NULL;
+        } else {
+            l->bar_shown = 1;
+            live = l;
         }
-        fprintf(stdout, "| %.*s", width - hw - (barw >= 10 ? barw + 8 : 0) - 3, line);
-        l->bar_shown = 1;
         fflush(stdout);
     } else {
         int due = l->print_every > 0 ? r->step % l->print_every == 0 : now - l->last_line >= 5.0;
@@ -252,8 +302,11 @@ void train_log_plot(train_log *l, int force) {
     svg_series s[2] = {{"train loss", x, y, n, 0, 0}, {"val loss", l->vx, l->vy, l->nv, 0, 1}};
     svg_plot p = {.title = "handgrad train", .xlabel = "step", .ylabel = "loss (nats/token)", .series = s,
                   .nseries = l->nv ? 2 : 1};
-    if (svg_write(l->svg_path, &p) != 0)
-        fprintf(stderr, "handgrad train: warning: %s: %s\n", l->svg_path, strerror(errno));
+    if (svg_write(l->svg_path, &p) != 0) {
+        int e = errno;
+        clear_bar(l);
+        fprintf(stderr, "handgrad train: warning: %s: %s\n", l->svg_path, strerror(e));
+    }
     free(x);
     free(y);
 }

@@ -1,6 +1,6 @@
-/* What `handgrad train` shows and records: the live progress bar (a terminal) or plain
- * lines (a pipe or file), train.jsonl (one object per step, eval and sample records),
- * and loss.svg (train and val loss), all in the run folder. */
+/* What `handgrad train` shows and records: the live progress bar (a terminal: one line
+ * redrawn in place) or plain lines (a pipe or file), train.jsonl (one object per step,
+ * eval and sample records), and loss.svg (train and val loss), all in the run folder. */
 #ifndef HG_CLI_TRAIN_LOG_H
 #define HG_CLI_TRAIN_LOG_H
 
@@ -13,6 +13,8 @@ typedef struct step_record {
     double loss;       /* mean over the micro-batches; NaN or Inf when skipped */
     double lr, grad_norm;
     uint64_t tokens;   /* consumed so far */
+    uint64_t max_tokens; /* --max-tokens, or 0 (--max-steps): the bar then shows
+                            tokens / max_tokens instead of step / max_steps */
     double seconds;    /* this step's wall time */
     double tokens_per_s, peak_fraction; /* smoothed */
     int skipped;       /* the update was not applied (non-finite loss or gradient norm) */
@@ -24,7 +26,7 @@ typedef struct train_log {
     double *tx, *ty, *vx, *vy; /* train and val loss history, for the plot */
     int nt, ct, nv, cv;
     int tty;                   /* stdout is a terminal: draw a bar */
-    int bar_shown;
+    int bar_shown;             /* the live line is on the screen, the cursor at its end */
     int64_t lines;             /* plain lines printed */
     int64_t print_every;
     double last_draw, last_line, last_plot;
@@ -45,5 +47,20 @@ void train_log_sample(train_log *l, int64_t step, const char *prompt, const char
 void train_log_plot(train_log *l, int force);
 /* Prints a line above the progress bar. */
 void train_log_say(train_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Clears the progress bar's line, if one is on the screen, so that a message written
+ * next (to stdout or stderr) starts on a clean line; the bar is redrawn at the next step.
+ * For messages that do not go through train_log_say (errors on stderr). */
+void train_log_clear_line(void);
+
+/* The bar and its percentage, "[####......]  40%", in exactly width columns (the bar
+ * itself width - 7 of them): frac, clamped to [0, 1] (NaN as 0), of the bar filled with
+ * '#', the rest '.', and the percentage rounded down, right-aligned in 4 columns. Writes
+ * "" and returns 0 when width < 8 or buf cannot hold width + 1 bytes; else returns width. */
+int train_log_bar(char *buf, size_t cap, double frac, int width);
+/* The line drawn on a terminal of cols columns: "HEAD [bar] pct% | FIELDS", the bar as
+ * wide as fits in cols - 1 columns, 10 to 40 cells; where fewer than 10 fit, no bar and
+ * no percentage ("HEAD | FIELDS", the plain line), cut at cols - 1 columns if it is still
+ * longer. Returns the length written (at most cap - 1). */
+int train_log_tty_line(char *buf, size_t cap, const char *head, const char *fields, double frac, int cols);
 
 #endif

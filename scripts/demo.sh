@@ -6,8 +6,17 @@
 # (--resume), an interrupted one continues.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
-scripts/build.sh build
+# Installing packages and building print some 150 lines: they go to a log, shown only
+# when something fails.
+log=build/demo-build.log
+mkdir -p build
+echo "demo: installing missing packages and building handgrad (log: $log)"
+if ! { scripts/deps.sh && scripts/build.sh build; } >"$log" 2>&1; then
+  echo "demo: the build failed; the last 30 lines of $log:" >&2
+  tail -n 30 "$log" >&2
+  echo "demo: the whole log is $log" >&2
+  exit 1
+fi
 scripts/prepare_kjv.sh
 run=runs/kjv
 threads=$(nproc)

@@ -92,9 +92,10 @@ static void test_model_rows(void) {
     for (int i = 0; i < n; i++) cJSON_Delete(rows[i]);
     free(out);
 
-    /* CSV: a header, then one line per row with as many fields; and the plots */
+    /* CSV: a header, then one line per row with as many fields; and the plots, into a
+     * folder two levels below plot_dir that does not exist yet (created as by mkdir -p) */
     char args[512];
-    snprintf(args, sizeof args, "bench --model tiny,odd --batch 1 --ctx 16 --warmup 0 --steps 1 --pass forward --csv --plot %s",
+    snprintf(args, sizeof args, "bench --model tiny,odd --batch 1 --ctx 16 --warmup 0 --steps 1 --pass forward --csv --plot %s/new/plots",
              plot_dir);
     out = run(args, 0, &st);
     CHECK(out && st == 0);
@@ -163,9 +164,10 @@ static void test_attention(void) {
     free(out);
 }
 
-/* The plots written by the runs above. */
+/* The plots written by the runs above: the model ladder's in the folder --plot created. */
 static void test_plots(void) {
-    const char *files[] = {"bench_time.svg", "bench_gflops.svg", "attention_time.svg", "attention_memory.svg"};
+    const char *files[] = {"new/plots/bench_time.svg", "new/plots/bench_gflops.svg", "attention_time.svg",
+                           "attention_memory.svg"};
     for (int i = 0; i < 4; i++) {
         char path[600], head[8] = {0};
         snprintf(path, sizeof path, "%s/%s", plot_dir, files[i]);
@@ -174,6 +176,11 @@ static void test_plots(void) {
         if (f) fclose(f);
         remove(path);
     }
+    char path[600];
+    snprintf(path, sizeof path, "%s/new/plots", plot_dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/new", plot_dir);
+    rmdir(path);
     rmdir(plot_dir);
 }
 
@@ -198,7 +205,7 @@ static void test_bad_input(void) {
         {"bench --attention --head-dims 24", "16"},
         {"bench --attention --model small", "--attention"},
         {"bench --head-dims 16", "--attention"},
-        {"bench --plot /nonexistent/dir", "--plot"},
+        {"bench --plot /dev/null/dir", "--plot /dev/null/dir: cannot create the folder: /dev/null is a file"},
         {"bench extra", "extra"},
         {"frobnicate", "unknown command"},
     };
