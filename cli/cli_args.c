@@ -12,7 +12,7 @@ int cli_bad_option(const char *cmd, int c, char *const *argv) {
     const char *opt = optind > 0 ? argv[optind - 1] : "?";
     fprintf(stderr, "handgrad %s: %s '%s'%s (see handgrad %s --help)\n", cmd, c == ':' ? "option" : "unknown option",
             opt, c == ':' ? " needs a value" : "", cmd);
-    return CLI_EXIT_USAGE;
+    return 2;
 }
 
 int cli_parse_i64(const char *cmd, const char *flag, const char *arg, int64_t lo, int64_t hi, int64_t *out) {

@@ -5,11 +5,9 @@
 
 #include <stdint.h>
 
-enum { CLI_EXIT_OK = 0, CLI_EXIT_FAILURE = 1, CLI_EXIT_USAGE = 2 };
-
 /* The line for a getopt_long result of '?' (an unknown option) or ':' (a value missing;
  * the option string must start with ':'), from the argv and optind after the call, with
- * opterr = 0. Returns CLI_EXIT_USAGE. */
+ * opterr = 0. Returns 2, the usage-error exit status. */
 int cli_bad_option(const char *cmd, int c, char *const *argv);
 /* A whole decimal number in [lo, hi], or a double in [lo, hi] (finite); else the line
  * "handgrad CMD: FLAG 'ARG' must be ..." and -1. */

@@ -1,11 +1,12 @@
 /* The shared model and shape flags (cli_model.h). */
 #include "cli_model.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cli_args.h"
 
 cli_model cli_model_default(void) {
     cli_model o = {.preset = "small", .batch = 4, .ctx = 256, .threads = 0, .seed = 1,
@@ -13,27 +14,14 @@ cli_model cli_model_default(void) {
     return o;
 }
 
-/* A whole decimal number in [lo, hi], or -1 with a message. */
-static int parse_int(const char *cmd, const char *flag, const char *arg, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(arg, &end, 10);
-    if (errno || end == arg || *end || v < lo || v > hi) {
-        fprintf(stderr, "handgrad %s: --%s '%s' must be a whole number in [%lld, %lld]\n", cmd, flag, arg, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 int cli_model_flag(const char *cmd, cli_model *o, int c, const char *arg) {
-    long long v;
+    int64_t v;
     switch (c) {
     case CLI_OPT_MODEL: o->preset = arg; return 1;
-    case CLI_OPT_BATCH: if (parse_int(cmd, "batch", arg, 1, INT_MAX, &v)) return -1; o->batch = (int)v; return 1;
-    case CLI_OPT_CTX: if (parse_int(cmd, "ctx", arg, 1, INT_MAX, &v)) return -1; o->ctx = (int)v; return 1;
-    case CLI_OPT_THREADS: if (parse_int(cmd, "threads", arg, 0, INT_MAX, &v)) return -1; o->threads = (int)v; return 1;
-    case CLI_OPT_SEED: if (parse_int(cmd, "seed", arg, 0, LLONG_MAX, &v)) return -1; o->seed = (uint64_t)v; return 1;
+    case CLI_OPT_BATCH: return cli_parse_int(cmd, "--batch", arg, 1, INT_MAX, &o->batch) ? -1 : 1;
+    case CLI_OPT_CTX: return cli_parse_int(cmd, "--ctx", arg, 1, INT_MAX, &o->ctx) ? -1 : 1;
+    case CLI_OPT_THREADS: return cli_parse_int(cmd, "--threads", arg, 0, INT_MAX, &o->threads) ? -1 : 1;
+    case CLI_OPT_SEED: if (cli_parse_i64(cmd, "--seed", arg, 0, INT64_MAX, &v)) return -1; o->seed = (uint64_t)v; return 1;
     case CLI_OPT_DEVICE:
         if (strcmp(arg, "cpu") && strcmp(arg, "cuda")) {
             fprintf(stderr, "handgrad %s: --device '%s' must be cpu or cuda\n", cmd, arg);
