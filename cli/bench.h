@@ -13,29 +13,29 @@
 
 typedef struct hg_backend hg_backend;
 
-#define BENCH_MAX_LIST 16
+#define BENCH_MAX_LIST CLI_LIST_MAX
 
 typedef enum { OUT_TABLE, OUT_JSON, OUT_CSV } bench_format;
 
 typedef struct bench_opts {
+    /* the flags (the table in cmd_bench.c) */
     int attention;                      /* 1: the attention sweep instead of the ladder */
-    const char *models[BENCH_MAX_LIST]; /* presets, or one explicit shape */
+    cli_model m;                        /* m.shape.model: a comma-separated preset list;
+                                           m.shape.n_head: heads per attention cell */
+    const char *passes_arg;             /* --pass */
+    cli_ints ctx, threads, head_dims;   /* resolved: defaults filled, threads 0 = all cores */
+    int warmup, steps;
+    int causal;
+    bench_format format;
+    const char *plot_dir;               /* NULL: no plots */
+    /* resolved from them */
+    const char *models[CLI_LIST_MAX];   /* presets, or one explicit shape */
     int nmodels;
     hg_config explicit_cfg;             /* used when has_explicit */
     int has_explicit;
     int passes;                         /* PASS_* bits */
-    int batch;
-    int ctx[BENCH_MAX_LIST], nctx;
-    int threads[BENCH_MAX_LIST], nthreads; /* resolved: 0 on the command line is all cores */
-    int warmup, steps;
-    uint64_t seed;
-    int head_dims[BENCH_MAX_LIST], nhead_dims;
     int heads;                          /* attention: heads per cell */
-    int causal;
-    bench_format format;
-    const char *plot_dir;               /* NULL: no plots */
-    cli_model dev;                      /* model ladder: only its --device, --precision and
-                                           --cuda-graphs are used (docs/cuda.md) */
+    char model_list[1024];              /* --model, split at its commas */
 } bench_opts;
 
 enum { PASS_FORWARD = 1, PASS_BACKWARD = 2, PASS_STEP = 4 };

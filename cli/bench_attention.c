@@ -38,13 +38,13 @@ static void fill_uniform(float *x, size_t n, uint64_t *state) {
 }
 
 static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t baseline) {
-    hg_attention_shape s = {o->batch, c->T, o->heads, c->hs, o->causal, 0};
-    size_t C = (size_t)o->heads * c->hs, nqkv = (size_t)o->batch * c->T * 3 * C, nout = (size_t)o->batch * c->T * C;
-    size_t nlse = (size_t)o->batch * o->heads * c->T, scratch = be->ops->attention_scratch_bytes(be, &s);
+    hg_attention_shape s = {o->m.batch, c->T, o->heads, c->hs, o->causal, 0};
+    size_t C = (size_t)o->heads * c->hs, nqkv = (size_t)o->m.batch * c->T * 3 * C, nout = (size_t)o->m.batch * c->T * C;
+    size_t nlse = (size_t)o->m.batch * o->heads * c->T, scratch = be->ops->attention_scratch_bytes(be, &s);
     c->op_bytes = sizeof(float) * (2 * nqkv + 2 * nout + nlse) + scratch;
     c->need = c->op_bytes + baseline + ATTENTION_ALLOWANCE;
     c->avail = hg_memory_available();
-    double fwd = 4.0 * o->batch * o->heads * (double)c->T * c->T * c->hs * (o->causal ? 0.5 : 1.0);
+    double fwd = 4.0 * o->m.batch * o->heads * (double)c->T * c->T * c->hs * (o->causal ? 0.5 : 1.0);
     c->fwd_flop = fwd, c->bwd_flop = 2.5 * fwd;
     if (c->need > c->avail) {
         c->skipped = 1;
@@ -61,7 +61,7 @@ static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t bas
     if (!qkv || !dqkv || !out || !dout || !lse || !work || !t) {
         c->skipped = 1; /* the estimate said it fits; memory went elsewhere */
     } else {
-        uint64_t state = o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)c->T * 131 + (uint64_t)c->hs;
+        uint64_t state = o->m.seed * 0x9E3779B97F4A7C15ull + (uint64_t)c->T * 131 + (uint64_t)c->hs;
         fill_uniform(qkv, nqkv, &state);
         fill_uniform(dout, nout, &state);
         for (int i = 0; i < o->warmup + o->steps && !rc; i++) {
@@ -101,7 +101,7 @@ static void print_cell(const bench_opts *o, const att_cell *c, int *header) {
     rec_str(&r, "kind", "attention");
     rec_int(&r, "head_dim", c->hs);
     rec_int(&r, "heads", o->heads);
-    rec_int(&r, "batch", o->batch);
+    rec_int(&r, "batch", o->m.batch);
     rec_int(&r, "ctx", c->T);
     rec_int(&r, "threads", c->threads);
     rec_bool(&r, "causal", o->causal);
@@ -146,7 +146,7 @@ static int plot_cells(const bench_opts *o, const att_cell *cells, int n) {
             if (ns == MAXS) continue;
             key[s][0] = c->hs, key[s][1] = c->threads;
             char thr[24] = "";
-            if (o->nthreads > 1) snprintf(thr, sizeof thr, ", %d thr", c->threads);
+            if (o->threads.n > 1) snprintf(thr, sizeof thr, ", %d thr", c->threads);
             snprintf(labels[0][s], 48, "forward d=%d%s", c->hs, thr);
             snprintf(labels[1][s], 48, "backward d=%d%s", c->hs, thr);
             snprintf(labels[2][s], 48, "op memory d=%d%s", c->hs, thr);
@@ -171,12 +171,12 @@ static int plot_cells(const bench_opts *o, const att_cell *cells, int n) {
         ms[2 * s + 1] = (svg_series){labels[3][s], x[s], y[3][s], k, 1, 1};
     }
     char title[160];
-    snprintf(title, sizeof title, "handgrad attention, batch %d, %d head%s, %s: time against T", o->batch, o->heads,
+    snprintf(title, sizeof title, "handgrad attention, batch %d, %d head%s, %s: time against T", o->m.batch, o->heads,
              o->heads > 1 ? "s" : "", o->causal ? "causal" : "not causal");
     svg_plot pt = {.title = title, .xlabel = "sequence length T", .ylabel = "milliseconds", .logx = 1, .logy = 1,
                    .series = ts, .nseries = 2 * ns};
     int rc = bench_write_plot(o->plot_dir, attention_plots[0], &pt);
-    snprintf(title, sizeof title, "handgrad attention, batch %d: memory against T", o->batch);
+    snprintf(title, sizeof title, "handgrad attention, batch %d: memory against T", o->m.batch);
     svg_plot pm = {.title = title, .xlabel = "sequence length T", .ylabel = "MiB", .logx = 1, .logy = 1,
                    .series = ms, .nseries = 2 * ns};
     return rc | bench_write_plot(o->plot_dir, attention_plots[1], &pm);
@@ -186,29 +186,29 @@ int bench_attention(const bench_opts *o) {
     if (o->plot_dir && bench_check_plots(o->plot_dir, attention_plots, 2)) return 2;
     size_t baseline = bench_rss();
     int n = 0, header = 1, rc = 0;
-    att_cell *cells = calloc((size_t)o->nhead_dims * o->nctx * o->nthreads, sizeof *cells);
+    att_cell *cells = calloc((size_t)o->head_dims.n * o->ctx.n * o->threads.n, sizeof *cells);
     if (!cells) {
         fprintf(stderr, "handgrad bench: out of memory\n");
         return 1;
     }
     if (o->format == OUT_TABLE) {
-        printf("handgrad bench --attention: batch %d, %d head%s, %s, warmup %d, steps %d\n", o->batch, o->heads,
+        printf("handgrad bench --attention: batch %d, %d head%s, %s, warmup %d, steps %d\n", o->m.batch, o->heads,
                o->heads > 1 ? "s" : "", o->causal ? "causal" : "not causal", o->warmup, o->steps);
         printf("TFLOP/s counted as FlashAttention does (forward 4BT^2d%s, backward 2.5x); %% peak is forward+backward\n",
                o->causal ? "/2" : "");
         printf("%8s %6s %3s %10s %8s %10s %8s %7s %7s %8s %9s %9s\n", "Head dim", "Ctx", "Thr", "Fwd (ms)", "Std",
                "Bwd (ms)", "Std", "Fwd TF", "Bwd TF", "% peak", "Op MiB", "Peak MiB");
     }
-    for (int k = 0; k < o->nthreads && !rc; k++) {
+    for (int k = 0; k < o->threads.n && !rc; k++) {
         hg_backend *be;
-        if (bench_backend_create(&be, o->threads[k]) != HG_OK) {
+        if (bench_backend_create(&be, o->threads.v[k]) != HG_OK) {
             rc = cli_fail("bench");
             break;
         }
-        for (int i = 0; i < o->nhead_dims && !rc; i++)
-            for (int j = 0; j < o->nctx && !rc; j++) {
+        for (int i = 0; i < o->head_dims.n && !rc; i++)
+            for (int j = 0; j < o->ctx.n && !rc; j++) {
                 att_cell *c = &cells[n++];
-                *c = (att_cell){.hs = o->head_dims[i], .T = o->ctx[j], .threads = o->threads[k], .peak = NAN};
+                *c = (att_cell){.hs = o->head_dims.v[i], .T = o->ctx.v[j], .threads = o->threads.v[k], .peak = NAN};
                 rc = run_cell(o, be, c, baseline);
                 if (!rc) print_cell(o, c, &header);
             }

@@ -1,67 +1,55 @@
-/* The shared model and shape flags (cli_model.h). */
+/* The options that the commands building a model share (cli_model.h). */
 #include "cli_model.h"
 
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "cli_args.h"
-
 cli_model cli_model_default(void) {
-    cli_model o = {.preset = "small", .batch = 4, .ctx = 256, .threads = 0, .seed = 1,
-                   .device = "cpu", .precision = "fp32", .flags = 0};
-    return o;
+    return (cli_model){.shape.model = "small", .batch = 4, .ctx = 256, .seed = 1, .device = "cpu", .precision = "fp32"};
 }
 
-int cli_model_flag(const char *cmd, cli_model *o, int c, const char *arg) {
-    int64_t v;
-    switch (c) {
-    case CLI_OPT_MODEL: o->preset = arg; return 1;
-    case CLI_OPT_BATCH: return cli_parse_int(cmd, "--batch", arg, 1, INT_MAX, &o->batch) ? -1 : 1;
-    case CLI_OPT_CTX: return cli_parse_int(cmd, "--ctx", arg, 1, INT_MAX, &o->ctx) ? -1 : 1;
-    case CLI_OPT_THREADS: return cli_parse_int(cmd, "--threads", arg, 0, INT_MAX, &o->threads) ? -1 : 1;
-    case CLI_OPT_SEED: if (cli_parse_i64(cmd, "--seed", arg, 0, INT64_MAX, &v)) return -1; o->seed = (uint64_t)v; return 1;
-    case CLI_OPT_DEVICE:
-        if (strcmp(arg, "cpu") && strcmp(arg, "cuda")) {
-            fprintf(stderr, "handgrad %s: --device '%s' must be cpu or cuda\n", cmd, arg);
-            return -1;
+int cli_shape_config(const char *cmd, const cli_shape *s, const hg_config *bare, hg_config *cfg) {
+    if (s->model) {
+        if (hg_config_preset(s->model, cfg) != HG_OK) {
+            fprintf(stderr, "handgrad %s: --model: %s\n", cmd, hg_last_error());
+            return CLI_USAGE;
         }
-        o->device = arg;
-        return 1;
-    case CLI_OPT_PRECISION:
-        if (strcmp(arg, "fp32") && strcmp(arg, "bf16")) {
-            fprintf(stderr, "handgrad %s: --precision '%s' must be fp32 or bf16\n", cmd, arg);
-            return -1;
-        }
-        o->precision = arg;
-        return 1;
-    case CLI_OPT_CUDA_GRAPHS: o->flags |= HG_FLAG_CUDA_GRAPHS; return 1;
-    case CLI_OPT_ARCH: o->arch = arg; return 1;
-    default: return 0;
+    } else if (!s->n_layer || !s->n_head || !s->d_model) {
+        fprintf(stderr, "handgrad %s: no model: give --model NAME, or --n-layer, --n-head and --d-model\n", cmd);
+        return CLI_USAGE;
+    } else {
+        *cfg = *bare;
     }
+    if (s->n_layer) cfg->n_layer = s->n_layer;
+    if (s->n_head) cfg->n_head = s->n_head;
+    if (s->d_model) cfg->d_model = s->d_model, cfg->d_ff = s->model ? cfg->d_ff : 0;
+    if (s->d_ff) cfg->d_ff = s->d_ff;
+    if (s->max_seq_len) cfg->max_seq_len = s->max_seq_len;
+    if (s->vocab_size) cfg->vocab_size = s->vocab_size;
+    return cli_apply_arch(cmd, s->arch, cfg);
 }
 
-int cli_model_setup(const char *cmd, const cli_model *o, int training, hg_config *cfg, hg_options *opt) {
-    if (hg_config_preset(o->preset, cfg) != HG_OK) {
-        fprintf(stderr, "handgrad %s: %s\n", cmd, hg_last_error());
-        return 1;
+int cli_model_setup(const char *cmd, const cli_model *m, int training, hg_config *cfg, hg_options *opt) {
+    hg_config bare = {.vocab_size = 50257, .max_seq_len = m->ctx > 1024 ? m->ctx : 1024};
+    if (cli_shape_config(cmd, &m->shape, &bare, cfg)) return CLI_USAGE;
+    if (hg_config_validate(cfg) != HG_OK) {
+        fprintf(stderr, "handgrad %s: model: %s\n", cmd, hg_last_error());
+        return CLI_USAGE;
     }
-    if (cli_apply_arch(cmd, o->arch, cfg)) return 1;
     *opt = hg_options_default();
-    opt->batch = o->batch;
-    opt->seq_len = o->ctx;
-    opt->threads = o->threads;
-    opt->seed = o->seed;
+    opt->batch = m->batch;
+    opt->seq_len = m->ctx ? m->ctx : cfg->max_seq_len;
+    opt->threads = m->threads;
+    opt->seed = (uint64_t)m->seed;
     opt->training = training;
-    cli_model_device(o, opt);
+    cli_model_device(m, opt);
     return 0;
 }
 
-void cli_model_device(const cli_model *o, hg_options *opt) {
-    opt->device = strcmp(o->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
-    opt->precision = strcmp(o->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
-    opt->flags = o->flags;
+void cli_model_device(const cli_model *m, hg_options *opt) {
+    opt->device = strcmp(m->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
+    opt->precision = strcmp(m->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
+    opt->flags = m->cuda_graphs ? HG_FLAG_CUDA_GRAPHS : 0;
 }
 
 int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg) {
@@ -69,7 +57,7 @@ int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg) {
     char buf[1024];
     if (strlen(spec) >= sizeof buf) {
         fprintf(stderr, "handgrad %s: --arch is longer than %zu characters\n", cmd, sizeof buf - 1);
-        return 1;
+        return CLI_USAGE;
     }
     snprintf(buf, sizeof buf, "%s", spec);
     char *save = NULL;
@@ -77,12 +65,12 @@ int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg) {
         char *eq = strchr(item, '=');
         if (!eq) {
             fprintf(stderr, "handgrad %s: --arch '%s' is not FIELD=VALUE\n", cmd, item);
-            return 1;
+            return CLI_USAGE;
         }
         *eq = 0;
         if (hg_config_set(cfg, item, eq + 1) != HG_OK) {
             fprintf(stderr, "handgrad %s: --arch: %s\n", cmd, hg_last_error());
-            return 1;
+            return CLI_USAGE;
         }
     }
     return 0;

@@ -1,59 +1,94 @@
-/* The model and shape flags that the commands which build a model share (bench,
- * profile): --model, --batch, --ctx, --threads, --seed, --device, --precision,
- * --cuda-graphs, parsed in one place, and the random batch they run on. */
+/* The options that the commands building a model share, each defined once here as
+ * cli_opts.h table entries, so that every command spells, bounds and explains them the
+ * same way: the model (--model, --arch, the six shape flags), the run (--batch, --ctx,
+ * --threads, --seed), the device (--device, --precision, --cuda-graphs) and sampling
+ * (--temperature, --top-k, --top-p).
+ *
+ * The entry macros take the settings struct T and the path P of the fields in it,
+ * with its dot ("shape." or "m.shape."), or nothing when they are T's own fields. */
 #ifndef HG_CLI_MODEL_H
 #define HG_CLI_MODEL_H
 
-#include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "cli_opts.h"
 #include "handgrad.h"
 
+/* A model from a preset and explicit fields; 0 and NULL: not given. */
+typedef struct cli_shape {
+    const char *model; /* a preset's name */
+    const char *arch;  /* "FIELD=VALUE,...": config fields over the preset */
+    int n_layer, n_head, d_model, d_ff, max_seq_len, vocab_size;
+} cli_shape;
+
+/* What bench and profile build and run. */
 typedef struct cli_model {
-    const char *preset;
+    cli_shape shape;
     int batch, ctx, threads;
-    uint64_t seed;
-    const char *device, *precision; /* "cpu" or "cuda"; "fp32" or "bf16" (checked) */
-    unsigned flags;                 /* HG_FLAG_* */
-    const char *arch;               /* --arch FIELD=VALUE,...: config fields over the preset */
+    int64_t seed;
+    const char *device, *precision; /* "cpu" or "cuda"; "fp32" or "bf16" */
+    int cuda_graphs;
 } cli_model;
 
-/* getopt_long values of the shared flags, clear of any short option. */
-enum { CLI_OPT_MODEL = 0x100, CLI_OPT_BATCH, CLI_OPT_CTX, CLI_OPT_THREADS, CLI_OPT_SEED,
-       CLI_OPT_DEVICE, CLI_OPT_PRECISION, CLI_OPT_CUDA_GRAPHS, CLI_OPT_ARCH };
+#define CLI_PRESETS                                                                             \
+    "small, medium, large, xl, 2.7B (GPT-2); cs336-small ... cs336-2.7B (RMSNorm, RoPE, SwiGLU, " \
+    "V=10000); smollm-135m; tiny, odd, llama-tiny, qwen2-tiny, qwen3-tiny"
 
-/* Entries for a command's struct option array. */
-#define CLI_MODEL_OPTIONS                                                                            \
-    {"model", required_argument, 0, CLI_OPT_MODEL}, {"batch", required_argument, 0, CLI_OPT_BATCH},  \
-    {"ctx", required_argument, 0, CLI_OPT_CTX}, {"threads", required_argument, 0, CLI_OPT_THREADS},  \
-    {"seed", required_argument, 0, CLI_OPT_SEED}, {"device", required_argument, 0, CLI_OPT_DEVICE},  \
-    {"precision", required_argument, 0, CLI_OPT_PRECISION}, {"cuda-graphs", no_argument, 0, CLI_OPT_CUDA_GRAPHS}, \
-    {"arch", required_argument, 0, CLI_OPT_ARCH}
+#define CLI_OPTS_MODEL(T, P)                                                                              \
+    {"model", CLI_STR, offsetof(T, P model), "NAME", 0, 0, CLI_SAVED, "preset: " CLI_PRESETS},             \
+    {"arch", CLI_STR, offsetof(T, P arch), "F=V,...", 0, 0, CLI_SAVED,                                     \
+     "config fields over the preset, e.g. norm=rmsnorm,position=rope,n_kv_head=4 (the fields: handgrad.h, " \
+     "hg_config_field_name)"}
 
-#define CLI_MODEL_USAGE                                                                              \
-    "  --model NAME     preset (default small): small, medium, large, xl, 2.7B (GPT-2);\n"           \
-    "                   cs336-small ... cs336-2.7B (RMSNorm, RoPE, SwiGLU, V=10000); smollm-135m;\n" \
-    "                   tiny, odd, llama-tiny, qwen2-tiny, qwen3-tiny\n"                                        \
-    "  --arch F=V,...   config fields over the preset, e.g. norm=rmsnorm,n_kv_head=4 (fields:\n"    \
-    "                   handgrad.h, hg_config_field_name)\n"                                         \
-    "  --batch B        batch size (default 4)\n"                                                    \
-    "  --ctx T          sequence length (default 256)\n"                                             \
-    "  --threads N      OpenMP threads (default: all cores)\n"                                       \
-    "  --seed S         parameter init and token seed (default 1)\n"                                 \
-    "  --device D       cpu (default) or cuda (docs/cuda.md)\n"                                      \
-    "  --precision P    fp32 (default) or bf16 (cuda only)\n"                                        \
-    "  --cuda-graphs    replay the training pass as a CUDA graph\n"
+#define CLI_OPTS_SHAPE(T, P)                                                                               \
+    {"n-layer", CLI_INT, offsetof(T, P n_layer), "L", 0, 4096, CLI_SAVED, "layers (over the preset's)"},    \
+    {"n-head", CLI_INT, offsetof(T, P n_head), "NH", 0, 65536, CLI_SAVED,                                   \
+     "attention heads; d_model/n_head must be a multiple of 16"},                                           \
+    {"d-model", CLI_INT, offsetof(T, P d_model), "C", 0, 65536, CLI_SAVED, "model width"},                  \
+    {"d-ff", CLI_INT, offsetof(T, P d_ff), "F", 0, 262144, CLI_SAVED, "MLP width (without a preset: 4*C)"}, \
+    {"max-seq-len", CLI_INT, offsetof(T, P max_seq_len), "TMAX", 0, 1 << 20, CLI_SAVED,                     \
+     "position rows (without a preset: --ctx)"},                                                            \
+    {"vocab-size", CLI_INT, offsetof(T, P vocab_size), "V", 0, 1 << 24, CLI_SAVED, "vocabulary size"}
+
+#define CLI_OPT_BATCH(T, P) {"batch", CLI_INT, offsetof(T, P batch), "B", 1, 1 << 20, CLI_SAVED, "sequences per batch"}
+#define CLI_OPT_CTX(T, P)                                                                                      \
+    {"ctx", CLI_INT, offsetof(T, P ctx), "T", 0, 1 << 20, CLI_SAVED, "tokens per sequence; 0: the model's " \
+                                                                     "max_seq_len"}
+#define CLI_OPT_THREADS(T, P) {"threads", CLI_INT, offsetof(T, P threads), "N", 0, 4096, CLI_SAVED | CLI_SHOW0, "threads; 0: all cores"}
+#define CLI_OPT_SEED(T, P)                                                                      \
+    {"seed", CLI_I64, offsetof(T, P seed), "S", 0, 9.2e18, CLI_SAVED,                           \
+     "random seed: the same seed and settings give the same result"}
+
+#define CLI_OPTS_DEVICE(T, P)                                                                          \
+    {"device", CLI_CHOICE, offsetof(T, P device), "cpu|cuda", 0, 0, 0, "where it runs (docs/cuda.md)"}, \
+    {"precision", CLI_CHOICE, offsetof(T, P precision), "fp32|bf16", 0, 0, 0, "bf16: cuda only"},       \
+    {"cuda-graphs", CLI_BOOL, offsetof(T, P cuda_graphs), 0, 0, 1, 0, "replay the training pass as a CUDA graph"}
+
+#define CLI_OPTS_SAMPLE(T, P)                                                                               \
+    {"temperature", CLI_F64, offsetof(T, P temperature), "X", 0, 100, CLI_SAVED, "sampling temperature; 0 is " \
+                                                                                  "greedy"},                   \
+    {"top-k", CLI_INT, offsetof(T, P top_k), "K", 0, 1 << 24, CLI_SAVED,                                      \
+     "sample among the K most likely tokens; 0: all"},                                                         \
+    {"top-p", CLI_F64, offsetof(T, P top_p), "P", 0, 1, CLI_SAVED,                                            \
+     "sample among the most likely tokens that make up P of the probability; 0 or 1: all"}
+
+/* The sampling defaults of generate and of train's samples. */
+#define CLI_SAMPLE_TEMPERATURE 0.8
+#define CLI_SAMPLE_TOP_K 40
 
 cli_model cli_model_default(void);
-/* Takes one getopt_long result: 1 if c was a shared flag and its value is good, 0 if c
- * is not a shared flag, -1 (message printed) if its value is bad. */
-int cli_model_flag(const char *cmd, cli_model *o, int c, const char *arg);
-/* The config and options the flags ask for; prints the error and returns 1 if bad. */
-int cli_model_setup(const char *cmd, const cli_model *o, int training, hg_config *cfg, hg_options *opt);
-/* Copies the device, precision and flags of o into opt (part of cli_model_setup). */
-void cli_model_device(const cli_model *o, hg_options *opt);
+/* The config a shape asks for: the preset, or `bare` when there is none and n_layer,
+ * n_head and d_model are all given; then the explicit fields, then arch. Prints the
+ * error ("handgrad CMD: ...") and returns CLI_USAGE if the shape is bad. */
+int cli_shape_config(const char *cmd, const cli_shape *s, const hg_config *bare, hg_config *cfg);
+/* cli_shape_config (bare: V 50257, Tmax the larger of 1024 and --ctx) and the options
+ * of a run of B x T tokens on the device asked for; CLI_USAGE after printing if bad. */
+int cli_model_setup(const char *cmd, const cli_model *m, int training, hg_config *cfg, hg_options *opt);
+/* Copies the device, precision and CUDA graphs of m into opt (part of cli_model_setup). */
+void cli_model_device(const cli_model *m, hg_options *opt);
 /* Sets the config fields of spec "FIELD=VALUE,FIELD=VALUE" (NULL or "": none); prints
- * the error and returns 1 if a field or value is bad. */
+ * the error and returns CLI_USAGE if a field or value is bad. */
 int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg);
 /* Random token ids and next-token targets in [0, vocab), reproducible from seed. */
 void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets);

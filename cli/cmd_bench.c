@@ -2,9 +2,6 @@
  * sizes (or, with --attention, attention alone over head size x sequence length; see
  * bench_attention.c), after warm-up, against the sgemm ceiling measured in the same run.
  * Every row first estimates its memory and is skipped, not run, when it would not fit. */
-#include <errno.h>
-#include <getopt.h>
-#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -13,7 +10,6 @@
 
 #include "backend/backend.h"
 #include "bench.h"
-#include "cli_args.h"
 #include "cli_io.h"
 #include "commands.h"
 #include "core/timer.h"
@@ -26,253 +22,150 @@
  * B=8 T=1024), so the estimate is an upper bound by about 60 MiB (docs/benchmarks.md). */
 #define RUNTIME_ALLOWANCE ((size_t)64 << 20)
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: handgrad bench [options]            model ladder: forward, backward, train step\n"
-            "       handgrad bench --attention [options] attention alone: head size x sequence length\n"
-            "models:\n"
-            "  --model LIST       presets (default small): small, medium, large, xl, 2.7B (GPT-2),\n"
-            "                     cs336-small ... cs336-2.7B (the CS336 model), smollm-135m,\n"
-            "                     tiny, odd, llama-tiny, qwen2-tiny, qwen3-tiny\n"
-            "  --arch F=V,...     config fields over one preset, e.g. n_kv_head=4,mlp=relu2\n"
-            "  --d-model C --n-layer L --n-head NH [--d-ff F] [--vocab-size V]\n"
-            "                     an explicit shape (F default 4*C, V default 50257, Tmax 1024);\n"
-            "                     with one --model preset, these override its fields; spelled\n"
-            "                     as train spells them (--layers, --heads, --vocab: the same)\n"
-            "  --pass LIST        forward, backward, step (default all three); backward is\n"
-            "                     (forward+backward) - forward, step adds zero_grad and AdamW\n"
-            "attention (--attention):\n"
-            "  --head-dims LIST   head sizes, multiples of 16 (default 16,32,64,128)\n"
-            "  --n-head NH        heads per cell (default 1)\n"
-            "  --causal, --no-causal   causal mask (default on)\n"
-            "both:\n"
-            "  --batch B          batch size (default 4; attention 8)\n"
-            "  --ctx LIST         sequence lengths (default 256; attention 256,1024,4096,8192,16384)\n"
-            "  --threads LIST     OpenMP threads, 0 for all cores (default 0)\n"
-            "  --warmup N         untimed repetitions first, 0 allowed (default 1)\n"
-            "  --steps N          timed repetitions (default 3)\n"
-            "  --seed S           parameter and input seed (default 1)\n"
-            "  --json | --csv     one JSON object per row (JSON lines), or CSV; default a table\n"
-            "  --plot DIR         also write SVG plots into DIR (--svg is the same)\n"
-            "  --device D         model ladder on cpu (default) or cuda; --precision fp32|bf16,\n"
-            "                     --cuda-graphs (docs/cuda.md)\n");
-}
+static const char synopsis[] =
+    "usage: handgrad bench [options]             models: forward, backward, step\n"
+    "       handgrad bench --attention [options] attention alone: head size x length\n";
+static const char about[] =
+    "Times each row after warm-up against the sgemm ceiling measured in the same run; a row "
+    "whose memory estimate does not fit is skipped, not run.\n";
 
-/* ---- option parsing ---- */
+#define O(field) offsetof(bench_opts, field)
+static const cli_opt bench_options[] = {
+    {"Models", CLI_SECTION, 0, 0, 0, 0, 0, 0},
+    {"model", CLI_STR, O(m.shape.model), "LIST", 0, 0, 0,
+     "presets, comma-separated (default small): " CLI_PRESETS},
+    {"arch", CLI_STR, O(m.shape.arch), "F=V,...", 0, 0, 0, "config fields over one preset, e.g. n_kv_head=4,mlp=relu2"},
+    CLI_OPTS_SHAPE(bench_opts, m.shape.),
+    {"layers", CLI_INT, O(m.shape.n_layer), "L", 0, 4096, CLI_HIDDEN, "--n-layer"},
+    {"heads", CLI_INT, O(m.shape.n_head), "NH", 0, 65536, CLI_HIDDEN, "--n-head"},
+    {"vocab", CLI_INT, O(m.shape.vocab_size), "V", 0, 1 << 24, CLI_HIDDEN, "--vocab-size"},
+    {"pass", CLI_STR, O(passes_arg), "LIST", 0, 0, 0,
+     "forward, backward, step (default all three); backward is (forward+backward) - forward, step adds "
+     "zero_grad and AdamW"},
+    CLI_OPTS_DEVICE(bench_opts, m.),
+    {"Attention (--attention; --n-head NH: heads per cell, default 1)", CLI_SECTION, 0, 0, 0, 0, 0, 0},
+    {"attention", CLI_BOOL, O(attention), 0, 0, 1, 0, "time attention alone over head sizes and lengths"},
+    {"head-dims", CLI_INTS, O(head_dims), "LIST", 16, 4096, 0, "head sizes, multiples of 16 (default 16,32,64,128)"},
+    {"causal", CLI_SET, O(causal), 0, 1, 0, 0, "causal mask (the default)"},
+    {"no-causal", CLI_SET, O(causal), 0, 0, 0, 0, "no mask"},
+    {"Both", CLI_SECTION, 0, 0, 0, 0, 0, 0},
+    {"batch", CLI_INT, O(m.batch), "B", 1, 1 << 20, 0, "sequences per batch (default 4; attention 8)"},
+    {"ctx", CLI_INTS, O(ctx), "LIST", 1, 1 << 20, 0,
+     "sequence lengths (default 256; attention 256,1024,4096,8192,16384)"},
+    {"threads", CLI_INTS, O(threads), "LIST", 0, 4096, 0, "thread counts, 0: all cores (default 0)"},
+    {"warmup", CLI_INT, O(warmup), "N", 0, 1 << 20, 0, "untimed repetitions first, 0 allowed"},
+    {"steps", CLI_INT, O(steps), "N", 1, 1 << 20, 0, "timed repetitions"},
+    CLI_OPT_SEED(bench_opts, m.),
+    {"json", CLI_SET, O(format), 0, OUT_JSON, 0, 0, "one JSON object per row (JSON lines)"},
+    {"csv", CLI_SET, O(format), 0, OUT_CSV, 0, 0, "CSV rows (default: a table)"},
+    {"plot", CLI_STR, O(plot_dir), "DIR", 0, 0, 0, "also write SVG plots into DIR, created if missing"},
+    {"svg", CLI_STR, O(plot_dir), "DIR", 0, 0, CLI_HIDDEN, "--plot"},
+};
+#undef O
 
-static int parse_int(const char *flag, const char *s, int min, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > INT_MAX) {
-        fprintf(stderr, "handgrad bench: %s must be an integer >= %d, got '%s'\n", flag, min, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_int_list(const char *flag, char *s, int min, int *out, int *n) {
-    *n = 0;
-    for (char *save = NULL, *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*n == BENCH_MAX_LIST) {
-            fprintf(stderr, "handgrad bench: %s takes at most %d values\n", flag, BENCH_MAX_LIST);
-            return -1;
-        }
-        if (parse_int(flag, tok, min, &out[(*n)++])) return -1;
-    }
-    if (*n == 0) {
-        fprintf(stderr, "handgrad bench: %s needs at least one value\n", flag);
-        return -1;
-    }
-    return 0;
-}
-
-static int parse_passes(char *s, int *passes) {
+static int parse_passes(const char *s, int *passes) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
     *passes = 0;
-    for (char *save = NULL, *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (!strcmp(tok, "forward")) *passes |= PASS_FORWARD;
         else if (!strcmp(tok, "backward")) *passes |= PASS_BACKWARD;
         else if (!strcmp(tok, "step")) *passes |= PASS_STEP;
         else {
             fprintf(stderr, "handgrad bench: --pass '%s' is unknown (forward, backward, step)\n", tok);
-            return -1;
+            return CLI_USAGE;
         }
     }
     if (!*passes) fprintf(stderr, "handgrad bench: --pass needs at least one of forward, backward, step\n");
-    return *passes ? 0 : -1;
+    return *passes ? 0 : CLI_USAGE;
 }
 
-enum { O_MODEL = 0x200, /* clear of cli_model.h's CLI_OPT_* */ O_DMODEL, O_DFF, O_LAYERS, O_HEADS, O_VOCAB, O_PASS, O_BATCH, O_CTX, O_THREADS,
-       O_WARMUP, O_STEPS, O_SEED, O_JSON, O_CSV, O_PLOT, O_ATTENTION, O_HEAD_DIMS, O_CAUSAL, O_NO_CAUSAL, O_HELP };
+static void ints_default(cli_ints *l, const int *v, int n) {
+    if (l->n) return;
+    memcpy(l->v, v, sizeof *v * (size_t)n);
+    l->n = n;
+}
 
-/* Returns 0 and fills o, 1 after --help, or -1 after printing an error. */
-static int parse_options(int argc, char **argv, bench_opts *o, char *modelbuf) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, O_MODEL},     {"d-model", required_argument, 0, O_DMODEL},
-        {"d-ff", required_argument, 0, O_DFF},        {"layers", required_argument, 0, O_LAYERS},
-        {"n-layer", required_argument, 0, O_LAYERS},  {"n-head", required_argument, 0, O_HEADS},
-        {"vocab-size", required_argument, 0, O_VOCAB},
-        {"heads", required_argument, 0, O_HEADS},     {"vocab", required_argument, 0, O_VOCAB},
-        {"pass", required_argument, 0, O_PASS},       {"batch", required_argument, 0, O_BATCH},
-        {"ctx", required_argument, 0, O_CTX},         {"threads", required_argument, 0, O_THREADS},
-        {"warmup", required_argument, 0, O_WARMUP},   {"steps", required_argument, 0, O_STEPS},
-        {"seed", required_argument, 0, O_SEED},       {"json", no_argument, 0, O_JSON},
-        {"csv", no_argument, 0, O_CSV},               {"plot", required_argument, 0, O_PLOT},
-        {"svg", required_argument, 0, O_PLOT},        {"attention", no_argument, 0, O_ATTENTION},
-        {"head-dims", required_argument, 0, O_HEAD_DIMS}, {"causal", no_argument, 0, O_CAUSAL},
-        {"no-causal", no_argument, 0, O_NO_CAUSAL},   {"help", no_argument, 0, O_HELP},
-        {"device", required_argument, 0, CLI_OPT_DEVICE}, {"precision", required_argument, 0, CLI_OPT_PRECISION},
-        {"arch", required_argument, 0, CLI_OPT_ARCH},
-        {"cuda-graphs", no_argument, 0, CLI_OPT_CUDA_GRAPHS},
-        {0, 0, 0, 0}};
-    int dmodel = 0, dff = -1, layers = 0, heads = 0, vocab = 0, batch = 0, pass_given = 0;
-    char *models = NULL, *ctx = NULL, *threads = NULL, *head_dims = NULL, *passes = NULL;
+/* Parses the flags into o, then checks and resolves them: 0, CLI_HELP or CLI_USAGE. */
+static int parse_options(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
-    o->dev = cli_model_default();
-    o->warmup = 1;
-    o->steps = 3;
-    o->seed = 1;
-    o->causal = 1;
-    int c, bad = 0;
-    optind = 1, opterr = 0; /* one-line messages of our own */
-    while (!bad && (c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        switch (c) {
-        case O_MODEL: models = optarg; break;
-        case CLI_OPT_DEVICE:
-        case CLI_OPT_PRECISION:
-        case CLI_OPT_CUDA_GRAPHS:
-        case CLI_OPT_ARCH: bad = cli_model_flag("bench", &o->dev, c, optarg) < 0; break;
-        case O_DMODEL: bad = parse_int("--d-model", optarg, 1, &dmodel); break;
-        case O_DFF: bad = parse_int("--d-ff", optarg, 1, &dff); break;
-        case O_LAYERS: bad = parse_int("--n-layer", optarg, 1, &layers); break;
-        case O_HEADS: bad = parse_int("--n-head", optarg, 1, &heads); break;
-        case O_VOCAB: bad = parse_int("--vocab-size", optarg, 1, &vocab); break;
-        case O_PASS: passes = optarg, pass_given = 1; break;
-        case O_BATCH: bad = parse_int("--batch", optarg, 1, &batch); break;
-        case O_CTX: ctx = optarg; break;
-        case O_THREADS: threads = optarg; break;
-        case O_WARMUP: bad = parse_int("--warmup", optarg, 0, &o->warmup); break;
-        case O_STEPS: bad = parse_int("--steps", optarg, 1, &o->steps); break;
-        case O_SEED: {
-            char *end;
-            errno = 0;
-            o->seed = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || *optarg == '-') {
-                fprintf(stderr, "handgrad bench: --seed must be a non-negative integer, got '%s'\n", optarg);
-                bad = -1;
-            }
-            break;
-        }
-        case O_JSON: o->format = OUT_JSON; break;
-        case O_CSV: o->format = OUT_CSV; break;
-        case O_PLOT: o->plot_dir = optarg; break;
-        case O_ATTENTION: o->attention = 1; break;
-        case O_HEAD_DIMS: head_dims = optarg; break;
-        case O_CAUSAL: o->causal = 1; break;
-        case O_NO_CAUSAL: o->causal = 0; break;
-        case O_HELP: usage(stdout); return 1;
-        default: cli_bad_option("bench", c, argv); return -1;
-        }
-    }
-    if (bad) return -1;
-    if (optind < argc) {
-        fprintf(stderr, "handgrad bench: unexpected argument '%s'\n", argv[optind]);
-        return -1;
-    }
-    int explicit_shape = dmodel || dff > 0 || layers || vocab || (heads && !o->attention) || o->dev.arch;
-    if (o->attention && (models || explicit_shape || pass_given)) {
+    o->m = cli_model_default();
+    o->m.shape.model = NULL, o->m.batch = 0, o->m.ctx = 0;
+    o->warmup = 1, o->steps = 3, o->causal = 1;
+    cli_cmd cmd = CLI_CMD("bench", synopsis, about, NULL, bench_options, NULL);
+    int rc = cli_parse(&cmd, o, argc, argv, NULL);
+    if (rc) return rc;
+    const cli_shape *s = &o->m.shape;
+    int explicit_shape = s->n_layer || s->d_model || s->d_ff || s->max_seq_len || s->vocab_size || s->arch ||
+                         (s->n_head && !o->attention);
+    if (o->attention && (s->model || explicit_shape || o->passes_arg)) {
         fprintf(stderr, "handgrad bench: --attention times attention alone: --model, --pass and model sizes do not apply\n");
-        return -1;
+        return CLI_USAGE;
     }
-    if (!o->attention && head_dims) {
+    if (!o->attention && o->head_dims.n) {
         fprintf(stderr, "handgrad bench: --head-dims needs --attention\n");
-        return -1;
+        return CLI_USAGE;
     }
-    o->batch = batch ? batch : o->attention ? 8 : 4;
-    o->heads = o->attention ? (heads ? heads : 1) : 0;
-    static int default_ctx[] = {256, 1024, 4096, 8192, 16384}, default_hd[] = {16, 32, 64, 128};
-    if (ctx) {
-        if (parse_int_list("--ctx", ctx, 1, o->ctx, &o->nctx)) return -1;
-    } else if (o->attention) {
-        memcpy(o->ctx, default_ctx, sizeof default_ctx);
-        o->nctx = 5;
-    } else {
-        o->ctx[0] = 256, o->nctx = 1;
-    }
-    if (threads) {
-        if (parse_int_list("--threads", threads, 0, o->threads, &o->nthreads)) return -1;
-    } else {
-        o->threads[0] = 0, o->nthreads = 1;
-    }
-    for (int i = 0; i < o->nthreads; i++)
-        if (o->threads[i] == 0) o->threads[i] = omp_get_num_procs();
+    if (!o->m.batch) o->m.batch = o->attention ? 8 : 4;
+    static const int attn_ctx[] = {256, 1024, 4096, 8192, 16384}, model_ctx[] = {256}, all_cores[] = {0},
+                     head_dims[] = {16, 32, 64, 128};
+    if (o->attention) ints_default(&o->ctx, attn_ctx, 5);
+    else ints_default(&o->ctx, model_ctx, 1);
+    ints_default(&o->threads, all_cores, 1);
+    for (int i = 0; i < o->threads.n; i++)
+        if (o->threads.v[i] == 0) o->threads.v[i] = omp_get_num_procs();
     if (o->attention) {
-        if (head_dims) {
-            if (parse_int_list("--head-dims", head_dims, 1, o->head_dims, &o->nhead_dims)) return -1;
-        } else {
-            memcpy(o->head_dims, default_hd, sizeof default_hd);
-            o->nhead_dims = 4;
-        }
-        for (int i = 0; i < o->nhead_dims; i++)
-            if (o->head_dims[i] % 16) {
+        o->heads = s->n_head ? s->n_head : 1;
+        ints_default(&o->head_dims, head_dims, 4);
+        for (int i = 0; i < o->head_dims.n; i++)
+            if (o->head_dims.v[i] % 16) {
                 fprintf(stderr, "handgrad bench: --head-dims %d is not a multiple of 16 (attention tiles are 16-float vectors)\n",
-                        o->head_dims[i]);
-                return -1;
+                        o->head_dims.v[i]);
+                return CLI_USAGE;
             }
         return 0;
     }
-    if (passes) {
-        if (parse_passes(passes, &o->passes)) return -1;
+    if (o->passes_arg) {
+        if (parse_passes(o->passes_arg, &o->passes)) return CLI_USAGE;
     } else {
         o->passes = PASS_FORWARD | PASS_BACKWARD | PASS_STEP;
     }
     /* models: a preset list, or one shape (a preset with overrides, or explicit) */
-    if (models) {
-        if (strlen(models) >= 1024) {
+    if (s->model) {
+        if (strlen(s->model) >= sizeof o->model_list) {
             fprintf(stderr, "handgrad bench: --model list is too long\n");
-            return -1;
+            return CLI_USAGE;
         }
-        strcpy(modelbuf, models);
-        for (char *save = NULL, *tok = strtok_r(modelbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (o->nmodels == BENCH_MAX_LIST) {
-                fprintf(stderr, "handgrad bench: --model takes at most %d presets\n", BENCH_MAX_LIST);
-                return -1;
+        strcpy(o->model_list, s->model);
+        for (char *save = NULL, *tok = strtok_r(o->model_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (o->nmodels == CLI_LIST_MAX) {
+                fprintf(stderr, "handgrad bench: --model takes at most %d presets\n", CLI_LIST_MAX);
+                return CLI_USAGE;
             }
             hg_config probe;
             if (hg_config_preset(tok, &probe) != HG_OK) {
                 fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
-                return -1;
+                return CLI_USAGE;
             }
             o->models[o->nmodels++] = tok;
         }
         if (!o->nmodels) {
             fprintf(stderr, "handgrad bench: --model needs at least one preset\n");
-            return -1;
+            return CLI_USAGE;
         }
     }
     if (explicit_shape) {
-        hg_config *e = &o->explicit_cfg;
         if (o->nmodels > 1) {
             fprintf(stderr, "handgrad bench: explicit sizes override one --model preset, not a list\n");
-            return -1;
+            return CLI_USAGE;
         }
-        if (o->nmodels == 1) hg_config_preset(o->models[0], e);
-        else if (!dmodel || !layers || !heads) {
-            fprintf(stderr, "handgrad bench: an explicit model needs --d-model, --n-layer and --n-head (or a --model to override)\n");
-            return -1;
-        } else {
-            *e = (hg_config){.vocab_size = 50257, .max_seq_len = 1024};
-        }
-        if (dmodel) e->d_model = dmodel, e->d_ff = 0;
-        if (dff > 0) e->d_ff = dff;
-        if (layers) e->n_layer = layers;
-        if (heads) e->n_head = heads;
-        if (vocab) e->vocab_size = vocab;
-        if (cli_apply_arch("bench", o->dev.arch, e)) return -1;
-        if (hg_config_validate(e) != HG_OK) {
+        cli_shape one = *s;
+        one.model = o->nmodels ? o->models[0] : NULL;
+        hg_config bare = {.vocab_size = 50257, .max_seq_len = 1024};
+        if (cli_shape_config("bench", &one, &bare, &o->explicit_cfg)) return CLI_USAGE;
+        if (hg_config_validate(&o->explicit_cfg) != HG_OK) {
             fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
-            return -1;
+            return CLI_USAGE;
         }
         o->has_explicit = 1;
         o->nmodels = 1;
@@ -331,7 +224,7 @@ static const char *pass_name(int pass) {
 
 static void print_model_row(const bench_opts *o, const model_case *mc, const model_row *r, int *header) {
     const char *pn = pass_name(r->pass);
-    double tps = (double)o->batch * r->ctx / r->t.mean, gflops = r->gflop / r->t.mean;
+    double tps = (double)o->m.batch * r->ctx / r->t.mean, gflops = r->gflop / r->t.mean;
     if (o->format == OUT_TABLE) {
         char pass[32];
         snprintf(pass, sizeof pass, "%s%s", pn, r->pass == PASS_FORWARD && !r->training ? "/infer" : "");
@@ -353,7 +246,7 @@ static void print_model_row(const bench_opts *o, const model_case *mc, const mod
     rec_int(&rec, "layers", c->n_layer);
     rec_int(&rec, "heads", c->n_head);
     rec_int(&rec, "vocab", c->vocab_size);
-    rec_int(&rec, "batch", o->batch);
+    rec_int(&rec, "batch", o->m.batch);
     rec_int(&rec, "ctx", r->ctx);
     rec_int(&rec, "threads", r->threads);
     rec_str(&rec, "pass", pn);
@@ -401,10 +294,10 @@ static int time_pass(const bench_opts *o, hg_model *m, int pass, const int32_t *
     hg_adamw adamw = hg_adamw_default();
     double *t = malloc(sizeof(double) * (size_t)o->steps);
     int rc = t ? 0 : 1;
-    for (int w = 0; w < o->warmup && !rc; w++) rc = run_pass(m, pass, tok, tgt, o->batch, T, &adamw);
+    for (int w = 0; w < o->warmup && !rc; w++) rc = run_pass(m, pass, tok, tgt, o->m.batch, T, &adamw);
     for (int s = 0; s < o->steps && !rc; s++) {
         double t0 = hg_now();
-        rc = run_pass(m, pass, tok, tgt, o->batch, T, &adamw);
+        rc = run_pass(m, pass, tok, tgt, o->m.batch, T, &adamw);
         t[s] = hg_now() - t0;
     }
     if (!rc) *out = bench_stats(t, o->steps);
@@ -423,11 +316,11 @@ static size_t estimate(const hg_config *cfg, const hg_options *opt, size_t basel
 static int run_model(const bench_opts *o, const model_case *mc, int T, int threads, size_t baseline,
                      model_row *rows, int *n, int *header) {
     hg_options opt = hg_options_default();
-    opt.batch = o->batch;
+    opt.batch = o->m.batch;
     opt.seq_len = T;
     opt.threads = threads;
-    opt.seed = o->seed;
-    cli_model_device(&o->dev, &opt);
+    opt.seed = o->m.seed;
+    cli_model_device(&o->m, &opt);
     size_t need_train = estimate(&mc->cfg, &opt, baseline);
     opt.training = 0;
     size_t need_infer = estimate(&mc->cfg, &opt, baseline);
@@ -437,7 +330,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
     model_row base = {.params = (double)hg_config_param_count(&mc->cfg, 0), .ctx = T, .threads = threads,
                       .training = trains, .peak = NAN, .avail = avail};
     if ((trains || infer) && bench_peak(&opt, &base.peak)) return 1;
-    double flop = hg_train_flops(&mc->cfg, o->batch, T) / 1e9;
+    double flop = hg_train_flops(&mc->cfg, o->m.batch, T) / 1e9;
     model_row *r0 = rows + *n;
     for (int p = PASS_FORWARD; p <= PASS_STEP; p <<= 1) {
         if (!(o->passes & p)) continue;
@@ -460,13 +353,13 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
         } else if (st != HG_OK) {
             return cli_fail("bench");
         } else {
-            int32_t *tok = malloc(sizeof(int32_t) * (size_t)o->batch * T), *tgt = malloc(sizeof(int32_t) * (size_t)o->batch * T);
+            int32_t *tok = malloc(sizeof(int32_t) * (size_t)o->m.batch * T), *tgt = malloc(sizeof(int32_t) * (size_t)o->m.batch * T);
             if (!tok || !tgt) {
                 fprintf(stderr, "handgrad bench: out of memory for tokens\n");
                 rc = 1;
             }
-            uint64_t x = o->seed * 6364136223846793005ull + 1442695040888963407ull;
-            for (int i = 0; !rc && i < o->batch * T; i++) {
+            uint64_t x = o->m.seed * 6364136223846793005ull + 1442695040888963407ull;
+            for (int i = 0; !rc && i < o->m.batch * T; i++) {
                 x = x * 6364136223846793005ull + 1442695040888963407ull;
                 tok[i] = (int32_t)((x >> 33) % (uint64_t)mc->cfg.vocab_size);
                 x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -536,7 +429,7 @@ static int plot_models(const bench_opts *o, const model_row *rows, int n) {
             if (ns == MAXS) continue;
             key[s][0] = rows[i].pass, key[s][1] = rows[i].ctx, key[s][2] = rows[i].threads;
             snprintf(labels[s], sizeof labels[s], "%s", pass_name(rows[i].pass));
-            if (o->nctx > 1 || o->nthreads > 1)
+            if (o->ctx.n > 1 || o->threads.n > 1)
                 snprintf(labels[s] + strlen(labels[s]), sizeof labels[s] - strlen(labels[s]), " T=%d, %d thr", rows[i].ctx,
                          rows[i].threads);
             ts[s] = (svg_series){labels[s], sx[s], sy[s], 0, 0, 1};
@@ -551,11 +444,11 @@ static int plot_models(const bench_opts *o, const model_row *rows, int n) {
     for (int i = 0; i < n; i++) peak_y[i] = rows[i].peak;
     gs[ns] = (svg_series){"sgemm peak", x, peak_y, n, 1, 0};
     char title[160];
-    snprintf(title, sizeof title, "handgrad, batch %d: time per call against model size", o->batch);
+    snprintf(title, sizeof title, "handgrad, batch %d: time per call against model size", o->m.batch);
     svg_plot pt = {.title = title, .xlabel = "parameters (millions)", .ylabel = "seconds", .logx = 1, .logy = 1,
                    .series = ts, .nseries = ns};
     int rc = bench_write_plot(o->plot_dir, model_plots[0], &pt);
-    snprintf(title, sizeof title, "handgrad, batch %d: model GFLOP/s against model size", o->batch);
+    snprintf(title, sizeof title, "handgrad, batch %d: model GFLOP/s against model size", o->m.batch);
     svg_plot pg = {.title = title, .xlabel = "parameters (millions)", .ylabel = "GFLOP/s", .logx = 1,
                    .series = gs, .nseries = ns + 1};
     rc |= bench_write_plot(o->plot_dir, model_plots[1], &pg);
@@ -569,15 +462,15 @@ static int bench_models(const bench_opts *o) {
     for (int i = 0; i < o->nmodels; i++) {
         model_case mc;
         model_case_at(o, i, &mc);
-        for (int j = 0; j < o->nctx; j++) {
-            if (o->ctx[j] > mc.cfg.max_seq_len) {
-                fprintf(stderr, "handgrad bench: --ctx %d is more than %s's max_seq_len %d\n", o->ctx[j], mc.name,
+        for (int j = 0; j < o->ctx.n; j++) {
+            if (o->ctx.v[j] > mc.cfg.max_seq_len) {
+                fprintf(stderr, "handgrad bench: --ctx %d is more than %s's max_seq_len %d\n", o->ctx.v[j], mc.name,
                         mc.cfg.max_seq_len);
                 return 2;
             }
             hg_options opt = hg_options_default();
-            opt.batch = o->batch, opt.seq_len = o->ctx[j];
-            for (int k = 0; k < o->nthreads; k++) opt.threads = o->threads[k] > opt.threads ? o->threads[k] : opt.threads;
+            opt.batch = o->m.batch, opt.seq_len = o->ctx.v[j];
+            for (int k = 0; k < o->threads.n; k++) opt.threads = o->threads.v[k] > opt.threads ? o->threads.v[k] : opt.threads;
             hg_memory_plan plan;
             if (hg_memory_required(&mc.cfg, &opt, &plan) != HG_OK) {
                 fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
@@ -587,23 +480,23 @@ static int bench_models(const bench_opts *o) {
     }
     if (o->plot_dir && bench_check_plots(o->plot_dir, model_plots, 2)) return 2;
     size_t baseline = bench_rss(); /* the process so far: code, runtimes */
-    int maxrows = o->nmodels * o->nctx * o->nthreads * 3, n = 0, header = 1, rc = 0;
+    int maxrows = o->nmodels * o->ctx.n * o->threads.n * 3, n = 0, header = 1, rc = 0;
     model_row *rows = calloc((size_t)maxrows, sizeof *rows);
     if (!rows) {
         fprintf(stderr, "handgrad bench: out of memory\n");
         return 1;
     }
     if (o->format == OUT_TABLE) {
-        printf("handgrad bench: batch %d, warmup %d, steps %d\n", o->batch, o->warmup, o->steps);
+        printf("handgrad bench: batch %d, warmup %d, steps %d\n", o->m.batch, o->warmup, o->steps);
         printf("%-18s %5s %3s  %-14s %6s %10s %9s %10s %9s %8s %11s\n", "Model", "Ctx", "Thr", "Pass", "Warmup",
                "Mean (s)", "Std (s)", "tokens/s", "GFLOP/s", "% peak", "Peak mem");
     }
     for (int i = 0; i < o->nmodels && !rc; i++) {
         model_case mc;
         model_case_at(o, i, &mc);
-        for (int j = 0; j < o->nctx && !rc; j++)
-            for (int k = 0; k < o->nthreads && !rc; k++)
-                rc = run_model(o, &mc, o->ctx[j], o->threads[k], baseline, rows, &n, &header);
+        for (int j = 0; j < o->ctx.n && !rc; j++)
+            for (int k = 0; k < o->threads.n && !rc; k++)
+                rc = run_model(o, &mc, o->ctx.v[j], o->threads.v[k], baseline, rows, &n, &header);
     }
     if (!rc && o->format == OUT_TABLE) bench_print_peaks();
     if (!rc) bench_check_peaks();
@@ -614,8 +507,7 @@ static int bench_models(const bench_opts *o) {
 
 int cmd_bench(int argc, char **argv) {
     bench_opts o;
-    char modelbuf[1024];
-    int p = parse_options(argc, argv, &o, modelbuf);
-    if (p) return p > 0 ? 0 : 2;
+    int rc = parse_options(argc, argv, &o);
+    if (rc) return cli_exit(rc);
     return o.attention ? bench_attention(&o) : bench_models(&o);
 }

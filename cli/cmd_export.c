@@ -1,35 +1,44 @@
 /* `handgrad export`: writes a model as a Hugging Face folder. */
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_io.h"
+#include "cli_opts.h"
 #include "cli_open.h"
 #include "commands.h"
 #include "handgrad.h"
 
-static const char *usage_text =
-    "usage: handgrad export --model PATH --hf DIR [--tokenizer PATH] [--architecture CLASS] [--bf16]\n"
-    "\n"
-    "Writes DIR as a Hugging Face folder that transformers' AutoModelForCausalLM.from_pretrained\n"
-    "loads: config.json, model.safetensors and the tokenizer's files (tokenizer.json as it was\n"
-    "read, or vocab.json, merges.txt and tokenizer_config.json), with the tokenizer_config.json,\n"
-    "special_tokens_map.json and generation_config.json found beside the tokenizer. DIR must\n"
-    "not exist or be empty; it appears only when complete.\n"
-    "\n"
-    "  --model PATH          a handgrad checkpoint (weights .safetensors file, ckpt_N folder or\n"
-    "                        run folder) or a Hugging Face folder\n"
-    "  --hf DIR              the folder to write\n"
-    "  --tokenizer PATH      the tokenizer (default: the files beside the model)\n"
-    "  --architecture CLASS  GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM,\n"
-    "                        Qwen2ForCausalLM or Qwen3ForCausalLM (default: a Hugging Face\n"
-    "                        model's own class; a checkpoint's is GPT-2 when its config is\n"
-    "                        GPT-2's, Qwen3 with a q/k norm, Qwen2 with q/k/v biases only,\n"
-    "                        else Llama)\n"
-    "  --bf16                weights in bfloat16 (rounded to nearest even); default float32,\n"
-    "                        the parameters' exact bits\n";
+static const char synopsis[] =
+    "usage: handgrad export --model PATH --hf DIR [--tokenizer PATH]\n"
+    "                       [--architecture CLASS] [--bf16]\n";
+static const char about[] =
+    "Writes DIR as a Hugging Face folder that transformers' AutoModelForCausalLM.from_pretrained "
+    "loads: config.json, model.safetensors and the tokenizer's files (tokenizer.json as it was read, "
+    "or vocab.json, merges.txt and tokenizer_config.json), with the tokenizer_config.json, "
+    "special_tokens_map.json and generation_config.json found beside the tokenizer. DIR must not "
+    "exist or be empty; it appears only when complete.\n";
+
+typedef struct export_args {
+    const char *model, *out, *tokenizer, *arch;
+    int bf16;
+} export_args;
+
+#define O(field) offsetof(export_args, field)
+static const cli_opt export_options[] = {
+    {"model", CLI_STR, O(model), "PATH", 0, 0, 0,
+     "a handgrad checkpoint (weights .safetensors file, ckpt_N folder or run folder) or a Hugging Face folder "
+     "(required)"},
+    {"hf", CLI_STR, O(out), "DIR", 0, 0, 0, "the folder to write (required)"},
+    {"tokenizer", CLI_STR, O(tokenizer), "PATH", 0, 0, 0, "the tokenizer (default: the files beside the model)"},
+    {"architecture", CLI_STR, O(arch), "CLASS", 0, 0, 0,
+     "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM (default: a Hugging Face model's own class; a checkpoint's is GPT-2 when its config is GPT-2's, "
+     "Qwen3 with a q/k norm, Qwen2 with q/k/v biases only, else Llama)"},
+    {"bf16", CLI_BOOL, O(bf16), 0, 0, 1, 0,
+     "weights in bfloat16 (rounded to nearest even); default float32, the parameters' exact bits"},
+};
+#undef O
 
 /* The class a Hugging Face folder's config.json names, or NULL (a checkpoint). */
 static char *folder_class(const char *dir) {
@@ -51,30 +60,16 @@ static char *folder_class(const char *dir) {
 }
 
 int cmd_export(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"hf", required_argument, 0, 'o'},
-                                         {"tokenizer", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
-                                         {"architecture", required_argument, 0, 'a'}, {"bf16", no_argument, 0, 'b'},
-                                         {0, 0, 0, 0}};
-    const char *model = NULL, *out = NULL, *tok_path = NULL, *arch = NULL;
-    int bf16 = 0;
-    int c;
-    optind = 1, opterr = 0; /* one-line messages of our own */
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'o': out = optarg; break;
-        case 't': tok_path = optarg; break;
-        case 'a': arch = optarg; break;
-        case 'b': bf16 = 1; break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        case ':': fprintf(stderr, "handgrad export: %s needs a value (see --help)\n", argv[optind - 1]); return 2;
-        default: fprintf(stderr, "handgrad export: unknown option '%s' (see --help)\n", argv[optind - 1]); return 2;
-        }
-    }
-    if (!model || !out || optind < argc) {
-        fprintf(stderr, "handgrad export: needs --model and --hf, and no other arguments (see --help)\n");
+    export_args a = {0};
+    cli_cmd cmd = CLI_CMD("export", synopsis, about, NULL, export_options, NULL);
+    int parsed = cli_parse(&cmd, &a, argc, argv, NULL);
+    if (parsed) return cli_exit(parsed);
+    if (!a.model || !a.out) {
+        fprintf(stderr, "handgrad export: needs --model and --hf (see handgrad export --help)\n");
         return 2;
     }
+    const char *model = a.model, *out = a.out, *tok_path = a.tokenizer, *arch = a.arch;
+    const int bf16 = a.bf16;
     hg_options o = hg_options_default();
     o.training = 0, o.seq_len = 1; /* no activations to speak of: the weights are all it needs */
     hg_model *m = NULL;

@@ -2,159 +2,84 @@
  * the text to stdout as tokens come, once or --num-samples times, up to a --stop string;
  * reports tokens/s on stderr. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_io.h"
+#include "cli_model.h"
 #include "cli_open.h"
 #include "commands.h"
 #include "core/timer.h"
 #include "handgrad.h"
 
-static const char *usage_text =
-    "usage: handgrad generate --model PATH [options]\n"
-    "\n"
-    "Continues a prompt, printing the text as each token is produced, then tokens/s on\n"
-    "stderr. A KV cache makes each new token cost O(context), not a full forward pass.\n"
-    "\n"
-    "  --model PATH          a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3), or a\n"
-    "                        handgrad checkpoint: a weights .safetensors file, a ckpt_N folder,\n"
-    "                        or a run folder (its newest checkpoint)\n"
-    "  --prompt TEXT         the prompt (default: all of stdin), after the tokenizer's BOS when\n"
-    "                        its tokenizer.json adds one; empty: start from BOS or <|endoftext|>\n"
-    "  --max-new-tokens N    tokens to generate (default 256)\n"
-    "  --temperature T       softmax temperature; 0 is greedy (default 0.8)\n"
-    "  --top-k K             sample among the K most likely tokens; 0: all (default 40)\n"
-    "  --top-p P             sample among the most likely tokens that make up P of the\n"
-    "                        probability; 1: all (default 1)\n"
-    "                        (the defaults of the samples `handgrad train` prints, too)\n"
-    "  --repetition-penalty X  divide the logit of every token already in the context by X\n"
-    "                        when positive, multiply it by X when negative, before the\n"
-    "                        temperature (CTRL, as Hugging Face does); X in (0, 100],\n"
-    "                        1: off (default 1)\n"
-    "  --seed S              sampling seed: the same seed and settings give the same text\n"
-    "                        (default 1)\n"
-    "  --num-samples N       N continuations of the prompt, one after the other, with a line\n"
-    "                        of 15 dashes between two; sample i draws with a seed made from\n"
-    "                        S and i, the first with S itself (default 1)\n"
-    "  --stop TEXT           end a sample when its new text contains TEXT, printing only what\n"
-    "                        comes before it; up to 16 --stop (TEXT is taken byte for byte:\n"
-    "                        in bash, --stop $'\\n\\n' stops at a blank line)\n"
-    "  --tokenizer PATH      tokenizer.json, vocab.json/merges.txt folder or .tiktoken file (default: the\n"
-    "                        files beside the model)\n"
-    "  --ctx N               context (KV cache) length (default: the model's n_positions)\n"
-    "  --threads N           threads (default: all cores)\n"
-    "  --no-echo             print only the new text, not the prompt\n"
-    "  --ignore-eot          go on after an end-of-sequence token (default: stop at the\n"
-    "                        eos ids of the folder's generation_config.json or config.json,\n"
-    "                        and at <|endoftext|>)\n"
-    "  --no-cache            recompute the whole context for every token instead of using\n"
-    "                        the KV cache (the same text, slower; for comparison)\n"
-    "\n"
-    "A prompt longer than the context is cut from the left, with a warning. When the\n"
-    "context fills up, generation goes on from the last half of it. A sample ends at\n"
-    "--max-new-tokens, at an end-of-sequence token or at a --stop string. Usage errors\n"
-    "exit with status 2.\n";
-
-/* Strict number parsing: the whole text, within [lo, hi]; prints the error naming the flag. */
-static int parse_long(const char *flag, const char *text, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi) {
-        fprintf(stderr, "handgrad generate: %s: '%s' is not an integer in [%ld, %ld]\n", flag, text, lo, hi);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* As parse_long, within [lo, hi], or (lo, hi] when lo_open. */
-static int parse_double(const char *flag, const char *text, double lo, int lo_open, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !((lo_open ? v > lo : v >= lo) && v <= hi)) {
-        fprintf(stderr, "handgrad generate: %s: '%s' is not a number in %c%g, %g]\n", flag, text, lo_open ? '(' : '[',
-                lo, hi);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-enum { MAX_STOPS = 16 };
+static const char synopsis[] = "usage: handgrad generate --model PATH [options]\n";
+static const char about[] =
+    "Continues a prompt, printing the text as each token is produced, then tokens/s on stderr. A KV "
+    "cache makes each new token cost O(context), not a full forward pass.\n";
+static const char epilog[] =
+    "A prompt longer than the context is cut from the left, with a warning. When the context fills "
+    "up, generation goes on from the last half of it. A sample ends at --max-new-tokens, at an "
+    "end-of-sequence token or at a --stop string.\n";
 
 typedef struct gen_args {
     const char *model, *prompt, *tokenizer;
-    const char *stops[MAX_STOPS];
-    long max_new, top_k, ctx, threads, seed, num_samples;
+    cli_strs stops;
+    int max_new, top_k, ctx, threads, num_samples;
+    int64_t seed;
     double temperature, top_p, rep_penalty;
-    int echo, stop_at_eot, no_cache, n_stops;
+    int echo, stop_at_eot, no_cache;
 } gen_args;
 
+#define O(field) offsetof(gen_args, field)
+static const cli_opt gen_options[] = {
+    {"model", CLI_STR, O(model), "PATH", 0, 0, 0,
+     "a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3), or a handgrad checkpoint: a weights "
+     ".safetensors file, a ckpt_N folder, or a run folder (its newest checkpoint) (required)"},
+    {"prompt", CLI_STR, O(prompt), "TEXT", 0, 0, CLI_TEXT,
+     "the prompt (default: all of stdin), after the tokenizer's BOS when its tokenizer.json adds one; empty: "
+     "start from BOS or <|endoftext|>"},
+    {"max-new-tokens", CLI_INT, O(max_new), "N", 0, 1 << 30, 0, "tokens to generate"},
+    CLI_OPTS_SAMPLE(gen_args, ),
+    {"repetition-penalty", CLI_F64, O(rep_penalty), "X", 0, 100, CLI_LO_OPEN,
+     "divide the logit of every token already in the context by X when positive, multiply it by X when "
+     "negative, before the temperature (CTRL, as Hugging Face does); 1: off"},
+    CLI_OPT_SEED(gen_args, ),
+    {"num-samples", CLI_INT, O(num_samples), "N", 1, 1000000, 0,
+     "N continuations of the prompt, one after the other, with a line of 15 dashes between two; sample i "
+     "draws with a seed made from S and i, the first with S itself"},
+    {"stop", CLI_STRS, O(stops), "TEXT", 0, 0, CLI_TEXT,
+     "end a sample when its new text contains TEXT, printing only what comes before it; up to 16 --stop "
+     "(TEXT is taken byte for byte: in bash, --stop $'\\n\\n' stops at a blank line)"},
+    {"tokenizer", CLI_STR, O(tokenizer), "PATH", 0, 0, 0,
+     "tokenizer.json, vocab.json/merges.txt folder or .tiktoken file (default: the files beside the model)"},
+    CLI_OPT_CTX(gen_args, ),
+    CLI_OPT_THREADS(gen_args, ),
+    {"no-echo", CLI_SET, O(echo), 0, 0, 0, 0, "print only the new text, not the prompt"},
+    {"ignore-eot", CLI_SET, O(stop_at_eot), 0, 0, 0, 0,
+     "go on after an end-of-sequence token (default: stop at the eos ids of the folder's "
+     "generation_config.json or config.json, and at <|endoftext|>)"},
+    {"no-cache", CLI_BOOL, O(no_cache), 0, 0, 1, 0,
+     "recompute the whole context for every token instead of using the KV cache (the same text, slower; for "
+     "comparison)"},
+};
+#undef O
+
 static int parse_args(int argc, char **argv, gen_args *a) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},       {"prompt", required_argument, 0, 'p'},
-        {"max-new-tokens", required_argument, 0, 'n'}, {"temperature", required_argument, 0, 't'},
-        {"top-k", required_argument, 0, 'k'},       {"top-p", required_argument, 0, 'P'},
-        {"seed", required_argument, 0, 's'},        {"tokenizer", required_argument, 0, 'T'},
-        {"ctx", required_argument, 0, 'c'},         {"threads", required_argument, 0, 'j'},
-        {"num-samples", required_argument, 0, 'N'}, {"stop", required_argument, 0, 'S'},
-        {"repetition-penalty", required_argument, 0, 'R'},
-        {"no-echo", no_argument, 0, 'E'},           {"ignore-eot", no_argument, 0, 'I'},
-        {"no-cache", no_argument, 0, 'C'},          {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    /* the sampling defaults are those of train's samples (cli/train_options.c) */
-    *a = (gen_args){.max_new = 256, .top_k = 40, .seed = 1, .num_samples = 1, .temperature = 0.8, .top_p = 1.0,
-                    .rep_penalty = 1.0, .echo = 1, .stop_at_eot = 1};
-    int c, bad = 0, n_stops = 0;
-    optind = 1, opterr = 0; /* one-line messages of our own */
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': a->model = optarg; break;
-        case 'p': a->prompt = optarg; break;
-        case 'T': a->tokenizer = optarg; break;
-        case 'n': bad |= parse_long("--max-new-tokens", optarg, 0, 1L << 30, &a->max_new); break;
-        case 'k': bad |= parse_long("--top-k", optarg, 0, 1L << 24, &a->top_k); break;
-        case 'c': bad |= parse_long("--ctx", optarg, 1, 1 << 20, &a->ctx); break;
-        case 'j': bad |= parse_long("--threads", optarg, 0, 1024, &a->threads); break;
-        case 's': bad |= parse_long("--seed", optarg, 0, __LONG_MAX__, &a->seed); break;
-        case 'N': bad |= parse_long("--num-samples", optarg, 1, 1000000, &a->num_samples); break;
-        case 't': bad |= parse_double("--temperature", optarg, 0.0, 0, 1e6, &a->temperature); break;
-        case 'P': bad |= parse_double("--top-p", optarg, 0.0, 0, 1.0, &a->top_p); break;
-        case 'R': bad |= parse_double("--repetition-penalty", optarg, 0.0, 1, 100.0, &a->rep_penalty); break;
-        case 'S':
-            if (!*optarg) {
-                fprintf(stderr, "handgrad generate: --stop: the stop string is empty\n");
-                bad = 1;
-            } else if (n_stops++ < MAX_STOPS) {
-                a->stops[a->n_stops++] = optarg;
-            }
-            break;
-        case 'E': a->echo = 0; break;
-        case 'I': a->stop_at_eot = 0; break;
-        case 'C': a->no_cache = 1; break;
-        case 'h': fputs(usage_text, stdout); return -1;
-        case ':': fprintf(stderr, "handgrad generate: %s needs a value (see --help)\n", argv[optind - 1]); return 2;
-        default: fprintf(stderr, "handgrad generate: unknown option '%s' (see --help)\n", argv[optind - 1]); return 2;
+    *a = (gen_args){.max_new = 256, .top_k = CLI_SAMPLE_TOP_K, .seed = 1, .num_samples = 1,
+                    .temperature = CLI_SAMPLE_TEMPERATURE, .top_p = 1.0, .rep_penalty = 1.0, .echo = 1, .stop_at_eot = 1};
+    cli_cmd cmd = CLI_CMD("generate", synopsis, about, epilog, gen_options, NULL);
+    int rc = cli_parse(&cmd, a, argc, argv, NULL);
+    if (rc) return rc;
+    for (int i = 0; i < a->stops.n; i++)
+        if (!*a->stops.v[i]) {
+            fprintf(stderr, "handgrad generate: --stop: the stop string is empty\n");
+            return CLI_USAGE;
         }
-    }
-    if (n_stops > MAX_STOPS) {
-        fprintf(stderr, "handgrad generate: --stop: %d stop strings, at most %d\n", n_stops, MAX_STOPS);
-        bad = 1;
-    }
-    if (bad) return 2;
-    if (optind < argc) {
-        fprintf(stderr, "handgrad generate: unexpected argument '%s' (the prompt goes in --prompt or stdin)\n", argv[optind]);
-        return 2;
-    }
     if (!a->model) {
-        fprintf(stderr, "handgrad generate: --model is required (see --help)\n");
-        return 2;
+        fprintf(stderr, "handgrad generate: --model is required (see handgrad generate --help)\n");
+        return CLI_USAGE;
     }
     return 0;
 }
@@ -375,14 +300,14 @@ static int32_t *encode_prompt(const gen_args *a, const hg_tokenizer *tok, int ct
 int cmd_generate(int argc, char **argv) {
     gen_args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return cli_exit(rc);
     hg_options o = hg_options_default();
     o.training = 0, o.batch = 1, o.seq_len = (int)a.ctx, o.threads = (int)a.threads;
     hg_model *m = NULL;
     hg_tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     char dir[4096];
-    gen_run r = {.a = &a, .eos = {.bos = -1}, .stop = {.stops = a.stops, .n_stops = a.n_stops}};
+    gen_run r = {.a = &a, .eos = {.bos = -1}, .stop = {.stops = a.stops.v, .n_stops = a.stops.n}};
     if (cli_open_model("generate", a.model, &o, &m, dir, sizeof dir)) return 1;
     r.m = m;
     rc = 1;
@@ -399,7 +324,7 @@ int cmd_generate(int argc, char **argv) {
     if (!prompt) goto done;
     r.prompt = prompt;
     size_t longest = 0;
-    for (int i = 0; i < a.n_stops; i++) longest = strlen(a.stops[i]) > longest ? strlen(a.stops[i]) : longest;
+    for (int i = 0; i < a.stops.n; i++) longest = strlen(a.stops.v[i]) > longest ? strlen(a.stops.v[i]) : longest;
     const size_t vocab = (size_t)hg_model_config(m)->vocab_size;
     r.cap = hg_tokenizer_max_token_bytes(tok) + 3;
     r.buf = malloc(r.cap);
@@ -412,7 +337,7 @@ int cmd_generate(int argc, char **argv) {
         goto done;
     }
     r.sp = (hg_sampling){(float)a.temperature, (int)a.top_k, (float)a.top_p};
-    for (long i = 0; i < a.num_samples; i++) {
+    for (int i = 0; i < a.num_samples; i++) {
         if (i > 0 && fputs("---------------\n", stdout) == EOF) goto io_error;
         int st = sample_one(&r, sample_seed((uint64_t)a.seed, i));
         if (st == GEN_LIB_ERROR) goto lib_error;
@@ -420,7 +345,7 @@ int cmd_generate(int argc, char **argv) {
     }
     fprintf(stderr, "generate: %d prompt tokens in %.3f s, %ld new tokens in %.3f s (%.1f tokens/s)", r.n_prompt,
             r.t_prefill, r.made, r.t_gen, r.t_gen > 0 ? (double)r.made / r.t_gen : 0.0);
-    if (a.num_samples > 1) fprintf(stderr, ", %ld samples", a.num_samples);
+    if (a.num_samples > 1) fprintf(stderr, ", %d samples", a.num_samples);
     fputc('\n', stderr);
     rc = 0;
     goto done;

@@ -1,6 +1,5 @@
 /* `handgrad ops`: the site ops that --ops plugins registered, and a gradient check of
  * each (hg_gradcheck_site) on the shapes a model would give it. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,52 +9,38 @@
 #include "commands.h"
 #include "handgrad_ext.h"
 
-static const char *usage_text =
-    "usage: handgrad [--ops PLUGIN.so]... ops [--check] [--model NAME] [--arch F=V,...] [--rows N]\n"
-    "\n"
-    "Lists the registered site ops (loaded with --ops before the command): name, site and\n"
-    "parameter, saved-tensor and scratch sizes for the model's shapes. With --check, runs\n"
-    "hg_gradcheck_site on each: its backward against finite differences of its forward, with\n"
-    "poisoned outputs and a check that parameter gradients accumulate. Exit 1 if one fails.\n"
-    "\n"
-    "  --check          gradient-check every op\n"
-    "  --model NAME     the preset whose shapes the ops get (default tiny): C = d_model; at the\n"
-    "                   MLP site the widths (FI, F) of its mlp (FI = 2F for swiglu)\n"
-    "  --arch F=V,...   config fields over the preset (e.g. mlp=swiglu)\n"
-    "  --rows N         rows N of the checked calls (default 8)\n";
+static const char synopsis[] =
+    "usage: handgrad [--ops PLUGIN.so]... ops [--check] [--model NAME]\n"
+    "                                         [--arch F=V,...] [--rows N]\n";
+static const char about[] =
+    "Lists the registered site ops (loaded with --ops before the command): name, site and parameter, "
+    "saved-tensor and scratch sizes for the model's shapes. With --check, runs hg_gradcheck_site on "
+    "each: its backward against finite differences of its forward, with poisoned outputs and a check "
+    "that parameter gradients accumulate. Exit 1 if one fails.\n"
+    "The ops get the model's shapes: C = d_model, and at the MLP site the widths (FI, F) of its mlp "
+    "(FI = 2F for swiglu).\n";
+
+typedef struct ops_args {
+    cli_shape shape;
+    int check, rows;
+} ops_args;
+
+static const cli_opt ops_options[] = {
+    {"check", CLI_BOOL, offsetof(ops_args, check), 0, 0, 1, 0, "gradient-check every op"},
+    CLI_OPTS_MODEL(ops_args, shape.),
+    CLI_OPTS_SHAPE(ops_args, shape.),
+    {"rows", CLI_INT, offsetof(ops_args, rows), "N", 1, 4096, 0, "rows N of the checked calls"},
+};
 
 int cmd_ops(int argc, char **argv) {
-    static const struct option opts[] = {{"check", no_argument, 0, 'c'}, {"model", required_argument, 0, 'm'},
-                                         {"arch", required_argument, 0, 'a'}, {"rows", required_argument, 0, 'r'},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *preset = "tiny", *arch = NULL;
-    int check = 0, rows = 8, c;
-    optind = 1, opterr = 0;
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case 'c': check = 1; break;
-        case 'm': preset = optarg; break;
-        case 'a': arch = optarg; break;
-        case 'r':
-            rows = (int)strtol(optarg, &end, 10);
-            if (*end || rows < 1 || rows > 4096) {
-                fprintf(stderr, "handgrad ops: --rows: '%s' must be an integer in [1, 4096]\n", optarg);
-                return 2;
-            }
-            break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        case ':': fprintf(stderr, "handgrad ops: %s needs a value (see --help)\n", argv[optind - 1]); return 2;
-        default: fprintf(stderr, "handgrad ops: unknown option '%s' (see --help)\n", argv[optind - 1]); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "handgrad ops: unexpected argument '%s' (see --help)\n", argv[optind]);
-        return 2;
-    }
+    ops_args a = {.shape.model = "tiny", .rows = 8};
+    cli_cmd cmd = CLI_CMD("ops", synopsis, about, NULL, ops_options, NULL);
+    int rc = cli_parse(&cmd, &a, argc, argv, NULL);
+    if (rc) return cli_exit(rc);
+    const int check = a.check, rows = a.rows;
     hg_config cfg;
-    if (hg_config_preset(preset, &cfg) != HG_OK) return cli_fail("ops");
-    if (cli_apply_arch("ops", arch, &cfg)) return 2;
+    if (cli_shape_config("ops", &a.shape, &(hg_config){0}, &cfg)) return 2;
+    if (hg_config_validate(&cfg) != HG_OK) return cli_fail("ops");
     const int n = hg_op_count();
     if (!n) {
         printf("no site ops are registered (load a plugin with: handgrad --ops PLUGIN.so ops)\n");

@@ -3,28 +3,47 @@
  * backward side by side), and totals; optionally a Chrome trace and the memory report. */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_args.h"
 #include "cli_io.h"
 #include "cli_model.h"
 #include "commands.h"
 #include "profile.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: handgrad profile [options]\n" CLI_MODEL_USAGE
-            "  --warmup N         untimed steps first (default 1)\n"
-            "  --steps N          profiled training steps (default 3)\n"
-            "  --json             one JSON object instead of tables\n"
-            "  --trace FILE       write a Chrome trace (chrome://tracing, Perfetto)\n"
-            "  --memory           the memory report: bytes by category, peaks, live activations\n"
-            "  --memory-plot FILE an SVG of live activation bytes over the step\n");
-}
+static const char synopsis[] = "usage: handgrad profile [options]\n";
+static const char about[] =
+    "Times every op of a training step per layer against the GEMM ceiling and the memory bandwidth "
+    "measured in the same run; optionally a Chrome trace and a memory report.\n";
+
+typedef struct prof_args {
+    cli_model m;
+    int warmup, steps, json, memory;
+    const char *trace, *plot;
+} prof_args;
+
+#define O(field) offsetof(prof_args, field)
+static const cli_opt prof_options[] = {
+    {"Model", CLI_SECTION, 0, 0, 0, 0, 0, 0},
+    CLI_OPTS_MODEL(prof_args, m.shape.),
+    CLI_OPTS_SHAPE(prof_args, m.shape.),
+    {"Run", CLI_SECTION, 0, 0, 0, 0, 0, 0},
+    CLI_OPT_BATCH(prof_args, m.),
+    CLI_OPT_CTX(prof_args, m.),
+    CLI_OPT_THREADS(prof_args, m.),
+    CLI_OPT_SEED(prof_args, m.),
+    CLI_OPTS_DEVICE(prof_args, m.),
+    {"warmup", CLI_INT, O(warmup), "N", 0, 1 << 20, 0, "untimed steps first"},
+    {"steps", CLI_INT, O(steps), "N", 1, 1 << 20, 0, "profiled training steps"},
+    {"Output", CLI_SECTION, 0, 0, 0, 0, 0, 0},
+    {"json", CLI_BOOL, O(json), 0, 0, 1, 0, "one JSON object instead of tables"},
+    {"trace", CLI_STR, O(trace), "FILE", 0, 0, 0, "write a Chrome trace (chrome://tracing, Perfetto)"},
+    {"memory", CLI_BOOL, O(memory), 0, 0, 1, 0, "the memory report: bytes by category, peaks, live activations"},
+    {"memory-plot", CLI_STR, O(plot), "FILE", 0, 0, 0, "an SVG of live activation bytes over the step"},
+};
+#undef O
 
 /* Statistics of one row of the per-op table: every instance of an op kind and pass. */
 typedef struct op_row {
@@ -269,48 +288,19 @@ static int events_per_step(const prof_run *r) {
 }
 
 int cmd_profile(int argc, char **argv) {
-    cli_model mo = cli_model_default();
-    int json = 0, memory = 0;
-    const char *trace = NULL, *plot = NULL;
-    prof_run r = {.warmup = 1, .steps = 3};
-    static const struct option opts[] = {
-        CLI_MODEL_OPTIONS,
-        {"warmup", required_argument, 0, 'w'}, {"steps", required_argument, 0, 's'},
-        {"json", no_argument, 0, 'j'},        {"trace", required_argument, 0, 't'},
-        {"memory", no_argument, 0, 'M'},      {"memory-plot", required_argument, 0, 'P'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
-    int c;
-    optind = 1, opterr = 0; /* one-line messages of our own */
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        int shared = cli_model_flag("profile", &mo, c, optarg);
-        if (shared < 0) return 2;
-        if (shared) continue;
-        switch (c) {
-        case 'w':
-            if (cli_parse_int("profile", "--warmup", optarg, 0, 1 << 20, &r.warmup)) return 2;
-            break;
-        case 's':
-            if (cli_parse_int("profile", "--steps", optarg, 1, 1 << 20, &r.steps)) return 2;
-            break;
-        case 'j': json = 1; break;
-        case 't': trace = optarg; break;
-        case 'M': memory = 1; break;
-        case 'P': plot = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: return cli_bad_option("profile", c, argv);
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "handgrad profile: unexpected argument '%s' (options are --name value)\n", argv[optind]);
-        return 2;
-    }
+    prof_args a = {.m = cli_model_default(), .warmup = 1, .steps = 3};
+    cli_cmd cmd = CLI_CMD("profile", synopsis, about, NULL, prof_options, NULL);
+    int parsed = cli_parse(&cmd, &a, argc, argv, NULL);
+    if (parsed) return cli_exit(parsed);
     /* output paths first: a bad one fails now, not after the run */
-    if ((trace && cli_check_writable("profile", "--trace", trace)) ||
-        (plot && cli_check_writable("profile", "--memory-plot", plot)))
+    if ((a.trace && cli_check_writable("profile", "--trace", a.trace)) ||
+        (a.plot && cli_check_writable("profile", "--memory-plot", a.plot)))
         return 2;
-    memory |= plot != NULL;
-    if (cli_model_setup("profile", &mo, 1, &r.cfg, &r.opt)) return 2;
-    r.preset = mo.preset, r.B = mo.batch, r.T = mo.ctx;
+    const char *trace = a.trace, *plot = a.plot;
+    int json = a.json, memory = a.memory || plot;
+    prof_run r = {.warmup = a.warmup, .steps = a.steps};
+    if (cli_model_setup("profile", &a.m, 1, &r.cfg, &r.opt)) return 2;
+    r.preset = a.m.shape.model ? a.m.shape.model : "custom", r.B = r.opt.batch, r.T = r.opt.seq_len;
 
     int rc = 1;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)r.B * r.T), *tgt = malloc(sizeof(int32_t) * (size_t)r.B * r.T);
@@ -320,7 +310,7 @@ int cmd_profile(int argc, char **argv) {
         fprintf(stderr, "handgrad profile: out of memory\n");
         goto done;
     }
-    cli_random_batch(mo.seed, r.cfg.vocab_size, r.B * r.T, tok, tgt);
+    cli_random_batch((uint64_t)a.m.seed, r.cfg.vocab_size, r.B * r.T, tok, tgt);
     prof_rss rss = {.baseline = profile_peak_rss()};
     if (memory && profile_measure_forward(&r, tok, tgt, &rss)) goto done;
     profile_reset_peak_rss();

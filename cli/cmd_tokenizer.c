@@ -1,41 +1,29 @@
 /* `handgrad tokenizer encode|decode|train|bench`: the tokenizer on the command line. */
 #define _POSIX_C_SOURCE 200809L
 #define _GNU_SOURCE /* memmem */
-#include <getopt.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "cli_args.h"
+#include "cli_model.h"
 #include "cli_io.h"
 #include "commands.h"
 #include "handgrad_data.h"
 #include "core/timer.h"
 
-static const char *usage_text =
-    "usage: handgrad tokenizer encode --tokenizer PATH [--allow-special] [--binary] [FILE...]\n"
+static const char synopsis[] =
+    "usage: handgrad tokenizer encode --tokenizer PATH [--allow-special] [--binary]\n"
+    "                                 [FILE...]\n"
     "       handgrad tokenizer decode --tokenizer PATH [--binary] [FILE...]\n"
     "       handgrad tokenizer train --vocab-size N --out DIR FILE...\n"
-    "       handgrad tokenizer bench --tokenizer PATH [--threads N] [--repeat N] FILE\n"
-    "\n"
-    "encode  prints the ids of each input (stdin when no FILE, or '-'), one line per input\n"
-    "decode  reads ids (whitespace separated) and writes the bytes they stand for\n"
-    "train   learns a byte-level BPE of N ids from the files; writes DIR/vocab.json and\n"
-    "        DIR/merges.txt (Hugging Face format)\n"
-    "bench   encodes FILE's documents (split at <|endoftext|>) on N threads and prints\n"
-    "        MB/s as JSON\n"
-    "\n"
-    "  --tokenizer PATH   a .tiktoken file, a tokenizer.json, a vocab.json (merges.txt beside it)\n"
-    "                     or a folder with tokenizer.json or vocab.json and merges.txt\n"
-    "  --allow-special    encode special tokens' text (<|endoftext|>, <|eot_id|>, ...) as their ids\n"
-    "  --binary           ids as little-endian int32 instead of text\n"
-    "  --vocab-size N     ids in the trained vocabulary, including 256 bytes and <|endoftext|>\n"
-    "  --out DIR          where train writes (created if missing)\n"
-    "  --threads N        bench threads (default 1)\n"
-    "  --repeat N         bench repetitions; the best is reported (default 3)\n";
+    "       handgrad tokenizer bench --tokenizer PATH [--threads N] [--repeat N] FILE\n";
+static const char about[] =
+    "encode prints the ids of each input (stdin when no FILE, or '-'), one line per input.\n"
+    "decode reads ids (whitespace separated) and writes the bytes they stand for.\n"
+    "train learns a byte-level BPE of N ids from the files; writes DIR/vocab.json and "
+    "DIR/merges.txt (Hugging Face format).\n"
+    "bench encodes FILE's documents (split at <|endoftext|>) on N threads and prints MB/s as JSON.\n";
 
 typedef struct tok_args {
     const char *tokenizer, *out;
@@ -44,39 +32,23 @@ typedef struct tok_args {
     int n_files;
 } tok_args;
 
-static int parse_args(int argc, char **argv, tok_args *a) {
-    static const struct option opts[] = {
-        {"tokenizer", required_argument, 0, 't'}, {"allow-special", no_argument, 0, 's'},
-        {"binary", no_argument, 0, 'b'},         {"vocab-size", required_argument, 0, 'v'},
-        {"out", required_argument, 0, 'o'},      {"threads", required_argument, 0, 'j'},
-        {"repeat", required_argument, 0, 'r'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    *a = (tok_args){.threads = 1, .repeat = 3};
-    optind = 1, opterr = 0; /* one-line messages of our own */
-    int c;
-    while ((c = getopt_long(argc, argv, ":t:sbv:o:j:r:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': a->tokenizer = optarg; break;
-        case 's': a->allow_special = 1; break;
-        case 'b': a->binary = 1; break;
-        case 'v':
-            if (cli_parse_int("tokenizer", "--vocab-size", optarg, 1, 1 << 24, &a->vocab_size)) return 2;
-            break;
-        case 'o': a->out = optarg; break;
-        case 'j':
-            if (cli_parse_int("tokenizer", "--threads", optarg, 1, 4096, &a->threads)) return 2;
-            break;
-        case 'r':
-            if (cli_parse_int("tokenizer", "--repeat", optarg, 1, 1 << 20, &a->repeat)) return 2;
-            break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: return cli_bad_option("tokenizer", c, argv);
-        }
-    }
-    a->files = argv + optind;
-    a->n_files = argc - optind;
-    return -1;
-}
+#define O(field) offsetof(tok_args, field)
+static const cli_opt tok_options[] = {
+    {"tokenizer", CLI_STR, O(tokenizer), "PATH", 0, 0, 0,
+     "a .tiktoken file, a tokenizer.json, a vocab.json (merges.txt beside it) or a folder with tokenizer.json or "
+     "vocab.json and merges.txt"},
+    {"allow-special", CLI_BOOL, O(allow_special), 0, 0, 1, 0,
+     "encode special tokens' text (<|endoftext|>, <|eot_id|>, ...) as their ids"},
+    {"binary", CLI_BOOL, O(binary), 0, 0, 1, 0, "ids as little-endian int32 instead of text"},
+    {"vocab-size", CLI_INT, O(vocab_size), "N", 257, 1 << 24, 0,
+     "train: ids in the trained vocabulary, including 256 bytes and <|endoftext|>"},
+    {"out", CLI_STR, O(out), "DIR", 0, 0, 0, "train: where it writes, created if missing"},
+    CLI_OPT_THREADS(tok_args, ),
+    {"repeat", CLI_INT, O(repeat), "N", 1, 1 << 20, 0, "bench: repetitions; the best is reported"},
+};
+#undef O
+
+static const char *const actions[] = {"encode", "decode", "train", "bench"};
 
 static int load(const tok_args *a, hg_tokenizer **tok) {
     if (!a->tokenizer) {
@@ -181,6 +153,7 @@ static int run_train(const tok_args *a) {
         fprintf(stderr, "handgrad tokenizer train: needs --vocab-size N, --out DIR and at least one FILE\n");
         return 2;
     }
+    if (cli_mkdir_p("tokenizer train", "--out", a->out)) return 1; /* a bad folder fails now, not after training */
     hg_bpe_trainer *tr;
     hg_tokenizer *tok = NULL;
     if (hg_bpe_trainer_create(&tr, a->vocab_size) != HG_OK) return cli_fail("tokenizer train");
@@ -199,10 +172,6 @@ static int run_train(const tok_args *a) {
                 a->n_files > 1 ? " and the other files" : "");
         rc = 1;
     }
-    if (!rc && mkdir(a->out, 0777) != 0 && !(access(a->out, F_OK) == 0)) {
-        fprintf(stderr, "handgrad tokenizer train: %s: cannot create the folder\n", a->out);
-        rc = 1;
-    }
     if (!rc && hg_tokenizer_save_hf(tok, a->out) != HG_OK) rc = cli_fail("tokenizer train");
     if (!rc)
         fprintf(stderr, "tokenizer train: %zu bytes, %d ids (asked for %d) -> %s/vocab.json, %s/merges.txt\n", total,
@@ -213,8 +182,8 @@ static int run_train(const tok_args *a) {
 }
 
 static int run_bench(const tok_args *a) {
-    if (a->n_files != 1 || a->threads < 1 || a->repeat < 1) {
-        fprintf(stderr, "handgrad tokenizer bench: needs one FILE, --threads >= 1, --repeat >= 1\n");
+    if (a->n_files != 1) {
+        fprintf(stderr, "handgrad tokenizer bench: needs one FILE\n");
         return 2;
     }
     hg_tokenizer *tok;
@@ -279,19 +248,26 @@ static int run_bench(const tok_args *a) {
 }
 
 int cmd_tokenizer(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs(usage_text, argc < 2 ? stderr : stdout);
+    tok_args a = {.threads = 1, .repeat = 3};
+    cli_cmd cmd = CLI_CMD("tokenizer", synopsis, about, NULL, tok_options, NULL);
+    if (argc < 2 || !strcmp(argv[1], "--help")) {
+        cli_usage(&cmd, &a, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     const char *action = argv[1];
-    tok_args a;
-    int rc = parse_args(argc - 1, argv + 1, &a);
-    if (rc >= 0) return rc;
-    if (!strcmp(action, "encode")) return run_encode(&a);
-    if (!strcmp(action, "decode")) return run_decode(&a);
-    if (!strcmp(action, "train")) return run_train(&a);
-    if (!strcmp(action, "bench")) return run_bench(&a);
-    fprintf(stderr, "handgrad tokenizer: unknown action '%s' (encode, decode, train or bench; see handgrad "
-            "tokenizer --help)\n", action);
-    return 2;
+    int which = 0;
+    while (which < 4 && strcmp(action, actions[which])) which++;
+    if (which == 4) {
+        fprintf(stderr, "handgrad tokenizer: unknown action '%s' (encode, decode, train or bench; see handgrad "
+                "tokenizer --help)\n", action);
+        return 2;
+    }
+    cmd.operands = "FILE...";
+    int files, rc = cli_parse(&cmd, &a, argc - 1, argv + 1, &files);
+    if (rc) return cli_exit(rc);
+    a.files = argv + 1 + files;
+    a.n_files = argc - 1 - files;
+    if (!a.threads) a.threads = omp_get_num_procs();
+    int (*const run[])(const tok_args *) = {run_encode, run_decode, run_train, run_bench};
+    return run[which](&a);
 }

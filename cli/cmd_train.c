@@ -229,23 +229,23 @@ static int shard_vocab(const char *pattern) {
 
 /* Compares explicit shape flags with a config loaded from a checkpoint. */
 static int check_dims(const train_opts *o, const hg_config *c, const char *from) {
-    const int set[] = {o->n_layer, o->n_head, o->d_model, o->d_ff, o->max_seq_len, o->vocab_size};
+    const int set[] = {o->shape.n_layer, o->shape.n_head, o->shape.d_model, o->shape.d_ff, o->shape.max_seq_len, o->shape.vocab_size};
     const int have[] = {c->n_layer, c->n_head, c->d_model, c->d_ff ? c->d_ff : 4 * c->d_model, c->max_seq_len,
                         c->vocab_size};
     static const char *const names[] = {"n-layer", "n-head", "d-model", "d-ff", "max-seq-len", "vocab-size"};
     for (int i = 0; i < 6; i++)
         if (set[i] && set[i] != have[i])
             return ERR("--%s %d differs from %s, which has %d", names[i], set[i], from, have[i]);
-    if (o->model) {
+    if (o->shape.model) {
         hg_config p;
-        if (hg_config_preset(o->model, &p) != HG_OK) return ERR("--model: %s", hg_last_error());
+        if (hg_config_preset(o->shape.model, &p) != HG_OK) return ERR("--model: %s", hg_last_error());
         if (p.n_layer != c->n_layer || p.n_head != c->n_head || p.d_model != c->d_model)
-            return ERR("--model %s differs from %s (n_layer %d, n_head %d, d_model %d)", o->model, from, c->n_layer,
+            return ERR("--model %s differs from %s (n_layer %d, n_head %d, d_model %d)", o->shape.model, from, c->n_layer,
                        c->n_head, c->d_model);
     }
-    if (o->arch) { /* each field it names must already hold that value */
+    if (o->shape.arch) { /* each field it names must already hold that value */
         hg_config want = *c;
-        if (cli_apply_arch("train", o->arch, &want)) return 1;
+        if (cli_apply_arch("train", o->shape.arch, &want)) return 1;
         const char *name;
         char a[64], b[64];
         for (int i = 0; (name = hg_config_field_name(i, NULL)); i++) {
@@ -278,23 +278,13 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
         if (hg_hf_config_load(p, c) != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
         if (check_dims(o, c, p)) return 1;
     } else {
-        if (o->model) {
-            if (hg_config_preset(o->model, c) != HG_OK) return USAGE("--model: %s", hg_last_error());
-            c->vocab_size = 0; /* a preset is an architecture; V comes from the data */
-            if (o->ctx > c->max_seq_len) c->max_seq_len = o->ctx; /* a longer --ctx widens it */
-        } else if (!o->n_layer || !o->n_head || !o->d_model) {
+        if (!o->shape.model && (!o->shape.n_layer || !o->shape.n_head || !o->shape.d_model))
             return USAGE("no model: give --model NAME, or --n-layer, --n-head and --d-model, or --init-from CKPT");
-        } else {
-            memset(c, 0, sizeof *c);
-            c->max_seq_len = o->ctx ? o->ctx : 256;
-        }
-        if (o->n_layer) c->n_layer = o->n_layer;
-        if (o->n_head) c->n_head = o->n_head;
-        if (o->d_model) c->d_model = o->d_model;
-        if (o->d_ff) c->d_ff = o->d_ff;
-        if (o->max_seq_len) c->max_seq_len = o->max_seq_len;
-        if (cli_apply_arch("train", o->arch, c)) return 1;
-        if (o->vocab_size) c->vocab_size = o->vocab_size;
+        hg_config bare = {.max_seq_len = o->ctx ? o->ctx : 256};
+        if (cli_shape_config("train", &o->shape, &bare, c)) return 2;
+        /* a preset is an architecture: V comes from the data, and a longer --ctx widens it */
+        if (!o->shape.max_seq_len && o->ctx > c->max_seq_len) c->max_seq_len = o->ctx;
+        if (o->shape.vocab_size) c->vocab_size = o->shape.vocab_size;
         else if (t->tok) c->vocab_size = hg_tokenizer_vocab_size(t->tok);
         else c->vocab_size = shard_vocab(o->train);
         if (!c->vocab_size) return ERR("no vocabulary size: give --tokenizer or --vocab-size");

@@ -1,5 +1,6 @@
-/* Settings of `handgrad train`: one table describes every option once, and drives the
- * GNU long flags, --help, the JSON config file and the run.json a checkpoint keeps.
+/* Settings of `handgrad train`: its option table (cli_opts.h) describes every option once,
+ * and drives the GNU long flags, --help, the JSON config file and the run.json a
+ * checkpoint keeps.
  * Precedence, lowest first: defaults, run.json (with --resume), --config FILE, flags. */
 #ifndef HG_CLI_TRAIN_OPTIONS_H
 #define HG_CLI_TRAIN_OPTIONS_H
@@ -7,17 +8,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli_model.h"
+
 typedef struct train_opts {
     /* run */
-    char *config, *out;
+    const char *config, *out;
     int resume;
     /* model: a preset, explicit dims (0: unset), or weights to start from */
-    char *model, *arch; /* arch: "FIELD=VALUE,..." config fields over the preset */
-    int n_layer, n_head, d_model, d_ff, max_seq_len, vocab_size;
+    cli_shape shape;
     double dropout; /* < 0: unset */
-    char *init_from, *init_from_hf;
+    const char *init_from, *init_from_hf;
     /* data */
-    char *train, *val, *tokenizer;
+    const char *train, *val, *tokenizer;
     int batch, ctx; /* ctx 0: the model's max_seq_len */
     int64_t total_batch_tokens; /* 0: batch * ctx (no accumulation) */
     int sequential;
@@ -25,7 +27,7 @@ typedef struct train_opts {
     /* optimisation */
     double lr, min_lr; /* min_lr < 0: lr / 10 */
     int64_t warmup_steps;
-    char *lr_schedule;
+    const char *lr_schedule;
     double weight_decay, grad_clip, beta1, beta2;
     int64_t max_steps, max_tokens;
     int64_t seed;
@@ -38,7 +40,7 @@ typedef struct train_opts {
     int64_t eval_every; /* < 0: unset, 100 (and no warning without --val) */
     int eval_batches;
     int64_t sample_every;
-    char *prompt;
+    const char *prompt;
     int sample_tokens, top_k;
     double temperature, top_p;
     /* checkpoints and output */
@@ -46,17 +48,18 @@ typedef struct train_opts {
     int keep_last;
     int64_t print_every;
     double peak_gflops;
-    char *inject_nan; /* testing aid: steps whose gradients are poisoned */
+    const char *inject_nan; /* testing aid: steps whose gradients are poisoned */
     /* data parallel (under mpirun or srun) */
     int zero;
     double bucket_mb, dist_timeout;
+    cli_pool pool; /* the strings that came from JSON (run.json, --config) */
 } train_opts;
 
 void train_opts_defaults(train_opts *o);
 void train_opts_free(train_opts *o);
 
-/* Parses argv (argv[0] is the subcommand). Returns 0 and fills o; 1 after printing a
- * one-line error; -1 after printing --help. With --resume, the newest checkpoint's
+/* Parses argv (argv[0] is the subcommand). Returns 0 and fills o; 1 or CLI_USAGE after
+ * printing a one-line error; CLI_HELP after printing --help. With --resume, the newest checkpoint's
  * run.json in --out is applied first (resumed_from receives that folder, or "" when
  * there is none); then --config FILE; then the flags. */
 int train_opts_parse(train_opts *o, int argc, char **argv, char *resumed_from, size_t cap);

@@ -36,7 +36,14 @@ cmp -s "$work/a" "$work/c" && fail "different seeds, same text"
 cmp -s "$work/a" "$work/d" || fail "stdin and --prompt differ"
 head -c ${#prompt} "$work/a" | grep -x -- "$prompt" >/dev/null || fail "prompt not echoed"
 "$hg" generate --help | grep -- "--seed S" >/dev/null || fail "--seed not in --help"
-"$hg" generate --help | grep -- "--top-k K .*(default 40)" >/dev/null || fail "--top-k's default is not train's 40"
+# the sampling defaults of generate and of train's samples are one (help lines joined)
+for cmd in generate train; do
+  "$hg" $cmd --help | tr '\n' ' ' | tr -s ' ' >"$work/help_$cmd"
+  grep -- "--top-k K sample among the K most likely tokens; 0: all (default 40)" "$work/help_$cmd" >/dev/null ||
+    fail "$cmd: --top-k's default is not 40"
+  grep -- "--temperature X sampling temperature; 0 is greedy (default 0.8)" "$work/help_$cmd" >/dev/null ||
+    fail "$cmd: --temperature's default is not 0.8"
+done
 
 # --num-samples: the samples follow one another with a line of 15 dashes between two; the
 # first is the text of a single sample with the same seed, the second another; the seed
@@ -156,15 +163,15 @@ expect_usage() {
 }
 expect_usage "unknown flag, status" "unknown option" "$hg" "${g[@]}" --temprature 1
 expect_usage "bad top-k, status" "--top-k: 'many'" "$hg" "${g[@]}" --top-k many
-expect_usage "no --num-samples value" "--num-samples needs a value" "$hg" "${g[@]}" --num-samples
+expect_usage "no --num-samples value" "option '--num-samples' needs a value" "$hg" "${g[@]}" --num-samples
 expect_usage "bad --num-samples" "--num-samples: 'two' is not an integer in \[1, 1000000\]" "$hg" "${g[@]}" --num-samples two
 expect_usage "--num-samples 0" "--num-samples: '0' is not an integer" "$hg" "${g[@]}" --num-samples 0
 expect_usage "--num-samples too many" "--num-samples: '1000001'" "$hg" "${g[@]}" --num-samples 1000001
-expect_usage "no --stop value" "--stop needs a value" "$hg" "${g[@]}" --stop
+expect_usage "no --stop value" "option '--stop' needs a value" "$hg" "${g[@]}" --stop
 expect_usage "empty --stop" "--stop: the stop string is empty" "$hg" "${g[@]}" --stop ""
 many=(); for i in $(seq 17); do many+=(--stop "s$i"); done
-expect_usage "17 --stop" "--stop: 17 stop strings, at most 16" "$hg" "${g[@]}" "${many[@]}"
-expect_usage "no --repetition-penalty value" "--repetition-penalty needs a value" "$hg" "${g[@]}" --repetition-penalty
+expect_usage "17 --stop" "--stop: at most 16 values" "$hg" "${g[@]}" "${many[@]}"
+expect_usage "no --repetition-penalty value" "option '--repetition-penalty' needs a value" "$hg" "${g[@]}" --repetition-penalty
 for x in high 0 -1.5 100.5 nan inf 1.2x; do
   expect_usage "--repetition-penalty $x" "--repetition-penalty: '$x' is not a number in (0, 100\]" \
     "$hg" "${g[@]}" --repetition-penalty "$x"

@@ -221,8 +221,9 @@ static void test_bad_input(void) {
     }
 }
 
-/* What every command shares: -h and --help print its usage and exit 0; --version prints
- * the version and exits 0; an unknown option is one line naming it, exit status 2; and
+/* What every command shares: -h and --help print its usage, within 80 columns, and exit
+ * 0 (the commands that build a model list the same model flags); --version prints the
+ * version and exits 0; an unknown option is one line naming it, exit status 2; and
  * handgrad --help documents the exit statuses. */
 static void test_common_options(void) {
     static const char *cmds[] = {"bench", "tokenizer", "prepare", "profile", "train", "generate", "export", "ops"};
@@ -237,6 +238,23 @@ static void test_common_options(void) {
                 fprintf(stderr, "handgrad %s: status %d\n", args, st);
                 check_failures++;
             }
+            /* within 80 columns */
+            for (const char *l = out; l && *l; l = strchr(l, '\n') + 1)
+                if (strchr(l, '\n') - l > 80) {
+                    fprintf(stderr, "handgrad %s: a line of %d columns: %.*s\n", args, (int)(strchr(l, '\n') - l),
+                            (int)(strchr(l, '\n') - l), l);
+                    check_failures++;
+                }
+            /* the commands that build a model from a preset spell its flags the same */
+            static const char *shape[] = {"--model ", "--arch F=V,...", "--n-layer L", "--n-head NH", "--d-model C",
+                                          "--d-ff F", "--max-seq-len TMAX", "--vocab-size V"};
+            int builds = !strcmp(cmds[i], "bench") || !strcmp(cmds[i], "profile") || !strcmp(cmds[i], "train") ||
+                         !strcmp(cmds[i], "ops");
+            for (int k = 0; builds && out && k < 8; k++)
+                if (!strstr(out, shape[k])) {
+                    fprintf(stderr, "handgrad %s: no %s\n", args, shape[k]);
+                    check_failures++;
+                }
             free(out);
         }
         snprintf(args, sizeof args, "%s --version", cmds[i]);
