@@ -171,20 +171,43 @@ int train_log_bar(char *buf, size_t cap, double frac, int width) {
     return width;
 }
 
-int train_log_tty_line(char *buf, size_t cap, const char *head, const char *fields, double frac, int cols) {
+/* "F | F | ...": the fields of rank <= level, in their order. */
+static int join_fields(char *out, size_t cap, const char *const *fields, const int *rank, int n, int level) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (rank[i] > level) continue;
+        int w = snprintf(out + k, cap - k, "%s%s", k ? " | " : "", fields[i]);
+        if (w < 0 || (size_t)w >= cap - k) break;
+        k += (size_t)w;
+    }
+    return (int)k;
+}
+
+int train_log_tty_line(char *buf, size_t cap, const char *head, const char *const *fields, const int *rank, int n,
+                       double frac, int cols) {
     if (!cap) return 0;
     /* the last column stays empty: a character there leaves some terminals' cursor
      * waiting to wrap, and the next '\r' would then go to the wrong row */
-    int avail = cols > 1 ? cols - 1 : 1;
-    int barw = avail - (int)strlen(head) - (int)strlen(fields) - 4; /* " " before, " | " after */
-    if (barw > BAR_MAX + BAR_EXTRA) barw = BAR_MAX + BAR_EXTRA;
-    char bar[BAR_MAX + BAR_EXTRA + 1];
-    int has = barw >= BAR_MIN + BAR_EXTRA && train_log_bar(bar, sizeof bar, frac, barw) > 0;
-    int n = snprintf(buf, cap, "%s%s%s | %s", head, has ? " " : "", has ? bar : "", fields);
-    if (n < 0) n = 0;
-    if (n > (int)cap - 1) n = (int)cap - 1;
-    if (n > avail) buf[n = avail] = 0;
-    return n;
+    int avail = cols > 1 ? cols - 1 : 1, hl = (int)strlen(head), top = 0;
+    for (int i = 0; i < n; i++) top = rank[i] > top ? rank[i] : top;
+    char joined[1024], bar[BAR_MAX + BAR_EXTRA + 1];
+    /* the most fields that leave room for the narrowest bar; else no bar, and the most
+     * fields that fit without it; else the rank-0 fields, cut */
+    for (int with_bar = 1; with_bar >= 0; with_bar--)
+        for (int level = top; level >= 0; level--) {
+            int fl = join_fields(joined, sizeof joined, fields, rank, n, level);
+            int room = avail - hl - fl - 3 - with_bar; /* " " before the bar, " | " after */
+            if (room < (with_bar ? BAR_MIN + BAR_EXTRA : 0) && (with_bar || level > 0)) continue;
+            int barw = room > BAR_MAX + BAR_EXTRA ? BAR_MAX + BAR_EXTRA : room;
+            int has = with_bar && train_log_bar(bar, sizeof bar, frac, barw) > 0;
+            int w = snprintf(buf, cap, "%s%s%s | %s", head, has ? " " : "", has ? bar : "", joined);
+            if (w < 0) w = 0;
+            if (w > (int)cap - 1) w = (int)cap - 1;
+            if (w > avail) buf[w = avail] = 0;
+            return w;
+        }
+    return 0;
 }
 
 void train_log_step(train_log *l, const step_record *r) {
@@ -214,11 +237,20 @@ void train_log_step(train_log *l, const step_record *r) {
         /* at most 10 redraws a second, but at once after a message cleared the line */
         if (!last && l->bar_shown && now - l->last_draw < 0.1) return;
         l->last_draw = now;
-        char head[64], fields[600], out[1024];
+        char head[64], f[7][48], out[1024];
         snprintf(head, sizeof head, "step %lld/%lld", (long long)r->step, (long long)r->max_steps);
-        snprintf(fields, sizeof fields, "%s%s", line, r->skipped ? " | skipped" : "");
+        /* the plain line's fields; a narrow terminal drops the higher ranks first */
+        snprintf(f[0], sizeof f[0], "loss %.4f", r->loss);
+        snprintf(f[1], sizeof f[1], "lr %.2e", r->lr);
+        snprintf(f[2], sizeof f[2], "gnorm %.3f", r->grad_norm);
+        snprintf(f[3], sizeof f[3], "%s tok/s", tps);
+        snprintf(f[4], sizeof f[4], "%.0f%% peak", 100 * r->peak_fraction);
+        snprintf(f[5], sizeof f[5], "ETA %s", eta);
+        snprintf(f[6], sizeof f[6], "skipped");
+        const char *const fields[7] = {f[0], f[1], f[2], f[3], f[4], f[5], f[6]};
+        static const int rank[7] = {0, 3, 2, 1, 4, 0, 0};
         double frac = r->max_tokens ? (double)r->tokens / (double)r->max_tokens : (double)r->step / (double)r->max_steps;
-        train_log_tty_line(out, sizeof out, head, fields, frac, term_width());
+        train_log_tty_line(out, sizeof out, head, fields, rank, r->skipped ? 7 : 6, frac, term_width());
         fputs("\r\033[K", stdout);
         fputs(out, stdout);
         if (last) { /* the finished bar stays, as a line of its own */

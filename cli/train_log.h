@@ -57,10 +57,13 @@ void train_log_clear_line(void);
  * '#', the rest '.', and the percentage rounded down, right-aligned in 4 columns. Writes
  * "" and returns 0 when width < 8 or buf cannot hold width + 1 bytes; else returns width. */
 int train_log_bar(char *buf, size_t cap, double frac, int width);
-/* The line drawn on a terminal of cols columns: "HEAD [bar] pct% | FIELDS", the bar as
- * wide as fits in cols - 1 columns, 10 to 40 cells; where fewer than 10 fit, no bar and
- * no percentage ("HEAD | FIELDS", the plain line), cut at cols - 1 columns if it is still
- * longer. Returns the length written (at most cap - 1). */
-int train_log_tty_line(char *buf, size_t cap, const char *head, const char *fields, double frac, int cols);
+/* The line drawn on a terminal of cols columns: "HEAD [bar] pct% | F | F | ...", within
+ * cols - 1 columns. The bar is as wide as fits, 10 to 40 cells; to make room for it,
+ * the fields of the highest rank are dropped first, down to those of rank 0. Where even
+ * those leave no room, no bar and no percentage, and the same dropping (the plain
+ * line); cut at cols - 1 columns if the rank-0 fields are still too long. Returns the
+ * length written (at most cap - 1). */
+int train_log_tty_line(char *buf, size_t cap, const char *head, const char *const *fields, const int *rank, int n,
+                       double frac, int cols);
 
 #endif

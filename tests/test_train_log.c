@@ -1,7 +1,7 @@
 /* The progress display of `handgrad train` (cli/train_log.c): the bar and its percentage
  * as exact strings (train_log_bar); the terminal line at several widths, the bar as wide
- * as fits (10 to 40 cells), dropped before any field, the line cut at the last column
- * but one (train_log_tty_line); and what train_log_step writes: on a terminal, the line
+ * as fits (10 to 40 cells), the fields of higher rank dropped to make room for it, then
+ * the bar, the line cut at the last column but one (train_log_tty_line); and what train_log_step writes: on a terminal, the line
  * redrawn in place with "\r\033[K", cleared before a message and by
  * train_log_clear_line, the finished bar left as a line, tokens / max_tokens as the
  * proportion under --max-tokens; without one, the plain lines, byte for byte. */
@@ -52,31 +52,38 @@ static void test_bar(void) {
 
 static void test_line(void) {
     const char *head = "step 240/600";
-    const char *fields = "loss 4.7351 | lr 2.13e-03 | gnorm 0.833 | 6.1k tok/s | 31% peak | ETA 1m02s"; /* 75 */
-    char b[512];
+    const char *const f[] = {"loss 4.7351", "lr 2.13e-03", "gnorm 0.833", "6.1k tok/s", "31% peak", "ETA 1m02s"};
+    const int rank[] = {0, 3, 2, 1, 4, 0}; /* as train_log_step ranks them */
+    char b[512];                           /* all fields joined: 75 columns */
     /* wide: the bar stops at 40 cells */
-    CHECK(train_log_tty_line(b, sizeof b, head, fields, 0.4, 200) == 12 + 1 + 47 + 3 + 75);
+    CHECK(train_log_tty_line(b, sizeof b, head, f, rank, 6, 0.4, 200) == 12 + 1 + 47 + 3 + 75);
     CHECK_STR(b, "step 240/600 [################........................]  40% | loss 4.7351 | lr 2.13e-03 | "
                  "gnorm 0.833 | 6.1k tok/s | 31% peak | ETA 1m02s");
     /* 120 columns: a bar of 21 cells fills the line to column 119 */
-    CHECK(train_log_tty_line(b, sizeof b, head, fields, 0.4, 120) == 119);
+    CHECK(train_log_tty_line(b, sizeof b, head, f, rank, 6, 0.4, 120) == 119);
     CHECK_STR(b, "step 240/600 [########.............]  40% | loss 4.7351 | lr 2.13e-03 | gnorm 0.833 | 6.1k tok/s | "
                  "31% peak | ETA 1m02s");
-    /* 109: the narrowest bar, 10 cells */
-    CHECK(train_log_tty_line(b, sizeof b, head, fields, 0.4, 109) == 108);
+    /* 109: the narrowest bar, 10 cells, with every field */
+    CHECK(train_log_tty_line(b, sizeof b, head, f, rank, 6, 0.4, 109) == 108);
     CHECK_STR(b, "step 240/600 [####......]  40% | loss 4.7351 | lr 2.13e-03 | gnorm 0.833 | 6.1k tok/s | 31% peak | "
                  "ETA 1m02s");
-    /* 108: no room for 10 cells: no bar, every field (the plain line) */
-    CHECK(train_log_tty_line(b, sizeof b, head, fields, 0.4, 108) == 90);
-    CHECK_STR(b, "step 240/600 | loss 4.7351 | lr 2.13e-03 | gnorm 0.833 | 6.1k tok/s | 31% peak | ETA 1m02s");
-    CHECK(train_log_tty_line(b, sizeof b, head, fields, 0.4, 91) == 90);
-    /* narrower than the fields: cut at the last column but one, never wrapped */
-    CHECK(train_log_tty_line(b, sizeof b, head, fields, 0.4, 80) == 79);
-    CHECK_STR(b, "step 240/600 | loss 4.7351 | lr 2.13e-03 | gnorm 0.833 | 6.1k tok/s | 31% peak ");
-    CHECK(train_log_tty_line(b, sizeof b, head, fields, 0.4, 0) == 1);
+    /* 108: the highest rank (% peak) goes, and the bar takes its room */
+    CHECK(train_log_tty_line(b, sizeof b, head, f, rank, 6, 0.4, 108) == 107);
+    CHECK_STR(b, "step 240/600 [########............]  40% | loss 4.7351 | lr 2.13e-03 | gnorm 0.833 | 6.1k tok/s | "
+                 "ETA 1m02s");
+    /* 80, the common terminal: lr and gnorm go too; loss, tok/s and ETA stay beside the bar */
+    CHECK(train_log_tty_line(b, sizeof b, head, f, rank, 6, 0.4, 80) == 79);
+    CHECK_STR(b, "step 240/600 [########............]  40% | loss 4.7351 | 6.1k tok/s | ETA 1m02s");
+    /* 40: no room for a bar even beside the rank-0 fields: the plain line with them */
+    CHECK(train_log_tty_line(b, sizeof b, head, f, rank, 6, 0.4, 40) == 38);
+    CHECK_STR(b, "step 240/600 | loss 4.7351 | ETA 1m02s");
+    /* narrower still: cut at the last column but one, never wrapped */
+    CHECK(train_log_tty_line(b, sizeof b, head, f, rank, 6, 0.4, 30) == 29);
+    CHECK_STR(b, "step 240/600 | loss 4.7351 | ");
+    CHECK(train_log_tty_line(b, sizeof b, head, f, rank, 6, 0.4, 0) == 1);
     CHECK_STR(b, "s");
     /* a small buffer: cut, terminated */
-    CHECK(train_log_tty_line(b, 10, head, fields, 0.4, 200) == 9);
+    CHECK(train_log_tty_line(b, 10, head, f, rank, 6, 0.4, 200) == 9);
     CHECK_STR(b, "step 240/");
 }
 
@@ -157,14 +164,13 @@ static void test_step(void) {
     train_log_close(&l);
     max_tokens = 0;
 
-    /* 80 columns: the plain line (86 columns) does not fit: no bar, cut at 79 */
+    /* 80 columns: % peak and lr give way to a bar of 10 cells; the ETA stays */
     setenv("COLUMNS", "80", 1);
     CHECK(train_log_open(&l, dir, -1, 0) == 0);
     l.tty = 1;
     out = capture(run_steps, &l);
-    const char *start = CLR "step 1/3 | loss 4.7351 |";
-    CHECK(out && !strncmp(out, start, strlen(start)) && !strchr(out, ']'));
-    CHECK(out && strstr(out, " | 31% peak | ET" CLR "a message\n"));
+    CHECK(out && strstr(out, CLR "step 1/3 [###.......]  33% | loss 4.7351 | gnorm 0.833 | 1.0k tok/s | ETA 0m02s"
+                             CLR "a message\n"));
     free(out);
     train_log_close(&l);
     unsetenv("COLUMNS");
