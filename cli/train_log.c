@@ -287,7 +287,7 @@ void train_log_eval(train_log *l, int64_t step, double val_loss) {
     if (l->off) return;
     fprintf(l->jsonl, "{\"type\": \"eval\", \"step\": %lld", (long long)step);
     json_num(l->jsonl, "val_loss", val_loss, "%.9g");
-    json_num(l->jsonl, "val_ppl", exp(val_loss), "%.6g");
+    json_num(l->jsonl, "val_ppl", exp(val_loss), "%.9g");
     fputs("}\n", l->jsonl);
     jsonl_flush(l);
     push(&l->vx, &l->vy, &l->nv, &l->cv, (double)step, val_loss);
@@ -295,18 +295,54 @@ void train_log_eval(train_log *l, int64_t step, double val_loss) {
     train_log_plot(l, 1);
 }
 
+/* The length of the well-formed UTF-8 sequence at p (n bytes left), or 0 when it is not
+ * one: no overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_seq(const unsigned char *p, size_t n) {
+    if (p[0] < 0x80) return 1;
+    size_t len = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) || (p[0] == 0xF0 && p[1] < 0x90) ||
+        (p[0] == 0xF4 && p[1] > 0x8F))
+        return 0;
+    return len;
+}
+
+/* A JSON string for text (malloc'd, quoted and escaped), each byte that is not part of
+ * well-formed UTF-8 replaced by U+FFFD: a sample may end inside a character, or hold
+ * bytes a byte-level tokenizer made, and JSON readers refuse what is not UTF-8. */
+static char *json_text(const char *text) {
+    size_t n = strlen(text), k = 0;
+    char *clean = malloc(3 * n + 1), *out = NULL;
+    if (!clean) return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_seq((const unsigned char *)text + i, n - i);
+        if (len) memcpy(clean + k, text + i, len), k += len, i += len;
+        else memcpy(clean + k, "\xEF\xBF\xBD", 3), k += 3, i++;
+    }
+    clean[k] = 0;
+    cJSON *j = cJSON_CreateString(clean);
+    if (j) out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    free(clean);
+    return out;
+}
+
 void train_log_sample(train_log *l, int64_t step, const char *prompt, const char *text) {
     if (l->off) return;
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "type", "sample");
-    cJSON_AddNumberToObject(j, "step", (double)step);
-    cJSON_AddStringToObject(j, "prompt", prompt);
-    cJSON_AddStringToObject(j, "text", text);
-    char *s = cJSON_PrintUnformatted(j);
-    if (s) fprintf(l->jsonl, "%s\n", s);
-    jsonl_flush(l);
-    free(s);
-    cJSON_Delete(j);
+    char *p = json_text(prompt), *t = json_text(text);
+    if (p && t) {
+        fprintf(l->jsonl, "{\"type\": \"sample\", \"step\": %lld, \"prompt\": %s, \"text\": %s}\n", (long long)step,
+                p, t);
+        jsonl_flush(l);
+    } else if (!l->write_errno) { /* a record lost: the run stops as after a failed write */
+        l->write_errno = ENOMEM;
+        clear_bar(l);
+        fprintf(stderr, "handgrad train: %s: the sample record: out of memory\n", l->jsonl_path);
+    }
+    free(p);
+    free(t);
     size_t n = strlen(text);
     train_log_say(l, "---- sample at step %lld ----\n%s%s%s----", (long long)step, prompt, text,
                   n && text[n - 1] == '\n' ? "" : "\n");

@@ -190,7 +190,41 @@ static void test_step(void) {
     CHECK(rmdir(dir) == 0);
 }
 
+static void write_records(train_log *l) {
+    train_log_sample(l, 7, "Hi", "a\"b\n\xE2\x82\xFF\xC3\xA9");
+    train_log_eval(l, 7, 2.0);
+}
+
+/* The records of train.jsonl other than steps: a sample's text as valid UTF-8 JSON (each
+ * byte outside a well-formed sequence becomes U+FFFD; the terminal gets the bytes as they
+ * are), spaced as the step records are; an evaluation's loss and perplexity to 9 digits. */
+static void test_records(void) {
+    char dir[] = "/tmp/hg_train_log_XXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL);
+    train_log l;
+    CHECK(train_log_open(&l, dir, -1, 0) == 0);
+    l.tty = 0;
+    char *out = capture(write_records, &l);
+    CHECK(out && strstr(out, "---- sample at step 7 ----\nHia\"b\n\xE2\x82\xFF\xC3\xA9\n----\n"));
+    free(out);
+    train_log_close(&l);
+    snprintf(path, sizeof path, "%s/train.jsonl", dir);
+    FILE *f = fopen(path, "rb");
+    char text[512] = "";
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = 0;
+    if (f) fclose(f);
+    CHECK_STR(text, "{\"type\": \"sample\", \"step\": 7, \"prompt\": \"Hi\", \"text\": "
+                    "\"a\\\"b\\n\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xC3\xA9\"}\n"
+                    "{\"type\": \"eval\", \"step\": 7, \"val_loss\": 2, \"val_ppl\": 7.3890561}\n");
+    unlink(path);
+    snprintf(path, sizeof path, "%s/loss.svg", dir);
+    unlink(path);
+    CHECK(rmdir(dir) == 0);
+}
+
 int main(void) {
+    test_records();
     test_bar();
     test_line();
     test_step();
