@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "handgrad.h"
+#include "io/hf.h"
 #include "io/safetensors.h"
 
 #define FIX "fixtures/hf_tiny"
@@ -304,6 +305,28 @@ static void test_bad_input(void) {
     hg_st_close(f);
     spill("model.safetensors", b, len);
     free(b);
+    /* loaded into a model that exists, the refusal leaves every weight as it was: the
+     * check compares the file's tensors before anything is copied */
+    hg_config lc;
+    hg_options lo = inference();
+    hg_model *into = NULL, *same = NULL;
+    hf_tensors *ts = NULL;
+    CHECK_OK(hg_hf_config_load("fixtures/hf_tiny_legacy/config.json", &lc));
+    CHECK_OK(hg_model_create(&into, &lc, &lo));
+    CHECK_OK(hg_model_create(&same, &lc, &lo)); /* the same seed: the same weights */
+    CHECK_OK(hf_tensors_open(&ts, tmpdir));
+    if (into && same && ts) {
+        CHECK(hf_load_weights(into, HF_GPT2, ts) == HG_ERR_UNSUPPORTED);
+        for (int i = 0; i < hg_param_count(into); i++) {
+            hg_param_info p, q;
+            hg_param_at(into, i, &p);
+            hg_param_at(same, i, &q);
+            CHECK(!memcmp(p.data, q.data, sizeof(float) * (size_t)p.numel));
+        }
+    }
+    hf_tensors_close(ts);
+    hg_model_free(into);
+    hg_model_free(same);
     expect_fail("lm_head differs", HG_ERR_UNSUPPORTED, "lm_head.weight differs from the token embedding");
 
 }

@@ -421,9 +421,10 @@ static int is_buffer(const char *n) {
            !strcmp(rest, "inv_freq");
 }
 
-/* A tied model's lm_head.weight, when a file has one, must equal the embedding. */
+/* A tied model's lm_head.weight, when a file has one, must equal the file's embedding:
+ * compared in the files, before anything is written. */
 static hg_status check_tied_head(load_ctx *c) {
-    hf_entry *e = find(c->t, "lm_head.weight");
+    hf_entry *e = find(c->t, "lm_head.weight"), *w = NULL;
     if (!e || c->m->cfg.untied) return HG_OK;
     e->used = 1;
     const int k = gpt_pi(c->m, -1, R_WTE);
@@ -432,23 +433,35 @@ static hg_status check_tied_head(load_ctx *c) {
     if (e->t->ndim != 2 || e->t->shape[0] != wte.shape[0] || e->t->shape[1] != wte.shape[1])
         return hg_fail(HG_ERR_FORMAT, "%s: lm_head.weight's shape differs from the token embedding's",
                        c->t->paths[e->file]);
-    float *head = malloc(sizeof(float) * (size_t)wte.numel);
-    if (!head) return hg_fail(HG_ERR_NOMEM, "out of memory");
-    convert_flat(e->t, head, c->m->threads);
-    hg_status st = memcmp(head, gpt_param(c->m, c->host, k), sizeof(float) * (size_t)wte.numel)
-                       ? hg_fail(HG_ERR_UNSUPPORTED, "%s: lm_head.weight differs from the token embedding, but the "
-                                 "config says tie_word_embeddings", c->t->paths[e->file])
-                       : HG_OK;
-    free(head);
-    return st;
+    hf_recipe r;
+    if (!recipe_of(c->m, c->a, k, R_WTE, -1, &r) || r.n != 1 || r.transpose)
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s: the token embedding is not one tensor", hf_arch_class(c->a));
+    HG_TRY(find_part(c, &r, 0, &w));
+    enum { CHUNK = 1 << 16 };
+    float *a = malloc(sizeof(float) * 2 * CHUNK), *b = a + CHUNK;
+    if (!a) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    int same = 1;
+    for (int64_t at = 0; same && at < wte.numel; at += CHUNK) {
+        int64_t n = wte.numel - at < CHUNK ? wte.numel - at : CHUNK;
+        hg_st_convert_f32(e->t, at, n, a);
+        hg_st_convert_f32(w->t, at, n, b);
+        same = !memcmp(a, b, sizeof(float) * (size_t)n);
+    }
+    free(a);
+    return same ? HG_OK
+                : hg_fail(HG_ERR_UNSUPPORTED, "%s: lm_head.weight differs from the token embedding, but the config "
+                                              "says tie_word_embeddings",
+                          c->t->paths[e->file]);
 }
 
 /* Every parameter's tensors are there with the right dtype and shape, and no other
- * tensor is (GPT-2's mask buffers and a tied model's lm_head aside). */
+ * tensor is (GPT-2's mask buffers and a tied model's lm_head, equal to the embedding,
+ * aside). */
 static hg_status check_names(hg_model *m, hf_arch a, hf_tensors *t) {
     for (int i = 0; i < t->n; i++) t->all[i].used = 0;
     load_ctx c = {m, a, t, NULL};
     HG_TRY(each_param(m, load_param, &c));
+    HG_TRY(check_tied_head(&c));
     for (int i = 0; i < t->n; i++)
         if (!t->all[i].used && !is_buffer(t->all[i].name) && (m->cfg.untied || strcmp(t->all[i].name, "lm_head.weight")))
             return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not a parameter of the configured model (n_layer=%d%s)",
@@ -465,7 +478,6 @@ hg_status hf_load_weights(hg_model *m, hf_arch a, hf_tensors *t) {
     if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory staging the weights");
     load_ctx c = {m, a, t, host};
     hg_status st = each_param(m, load_param, &c);
-    if (st == HG_OK) st = check_tied_head(&c);
     if (st == HG_OK) return gpt_host_end(m, m->param, host);
     gpt_host_free(m->param, host);
     return st;
