@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -227,30 +228,33 @@ void train_log_step(train_log *l, const step_record *r) {
 
     double now = hg_now();
     int last = r->step == r->max_steps;
-    char eta[32], tps[32], line[512];
+    /* a terminal redraws at most 10 times a second, but at once after a message cleared
+     * the line; piped, a line every --print-every steps (or ~5 s), the first, the last and
+     * every skipped step */
+    int due = l->tty ? last || !l->bar_shown || now - l->last_draw >= 0.1
+                     : last || !l->lines || r->skipped ||
+                           (l->print_every > 0 ? r->step % l->print_every == 0 : now - l->last_line >= 5.0);
+    if (!due) return;
+    char eta[32], tps[32], head[64], fb[7][48], out[1024];
     double tokens_per_step = (double)r->tokens / (double)r->step;
     duration(eta, sizeof eta, r->tokens_per_s > 0 ? (double)(r->max_steps - r->step) * tokens_per_step / r->tokens_per_s : NAN);
     rate(tps, sizeof tps, r->tokens_per_s);
-    snprintf(line, sizeof line, "loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.0f%% peak | ETA %s", r->loss, r->lr,
-             r->grad_norm, tps, 100 * r->peak_fraction, eta);
+    snprintf(head, sizeof head, "step %lld/%lld", (long long)r->step, (long long)r->max_steps);
+    /* the line's fields; a narrow terminal drops the higher ranks first */
+    snprintf(fb[0], sizeof fb[0], "loss %.4f", r->loss);
+    snprintf(fb[1], sizeof fb[1], "lr %.2e", r->lr);
+    snprintf(fb[2], sizeof fb[2], "gnorm %.3f", r->grad_norm);
+    snprintf(fb[3], sizeof fb[3], "%s tok/s", tps);
+    snprintf(fb[4], sizeof fb[4], "%.0f%% peak", 100 * r->peak_fraction);
+    snprintf(fb[5], sizeof fb[5], "ETA %s", eta);
+    snprintf(fb[6], sizeof fb[6], "skipped");
+    const char *const fields[7] = {fb[0], fb[1], fb[2], fb[3], fb[4], fb[5], fb[6]};
+    static const int rank[7] = {0, 3, 2, 1, 4, 0, 0};
+    const int n = r->skipped ? 7 : 6;
     if (l->tty) {
-        /* at most 10 redraws a second, but at once after a message cleared the line */
-        if (!last && l->bar_shown && now - l->last_draw < 0.1) return;
         l->last_draw = now;
-        char head[64], f[7][48], out[1024];
-        snprintf(head, sizeof head, "step %lld/%lld", (long long)r->step, (long long)r->max_steps);
-        /* the plain line's fields; a narrow terminal drops the higher ranks first */
-        snprintf(f[0], sizeof f[0], "loss %.4f", r->loss);
-        snprintf(f[1], sizeof f[1], "lr %.2e", r->lr);
-        snprintf(f[2], sizeof f[2], "gnorm %.3f", r->grad_norm);
-        snprintf(f[3], sizeof f[3], "%s tok/s", tps);
-        snprintf(f[4], sizeof f[4], "%.0f%% peak", 100 * r->peak_fraction);
-        snprintf(f[5], sizeof f[5], "ETA %s", eta);
-        snprintf(f[6], sizeof f[6], "skipped");
-        const char *const fields[7] = {f[0], f[1], f[2], f[3], f[4], f[5], f[6]};
-        static const int rank[7] = {0, 3, 2, 1, 4, 0, 0};
         double frac = r->max_tokens ? (double)r->tokens / (double)r->max_tokens : (double)r->step / (double)r->max_steps;
-        train_log_tty_line(out, sizeof out, head, fields, rank, r->skipped ? 7 : 6, frac, term_width());
+        train_log_tty_line(out, sizeof out, head, fields, rank, n, frac, term_width());
         fputs("\r\033[K", stdout);
         fputs(out, stdout);
         if (last) { /* the finished bar stays, as a line of its own */
@@ -263,12 +267,10 @@ void train_log_step(train_log *l, const step_record *r) {
         }
         fflush(stdout);
     } else {
-        int due = l->print_every > 0 ? r->step % l->print_every == 0 : now - l->last_line >= 5.0;
-        if (!due && !last && l->lines && !r->skipped) return;
         l->lines++;
         l->last_line = now;
-        printf("step %lld/%lld | %s%s\n", (long long)r->step, (long long)r->max_steps, line,
-               r->skipped ? " | skipped" : "");
+        join_fields(out, sizeof out, fields, rank, n, INT_MAX); /* every field */
+        printf("%s | %s\n", head, out);
         fflush(stdout);
     }
 }
