@@ -274,6 +274,32 @@ static void test_bad_input(void) {
     spill("model.safetensors", b, len);
     b[12] ^= 0x55;
     expect_fail("header garbage", HG_ERR_FORMAT, "model.safetensors: ");
+    /* a byte after the last tensor's data: an appended or damaged file */
+    uint8_t *longer = malloc(len + 1);
+    if (longer) {
+        memcpy(longer, b, len);
+        longer[len] = 0;
+        spill("model.safetensors", longer, len + 1);
+        free(longer);
+        expect_fail("tail", HG_ERR_FORMAT, "1 bytes at data offset");
+    }
+    /* a NaN and an infinity among the weights are named, tensor and element */
+    hg_st_file *sf = NULL;
+    CHECK_OK(hg_st_parse(&sf, "fixture", b, len));
+    const hg_st_tensor *w = sf ? hg_st_find(sf, "transformer.h.1.mlp.c_fc.weight") : NULL;
+    CHECK(w != NULL && w->dtype == HG_ST_F32);
+    size_t at = w ? (size_t)(w->data - b) + 4 * 33 : 0;
+    hg_st_close(sf);
+    static const float bad_values[] = {NAN, -INFINITY};
+    for (int k = 0; at && k < 2; k++) {
+        uint8_t keep[4];
+        memcpy(keep, b + at, 4);
+        memcpy(b + at, &bad_values[k], 4);
+        spill("model.safetensors", b, len);
+        memcpy(b + at, keep, 4);
+        expect_fail("non-finite", HG_ERR_FORMAT, k ? "'transformer.h.1.mlp.c_fc.weight' holds -inf at element 33"
+                                                   : "'transformer.h.1.mlp.c_fc.weight' holds nan at element 33");
+    }
     free(b);
     edit_header(dtype_i32);
     expect_fail("dtype", HG_ERR_FORMAT, "tensor 'transformer.h.1.ln_2.weight' has dtype I32");

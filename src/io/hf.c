@@ -400,6 +400,11 @@ static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
             return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies %s",
                            c->t->paths[e->file], e->t->name, got, exp);
         }
+        double v;
+        int64_t bad = dst ? -1 : hg_st_find_nonfinite(e->t, &v); /* checked before anything is copied */
+        if (bad >= 0)
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' holds %g at element %lld; weights must be finite",
+                           c->t->paths[e->file], e->t->name, v, (long long)bad);
         if (!dst) ; /* checking only */
         else if (r.transpose) convert_transposed(e->t, want[0], want[1], dst, p.shape[1], off, c->m->threads);
         else convert_flat(e->t, dst + off * (p.ndim > 1 ? p.shape[1] : 1), c->m->threads);

@@ -94,8 +94,11 @@ static hg_status parse_entry(hg_st_file *f, const cJSON *e, hg_st_tensor *t, uin
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
         return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' needs 'data_offsets' [begin, end]", f->name, nm);
     double b = cJSON_GetArrayItem(offs, 0)->valuedouble, en = cJSON_GetArrayItem(offs, 1)->valuedouble;
-    if (!cJSON_IsNumber(cJSON_GetArrayItem(offs, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(offs, 1)) ||
-        b < 0 || en < b || en > (double)data_len || b != (double)(uint64_t)b || en != (double)(uint64_t)en)
+    if (!cJSON_IsNumber(cJSON_GetArrayItem(offs, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(offs, 1)) || b < 0 || en < 0 ||
+        b != floor(b) || en != floor(en))
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' data_offsets [%.17g, %.17g] are not two integers >= 0", f->name, nm, b, en);
+    if (en < b) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' data_offsets [%.0f, %.0f] end before they begin", f->name, nm, b, en);
+    if (en > (double)data_len)
         return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' data_offsets [%.0f, %.0f] lie outside the %llu data bytes",
                        f->name, nm, b, en, (unsigned long long)data_len);
     sp->begin = (uint64_t)b;
@@ -160,6 +163,15 @@ static hg_status parse(hg_st_file *f) {
                              spans[i - 1].name, spans[i].name, (unsigned long long)spans[i].begin);
                 break;
             }
+        /* the data is the tensors' bytes, back to back, and nothing else (as the format's
+         * own reader requires): a gap or a tail is a damaged or appended file */
+        for (int i = 0; i <= ns && st == HG_OK; i++) {
+            uint64_t from = i ? spans[i - 1].end : 0, to = i < ns ? spans[i].begin : data_len;
+            if (to > from)
+                st = hg_fail(HG_ERR_FORMAT, "%s: %llu bytes at data offset %llu belong to no tensor (file offset %llu)",
+                             f->name, (unsigned long long)(to - from), (unsigned long long)from,
+                             (unsigned long long)(8 + hlen + from));
+        }
     }
     free(spans);
     return st;
@@ -307,6 +319,49 @@ void hg_st_convert_f32(const hg_st_tensor *t, int64_t first, int64_t n, float *o
     default:
         for (int64_t i = 0; i < n; i++) out[i] = (float)element(t, first + i);
     }
+}
+
+/* The exponent bits of each float dtype: all set is an infinity or a NaN. The scan ORs
+ * whole blocks (a loop the compiler vectorizes), then looks inside the first bad one. */
+int64_t hg_st_find_nonfinite(const hg_st_tensor *t, double *value) {
+    int size = hg_st_dtype_size(t->dtype);
+    uint64_t mask = t->dtype == HG_ST_F64 ? 0x7FF0000000000000ull : t->dtype == HG_ST_F32 ? 0x7F800000u
+                  : t->dtype == HG_ST_BF16 ? 0x7F80u : t->dtype == HG_ST_F16 ? 0x7C00u : 0;
+    if (!mask) return -1;
+    enum { BLOCK = 4096 };
+    for (int64_t b = 0; b < t->numel; b += BLOCK) {
+        int64_t n = t->numel - b < BLOCK ? t->numel - b : BLOCK;
+        const uint8_t *p = t->data + (size_t)b * (size_t)size;
+        int bad = 0;
+        if (size == 4) {
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t u;
+                memcpy(&u, p + 4 * i, 4);
+                bad |= (u & (uint32_t)mask) == (uint32_t)mask;
+            }
+        } else if (size == 2) {
+            for (int64_t i = 0; i < n; i++) {
+                uint16_t u;
+                memcpy(&u, p + 2 * i, 2);
+                bad |= (u & (uint16_t)mask) == (uint16_t)mask;
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                uint64_t u;
+                memcpy(&u, p + 8 * i, 8);
+                bad |= (u & mask) == mask;
+            }
+        }
+        if (!bad) continue;
+        for (int64_t i = b; i < b + n; i++) {
+            double v = element(t, i);
+            if (!isfinite(v)) {
+                if (value) *value = v;
+                return i;
+            }
+        }
+    }
+    return -1;
 }
 
 hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out, int64_t n) {

@@ -48,6 +48,9 @@ hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out,
 /* Elements [first, first + n) of a F64, F32, F16, BF16 or I32 tensor as float, unchecked
  * (the caller has checked the dtype and the range): the fast path of bulk loads. */
 void hg_st_convert_f32(const hg_st_tensor *t, int64_t first, int64_t n, float *out);
+/* The index of the first NaN or infinity of a F64, F32, F16 or BF16 tensor (its value in
+ * *value), or -1 when every element is finite or the dtype is an integer one. */
+int64_t hg_st_find_nonfinite(const hg_st_tensor *t, double *value);
 
 /* ---- writing ---- */
 

@@ -115,8 +115,9 @@ static hg_status meta_u64(const hg_st_file *f, const char *file, const char *key
     uint64_t x = 0;
     const char *p = v;
     for (; *p >= '0' && *p <= '9'; p++) {
-        if (x > (UINT64_MAX - 9) / 10) break;
-        x = 10 * x + (uint64_t)(*p - '0');
+        uint64_t d = (uint64_t)(*p - '0');
+        if (x > (UINT64_MAX - d) / 10) break; /* past UINT64_MAX: refused below */
+        x = 10 * x + d;
     }
     if (p == v || *p || x > max)
         return hg_fail(HG_ERR_FORMAT, "%s: metadata '%s' = '%s' is not an integer in [0, %" PRIu64 "]", file, key, v, max);
@@ -209,15 +210,17 @@ static hg_status same_shape(const char *file, const hg_config *a, const hg_confi
 
 /* Every value of an F32 tensor is finite (and >= 0 with nonneg: AdamW's v), else the
  * first that is not, by index. A NaN loaded is a NaN in every weight a step later. */
-static hg_status check_values(const hg_st_tensor *t, int64_t numel, const char *file, const char *name, int nonneg) {
-    const uint8_t *p = t->data; /* offsets in a file need not be 4-byte aligned */
-    for (int64_t j = 0; j < numel; j++) {
-        float v;
-        memcpy(&v, p + 4 * j, 4);
-        if (!isfinite(v) || (nonneg && v < 0.0f))
-            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' holds %g at element %lld; a checkpoint's values must be %s",
-                           file, name, (double)v, (long long)j, nonneg ? "finite and >= 0 (AdamW's v)" : "finite");
+static hg_status check_values(const hg_st_tensor *t, const char *file, const char *name, int nonneg) {
+    double v = 0;
+    int64_t j = hg_st_find_nonfinite(t, &v);
+    for (int64_t i = 0; nonneg && j < 0 && i < t->numel; i++) { /* F32: checked before */
+        float x;
+        memcpy(&x, t->data + 4 * i, 4); /* offsets in a file need not be 4-byte aligned */
+        if (x < 0.0f) j = i, v = x;
     }
+    if (j >= 0)
+        return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' holds %g at element %lld; a checkpoint's values must be %s",
+                       file, name, v, (long long)j, nonneg ? "finite and >= 0 (AdamW's v)" : "finite");
     return HG_OK;
 }
 
@@ -240,7 +243,7 @@ static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file
                            (long long)(t->ndim ? t->shape[0] : 0), t->ndim > 1 ? ", ..." : "", (long long)s->shape[0],
                            s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL);
         if (copy) m->be->ops->upload(m->be, gpt_param(m, buf, i), t->data, sizeof(float) * (size_t)s->numel);
-        else HG_TRY(check_values(t, s->numel, file, name, !strcmp(prefix, "v.")));
+        else HG_TRY(check_values(t, file, name, !strcmp(prefix, "v.")));
     }
     return HG_OK;
 }
@@ -284,15 +287,6 @@ static hg_status same_as_config_json(const char *path, const hg_config *weights)
     return s;
 }
 
-/* Every F32 tensor of f is finite. */
-static hg_status all_finite(const hg_st_file *f, const char *file) {
-    for (int i = 0; i < hg_st_count(f); i++) {
-        const hg_st_tensor *t = hg_st_at(f, i);
-        if (t->dtype == HG_ST_F32) HG_TRY(check_values(t, t->numel, file, t->name, 0));
-    }
-    return HG_OK;
-}
-
 hg_status hg_model_load(hg_model *m, const char *path) {
     if (!m || !path) return hg_fail(HG_ERR_INVALID, "hg_model_load: NULL argument");
     hg_st_file *f;
@@ -305,8 +299,7 @@ hg_status hg_model_load(hg_model *m, const char *path) {
         hf_arch a;
         hf_tensors *t = NULL;
         hf_arch_parse(arch, &a); /* checked by ckpt_read_config */
-        s = all_finite(f, path);
-        if (s == HG_OK) s = same_as_config_json(path, &c);
+        s = same_as_config_json(path, &c); /* hf_load_weights checks the values */
         if (s == HG_OK) s = hf_tensors_open_file(&t, path);
         if (s == HG_OK) s = hf_load_weights(m, a, t);
         hf_tensors_close(t);
