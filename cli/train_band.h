@@ -8,6 +8,7 @@
 #ifndef HG_CLI_TRAIN_BAND_H
 #define HG_CLI_TRAIN_BAND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum { BAND_WINDOW = 128, BAND_CLOSE = 10 };
@@ -30,5 +31,14 @@ int band_outside(const loss_band *b, double loss);
 /* Takes step's loss: folds it in when inside, moves the streaks and the excursion.
  * Returns +1 when this step opened an excursion, -1 when it closed one, else 0. */
 int band_add(loss_band *b, int64_t step, double loss);
+
+/* The band's state as a checkpoint keeps it (band.json): the ring of losses, the
+ * streaks, the open excursion and good_step (the newest checkpoint from before it), so
+ * that a resumed run judges, skips and stops exactly as the uninterrupted one. A
+ * malloc'd JSON object, or NULL when out of memory. */
+char *band_to_json(const loss_band *b, int64_t good_step);
+/* Reads band_to_json's text into *b (its z is kept) and *good_step. Returns 0, or 1 with
+ * err naming the key that is missing or out of range. */
+int band_from_json(loss_band *b, int64_t *good_step, const char *text, size_t len, char *err, size_t cap);
 
 #endif
