@@ -30,10 +30,10 @@ uint8_t *cli_read_input(const char *cmd, const char *path, size_t *len) {
         buf = grown;
         cap *= 2;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), e = errno; /* a folder opens, then fails to read with EISDIR */
     if (f != stdin) fclose(f);
     if (!buf || bad) {
-        fprintf(stderr, "handgrad %s: %s: %s\n", cmd, path, buf ? "read error" : "out of memory");
+        fprintf(stderr, "handgrad %s: %s: %s\n", cmd, path, buf ? strerror(e) : "out of memory");
         free(buf);
         return NULL;
     }

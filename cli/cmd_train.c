@@ -135,8 +135,8 @@ static int check_out_dir(const char *out) {
 /* One writer per run folder: an exclusive flock on OUT/.lock, held until the process
  * ends (the kernel drops it even on a crash). The file names the holder, so a second run
  * on the folder is refused at once with its pid and host. */
-static int lock_out_dir(trainer *t) {
-    const char *out = t->o.out;
+static int lock_out_dir(trainer *t, const char *out) {
+    if (t->lock_fd >= 0) return 0;
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/.lock", out) >= (int)sizeof path) return ERR("--out %s: the path is too long", out);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -162,6 +162,12 @@ static int lock_out_dir(trainer *t) {
     }
     t->lock_fd = fd;
     return 0;
+}
+
+/* train_opts_parse's hook: a --resume locks an existing folder before reading it. */
+static int lock_before_resume(const char *out, void *ctx) {
+    trainer *t = ctx;
+    return t->rank == 0 && is_dir(out) ? lock_out_dir(t, out) : 0;
 }
 
 static int mkdir_p(const char *dir) {
@@ -328,12 +334,26 @@ static int check_data(trainer *t) {
     free(was);
     if (!differ) return 0;
     if (!t->o.allow_data_change)
-        return ERR("--train %s differs from the data of %s: %s. The data position would land on other windows; "
-                   "pass --allow-data-change to go on anyway", t->o.train, t->resumed_from, why);
+        return ERR("--train %s differs from the data recorded in %s: %s. The data position would land on other "
+                   "windows; pass --allow-data-change to go on anyway", t->o.train, was_path, why);
     if (t->rank == 0)
-        fprintf(stderr, "handgrad train: warning: --train %s differs from the data of %s: %s (--allow-data-change)\n",
-                t->o.train, t->resumed_from, why);
+        fprintf(stderr, "handgrad train: warning: --train %s differs from the data recorded in %s: %s "
+                "(--allow-data-change)\n", t->o.train, was_path, why);
     return 0;
+}
+
+/* The loss band where the checkpoint left it (band.json; a checkpoint from before
+ * 2026-11-24 has none, and the band starts empty). */
+static int load_band(trainer *t) {
+    char p[PATH_MAX + 16], err[300];
+    snprintf(p, sizeof p, "%s/band.json", t->resumed_from);
+    if (access(p, F_OK) != 0) return 0;
+    size_t len;
+    char *text = (char *)cli_read_input("train", p, &len);
+    if (!text) return 1;
+    int bad = band_from_json(&t->band, &t->good_step, text, len, err, sizeof err);
+    free(text);
+    return bad ? ERR("%s: %s", p, err) : 0;
 }
 
 /* The run's settings in OUT/run.json from the start, so that --resume works before the
@@ -412,7 +432,9 @@ static int create_models(trainer *t, const char *weights) {
                        "seed %llu: the data position would not carry over", p, s.B, s.T, (unsigned long long)s.seed,
                        s.world_size, t->B, t->T, (unsigned long long)o->seed);
         hg_loader_position pos = {s.epoch, s.batch};
-        if (hg_loader_seek(t->train, pos) != HG_OK) return ERR("%s: %s", p, hg_last_error());
+        if (hg_loader_seek(t->train, pos) != HG_OK)
+            return ERR("%s: its data position (loader_epoch %llu, loader_batch %llu) does not fit --train %s: %s", p,
+                       (unsigned long long)s.epoch, (unsigned long long)s.batch, o->train, hg_last_error());
         t->step = t->saved_step = s.step;
         t->tokens = s.tokens;
     }
@@ -431,14 +453,9 @@ static int create_models(trainer *t, const char *weights) {
 
 /* ---- the step ---- */
 
-static int inject_nan_at(const char *list, int64_t step) {
-    for (const char *p = list; p && *p;) {
-        char *end;
-        long long s = strtoll(p, &end, 10);
-        if (end == p) return 0;
-        if (s == step) return 1;
-        p = *end == ',' ? end + 1 : end;
-    }
+static int inject_nan_at(const cli_ints *list, int64_t step) {
+    for (int i = 0; i < list->n; i++)
+        if (list->v[i] == step) return 1;
     return 0;
 }
 
@@ -459,7 +476,7 @@ static hg_status train_step(trainer *t, step_record *r) {
         loss += l;
     }
     if (s != HG_OK) return s;
-    if (t->o.inject_nan && inject_nan_at(t->o.inject_nan, t->step + 1)) {
+    if (inject_nan_at(&t->o.inject_nan, t->step + 1)) {
         hg_param_info p;
         hg_param_at(m, 0, &p);
         p.grad[0] = NAN;
@@ -621,8 +638,11 @@ static int save_checkpoint(trainer *t) {
     hg_loader_position pos = hg_loader_tell(t->train);
     st.epoch = pos.epoch;
     st.batch = pos.batch;
+    /* the band of a checkpoint from before an excursion names itself as the one to go back to */
     char *run = r0 ? train_opts_to_json(&t->o) : NULL;
-    hg_status s = !r0 ? HG_OK : run ? hg_checkpoint_begin(t->o.out, t->step, tmp, sizeof tmp) : HG_ERR_NOMEM;
+    char *band = r0 ? band_to_json(&t->band, t->band.open_since ? t->good_step : t->step) : NULL;
+    int nomem = r0 && !(run && band);
+    hg_status s = !r0 ? HG_OK : !nomem ? hg_checkpoint_begin(t->o.out, t->step, tmp, sizeof tmp) : HG_ERR_NOMEM;
     int begun = r0 && s == HG_OK;
     if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/model.safetensors", tmp), s = hg_model_save(t->m, p);
     if (r0) snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
@@ -632,6 +652,7 @@ static int save_checkpoint(trainer *t) {
     if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/run.json", tmp), s = hg_write_file_atomic(p, run, strlen(run));
     if (r0 && s == HG_OK)
         snprintf(p, sizeof p, "%s/data.json", tmp), s = hg_write_file_atomic(p, t->data_json, strlen(t->data_json));
+    if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/band.json", tmp), s = hg_write_file_atomic(p, band, strlen(band));
     if (r0 && s == HG_OK) { /* config.json and the tokenizer: a folder transformers loads */
         s = hg_hf_describe(t->m, t->tok, tmp);
         if (s == HG_ERR_UNSUPPORTED) s = t->tok ? hg_tokenizer_save_hf(t->tok, tmp) : HG_OK;
@@ -640,13 +661,14 @@ static int save_checkpoint(trainer *t) {
     if (r0 && s == HG_OK) s = hg_checkpoint_commit(t->o.out, t->step, tmp);
     s = agree(t, s, &others);
     free(run);
+    free(band);
     if (s != HG_OK) {
         char why[1100];
         snprintf(why, sizeof why, "%s", others ? "another rank failed (its message says why)"
-                                        : s == HG_ERR_NOMEM && r0 && !run ? "out of memory" : hg_last_error());
+                                        : nomem ? "out of memory" : hg_last_error());
         if (begun) hg_checkpoint_abort(tmp);
-        train_log_say(&t->log, "handgrad train: checkpoint at step %lld failed, the previous ones are intact: %s",
-                      (long long)t->step, why);
+        train_log_say(&t->log, "handgrad train: checkpoint at step %lld failed, %s: %s", (long long)t->step,
+                      t->saved_step > 0 ? "the previous ones are intact" : "and there is no earlier one", why);
         return 1;
     }
     t->saved_step = t->step;
@@ -753,8 +775,8 @@ static int setup(trainer *t, int argc, char **argv) {
     if (t->ranks > 1) snprintf(rank_tag, sizeof rank_tag, " (rank %d of %d)", t->rank, t->ranks);
     if (t->rank && !freopen("/dev/null", "w", stdout)) return ERR("cannot silence stdout: %s", strerror(errno));
     t->log.off = t->rank != 0;
-    int rc = train_opts_parse(o, argc, argv, t->resumed_from, sizeof t->resumed_from);
-    if (rc) return rc > 0 ? 2 : rc;
+    int rc = train_opts_parse(o, argc, argv, t->resumed_from, sizeof t->resumed_from, lock_before_resume, t);
+    if (rc) return rc; /* 1: a file or the run lock; CLI_USAGE; CLI_HELP */
     if (!o->out) return USAGE("give the run folder with --out DIR");
     if (!o->train) return USAGE("give the training shards with --train GLOB");
     glob_t g; /* before anything is derived from the shards (their vocabulary, say) */
@@ -767,8 +789,9 @@ static int setup(trainer *t, int argc, char **argv) {
         return ERR("--out: the path is %zu bytes; the checkpoint files under it would pass the system's %d-byte limit "
                    "(keep it under %zu)", strlen(o->out), PATH_MAX, strlen(o->out) - (longest - PATH_MAX) - 1);
     if (check_out_dir(o->out)) return 1;
-    /* an existing folder is locked before anything in it is read (a resume point, say) */
-    if (t->rank == 0 && is_dir(o->out) && lock_out_dir(t)) return 1;
+    /* an existing folder is locked before anything in it is read (with --resume, before
+     * its run.json was read: lock_before_resume) */
+    if (t->rank == 0 && is_dir(o->out) && lock_out_dir(t, o->out)) return 1;
     char any[PATH_MAX];
     hg_status ls = is_dir(o->out) ? hg_checkpoint_latest(o->out, any, sizeof any, NULL) : HG_ERR_IO;
     if (!o->resume && ls != HG_ERR_IO) /* HG_OK, or a newest checkpoint that is not whole */
@@ -786,10 +809,11 @@ static int setup(trainer *t, int argc, char **argv) {
     if (create_models(t, weights)) return 1;
     t->band.z = o->loss_band_z;
     t->good_step = t->resumed_from[0] ? t->step : -1;
+    if (t->resumed_from[0] && load_band(t)) return 1;
     t->peak_gflops = o->peak_gflops;
     if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
     /* everything checked: only now is anything written */
-    if (t->rank == 0 && (mkdir_p(o->out) || (t->lock_fd < 0 && lock_out_dir(t)))) return 1;
+    if (t->rank == 0 && (mkdir_p(o->out) || lock_out_dir(t, o->out))) return 1;
     char run_json[PATH_MAX + 16];
     snprintf(run_json, sizeof run_json, "%s/run.json", o->out);
     int had_run_json = !t->resumed_from[0] && o->resume && access(run_json, F_OK) == 0;

@@ -72,7 +72,7 @@ int train_data_differ(const char *was, const char *now, char *why, size_t cap) {
     const cJSON *fa = cJSON_GetObjectItemCaseSensitive(a, "files"), *fb = cJSON_GetObjectItemCaseSensitive(b, "files");
     int na = cJSON_GetArraySize(fa), nb = cJSON_GetArraySize(fb), differ = 0;
     if (!cJSON_IsArray(fa) || !cJSON_IsArray(fb)) {
-        snprintf(why, cap, "the record of the data cannot be read");
+        snprintf(why, cap, "its \"files\" list cannot be read");
         differ = 1;
     }
     for (int i = 0; !differ && i < na && i < nb; i++) {
@@ -80,7 +80,7 @@ int train_data_differ(const char *was, const char *now, char *why, size_t cap) {
         const char *nx = str_of(x, "name"), *ny = str_of(y, "name"), *hx = str_of(x, "head"), *hy = str_of(y, "head");
         double bx = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(x, "bytes"));
         double by = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(y, "bytes"));
-        if (!nx || !ny || !hx || !hy) snprintf(why, cap, "the record of the data cannot be read"), differ = 1;
+        if (!nx || !ny || !hx || !hy) snprintf(why, cap, "file %d's record cannot be read", i + 1), differ = 1;
         else if (strcmp(nx, ny)) snprintf(why, cap, "file %d is %s, was %s", i + 1, ny, nx), differ = 1;
         else if (bx != by) snprintf(why, cap, "%s: %.0f bytes, was %.0f", nx, by, bx), differ = 1;
         else if (strcmp(hx, hy)) snprintf(why, cap, "%s: its first %d bytes changed", nx, HEAD_BYTES), differ = 1;

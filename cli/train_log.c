@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -33,7 +34,10 @@ static int push(double **x, double **y, int *n, int *cap, double a, double b) {
 }
 
 /* Keeps the records of steps <= keep from an earlier train.jsonl and reloads the
- * history; the file is rewritten atomically when anything is dropped. */
+ * history. The records dropped are normally the file's tail (the steps after the
+ * checkpoint, a record cut short by a full disk): the file is then truncated in place,
+ * so that a `tail -f` or a live TensorBoard export goes on reading it. Otherwise it is
+ * rewritten atomically. */
 static int rewind_log(train_log *l, int64_t keep) {
     size_t len;
     FILE *probe = fopen(l->jsonl_path, "rb");
@@ -41,8 +45,8 @@ static int rewind_log(train_log *l, int64_t keep) {
     fclose(probe);
     char *text = (char *)cli_read_input("train", l->jsonl_path, &len);
     if (!text) return 1;
-    size_t kept = 0;
-    int dropped = 0;
+    size_t kept = 0, tail = len; /* tail: where the first dropped record starts */
+    int dropped = 0, kept_after = 0;
     for (size_t i = 0; i < len;) {
         size_t e = i;
         while (e < len && text[e] != '\n') e++;
@@ -59,14 +63,26 @@ static int rewind_log(train_log *l, int64_t keep) {
             memmove(text + kept, text + i, e - i);
             kept += e - i;
             text[kept++] = '\n';
-        } else {
+            kept_after |= dropped;
+        } else if (!dropped) {
             dropped = 1;
+            tail = i;
         }
         cJSON_Delete(j);
         i = e + 1;
     }
     int rc = 0;
-    if (dropped && hg_write_file_atomic(l->jsonl_path, text, kept) != HG_OK) rc = cli_fail("train");
+    if (dropped && !kept_after) {
+        int fd = open(l->jsonl_path, O_WRONLY);
+        if (fd < 0 || ftruncate(fd, (off_t)tail) != 0 || fsync(fd) != 0) {
+            fprintf(stderr, "handgrad train: %s: cutting the log back to step %lld: %s\n", l->jsonl_path,
+                    (long long)keep, strerror(errno));
+            rc = 1;
+        }
+        if (fd >= 0) close(fd);
+    } else if (dropped && hg_write_file_atomic(l->jsonl_path, text, kept) != HG_OK) {
+        rc = cli_fail("train");
+    }
     free(text);
     return rc;
 }

@@ -2,6 +2,7 @@
  * run.json, --config and the flags apply. */
 #include "train_options.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ static const cli_opt defs[] = {
     {"print-every", CLI_I64, F(print_every), "N", 0, I64MAX, 0,
      "without a terminal, a progress line every N steps; 0: every ~5 s (default 0)"},
     {"peak-gflops", CLI_F64, F(peak_gflops), "G", 0, 1e12, 0, "sgemm ceiling for '% of peak'; 0: measure it at start (~1 s)"},
-    {"inject-nan", CLI_STR, F(inject_nan), "S,S..", 0, 0, 0, "testing aid: poison the gradients at these steps"},
+    {"inject-nan", CLI_INTS, F(inject_nan), "S,S..", 1, INT_MAX, 0, "testing aid: poison the gradients at these steps"},
     {"Data parallel (mpirun -np N handgrad train ..., or srun; docs/distributed.md)", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"zero", CLI_INT, F(zero), "0|1", 0, 1, CLI_SAVED, "1: shard the AdamW state across ranks (ZeRO-1) (default 0)"},
     {"bucket-mb", CLI_F64, F(bucket_mb), "MB", 0.001, 1e6, CLI_SAVED, "gradient all-reduce bucket size"},
@@ -153,7 +154,8 @@ static int apply_resume(train_opts *o, const char *out, char *from, size_t cap) 
     return rc;
 }
 
-int train_opts_parse(train_opts *o, int argc, char **argv, char *resumed_from, size_t cap) {
+int train_opts_parse(train_opts *o, int argc, char **argv, char *resumed_from, size_t cap,
+                     int (*lock)(const char *out, void *ctx), void *ctx) {
     cli_cmd cmd = train_cmd();
     cli_hit *hits;
     int n, rc = cli_scan(&cmd, o, argc, argv, &hits, &n, NULL);
@@ -184,7 +186,9 @@ int train_opts_parse(train_opts *o, int argc, char **argv, char *resumed_from, s
         }
     }
     resumed_from[0] = 0;
-    if (!rc && resume && (out || probe.out)) rc = apply_resume(o, out ? out : probe.out, resumed_from, cap);
+    if (!out) out = probe.out;
+    if (!rc && resume && out && lock) rc = lock(out, ctx);
+    if (!rc && resume && out) rc = apply_resume(o, out, resumed_from, cap);
     if (!rc && cfg_text && train_opts_apply_json(o, config, cfg_text, cfg_len, err, sizeof err)) {
         fprintf(stderr, "handgrad train: %s\n", err);
         rc = CLI_USAGE;

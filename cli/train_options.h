@@ -48,7 +48,7 @@ typedef struct train_opts {
     int keep_last;
     int64_t print_every;
     double peak_gflops;
-    const char *inject_nan; /* testing aid: steps whose gradients are poisoned */
+    cli_ints inject_nan;    /* testing aid: steps whose gradients are poisoned */
     /* data parallel (under mpirun or srun) */
     int zero;
     double bucket_mb, dist_timeout;
@@ -61,8 +61,11 @@ void train_opts_free(train_opts *o);
 /* Parses argv (argv[0] is the subcommand). Returns 0 and fills o; 1 or CLI_USAGE after
  * printing a one-line error; CLI_HELP after printing --help. With --resume, the newest checkpoint's
  * run.json in --out is applied first (resumed_from receives that folder, or "" when
- * there is none); then --config FILE; then the flags. */
-int train_opts_parse(train_opts *o, int argc, char **argv, char *resumed_from, size_t cap);
+ * there is none); then --config FILE; then the flags. lock, when given, is called with
+ * --out before anything in it is read (it returns non-zero to stop: the folder's run
+ * lock is held by another run). */
+int train_opts_parse(train_opts *o, int argc, char **argv, char *resumed_from, size_t cap,
+                     int (*lock)(const char *out, void *ctx), void *ctx);
 
 /* Applies a JSON object of settings (a config file or run.json) to o. Returns 0, or 1
  * with a message naming `name` and the key in err. */

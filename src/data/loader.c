@@ -113,8 +113,10 @@ static uint32_t max_token(const uint8_t *tokens, int width, uint64_t n) {
 
 static hg_status bad_token(const loader_shard *sh, uint64_t i) {
     int width = sh->info.token_bytes;
-    return hg_fail(HG_ERR_FORMAT, "%s: offset %llu: token %u is not below the vocabulary size %u", sh->path,
-                   (unsigned long long)(sh->header + i * (uint64_t)width), shard_token(sh->tokens, width, i), sh->vocab);
+    return hg_fail(HG_ERR_FORMAT, "%s: offset %llu: token %u is not below the vocabulary size %u%s", sh->path,
+                   (unsigned long long)(sh->header + i * (uint64_t)width), shard_token(sh->tokens, width, i), sh->vocab,
+                   sh->info.format == HG_SHARD_NANOGPT ? " (the file has no handgrad or llm.c header, so it was read "
+                                                         "as headerless nanoGPT uint16 tokens)" : "");
 }
 
 /* Every token of a shard is below its vocab; else the first that is not, by offset. */
