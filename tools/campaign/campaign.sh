@@ -74,10 +74,8 @@ if ! skipping fuzz; then
       mkdir -p "$corpus" "$WORK/fuzz/crashes"
       [[ -d $root/fuzz/corpus/${name#fuzz_} ]] && cp -r "$root/fuzz/corpus/${name#fuzz_}"/. "$corpus"/
       "$bin" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$WORK/fuzz/crashes/$name-" "$corpus" >"$LOGS/fuzz.$name.log" 2>&1 &
-      while [[ $(jobs -rp | wc -l) -ge 1 ]]; do wait -n; done
+        -artifact_prefix="$WORK/fuzz/crashes/$name-" "$corpus" >"$LOGS/fuzz.$name.log" 2>&1
     done
-    wait
   ) &
   fuzz_pid=$!
 fi

@@ -209,7 +209,7 @@ faults_divergence() {
   for spec in 3 1 3,4 10,11,12,13 20,21,22,23,24 59,60 5,15,25,35; do
     dir=$WORK/f/nan.$BUILD.$spec; rm -rf "$dir"
     run_limited 300 "$dir" "$HG" train "${RUN_ARGS[@]}" --out "$dir" --inject-nan "$spec"
-    local n want got
+    local n got
     n=$(tr ',' '\n' <<<"$spec" | wc -l)
     got=$(grep -c '"skipped": true' "$dir/train.jsonl" 2>/dev/null)
     if [[ $(judge accept "" "$dir") == hang ]] || sanitizer_report "$dir.err" || [[ $RC -gt 1 ]]; then

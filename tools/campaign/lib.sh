@@ -55,13 +55,7 @@ le64() { # the 8 little-endian bytes of $1
   for i in 0 1 2 3 4 5 6 7; do s+=$(printf '\\x%02x' $(((v >> (8 * i)) & 255))); done
   printf "$s"
 }
-le32() {
-  local v=$1 i s=""
-  for i in 0 1 2 3; do s+=$(printf '\\x%02x' $(((v >> (8 * i)) & 255))); done
-  printf "$s"
-}
 u64_at() { od -An -tu8 -j "$2" -N8 "$1" | tr -d ' '; }
-u32_at() { od -An -tu4 -j "$2" -N4 "$1" | tr -d ' '; }
 # put FILE OFFSET: writes stdin over FILE's bytes at OFFSET.
 put() { dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
 
