@@ -6,7 +6,10 @@
  * folder, made by editing copies of the fixture: each fails with its own status and a
  * message naming the file and the field or tensor. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -447,7 +450,57 @@ static void test_half(void) {
     hg_st_close(f);
 }
 
+/* The bulk conversions of a load against element-by-element hg_st_convert_f32: every
+ * float dtype, ragged blocks, destinations on and off cache-line boundaries, the
+ * poisoned rest of the destination untouched; the non-finite scan finds the first of
+ * two bad elements on 2 threads. */
+static void test_convert(void) {
+    enum { ROWS = 83, COLS = 77, N = ROWS * COLS };
+    static const hg_st_dtype types[] = {HG_ST_F32, HG_ST_F16, HG_ST_BF16, HG_ST_F64};
+    uint8_t *data = malloc(8 * N + 8);
+    float *dst = malloc(sizeof(float) * (N + 64)), *want = malloc(sizeof(float) * (N + 64));
+    uint64_t r = 12345;
+    for (size_t i = 0; i < 8 * N + 8; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        data[i] = (uint8_t)(r >> 56);
+    }
+    for (int k = 0; k < 4; k++) {
+        const int size = hg_st_dtype_size(types[k]);
+        /* finite values: clear the exponent's top bit of every element (data + 1: unaligned) */
+        hg_st_tensor t = {.name = "x", .dtype = types[k], .ndim = 2, .shape = {ROWS, COLS}, .numel = N, .data = data + 1};
+        for (int64_t i = 0; i < N; i++) data[1 + i * size + size - 1] &= 0xBF;
+        CHECK(hg_st_find_nonfinite(&t, NULL, 2) == -1);
+        /* blocks: (r0, nr, c0, nc), ld and the destination's offset in floats */
+        const int64_t blocks[][6] = {{0, ROWS, 0, COLS, ROWS, 0}, {3, 64, 5, 64, 80, 16}, {8, 16, 0, 8, 16, 0},
+                                     {1, 17, 2, 9, 19, 3},        {0, 8, 0, 8, 8, 0},     {40, 43, 69, 8, 48, 1}};
+        for (int b = 0; b < 6; b++) {
+            const int64_t r0 = blocks[b][0], nr = blocks[b][1], c0 = blocks[b][2], nc = blocks[b][3], ld = blocks[b][4],
+                          off = blocks[b][5];
+            for (int64_t i = 0; i < N + 64; i++) dst[i] = want[i] = NAN;
+            for (int64_t i = 0; i < nr; i++)
+                for (int64_t j = 0; j < nc; j++) hg_st_convert_f32(&t, (r0 + i) * COLS + c0 + j, 1, want + off + j * ld + i);
+            hg_st_convert_f32_transposed(&t, COLS, r0, nr, c0, nc, dst + off, ld);
+            CHECK(!memcmp(dst, want, sizeof(float) * (N + 64)));
+        }
+        const int64_t spans[][3] = {{0, N, 0}, {1, 100, 3}, {17, 5000, 16}, {0, 15, 0}, {N - 33, 33, 7}};
+        for (int sp = 0; sp < 5; sp++) {
+            for (int64_t i = 0; i < N + 64; i++) dst[i] = want[i] = NAN;
+            hg_st_convert_f32(&t, spans[sp][0], spans[sp][1], want + spans[sp][2]);
+            hg_st_convert_f32_stream(&t, spans[sp][0], spans[sp][1], dst + spans[sp][2]);
+            CHECK(!memcmp(dst, want, sizeof(float) * (N + 64)));
+        }
+        /* two infinities: the scan names the first, whichever thread saw it */
+        const uint8_t inf[4][8] = {{0, 0, 0x80, 0x7F}, {0, 0x7C}, {0x80, 0x7F}, {0, 0, 0, 0, 0, 0, 0xF0, 0x7F}};
+        memcpy(data + 1 + 6000 * size, inf[k], (size_t)size);
+        memcpy(data + 1 + 5001 * size, inf[k], (size_t)size);
+        double v = 0;
+        CHECK(hg_st_find_nonfinite(&t, &v, 2) == 5001 && isinf(v));
+    }
+    free(data), free(dst), free(want);
+}
+
 int main(void) {
+    test_convert();
     test_half();
     load_reference();
     test_import();

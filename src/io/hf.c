@@ -326,20 +326,17 @@ static void shape_str(char *buf, size_t cap, const int64_t *shape, int ndim) {
 }
 
 /* Converts src (rows, cols) into columns [col0, col0 + rows) of dst (cols, ld): the
- * transpose, in square tiles so that both sides move whole cache lines. 128 was the
- * fastest of 16, 32, 64 and 128 on a SmolLM-135M folder (docs/benchmarks.md). */
+ * transpose, in square tiles so that both sides stay in cache, each tile by 8 x 8
+ * register transposes (hg_st_convert_f32_transposed). */
 static void convert_transposed(const hg_st_tensor *src, int64_t rows, int64_t cols, float *dst, int64_t ld,
                                int64_t col0, int threads) {
-    enum { TILE = 128 };
+    enum { TILE = 64 };
     const int64_t tr = (rows + TILE - 1) / TILE, tc = (cols + TILE - 1) / TILE;
     #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t tile = 0; tile < tr * tc; tile++) {
-        float buf[TILE][TILE];
         const int64_t r0 = tile / tc * TILE, c0 = tile % tc * TILE;
         const int64_t nr = rows - r0 < TILE ? rows - r0 : TILE, nc = cols - c0 < TILE ? cols - c0 : TILE;
-        for (int64_t i = 0; i < nr; i++) hg_st_convert_f32(src, (r0 + i) * cols + c0, nc, buf[i]);
-        for (int64_t j = 0; j < nc; j++)
-            for (int64_t i = 0; i < nr; i++) dst[(c0 + j) * ld + col0 + r0 + i] = buf[i][j];
+        hg_st_convert_f32_transposed(src, cols, r0, nr, c0, nc, dst + c0 * ld + col0 + r0, ld);
     }
 }
 
@@ -348,7 +345,7 @@ static void convert_flat(const hg_st_tensor *src, float *dst, int threads) {
     const int64_t n = src->numel, chunks = (n + CHUNK - 1) / CHUNK;
     #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t c = 0; c < chunks; c++)
-        hg_st_convert_f32(src, c * CHUNK, n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK, dst + c * CHUNK);
+        hg_st_convert_f32_stream(src, c * CHUNK, n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK, dst + c * CHUNK);
 }
 
 typedef struct load_ctx {
@@ -401,7 +398,7 @@ static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
                            c->t->paths[e->file], e->t->name, got, exp);
         }
         double v;
-        int64_t bad = dst ? -1 : hg_st_find_nonfinite(e->t, &v); /* checked before anything is copied */
+        int64_t bad = dst ? -1 : hg_st_find_nonfinite(e->t, &v, c->m->threads); /* checked before anything is copied */
         if (bad >= 0)
             return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' holds %g at element %lld; weights must be finite",
                            c->t->paths[e->file], e->t->name, v, (long long)bad);

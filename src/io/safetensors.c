@@ -9,6 +9,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.h"
 
@@ -321,44 +324,146 @@ void hg_st_convert_f32(const hg_st_tensor *t, int64_t first, int64_t n, float *o
     }
 }
 
-/* The exponent bits of each float dtype: all set is an infinity or a NaN. The scan ORs
- * whole blocks (a loop the compiler vectorizes), then looks inside the first bad one. */
-int64_t hg_st_find_nonfinite(const hg_st_tensor *t, double *value) {
+#if defined(__AVX2__)
+/* Eight elements of a BF16, F16 (with F16C) or F32 tensor from element i, as floats. */
+static inline __m256 load8_f32(const hg_st_tensor *t, int64_t i) {
+    const uint8_t *p = t->data + (size_t)i * (size_t)hg_st_dtype_size(t->dtype);
+    if (t->dtype == HG_ST_F32) return _mm256_loadu_ps((const float *)(const void *)p);
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+#if defined(__F16C__)
+    if (t->dtype == HG_ST_F16) return _mm256_cvtph_ps(h);
+#endif
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* r[k] becomes column k of the 8 x 8 block whose rows were r[0..7]. */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+        r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+    }
+}
+#endif
+
+void hg_st_convert_f32_stream(const hg_st_tensor *t, int64_t first, int64_t n, float *out) {
+    int64_t i = 0;
+#if defined(__AVX2__)
+    int fast = t->dtype == HG_ST_BF16 || t->dtype == HG_ST_F32;
+#if defined(__F16C__)
+    fast |= t->dtype == HG_ST_F16;
+#endif
+    if (fast) {
+        i = (int64_t)((64 - (uintptr_t)out % 64) % 64 / 4); /* to a cache line, when out is float-aligned */
+        if ((uintptr_t)out % 4 || i > n) i = n;
+        hg_st_convert_f32(t, first, i, out);
+        for (; i + 16 <= n; i += 16) {
+            _mm256_stream_ps(out + i, load8_f32(t, first + i));
+            _mm256_stream_ps(out + i + 8, load8_f32(t, first + i + 8));
+        }
+        _mm_sfence();
+    }
+#endif
+    hg_st_convert_f32(t, first + i, n - i, out + i);
+}
+
+void hg_st_convert_f32_transposed(const hg_st_tensor *t, int64_t cols, int64_t r0, int64_t nr, int64_t c0,
+                                  int64_t nc, float *dst, int64_t ld) {
+    int64_t nr8 = 0, nc8 = 0;
+#if defined(__AVX2__)
+    int fast = t->dtype == HG_ST_BF16 || t->dtype == HG_ST_F32;
+#if defined(__F16C__)
+    fast |= t->dtype == HG_ST_F16;
+#endif
+    if (fast) nr8 = nr & ~(int64_t)7, nc8 = nc & ~(int64_t)7;
+    for (int64_t j = 0; j < nc8; j += 8)
+        for (int64_t i = 0; i < nr8; i += 16) {
+            /* two blocks down the rows where there are, so that each row of dst gets 16
+             * floats in a row: a whole cache line, written around the caches when aligned */
+            const int two = i + 16 <= nr8;
+            __m256 v[16];
+            for (int k = 0; k < (two ? 16 : 8); k++) v[k] = load8_f32(t, (r0 + i + k) * cols + c0 + j);
+            transpose8(v);
+            if (two) transpose8(v + 8);
+            for (int k = 0; k < 8; k++) {
+                float *d = dst + (j + k) * ld + i;
+                if (two && (uintptr_t)d % 64 == 0) {
+                    _mm256_stream_ps(d, v[k]);
+                    _mm256_stream_ps(d + 8, v[k + 8]);
+                } else {
+                    _mm256_storeu_ps(d, v[k]);
+                    if (two) _mm256_storeu_ps(d + 8, v[k + 8]);
+                }
+            }
+        }
+    _mm_sfence();
+#endif
+    /* what the 8 x 8 blocks left: the last nr % 8 rows, and the last nc % 8 columns of the others */
+    float row[64];
+    for (int64_t i = 0; i < nr; i++)
+        for (int64_t j = i < nr8 ? nc8 : 0; j < nc; j += 64) {
+            int64_t n = nc - j < 64 ? nc - j : 64;
+            hg_st_convert_f32(t, (r0 + i) * cols + c0 + j, n, row);
+            for (int64_t k = 0; k < n; k++) dst[(j + k) * ld + i] = row[k];
+        }
+}
+
+/* Whether elements [b, b + n) hold an infinity or a NaN: their exponent bits all set
+ * (mask), tested by ORing over the block, a loop the compiler vectorizes. */
+static int block_nonfinite(const hg_st_tensor *t, int size, uint64_t mask, int64_t b, int64_t n) {
+    const uint8_t *p = t->data + (size_t)b * (size_t)size;
+    int bad = 0;
+    if (size == 4) {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * i, 4);
+            bad |= (u & (uint32_t)mask) == (uint32_t)mask;
+        }
+    } else if (size == 2) {
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t u;
+            memcpy(&u, p + 2 * i, 2);
+            bad |= (u & (uint16_t)mask) == (uint16_t)mask;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t u;
+            memcpy(&u, p + 8 * i, 8);
+            bad |= (u & mask) == mask;
+        }
+    }
+    return bad;
+}
+
+/* The blocks are scanned in parallel; the first bad one is then searched element by element. */
+int64_t hg_st_find_nonfinite(const hg_st_tensor *t, double *value, int threads) {
     int size = hg_st_dtype_size(t->dtype);
     uint64_t mask = t->dtype == HG_ST_F64 ? 0x7FF0000000000000ull : t->dtype == HG_ST_F32 ? 0x7F800000u
                   : t->dtype == HG_ST_BF16 ? 0x7F80u : t->dtype == HG_ST_F16 ? 0x7C00u : 0;
     if (!mask) return -1;
     enum { BLOCK = 4096 };
-    for (int64_t b = 0; b < t->numel; b += BLOCK) {
-        int64_t n = t->numel - b < BLOCK ? t->numel - b : BLOCK;
-        const uint8_t *p = t->data + (size_t)b * (size_t)size;
-        int bad = 0;
-        if (size == 4) {
-            for (int64_t i = 0; i < n; i++) {
-                uint32_t u;
-                memcpy(&u, p + 4 * i, 4);
-                bad |= (u & (uint32_t)mask) == (uint32_t)mask;
-            }
-        } else if (size == 2) {
-            for (int64_t i = 0; i < n; i++) {
-                uint16_t u;
-                memcpy(&u, p + 2 * i, 2);
-                bad |= (u & (uint16_t)mask) == (uint16_t)mask;
-            }
-        } else {
-            for (int64_t i = 0; i < n; i++) {
-                uint64_t u;
-                memcpy(&u, p + 8 * i, 8);
-                bad |= (u & mask) == mask;
-            }
-        }
-        if (!bad) continue;
-        for (int64_t i = b; i < b + n; i++) {
-            double v = element(t, i);
-            if (!isfinite(v)) {
-                if (value) *value = v;
-                return i;
-            }
+    const int64_t blocks = (t->numel + BLOCK - 1) / BLOCK;
+    int64_t first = blocks;
+    #pragma omp parallel for schedule(static) reduction(min : first) num_threads(threads > 0 ? threads : 1) \
+        if (blocks > 16)
+    for (int64_t k = 0; k < blocks; k++)
+        if (k < first && block_nonfinite(t, size, mask, k * BLOCK, t->numel - k * BLOCK < BLOCK ? t->numel - k * BLOCK : BLOCK))
+            first = k;
+    for (int64_t i = first * BLOCK; i < t->numel; i++) {
+        double v = element(t, i);
+        if (!isfinite(v)) {
+            if (value) *value = v;
+            return i;
         }
     }
     return -1;

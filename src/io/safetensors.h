@@ -48,9 +48,18 @@ hg_status hg_st_read_f32(const hg_st_file *f, const hg_st_tensor *t, float *out,
 /* Elements [first, first + n) of a F64, F32, F16, BF16 or I32 tensor as float, unchecked
  * (the caller has checked the dtype and the range): the fast path of bulk loads. */
 void hg_st_convert_f32(const hg_st_tensor *t, int64_t first, int64_t n, float *out);
+/* Rows [r0, r0 + nr) and columns [c0, c0 + nc) of a (rows, cols) tensor, as float and
+ * transposed: dst[j * ld + i] = t[r0 + i][c0 + j]. Unchecked like hg_st_convert_f32.
+ * BF16, F16 and F32 go through 8 x 8 register transposes in AVX2 builds. */
+void hg_st_convert_f32_transposed(const hg_st_tensor *t, int64_t cols, int64_t r0, int64_t nr, int64_t c0,
+                                  int64_t nc, float *dst, int64_t ld);
+/* The same into a destination that will not be read soon (a model's parameters): whole
+ * cache lines go around the caches (streaming stores) in AVX2 builds. */
+void hg_st_convert_f32_stream(const hg_st_tensor *t, int64_t first, int64_t n, float *out);
 /* The index of the first NaN or infinity of a F64, F32, F16 or BF16 tensor (its value in
- * *value), or -1 when every element is finite or the dtype is an integer one. */
-int64_t hg_st_find_nonfinite(const hg_st_tensor *t, double *value);
+ * *value), or -1 when every element is finite or the dtype is an integer one; large
+ * tensors are scanned on up to `threads` threads. */
+int64_t hg_st_find_nonfinite(const hg_st_tensor *t, double *value, int threads);
 
 /* ---- writing ---- */
 

@@ -210,9 +210,9 @@ static hg_status same_shape(const char *file, const hg_config *a, const hg_confi
 
 /* Every value of an F32 tensor is finite (and >= 0 with nonneg: AdamW's v), else the
  * first that is not, by index. A NaN loaded is a NaN in every weight a step later. */
-static hg_status check_values(const hg_st_tensor *t, const char *file, const char *name, int nonneg) {
+static hg_status check_values(const hg_st_tensor *t, const char *file, const char *name, int nonneg, int threads) {
     double v = 0;
-    int64_t j = hg_st_find_nonfinite(t, &v);
+    int64_t j = hg_st_find_nonfinite(t, &v, threads);
     for (int64_t i = 0; nonneg && j < 0 && i < t->numel; i++) { /* F32: checked before */
         float x;
         memcpy(&x, t->data + 4 * i, 4); /* offsets in a file need not be 4-byte aligned */
@@ -243,7 +243,7 @@ static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file
                            (long long)(t->ndim ? t->shape[0] : 0), t->ndim > 1 ? ", ..." : "", (long long)s->shape[0],
                            s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL);
         if (copy) m->be->ops->upload(m->be, gpt_param(m, buf, i), t->data, sizeof(float) * (size_t)s->numel);
-        else HG_TRY(check_values(t, file, name, !strcmp(prefix, "v.")));
+        else HG_TRY(check_values(t, file, name, !strcmp(prefix, "v."), m->threads));
     }
     return HG_OK;
 }
