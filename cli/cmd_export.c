@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_io.h"
 #include "cli_opts.h"
@@ -12,16 +13,16 @@
 
 static const char synopsis[] =
     "usage: handgrad export --model PATH --hf DIR [--tokenizer PATH]\n"
-    "                       [--architecture CLASS] [--bf16]\n";
+    "                       [--architecture CLASS] [--bf16] [--max-shard-size SIZE]\n";
 static const char about[] =
     "Writes DIR as a Hugging Face folder that transformers' AutoModelForCausalLM.from_pretrained "
-    "loads: config.json, model.safetensors and the tokenizer's files (tokenizer.json as it was read, "
+    "loads: config.json, model.safetensors (or its shards and model.safetensors.index.json) and the tokenizer's files (tokenizer.json as it was read, "
     "or vocab.json, merges.txt and tokenizer_config.json), with the tokenizer_config.json, "
     "special_tokens_map.json and generation_config.json found beside the tokenizer. DIR must not "
     "exist or be empty; it appears only when complete.\n";
 
 typedef struct export_args {
-    const char *model, *out, *tokenizer, *arch;
+    const char *model, *out, *tokenizer, *arch, *max_shard;
     int bf16;
 } export_args;
 
@@ -37,6 +38,10 @@ static const cli_opt export_options[] = {
      "Qwen3 with a q/k norm, Qwen2 with q/k/v biases only, else Llama)"},
     {"bf16", CLI_BOOL, O(bf16), 0, 0, 1, 0,
      "weights in bfloat16 (rounded to nearest even); default float32, the parameters' exact bits"},
+    {"max-shard-size", CLI_STR, O(max_shard), "SIZE", 0, 0, 0,
+     "weights larger than SIZE go into shards of at most SIZE (a larger tensor alone), as transformers' "
+     "save_pretrained writes them: bytes, or a number with KB, MB, GB (powers of 1000) or KiB, MiB, GiB "
+     "(default: one file)"},
 };
 #undef O
 
@@ -59,6 +64,22 @@ static char *folder_class(const char *dir) {
     return out;
 }
 
+/* "5GB", "500MiB", "100000": bytes, > 0; -1 when the text is none of these. */
+static int64_t parse_size(const char *text) {
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"KiB", 1024.0},
+                 {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v > 0)) return -1;
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+        if (!strcmp(end, units[u].unit) && v * units[u].scale >= 1 && v * units[u].scale < 9e18)
+            return (int64_t)(v * units[u].scale);
+    return -1;
+}
+
 int cmd_export(int argc, char **argv) {
     export_args a = {0};
     cli_cmd cmd = CLI_CMD("export", synopsis, about, NULL, export_options, NULL);
@@ -70,6 +91,12 @@ int cmd_export(int argc, char **argv) {
     }
     const char *model = a.model, *out = a.out, *tok_path = a.tokenizer, *arch = a.arch;
     const int bf16 = a.bf16;
+    const int64_t max_shard = a.max_shard ? parse_size(a.max_shard) : 0;
+    if (max_shard < 0) {
+        fprintf(stderr, "handgrad export: --max-shard-size: '%s' is not a size (bytes, or a number with KB, MB, GB, KiB, "
+                        "MiB or GiB)\n", a.max_shard);
+        return 2;
+    }
     hg_options o = hg_options_default();
     o.training = 0, o.seq_len = 1; /* no activations to speak of: the weights are all it needs */
     hg_model *m = NULL;
@@ -82,11 +109,15 @@ int cmd_export(int argc, char **argv) {
     char from[4096];
     cli_folder_of(tok_path ? tok_path : dir, from, sizeof from);
     char *own = arch ? NULL : folder_class(dir);
-    hg_hf_export how = {arch ? arch : own, bf16, from};
+    hg_hf_export how = {arch ? arch : own, bf16, from, max_shard};
     if (rc == 0 && hg_model_save_hf_as(m, tok, out, &how) != HG_OK) rc = cli_fail("export");
-    if (rc == 0)
-        fprintf(stderr, "export: wrote %s as %s in %s (config.json, model.safetensors, tokenizer files)\n", out,
-                how.architecture ? how.architecture : hg_hf_architecture(hg_model_config(m)), bf16 ? "bfloat16" : "float32");
+    if (rc == 0) {
+        char index[4200];
+        snprintf(index, sizeof index, "%s/model.safetensors.index.json", out);
+        fprintf(stderr, "export: wrote %s as %s in %s (config.json, %s, tokenizer files)\n", out,
+                how.architecture ? how.architecture : hg_hf_architecture(hg_model_config(m)), bf16 ? "bfloat16" : "float32",
+                access(index, F_OK) == 0 ? "safetensors shards and their index" : "model.safetensors");
+    }
     free(own);
     hg_tokenizer_free(tok);
     hg_model_free(m);

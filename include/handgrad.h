@@ -561,14 +561,18 @@ typedef struct hg_hf_export {
     const char *copy_from;    /* a folder whose tokenizer_config.json,
                                  special_tokens_map.json and generation_config.json are
                                  copied when present (the source model's); may be NULL */
+    int64_t max_shard_bytes;  /* > 0: weights larger than this go into shards of at most
+                                 this many bytes (a larger tensor alone),
+                                 model-0000i-of-0000k.safetensors, with
+                                 model.safetensors.index.json; 0: one model.safetensors */
 } hg_hf_export;
 /* The class a config is written as by default: GPT2LMHeadModel when it is GPT-2's
  * architecture, Qwen3ForCausalLM with a q/k norm, Qwen2ForCausalLM with q/k/v biases
  * only, else LlamaForCausalLM. */
 const char *hg_hf_architecture(const hg_config *cfg);
 /* Writes a folder that transformers' AutoModelForCausalLM.from_pretrained loads:
- * config.json, model.safetensors (transformers' names and layouts; no lm_head when
- * tied) and, when tok is given (no more ids than the model's vocab_size), its files
+ * config.json, model.safetensors or its shards (transformers' names and layouts; no
+ * lm_head when tied) and, when tok is given (no more ids than the model's vocab_size), its files
  * (tokenizer.json as it was read, or vocab.json, merges.txt and tokenizer_config.json).
  * dir must not exist or be empty; the files are written into dir.tmp, which is renamed
  * to dir when whole, so a failure leaves no partial folder. An architecture that cannot

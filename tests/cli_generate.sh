@@ -139,6 +139,12 @@ cmp -s "$work/r1" "$work/r2" && cmp -s "$work/r1" "$work/r3" || fail "checkpoint
 "$hg" export --model "$work/run" --hf "$work/run_hf" 2>/dev/null || fail "export of a checkpoint"
 gen --model "$work/run_hf" >"$work/r4"
 cmp -s "$work/r1" "$work/r4" || fail "the export of a checkpoint generates different text"
+"$hg" export --model "$work/run" --hf "$work/run_sh" --max-shard-size 20KiB 2>/dev/null || fail "export in shards"
+shards=("$work"/run_sh/model-*-of-*.safetensors)
+[[ -s "$work/run_sh/model.safetensors.index.json" && ${#shards[@]} -gt 1 && -s "${shards[1]}" &&
+   ! -e "$work/run_sh/model.safetensors" ]] || fail "export in shards: no index or second shard"
+gen --model "$work/run_sh" >"$work/r5"
+cmp -s "$work/r1" "$work/r5" || fail "the export in shards generates different text"
 
 # Bad input: non-zero exit, one line naming the flag or file.
 expect_fail() {
@@ -168,6 +174,8 @@ expect_usage "bad --num-samples" "--num-samples: 'two' is not an integer in \[1,
 expect_usage "--num-samples 0" "--num-samples: '0' is not an integer" "$hg" "${g[@]}" --num-samples 0
 expect_usage "--num-samples too many" "--num-samples: '1000001'" "$hg" "${g[@]}" --num-samples 1000001
 expect_usage "no --stop value" "option '--stop' needs a value" "$hg" "${g[@]}" --stop
+expect_usage "bad --max-shard-size" "--max-shard-size: '5XB' is not a size" "$hg" export --model $fix --hf "$work/o3" \
+  --max-shard-size 5XB
 expect_usage "empty --stop" "--stop: the stop string is empty" "$hg" "${g[@]}" --stop ""
 many=(); for i in $(seq 17); do many+=(--stop "s$i"); done
 expect_usage "17 --stop" "--stop: at most 16 values" "$hg" "${g[@]}" "${many[@]}"

@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "handgrad.h"
+#include "io/hf.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
 
@@ -116,10 +117,9 @@ static void check_same_tensors(const char *orig_dir, const char *out_dir, int wi
     DIR *d = opendir(orig_dir);
     CHECK(d != NULL);
     if (!d) return;
-    hg_st_file *out = NULL;
+    hf_tensors *out = NULL;
     char path[512];
-    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
-    CHECK_OK(hg_st_open(&out, path));
+    CHECK_OK(hf_tensors_open(&out, out_dir));
     int in_orig = 0, same = 0;
     for (struct dirent *de; out && (de = readdir(d));) {
         size_t n = strlen(de->d_name);
@@ -128,7 +128,7 @@ static void check_same_tensors(const char *orig_dir, const char *out_dir, int wi
         snprintf(path, sizeof path, "%s/%s", orig_dir, de->d_name);
         CHECK_OK(hg_st_open(&f, path));
         for (int i = 0; f && i < hg_st_count(f); i++) {
-            const hg_st_tensor *a = hg_st_at(f, i), *b = hg_st_find(out, a->name);
+            const hg_st_tensor *a = hg_st_at(f, i), *b = hf_tensors_find(out, a->name);
             in_orig++;
             if (!b || a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)) {
                 fprintf(stderr, "export: tensor '%s' is missing or has another shape\n", a->name);
@@ -148,9 +148,9 @@ static void check_same_tensors(const char *orig_dir, const char *out_dir, int wi
     }
     closedir(d);
     printf("export %s: %d of %d tensors as in %s, %d in all\n", out_dir, same, in_orig, orig_dir,
-           out ? hg_st_count(out) : -1);
-    CHECK(in_orig > 10 && same == in_orig && out && hg_st_count(out) == in_orig);
-    hg_st_close(out);
+           out ? hf_tensors_count(out) : -1);
+    CHECK(in_orig > 10 && same == in_orig && out && hf_tensors_count(out) == in_orig);
+    hf_tensors_close(out);
 }
 
 static char tmpdir[64];
@@ -161,7 +161,33 @@ static void rm_rf(const char *dir) {
     CHECK(system(cmd) == 0);
 }
 
-static void check_folder(const char *name, const char *arch, int bf16, int widen) {
+/* An export in shards: model.safetensors.index.json and no model.safetensors; shards
+ * named as transformers names them, each at most max bytes of data or one tensor. */
+static void check_shards(const char *out_dir, int64_t max) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", out_dir);
+    CHECK(access(path, R_OK) == 0);
+    int n = 0, of = 0, bad = 0;
+    for (int i = 1; i <= 99; i++) {
+        hg_st_file *f = NULL;
+        for (int k = 1; k <= 99 && !f; k++) {
+            snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", out_dir, i, k);
+            if (access(path, F_OK) == 0 && hg_st_open(&f, path) == HG_OK) of = k;
+        }
+        if (!f) break;
+        int64_t bytes = 0;
+        for (int t = 0; t < hg_st_count(f); t++) bytes += hg_st_at(f, t)->numel * hg_st_dtype_size(hg_st_at(f, t)->dtype);
+        bad += bytes > max && hg_st_count(f) > 1;
+        hg_st_close(f);
+        n++;
+    }
+    printf("export %s: %d shards of at most %lld bytes\n", out_dir, n, (long long)max);
+    CHECK(n > 1 && n == of && bad == 0);
+}
+
+static void check_folder(const char *name, const char *arch, int bf16, int widen, int64_t max_shard) {
     char dir[96], out[128];
     snprintf(dir, sizeof dir, "fixtures/%s", name);
     ref_data r = {0};
@@ -177,11 +203,12 @@ static void check_folder(const char *name, const char *arch, int bf16, int widen
 
     /* export as the same class: transformers' tensors again */
     snprintf(out, sizeof out, "%s/%s", tmpdir, name);
-    hg_hf_export how = {.architecture = arch, .bf16 = bf16, .copy_from = dir};
+    hg_hf_export how = {.architecture = arch, .bf16 = bf16, .copy_from = dir, .max_shard_bytes = max_shard};
     hg_tokenizer *tok = NULL;
     CHECK_OK(hg_tokenizer_load(&tok, dir));
     CHECK_OK(hg_model_save_hf_as(m, tok, out, &how));
     check_same_tensors(dir, out, widen);
+    if (max_shard) check_shards(out, max_shard);
     char path[256];
     const char *files[] = {"config.json", "generation_config.json", "tokenizer.json"};
     for (int i = 0; i < 3; i++) {
@@ -354,9 +381,9 @@ static void test_bad_input(void) {
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/hg_test_hf_llama_XXXXXX");
     CHECK(mkdtemp(tmpdir) != NULL);
-    check_folder("hf_llama", "LlamaForCausalLM", 1, 0);
-    check_folder("hf_qwen2", NULL, 0, 0);
-    check_folder("hf_mistral", "MistralForCausalLM", 0, 1);
+    check_folder("hf_llama", "LlamaForCausalLM", 1, 0, 0);
+    check_folder("hf_qwen2", NULL, 0, 0, 60000); /* float32 in shards */
+    check_folder("hf_mistral", "MistralForCausalLM", 0, 1, 0);
     test_configs();
     test_bad_input();
     rm_rf(tmpdir);

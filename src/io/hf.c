@@ -568,15 +568,74 @@ static hg_status save_param(void *ctx, int k, gpt_role role, int l) {
     return HG_OK;
 }
 
-hg_status hf_save_weights(const hg_model *m, hf_arch a, int bf16, const char *path, const char *const *meta,
-                          int n_meta) {
+static int64_t entry_bytes(const hg_st_entry *e) {
+    int64_t n = hg_st_dtype_size(e->dtype);
+    for (int d = 0; d < e->ndim; d++) n *= e->shape[d];
+    return n;
+}
+
+/* The entries as transformers shards them: in order, a new shard when the next tensor
+ * would take this one past max bytes (a tensor larger than max alone), written as
+ * model-0000i-of-0000k.safetensors in dir with model.safetensors.index.json naming the
+ * shard of every tensor. */
+static hg_status write_shards(const save_ctx *c, const char *dir, int64_t max, const char *const *meta, int n_meta) {
+    int *shard = malloc(sizeof(int) * (size_t)c->n), k = 0;
+    if (!shard) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    int64_t total = 0, params = 0, in_shard = 0;
+    for (int i = 0; i < c->n; i++) {
+        const int64_t b = entry_bytes(&c->entries[i]);
+        if (i && in_shard + b > max) k++, in_shard = 0;
+        shard[i] = k, in_shard += b, total += b, params += b / hg_st_dtype_size(c->entries[i].dtype);
+    }
+    const int n_shards = k + 1;
+    size_t cap = strlen(dir) + 64;
+    char *path = malloc(cap), name[64];
+    cJSON *index = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(index, "metadata"),
+          *map = cJSON_AddObjectToObject(index, "weight_map");
+    hg_status st = path && map && cJSON_AddNumberToObject(md, "total_parameters", (double)params) &&
+                           cJSON_AddNumberToObject(md, "total_size", (double)total)
+                       ? HG_OK
+                       : hg_fail(HG_ERR_NOMEM, "out of memory");
+    for (int i = 0, first = 0; st == HG_OK && i < n_shards; i++) {
+        int end = first;
+        while (end < c->n && shard[end] == i) end++;
+        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", i + 1, n_shards);
+        snprintf(path, cap, "%s/%s", dir, name);
+        st = hg_st_write(path, c->entries + first, end - first, meta, n_meta);
+        for (int t = first; st == HG_OK && t < end; t++)
+            if (!cJSON_AddStringToObject(map, c->entries[t].name, name)) st = hg_fail(HG_ERR_NOMEM, "out of memory");
+        first = end;
+    }
+    char *json = st == HG_OK ? cJSON_Print(index) : NULL;
+    if (st == HG_OK && !json) st = hg_fail(HG_ERR_NOMEM, "out of memory");
+    if (st == HG_OK) {
+        snprintf(path, cap, "%s/" HF_INDEX, dir);
+        st = hg_write_file_atomic(path, json, strlen(json));
+    }
+    cJSON_free(json);
+    cJSON_Delete(index);
+    free(path), free(shard);
+    return st;
+}
+
+hg_status hf_save_weights(const hg_model *m, hf_arch a, int bf16, const char *path, int64_t max_shard,
+                          const char *const *meta, int n_meta) {
     const float *host = gpt_host_begin(m, m->param);
     const int cap = 3 * m->params.count;
     save_ctx c = {m, a, bf16, host, calloc((size_t)cap, sizeof(hg_st_entry)), calloc((size_t)cap, sizeof(void *)),
                   calloc((size_t)cap, 112), 0};
     hg_status st = host && c.entries && c.owned && c.names ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory");
     if (st == HG_OK) st = each_param(m, save_param, &c);
-    if (st == HG_OK) st = hg_st_write(path, c.entries, c.n, meta, n_meta);
+    int64_t total = 0;
+    for (int i = 0; st == HG_OK && i < c.n; i++) total += entry_bytes(&c.entries[i]);
+    if (st == HG_OK && max_shard > 0 && total > max_shard) {
+        char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+        if (slash) *slash = 0;
+        st = dir ? write_shards(&c, slash ? dir : ".", max_shard, meta, n_meta) : hg_fail(HG_ERR_NOMEM, "out of memory");
+        free(dir);
+    } else if (st == HG_OK) {
+        st = hg_st_write(path, c.entries, c.n, meta, n_meta);
+    }
     for (int i = 0; c.owned && i < c.n; i++) free(c.owned[i]);
     free(c.entries), free(c.owned), free(c.names);
     if (host) gpt_host_free(m->param, (float *)host);
@@ -630,7 +689,7 @@ static hg_status write_files(const hg_model *m, const hg_tokenizer *tok, const c
     HG_TRY(write_description(m, tok, tmp, a, how->bf16 ? "bfloat16" : "float32", path, cap));
     snprintf(path, cap, "%s/model.safetensors", tmp);
     const char *meta[] = {"format", "pt"}; /* transformers checks it */
-    HG_TRY(hf_save_weights(m, a, how->bf16, path, meta, 1));
+    HG_TRY(hf_save_weights(m, a, how->bf16, path, how->max_shard_bytes, meta, 1));
     return how->copy_from ? hg_hf_copy_extras(how->copy_from, tmp) : HG_OK;
 }
 

@@ -52,10 +52,12 @@ hg_status hf_tensors_open_file(hf_tensors **out, const char *path);
  * else HG_ERR_UNSUPPORTED naming the config field (or site op), the message starting
  * with `who`. */
 hg_status hf_arch_for(const hg_config *cfg, const char *ask, const char *who, hf_arch *out);
-/* m's weights as architecture a's tensors (names, layouts), F32 or rounded to BF16, into
- * a safetensors file with the given metadata pairs. */
-hg_status hf_save_weights(const hg_model *m, hf_arch a, int bf16, const char *path, const char *const *meta,
-                          int n_meta);
+/* m's weights as architecture a's tensors (names, layouts), F32 or rounded to BF16, with
+ * the given metadata pairs, into the safetensors file path; or, when max_shard > 0 and
+ * they are larger, into shards of at most max_shard bytes (a larger tensor alone) and
+ * model.safetensors.index.json in path's folder, named as transformers names them. */
+hg_status hf_save_weights(const hg_model *m, hf_arch a, int bf16, const char *path, int64_t max_shard,
+                          const char *const *meta, int n_meta);
 /* Fills every parameter of m from the tensors of architecture a; shapes must match
  * exactly; F32, F16, BF16 or F64; every tensor must be used (GPT-2's mask buffers and
  * a tied lm_head equal to the embedding aside). */

@@ -179,7 +179,7 @@ hg_status hg_model_save(const hg_model *m, const char *path) {
     if (held == HG_OK) { /* the layout transformers loads */
         const char *meta[] = {"format", "pt", "handgrad", CKPT_HF_MARK, "version", CKPT_HF_VERSION, "config", cfg,
                               "architecture", hf_arch_class(a)};
-        s = hf_save_weights(m, a, 0, path, meta, 5);
+        s = hf_save_weights(m, a, 0, path, 0, meta, 5);
     } else { /* handgrad's own: a site op, or a config no class holds */
         const char *meta[] = {"format", CKPT_WEIGHTS_FORMAT, "version", CKPT_VERSION, "config", cfg};
         float *bufs[] = {gpt_host_begin(m, m->param)};
