@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/tokenizers/: tiny tokenizer.json files in the styles of Llama 3,
 Qwen2, GPT-2 and Mistral/Llama 2 (sentencepiece BPE with byte fallback, twice: with a
-Prepend/Replace normalizer and with a Metaspace pre-tokenizer), trained with the
-tokenizers package on a small varied text, and reference.json: the ids the tokenizers
+Prepend/Replace normalizer and with a Metaspace pre-tokenizer; and without byte
+fallback, so that rare characters are unk_token, with and without fuse_unk), one with
+added tokens' lstrip/rstrip/single_word rules, trained with the tokenizers package on a
+small varied text, and reference.json: the ids the tokenizers
 package gives for a set of test texts, and their decoded text.
 
 The C test (tests/data/test_tokjson.c) loads each tokenizer.json with handgrad and
@@ -84,6 +86,12 @@ TEXTS = [
     "Zürich Ελληνικά Русский עברית العربية हिन्दी ไทย",
     "WORD word Word wORD, 'quoted' \"double\" `back` «guillemets» ‘curly’ “curly”",
     "x" * 300 + " " + "9" * 40 + " " + "é" * 50,
+    # added tokens' rules (the rules fixture): lstrip, rstrip, single_word
+    "I saw a <mask> 😺 and  <mask>x, a<mask>  b\t\n<mask>",
+    "<|im_start|>user\nhi<|im_end|>  \n\n<|im_start|>assistant\u3000<|im_end|>\u00a0end<|im_end|>",
+    "cat concat cats cat_ _cat (cat) 猫cat cat猫 cafe\u0301cat cat3 3cat cat's cat",
+    " <sep> a <sep>b\t<sep>\n<sep><sep>  <sep>",
+    "don't dont don  don. ndon \u1e9eig \u1e9eiger x\u1e9eig",
 ]
 
 SPECIAL_TEXT = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|end_of_text|>",
@@ -153,6 +161,24 @@ def qwen2():
     return merges_as_strings(tok.to_str())
 
 
+def rules():
+    """Qwen2's style with added tokens that have matching rules: lstrip, rstrip and
+    single_word, special or not, in the raw text and (normalized=True) in the NFC text."""
+    pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_PAT), behavior="isolated", invert=False),
+                                   pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False,
+                                                            use_regex=False)])
+    tok = train_byte_level(pre, 400, normalizer=normalizers.NFC())
+    tok.add_special_tokens([AddedToken("<|im_start|>", special=True, normalized=False),
+                            AddedToken("<|im_end|>", special=True, rstrip=True, normalized=False),
+                            AddedToken("<mask>", special=True, lstrip=True, normalized=False)])
+    tok.add_tokens([AddedToken("<sep>", special=False, lstrip=True, rstrip=True, normalized=False),
+                    AddedToken("cat", special=False, single_word=True, normalized=False),
+                    AddedToken("don", special=False, single_word=True, lstrip=True, normalized=False),
+                    AddedToken("\u1e9eig", special=False, single_word=True, normalized=True)])
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return merges_as_strings(tok.to_str())
+
+
 def gpt2():
     pre = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
     tok = train_byte_level(pre, 380)
@@ -163,10 +189,11 @@ def gpt2():
     return json.dumps(d, ensure_ascii=False, indent=2)
 
 
-def sentencepiece(metaspace):
+def sentencepiece(metaspace, byte_fallback=True, fuse_unk=True):
     """Llama 2 / Mistral v0.1: <unk> <s> </s>, 256 byte tokens, then the learned tokens;
     characters seen fewer than 3 times in the training text are left out, so they fall
-    back to their bytes."""
+    back to their bytes. Without byte_fallback there are no byte tokens, and such
+    characters become <unk> (a run of them one <unk> with fuse_unk)."""
     trainer = trainers.BpeTrainer(vocab_size=520, show_progress=False, min_frequency=2,
                                   special_tokens=["<unk>", "<s>", "</s>"])
     base = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -175,13 +202,14 @@ def sentencepiece(metaspace):
     learned = json.loads(base.to_str())["model"]
     rare = {c for c in set(TRAIN) if TRAIN.count(c) < 3 and c != " "}
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    for b in range(256):
+    for b in range(256 if byte_fallback else 0):
         vocab[f"<0x{b:02X}>"] = len(vocab)
     for s, _ in sorted(learned["vocab"].items(), key=lambda kv: kv[1]):
         if s not in vocab and not rare & set(s):
             vocab[s] = len(vocab)
     merges = [tuple(m) for m in learned["merges"] if not rare & set("".join(m))]
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=fuse_unk,
+                                    byte_fallback=byte_fallback))
     if metaspace:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
     else:
@@ -195,7 +223,9 @@ def sentencepiece(metaspace):
 
 
 FIXTURES = {"llama3": llama3, "qwen2": qwen2, "gpt2": gpt2, "sp": lambda: sentencepiece(False),
-            "sp_metaspace": lambda: sentencepiece(True)}
+            "sp_metaspace": lambda: sentencepiece(True), "rules": rules,
+            "sp_unk": lambda: sentencepiece(False, byte_fallback=False),
+            "sp_unk_unfused": lambda: sentencepiece(True, byte_fallback=False, fuse_unk=False)}
 
 
 def reference(name, path):

@@ -173,9 +173,12 @@ static hg_status enc_pass(enc_state *e, int pass, const uint8_t *text, size_t le
             continue;
         }
         p = q + m;
-        /* A special token the caller does not allow stays text, and the search goes
-         * on after it. */
+        /* A special token the caller does not allow stays text, as does a single-word
+         * one inside a word, and the search goes on after it. */
         if ((t->flags[id] & TOK_SPECIAL) && !e->allow_special) continue;
+        if ((t->flags[id] & (TOK_LSTRIP | TOK_RSTRIP | TOK_SINGLE_WORD)) &&
+            !tok_added_rules(t, id, text, len, seg, &q, &p))
+            continue;
         HG_TRY(enc_gap(e, pass, text + seg, q - seg, at_start && seg == 0));
         if (e->n >= e->cap)
             return hg_fail(HG_ERR_INVALID, "cap: %zu ids of room are not enough; give hg_tokenizer_max_ids", e->cap);

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include "core/error.h"
 #include "data/utf8.h"
 
@@ -121,6 +124,18 @@ hg_status tok_build_added(hg_tokenizer *t, const uint8_t *const *content, const 
         }
     }
     t->added_off[t->n_vocab] = o;
+    int rules = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) rules |= t->flags[i] & (TOK_LSTRIP | TOK_RSTRIP | TOK_SINGLE_WORD);
+    if (rules) {
+        /* the Rust regex crate's \w and \s, which the tokenizers package tests with */
+        static const char word[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]", space[] = "\\p{White_Space}";
+        int err;
+        PCRE2_SIZE at;
+        t->word_class = pcre2_compile((PCRE2_SPTR)word, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_ANCHORED, &err, &at, NULL);
+        t->space_class = pcre2_compile((PCRE2_SPTR)space, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_ANCHORED, &err, &at, NULL);
+        if (!t->word_class || !t->space_class)
+            return hg_fail(HG_ERR_UNSUPPORTED, "%s: this PCRE2 cannot compile the added tokens' character classes", src);
+    }
     for (int p = 0; p < 2; p++) {
         tok_added_set *set = &t->added[p];
         qsort_r(set->ids, (size_t)set->n, sizeof *set->ids, added_cmp, t);
@@ -156,6 +171,46 @@ int32_t tok_added_match(const hg_tokenizer *t, const tok_added_set *set, const u
         k = l;
     }
     return -1;
+}
+
+/* Whether the character at s[0..n) (n its UTF-8 length) is in class c; a byte that
+ * starts no valid character is in none. */
+static int char_in(const void *c, const uint8_t *s, size_t n) {
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    int in = md && pcre2_match(c, s, n, 0, PCRE2_NO_UTF_CHECK, md, NULL) >= 0;
+    pcre2_match_data_free(md);
+    return in;
+}
+
+/* The character that ends at text[at) (0: none, or not valid UTF-8): its length. */
+static size_t char_before(const uint8_t *text, size_t at) {
+    size_t b = at;
+    while (b > 0 && at - b < 4 && (text[b - 1] & 0xC0) == 0x80) b--;
+    if (b == 0) return 0;
+    b--;
+    int n = utf8_seq_len(text + b, at - b);
+    return n > 0 && b + (size_t)n == at ? (size_t)n : 0;
+}
+
+int tok_added_rules(const hg_tokenizer *t, int32_t id, const uint8_t *text, size_t len, size_t from, size_t *start,
+                    size_t *end) {
+    const uint8_t f = t->flags[id];
+    if (f & TOK_SINGLE_WORD) {
+        size_t before = char_before(text, *start);
+        int after = *end < len ? utf8_seq_len(text + *end, len - *end) : 0;
+        if ((before && char_in(t->word_class, text + *start - before, before)) ||
+            (after > 0 && char_in(t->word_class, text + *end, (size_t)after)))
+            return 0;
+    }
+    if (f & TOK_LSTRIP)
+        for (size_t n; *start > from && (n = char_before(text, *start)) && *start - n >= from &&
+                       char_in(t->space_class, text + *start - n, n);)
+            *start -= n;
+    if (f & TOK_RSTRIP)
+        for (int n; *end < len && (n = utf8_seq_len(text + *end, len - *end)) > 0 &&
+                    char_in(t->space_class, text + *end, (size_t)n);)
+            *end += (size_t)n;
+    return 1;
 }
 
 static int hex_value(char c) {
@@ -218,6 +273,8 @@ void hg_tokenizer_free(hg_tokenizer *t) {
     free(t->added_blob);
     free(t->added[0].ids);
     free(t->added[1].ids);
+    pcre2_code_free(t->word_class);
+    pcre2_code_free(t->space_class);
     free(t->source);
     free(t);
 }

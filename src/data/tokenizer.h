@@ -32,6 +32,10 @@ enum {
     TOK_NORMALIZED = 4, /* an added token matched in the normalized text (else the raw text) */
     TOK_OUTSIDE = 8,    /* not a model token: kept out of the bytes -> id table */
     TOK_BYTE = 16,      /* a byte-fallback token <0xNN> (also TOK_OUTSIDE) */
+    /* added tokens' matching rules, as the tokenizers package applies them: */
+    TOK_LSTRIP = 32,      /* the match takes the whitespace before it */
+    TOK_RSTRIP = 64,      /* ... and after it */
+    TOK_SINGLE_WORD = 128 /* matched only where no word character touches it on either side */
 };
 
 /* The added tokens matched in one pass over the text: at the leftmost position where
@@ -68,6 +72,8 @@ struct hg_tokenizer {
     uint32_t *added_off;
     uint8_t *added_blob;
     tok_added_set added[2];
+    void *word_class, *space_class; /* pcre2_code_8 for one character: Unicode \w and
+                                       White_Space (compiled when a rule above needs them) */
     uint8_t ignore_merges;  /* a piece that is a model token is that token */
     uint8_t chars;          /* initial symbols are characters (sentencepiece style), else bytes */
     uint8_t fuse_unk;       /* consecutive unknown characters give one unk */
@@ -93,6 +99,12 @@ hg_status tok_create_flags(hg_tokenizer **out, int32_t n_vocab, const uint8_t *c
  * ignored for others; content NULL: their bytes), then the two matching sets. */
 hg_status tok_build_added(hg_tokenizer *t, const uint8_t *const *content, const uint32_t *clen, const char *src);/* The longest content in set that s[0..n) starts with: its id and *len, or -1. */
 int32_t tok_added_match(const hg_tokenizer *t, const tok_added_set *set, const uint8_t *s, size_t n, size_t *len);
+/* Token id matched text[*start, *end): 0 when its single-word rule rejects the match;
+ * else 1, with *start moved back over the whitespace before it (lstrip, not before
+ * `from`, the end of the previous token) and *end on over the whitespace after it
+ * (rstrip). */
+int tok_added_rules(const hg_tokenizer *t, int32_t id, const uint8_t *text, size_t len, size_t from, size_t *start,
+                    size_t *end);
 
 /* TOK_MODE_MERGES from merges (taken over by the tokenizer, malloc'd). */
 hg_status tok_build_merges(hg_tokenizer *t, tok_merge *merges, int32_t n_merges, const char *src);

@@ -179,11 +179,13 @@ static hg_status read_tokens(const tj *c, const cJSON *vocab, const cJSON *added
         const char *content = "";
         HG_TRY(tj_get_string(c, e, path, "content", &content));
         if (!*content) return hg_fail(HG_ERR_FORMAT, "%s: %s.content: empty", c->name, path);
-        static const char *const refused[] = {"single_word", "lstrip", "rstrip"};
+        static const char *const rule[] = {"single_word", "lstrip", "rstrip"};
+        static const uint8_t rule_flag[] = {TOK_SINGLE_WORD, TOK_LSTRIP, TOK_RSTRIP};
         int special, normalized, flag;
+        uint8_t rules = 0;
         for (int r = 0; r < 3; r++) {
-            HG_TRY(tj_get_bool(c, e, path, refused[r], 0, &flag));
-            if (flag) return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.%s: true is not supported", c->name, path, refused[r]);
+            HG_TRY(tj_get_bool(c, e, path, rule[r], 0, &flag));
+            if (flag) rules |= rule_flag[r];
         }
         HG_TRY(tj_get_bool(c, e, path, "special", 0, &special));
         HG_TRY(tj_get_bool(c, e, path, "normalized", !special, &normalized));
@@ -196,7 +198,7 @@ static hg_status read_tokens(const tj *c, const cJSON *vocab, const cJSON *added
                            (int)id, v->key[id], content);
         v->added_index[id] = i;
         v->content[id] = content;
-        v->flags[id] |= TOK_ADDED | (special ? TOK_SPECIAL : 0) | (normalized ? TOK_NORMALIZED : 0);
+        v->flags[id] |= TOK_ADDED | rules | (special ? TOK_SPECIAL : 0) | (normalized ? TOK_NORMALIZED : 0);
         if (!v->key[id]) {
             v->flags[id] |= TOK_OUTSIDE;
             v->bytes[id] = (const uint8_t *)content;
