@@ -9,9 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
+#include "core/transpose8.h"
 
 #include "core/error.h"
 
@@ -336,34 +334,19 @@ static inline __m256 load8_f32(const hg_st_tensor *t, int64_t i) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* r[k] becomes column k of the 8 x 8 block whose rows were r[0..7]. */
-static inline void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-    }
-    for (int k = 0; k < 8; k += 4) {
-        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
-        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
-        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
-        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
-    }
-    for (int k = 0; k < 4; k++) {
-        r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
-        r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
-    }
+/* Whether load8_f32 reads dtype d. */
+static int has_load8(hg_st_dtype d) {
+#if defined(__F16C__)
+    if (d == HG_ST_F16) return 1;
+#endif
+    return d == HG_ST_BF16 || d == HG_ST_F32;
 }
 #endif
 
 void hg_st_convert_f32_stream(const hg_st_tensor *t, int64_t first, int64_t n, float *out) {
     int64_t i = 0;
 #if defined(__AVX2__)
-    int fast = t->dtype == HG_ST_BF16 || t->dtype == HG_ST_F32;
-#if defined(__F16C__)
-    fast |= t->dtype == HG_ST_F16;
-#endif
-    if (fast) {
+    if (has_load8(t->dtype)) {
         i = (int64_t)((64 - (uintptr_t)out % 64) % 64 / 4); /* to a cache line, when out is float-aligned */
         if ((uintptr_t)out % 4 || i > n) i = n;
         hg_st_convert_f32(t, first, i, out);
@@ -381,11 +364,7 @@ void hg_st_convert_f32_transposed(const hg_st_tensor *t, int64_t cols, int64_t r
                                   int64_t nc, float *dst, int64_t ld) {
     int64_t nr8 = 0, nc8 = 0;
 #if defined(__AVX2__)
-    int fast = t->dtype == HG_ST_BF16 || t->dtype == HG_ST_F32;
-#if defined(__F16C__)
-    fast |= t->dtype == HG_ST_F16;
-#endif
-    if (fast) nr8 = nr & ~(int64_t)7, nc8 = nc & ~(int64_t)7;
+    if (has_load8(t->dtype)) nr8 = nr & ~(int64_t)7, nc8 = nc & ~(int64_t)7;
     for (int64_t j = 0; j < nc8; j += 8)
         for (int64_t i = 0; i < nr8; i += 16) {
             /* two blocks down the rows where there are, so that each row of dst gets 16
@@ -393,8 +372,8 @@ void hg_st_convert_f32_transposed(const hg_st_tensor *t, int64_t cols, int64_t r
             const int two = i + 16 <= nr8;
             __m256 v[16];
             for (int k = 0; k < (two ? 16 : 8); k++) v[k] = load8_f32(t, (r0 + i + k) * cols + c0 + j);
-            transpose8(v);
-            if (two) transpose8(v + 8);
+            hg_transpose8(v);
+            if (two) hg_transpose8(v + 8);
             for (int k = 0; k < 8; k++) {
                 float *d = dst + (j + k) * ld + i;
                 if (two && (uintptr_t)d % 64 == 0) {

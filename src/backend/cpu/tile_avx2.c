@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "backend/cpu/tile.h"
+#include "core/transpose8.h"
 
 #define TARGET __attribute__((target("avx2,fma")))
 
@@ -43,27 +44,13 @@ static TARGET void gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptr
     }
 }
 
-/* dst (8 x 8) = the transpose of src (8 x 8). After the 32-bit interleave of row pairs
- * and the 64-bit shuffle of those, u[j] holds column j (rows 0-3) in its low half and
- * column j + 4 in its high half, and u[j + 4] the same for rows 4-7. */
+/* dst (8 x 8) = the transpose of src (8 x 8), in registers (core/transpose8.h). */
 static inline __attribute__((always_inline)) TARGET void transpose8(const float *src, ptrdiff_t lds, float *dst,
                                                                     ptrdiff_t ldd) {
-    __m256 r[8], t[8], u[8];
+    __m256 r[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int h = 0; h < 8; h += 4) {
-        u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
-        u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
-        u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
-        u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; j++) {
-        _mm256_storeu_ps(dst + j * ldd, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
-        _mm256_storeu_ps(dst + (j + 4) * ldd, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
-    }
+    hg_transpose8(r);
+    for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + j * ldd, r[j]);
 }
 
 static TARGET void transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
