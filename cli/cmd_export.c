@@ -16,8 +16,9 @@ static const char synopsis[] =
     "                       [--architecture CLASS] [--bf16] [--max-shard-size SIZE]\n";
 static const char about[] =
     "Writes DIR as a Hugging Face folder that transformers' AutoModelForCausalLM.from_pretrained "
-    "loads: config.json, model.safetensors (or its shards and model.safetensors.index.json) and the tokenizer's files (tokenizer.json as it was read, "
-    "or vocab.json, merges.txt and tokenizer_config.json), with the tokenizer_config.json, "
+    "loads: config.json, model.safetensors (or its shards and model.safetensors.index.json) and "
+    "the tokenizer's files (tokenizer.json as it was read, or vocab.json, merges.txt and "
+    "tokenizer_config.json), with the tokenizer_config.json, "
     "special_tokens_map.json and generation_config.json found beside the tokenizer. DIR must not "
     "exist or be empty; it appears only when complete.\n";
 
