@@ -85,6 +85,45 @@ static inline int last_key_block(const hg_attention_shape *s, int i_last) {
     return (s->causal ? i_last : s->T - 1) / BK;
 }
 
+/* One row of the forward's online softmax over a block: row (BK scores, the first n
+ * visible) becomes its unnormalised probabilities against the new running maximum *mx;
+ * the running sum *l and the output accumulator o (hs) are rescaled to that maximum,
+ * which is skipped when the maximum did not move (then the factor is exactly 1). Inlined
+ * with n = BK for the blocks every row sees whole, so that those loops carry no mask.
+ * Hidden keys are selected away whatever the diagonal slabs left there, so the loops
+ * run full width even on the diagonal. The maximum is taken over the raw scores and then
+ * scaled (scale > 0: the same value as the maximum of the scaled scores). */
+static inline __attribute__((always_inline)) void softmax_row(float *row, int n, float scale, float *mx, float *l,
+                                                              float *o, int hs) {
+    if (n <= 0) {
+        memset(row, 0, sizeof(float) * BK);
+        return;
+    }
+    float bmax = -INFINITY;
+    #pragma omp simd reduction(max : bmax)
+    for (int c = 0; c < BK; c++) {
+        float v = c < n ? row[c] : -INFINITY;
+        bmax = v > bmax ? v : bmax;
+    }
+    float mnew = bmax * scale, sum = 0.0f;
+    if (mnew > *mx) {
+        float corr = expf(*mx - mnew);
+        *l *= corr;
+        #pragma omp simd
+        for (int d = 0; d < hs; d++) o[d] *= corr;
+        *mx = mnew;
+    } else {
+        mnew = *mx;
+    }
+    #pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < BK; c++) {
+        float e = vexpf(HG_FMAF(row[c], scale, -mnew)), p = c < n ? e : 0.0f;
+        row[c] = p;
+        sum += p;
+    }
+    *l += sum;
+}
+
 hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const float *qkv,
                                 const hg_attention_shape *s, void *scratch) {
     const qkv_layout q = layout_of(s);
@@ -114,36 +153,11 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                         tile_gemm(slab_rows(m, r0), r0 + SLAB, hs, Q + (size_t)r0 * ld, ld, 1, KTh + j0, Tp, S + r0 * BK, BK, 0);
                 else
                     tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, S, BK, 0);
-                for (int r = 0; r < m; r++) {
-                    float *row = S + r * BK;
-                    int n = visible_keys(s, i0 + r, j0);
-                    if (n <= 0) {
-                        memset(row, 0, sizeof(float) * BK);
-                        continue;
-                    }
-                    /* Full-width loops with the hidden keys masked (selected away, whatever
-                     * the diagonal slabs left there), so no scalar tail runs on the
-                     * diagonal blocks. A compare, not fmaxf: x86 has no instruction with
-                     * fmaxf's NaN rule, so fmaxf stays a scalar call. */
-                    float bmax = -INFINITY;
-                    #pragma omp simd reduction(max : bmax)
-                    for (int c = 0; c < BK; c++) {
-                        float v = c < n ? row[c] * scale : -INFINITY;
-                        bmax = v > bmax ? v : bmax;
-                    }
-                    float mnew = fmaxf(mx[r], bmax), corr = expf(mx[r] - mnew), sum = 0.0f;
-                    #pragma omp simd reduction(+ : sum)
-                    for (int c = 0; c < BK; c++) {
-                        float e = vexpf(row[c] * scale - mnew), p = c < n ? e : 0.0f;
-                        row[c] = p;
-                        sum += p;
-                    }
-                    l[r] = l[r] * corr + sum;
-                    mx[r] = mnew;
-                    float *o = O + r * hs;
-                    #pragma omp simd
-                    for (int d = 0; d < hs; d++) o[d] *= corr;
-                }
+                if (!diag && nk == BK) /* every key of the block visible to every row */
+                    for (int r = 0; r < m; r++) softmax_row(S + r * BK, BK, scale, mx + r, l + r, O + r * hs, hs);
+                else
+                    for (int r = 0; r < m; r++)
+                        softmax_row(S + r * BK, visible_keys(s, i0 + r, j0), scale, mx + r, l + r, O + r * hs, hs);
                 if (diag)
                     for (int r0 = 0; r0 < m; r0 += SLAB)
                         tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, S + r0 * BK, BK, 1,
@@ -160,6 +174,19 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
         }
     }
     return HG_OK;
+}
+
+/* One row of the backward's recomputed probabilities and score gradients: p (BK scores
+ * in, probabilities out) = exp(score * scale - ls), ds (dP in, dS out) = p (dP - D)
+ * scale, both zero past the n visible keys. Inlined with n = BK as softmax_row is. */
+static inline __attribute__((always_inline)) void grad_row(float *p, float *ds, int n, float scale, float ls,
+                                                           float D) {
+    #pragma omp simd
+    for (int c = 0; c < BK; c++) {
+        float e = vexpf(p[c] * scale - ls), pc = c < n ? e : 0.0f;
+        p[c] = pc;
+        ds[c] = c < n ? pc * (ds[c] - D) * scale : 0.0f;
+    }
 }
 
 hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv,
@@ -214,16 +241,11 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                             tile_gemm(m, BK, hs, Q, ld, 1, KTh + j0, Tp, P, BK, 0);   /* S = Q K^T */
                             tile_gemm(m, BK, hs, dO, C, 1, VTh + j0, Tp, dS, BK, 0);  /* dP = dO V^T */
                         }
-                        for (int r = 0; r < m; r++) {
-                            float *p = P + r * BK, *ds = dS + r * BK, ls = lse_h[i0 + r], dr = D[r];
-                            int n = visible_keys(s, i0 + r, j0);
-                            #pragma omp simd
-                            for (int c = 0; c < BK; c++) {
-                                float e = vexpf(p[c] * scale - ls), pc = c < n ? e : 0.0f;
-                                p[c] = pc;
-                                ds[c] = c < n ? pc * (ds[c] - dr) * scale : 0.0f;
-                            }
-                        }
+                        if (!diag && nk == BK)
+                            for (int r = 0; r < m; r++) grad_row(P + r * BK, dS + r * BK, BK, scale, lse_h[i0 + r], D[r]);
+                        else
+                            for (int r = 0; r < m; r++)
+                                grad_row(P + r * BK, dS + r * BK, visible_keys(s, i0 + r, j0), scale, lse_h[i0 + r], D[r]);
                         if (diag) {
                             /* query slab r0 sees keys up to r0 + SLAB; key slab c0 is seen from
                              * query c0 on */
