@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/cpu/tile.h"
 #include "bench.h"
 #include "cli_io.h"
 #include "core/timer.h"
@@ -57,6 +58,9 @@ void bench_print_peaks(void) {
     for (int i = 0; i < npeaks; i++)
         if (peaks[i].threads < 0) printf("%s %.1f GFLOP/s GEMM on the GPU", i ? "," : "", peaks[i].gflops);
         else printf("%s %.1f GFLOP/s on %d thread%s", i ? "," : "", peaks[i].gflops, peaks[i].threads, peaks[i].threads > 1 ? "s" : "");
+    int cpu = 0;
+    for (int i = 0; i < npeaks; i++) cpu |= peaks[i].threads > 0;
+    if (cpu) printf("; CPU attention tiles: %s", tile_active()->name);
     printf("\n");
 }
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/cpu/tile.h"
 #include "commands.h"
 #include "handgrad_ext.h"
 
@@ -84,6 +85,15 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
+    }
+    const char *tiles = tile_env_refused();
+    if (tiles) {
+        fprintf(stderr, "handgrad: HANDGRAD_TILES=%s: not a tile kernel this build has and this CPU runs (", tiles);
+        const char *sep = "";
+        for (const tile_kernel *const *k = tile_kernels(); *k; k++)
+            if ((*k)->supported()) fprintf(stderr, "%s%s", sep, (*k)->name), sep = ", ";
+        fprintf(stderr, ")\n");
+        return 2;
     }
     for (const hg_command *c = commands; c->name; c++)
         if (!strcmp(argv[1], c->name)) return common_options(argc - 1, argv + 1) ? 0 : c->run(argc - 1, argv + 1);

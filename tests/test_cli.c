@@ -164,6 +164,22 @@ static void test_attention(void) {
     free(out);
 }
 
+/* HANDGRAD_TILES: a kernel this CPU runs is the one bench reports; any other name is
+ * refused before the command runs, with the names that would do. */
+static void test_tiles_env(void) {
+    int st;
+    setenv("HANDGRAD_TILES", "portable", 1);
+    char *out = run("bench --attention --head-dims 16 --ctx 32 --batch 1 --threads 1 --warmup 0 --steps 1", 0, &st);
+    CHECK(out && st == 0 && strstr(out, "; CPU attention tiles: portable\n"));
+    free(out);
+    setenv("HANDGRAD_TILES", "neon", 1);
+    out = run("bench --attention --head-dims 16 --ctx 32 --batch 1 --threads 1 --warmup 0 --steps 1", 1, &st);
+    CHECK(out && st == 2 && strstr(out, "HANDGRAD_TILES=neon: not a tile kernel") && strstr(out, "portable)"));
+    CHECK(out && !strstr(out, "Head dim")); /* refused before the command ran */
+    free(out);
+    unsetenv("HANDGRAD_TILES");
+}
+
 /* The plots written by the runs above: the model ladder's in the folder --plot created. */
 static void test_plots(void) {
     const char *files[] = {"new/plots/bench_time.svg", "new/plots/bench_gflops.svg", "attention_time.svg",
@@ -293,6 +309,7 @@ int main(int argc, char **argv) {
     test_model_rows();
     test_skipped();
     test_attention();
+    test_tiles_env();
     test_plots();
     test_bad_input();
     test_common_options();

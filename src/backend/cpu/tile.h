@@ -40,11 +40,18 @@ extern const tile_kernel tile_avx2, tile_avx512;
 
 /* The kernels this build has, widest first, NULL-terminated. */
 const tile_kernel *const *tile_kernels(void);
-/* The kernel the attention ops use: the widest supported one, unless tile_use chose. */
+/* The kernel the attention ops use: the one the environment variable HANDGRAD_TILES
+ * names (avx512, avx2 or portable: to time a narrower ISA's tiles on a wider CPU) where
+ * this build has it and this CPU runs it, else the widest supported one; unless
+ * tile_use chose. A name that cannot run is passed over here: the command refuses it
+ * (tile_env_refused). */
 const tile_kernel *tile_active(void);
 /* Use kernel `name` from now on (for kernel labs and tests; not thread-safe against
  * running ops). Returns 0 if this build lacks it or this CPU cannot run it. */
 int tile_use(const char *name);
+/* The value of HANDGRAD_TILES when it is set to a kernel this build lacks or this CPU
+ * cannot run, else NULL. */
+const char *tile_env_refused(void);
 
 /* The calls the attention ops make, through tile_active(). */
 void tile_gemm(int m, int n, int k, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
