@@ -230,8 +230,7 @@ int test_ops_attention(hg_backend *bes[OPS_NBE]) {
     test_attention(bes, 2, 37, 6, 2, 16, 0, 100);  /* non-causal */
     test_attention(bes, 2, 130, 6, 2, 16, 1, 100); /* three blocks, their diagonal slabs */
     test_attention(bes, 2, 130, 4, 1, 16, 1, 100);
-    /* three query blocks of 128 rows, the last partial: key blocks wholly seen, and the
-     * two per query block that cross its diagonal */
+    /* five query blocks, the last partial: key blocks wholly seen beside the diagonal ones */
     test_attention(bes, 1, 300, 2, 0, 32, 1, 60);
     test_attention(bes, 1, 300, 4, 2, 16, 1, 60);
     return check_failures;
