@@ -27,7 +27,7 @@
  * -fno-trapping-math (examples/CMakeLists.txt). */
 typedef union {
     double f;
-    long long i;
+    unsigned long long u;
 } bits64;
 
 static inline double exp_inline(double x) {
@@ -43,7 +43,7 @@ static inline double exp_inline(double x) {
     p = __builtin_fma(p, r, 1.0 / 720), p = __builtin_fma(p, r, 1.0 / 120);
     p = __builtin_fma(p, r, 1.0 / 24), p = __builtin_fma(p, r, 1.0 / 6);
     p = __builtin_fma(p, r, 0.5), p = __builtin_fma(p, r, 1.0), p = __builtin_fma(p, r, 1.0);
-    bits64 two_k = {.i = (t.i << 52) + (1023ll << 52)};
+    bits64 two_k = {.u = (t.u << 52) + (1023ull << 52)};
     return x < -708.0 ? 0.0 : p * two_k.f;
 }
 
