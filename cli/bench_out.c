@@ -55,11 +55,10 @@ void bench_check_peaks(void) {
 void bench_print_peaks(void) {
     if (!npeaks) return;
     printf("sgemm peak in this run:");
+    int cpu = 0;
     for (int i = 0; i < npeaks; i++)
         if (peaks[i].threads < 0) printf("%s %.1f GFLOP/s GEMM on the GPU", i ? "," : "", peaks[i].gflops);
-        else printf("%s %.1f GFLOP/s on %d thread%s", i ? "," : "", peaks[i].gflops, peaks[i].threads, peaks[i].threads > 1 ? "s" : "");
-    int cpu = 0;
-    for (int i = 0; i < npeaks; i++) cpu |= peaks[i].threads > 0;
+        else printf("%s %.1f GFLOP/s on %d thread%s", i ? "," : "", peaks[i].gflops, peaks[i].threads, peaks[i].threads > 1 ? "s" : ""), cpu = 1;
     if (cpu) printf("; CPU attention tiles: %s", tile_active()->name);
     printf("\n");
 }
