@@ -22,6 +22,17 @@ hg_status hg_fail(hg_status status, const char *fmt, ...) {
 
 void hg_clear_error(void) { last_error[0] = '\0'; }
 
+hg_status hg_fail_returned(hg_status st, const char *fmt, ...) {
+    char what[256], why[sizeof last_error];
+    snprintf(why, sizeof why, "%s", last_error);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (st < HG_ERR_INVALID || st > HG_ERR_STATE) st = HG_ERR_BACKEND;
+    return hg_fail(st, "%s returned '%s'%s%s", what, hg_status_name(st), *why ? ": " : "", why);
+}
+
 const char *hg_last_error(void) { return last_error; }
 
 const char *hg_status_name(hg_status s) {

@@ -24,6 +24,10 @@ extern "C" {
 hg_status hg_fail(hg_status status, const char *fmt, ...) HG_PRINTF(2, 3);
 hg_status hg_vfail(hg_status status, const char *fmt, va_list ap) HG_PRINTF(2, 0);
 void hg_clear_error(void);
+/* The failing status st of a kernel or user callback, restated with what returned it:
+ * "<fmt...> returned '<status name>'", then the message the callee left, if any (so clear
+ * the error before the call). A status outside hg_status becomes HG_ERR_BACKEND. */
+hg_status hg_fail_returned(hg_status st, const char *fmt, ...) HG_PRINTF(2, 3);
 
 /* Propagate a failing status without adding a message. */
 #define HG_TRY(expr)                      \

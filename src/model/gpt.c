@@ -316,12 +316,9 @@ static hg_status init_site_params(hg_model *m, float *host) {
             int layer = s == HG_SITE_FINAL_NORM ? -1 : l;
             hg_clear_error();
             hg_status st = d->op.init(d->op.ctx, &m->sites.shape[s], layer, p, m->opt.seed);
-            if (st != HG_OK) {
-                char why[256];
-                snprintf(why, sizeof why, "%s", hg_last_error());
-                return hg_fail(st, "op '%s' (%s, block %d): its init returned '%s'%s%s", d->name,
-                               hg_site_field((hg_site)s), layer, hg_status_name(st), *why ? ": " : "", why);
-            }
+            if (st != HG_OK)
+                return hg_fail_returned(st, "op '%s' (%s, block %d): its init", d->name, hg_site_field((hg_site)s),
+                                        layer);
         }
     }
     return HG_OK;

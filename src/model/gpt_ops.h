@@ -10,6 +10,15 @@
 #include "model/gpt.h"
 #include "profile/profile.h"
 
+/* The status of a kernel that returns one; on failure hg_last_error() names the op and
+ * its block (layer < 0: none) before the kernel's own message (an override may leave none). The wrappers
+ * clear the message before the call. */
+static inline hg_status op_status(prof_kind kind, int layer, hg_status st) {
+    if (st == HG_OK) return st;
+    if (layer < 0) return hg_fail_returned(st, "%s", prof_kind_name(kind));
+    return hg_fail_returned(st, "%s (block %d)", prof_kind_name(kind), layer);
+}
+
 static inline void op_encoder_forward(hg_model *m, float *out, const int32_t *tokens, const float *wte,
                                       const float *wpe, int B, int T, int C, const hg_dropout *d) {
     double t0 = prof_begin(m);
@@ -130,20 +139,22 @@ static inline void op_dropout_backward(hg_model *m, int layer, float *dbranch, c
 static inline hg_status op_matmul_forward(hg_model *m, prof_kind kind, int layer, float *out, const float *inp,
                                           const float *w, const float *bias, int M, int K, int N) {
     double t0 = prof_begin(m);
+    hg_clear_error();
     hg_status st = m->be->ops->matmul_forward(m->be, out, inp, w, bias, M, K, N);
     PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N},
             .cost = hg_matmul_forward_cost(M, K, N), .touch = {out, inp});
-    return st;
+    return op_status(kind, layer, st);
 }
 
 static inline hg_status op_matmul_backward(hg_model *m, prof_kind kind, int layer, float *dinp, float *dw,
                                            float *dbias, const float *dout, const float *inp, const float *w,
                                            int M, int K, int N) {
     double t0 = prof_begin(m);
+    hg_clear_error();
     hg_status st = m->be->ops->matmul_backward(m->be, dinp, dw, dbias, dout, inp, w, M, K, N);
     PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N}, .cost = hg_matmul_backward_cost(M, K, N),
             .touch = {dinp, dout, inp});
-    return st;
+    return op_status(kind, layer, st);
 }
 
 /* kind: OP_GELU_FWD, or OP_GELU_RECOMPUTE in backward. */
@@ -173,10 +184,11 @@ static inline hg_status op_matmul_gelu_forward(hg_model *m, int layer, float *ou
         return HG_OK;
     }
     double t0 = prof_begin(m);
+    hg_clear_error();
     hg_status st = m->be->ops->matmul_gelu_forward(m->be, out, pre, inp, w, bias, M, K, N);
     PROF_OP(m, t0, .kind = OP_C_FC_GELU_FWD, .layer = layer, .dims = {M, K, N},
             .cost = hg_matmul_gelu_forward_cost(M, K, N), .touch = {out, pre, inp});
-    return st;
+    return op_status(OP_C_FC_GELU_FWD, layer, st);
 }
 
 /* The backward of mlp.c_proj, whose input was GELU(pre), with GELU's: act (M,K) =
@@ -193,46 +205,51 @@ static inline hg_status op_matmul_gelu_backward(hg_model *m, int layer, float *d
         return HG_OK;
     }
     double t0 = prof_begin(m);
+    hg_clear_error();
     hg_status st = m->be->ops->matmul_gelu_backward(m->be, dpre, dw, dbias, act, dout, pre, w, M, K, N);
     PROF_OP(m, t0, .kind = OP_MLP_PROJ_GELU_BWD, .layer = layer, .dims = {M, K, N},
             .cost = hg_matmul_gelu_backward_cost(M, K, N), .touch = {dpre, act, dout, pre});
-    return st;
+    return op_status(OP_MLP_PROJ_GELU_BWD, layer, st);
 }
 
 static inline hg_status op_attention_forward(hg_model *m, int layer, float *out, float *lse, const float *qkv,
                                              const hg_attention_shape *s, void *scratch) {
     double t0 = prof_begin(m);
+    hg_clear_error();
     hg_status st = m->be->ops->attention_forward(m->be, out, lse, qkv, s, scratch);
     PROF_OP(m, t0, .kind = OP_ATTENTION_FWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
             .cost = hg_attention_forward_cost(s), .touch = {out, lse, qkv});
-    return st;
+    return op_status(OP_ATTENTION_FWD, layer, st);
 }
 
 static inline hg_status op_attention_backward(hg_model *m, int layer, float *dqkv, const float *dout,
                                               const float *qkv, const float *out, const float *lse,
                                               const hg_attention_shape *s, void *scratch) {
     double t0 = prof_begin(m);
+    hg_clear_error();
     hg_status st = m->be->ops->attention_backward(m->be, dqkv, dout, qkv, out, lse, s, scratch);
     PROF_OP(m, t0, .kind = OP_ATTENTION_BWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
             .cost = hg_attention_backward_cost(s), .touch = {dqkv, dout, qkv, out, lse});
-    return st;
+    return op_status(OP_ATTENTION_BWD, layer, st);
 }
 
 /* One chunk: logits GEMM, loss, and in training the softmax gradient in place. */
 static inline hg_status op_classifier_forward(hg_model *m, const hg_classifier_args *a) {
     double t0 = prof_begin(m);
+    hg_clear_error();
     hg_status st = m->be->ops->classifier_forward(m->be, a);
     PROF_OP(m, t0, .kind = OP_CLASSIFIER_FWD, .layer = m->cfg.n_layer, .dims = {a->N, a->C, a->Vp},
             .cost = hg_classifier_forward_cost(a), .touch = {a->x, a->targets, a->losses});
-    return st;
+    return op_status(OP_CLASSIFIER_FWD, -1, st);
 }
 
 static inline hg_status op_classifier_backward(hg_model *m, const hg_classifier_args *a) {
     double t0 = prof_begin(m);
+    hg_clear_error();
     hg_status st = m->be->ops->classifier_backward(m->be, a);
     PROF_OP(m, t0, .kind = OP_CLASSIFIER_BWD, .layer = m->cfg.n_layer, .dims = {a->N, a->C, a->Vp},
             .cost = hg_classifier_backward_cost(a), .touch = {a->x, a->dx});
-    return st;
+    return op_status(OP_CLASSIFIER_BWD, -1, st);
 }
 
 /* kind: OP_ZERO_GRAD, or OP_ZERO_DRES in backward. */

@@ -228,9 +228,6 @@ hg_status gpt_site_run(hg_model *m, hg_site s, gpt_site_pass pass, int layer, co
             .cost = {0.0, HG_COST_F4 * (pass == SITE_BACKWARD ? 2 * in + out : in + out)},
             .touch = {x, y, dy, dx, saved[0]});
     if (st == HG_OK) return HG_OK;
-    char why[256];
-    snprintf(why, sizeof why, "%s", hg_last_error());
-    if (st < HG_ERR_INVALID || st > HG_ERR_STATE) st = HG_ERR_BACKEND;
-    return hg_fail(st, "op '%s' (%s, block %d): its %s returned '%s'%s%s", d->name, site_fields[s], c.layer,
-                   gpt_site_pass_name(pass), hg_status_name(st), *why ? ": " : "", why);
+    return hg_fail_returned(st, "op '%s' (%s, block %d): its %s", d->name, site_fields[s], c.layer,
+                            gpt_site_pass_name(pass));
 }

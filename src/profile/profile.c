@@ -32,6 +32,8 @@ static const struct kind_info {
 #undef KIND_ROW
 };
 
+const char *prof_kind_name(prof_kind kind) { return kinds[kind].name; }
+
 /* An activation-table buffer (index into the table) and which of its copies. */
 typedef struct prof_touch {
     int buffer, copy;

@@ -38,6 +38,8 @@ typedef struct prof_op {
     const void *touch[PROF_MAX_TOUCH]; /* buffers read or written; NULL-terminated */
 } prof_op;
 
+/* The kind's name as the profiler's tables print it, e.g. "matmul c_fc forward". */
+const char *prof_kind_name(prof_kind kind);
 /* Records the op ending now that started at t0, for the model's attached profiler. */
 void prof_record(const hg_model *m, const prof_op *op, double t0);
 /* Records region `kind` from t0 to now. */
