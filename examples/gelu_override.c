@@ -5,7 +5,8 @@
  * u = k (x + a x^3),
  *     gelu(x)  = x s
  *     gelu'(x) = s + 2 x s (1 - s) k (1 + 3 a x^2)
- * which needs one expf per element where the built-in takes a tanhf. The program
+ * which needs one expf per element where the built-in takes a tanhf (gelu_rule.h; the
+ * plugin gelu_rule_ops.c puts the same rule into the handgrad command). The program
  *   1. checks the new backward with hg_gradcheck against finite differences in double;
  *   2. trains a small GPT-2 with the built-in GELU and with the override, from the same
  *      weights and data, and checks the losses agree;
@@ -16,26 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handgrad_ext.h"
-
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP) && !defined(__FAST_MATH__)
-#pragma omp declare simd notinbranch
-float expf(float x);
-#endif
-
-#define K 0.7978845608028654f /* sqrt(2/pi) */
-#define A 0.044715f
-
-/* The override: dinp (n) = gelu'(inp) * dout, the contract of src/ops/gelu.h. */
-static void my_gelu_backward(hg_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
-    const int threads = hg_backend_threads(be) > 0 ? hg_backend_threads(be) : 1;
-    #pragma omp parallel for simd schedule(static) num_threads(threads)
-    for (size_t i = 0; i < n; i++) {
-        const float x = inp[i], u = K * (x + A * x * x * x);
-        const float s = 1.0f / (1.0f + expf(-2.0f * u));
-        dinp[i] = (s + 2.0f * x * s * (1.0f - s) * K * (1.0f + 3.0f * A * x * x)) * dout[i];
-    }
-}
+#include "gelu_rule.h" /* the rule: gelu_rule_backward */
 
 /* ---- GELU as an op for hg_gradcheck: input x (n), output y (n) ---- */
 
@@ -60,7 +42,7 @@ static hg_status ref_forward_f64(void *ctx, const double *const *in, double *con
 static hg_status my_backward(void *ctx, const float *const *in, const float *const *out, const float *const *dout,
                              float *const *din) {
     (void)out;
-    my_gelu_backward(NULL, din[0], in[0], dout[0], (size_t)*(const int64_t *)ctx);
+    gelu_rule_backward(NULL, din[0], in[0], dout[0], (size_t)*(const int64_t *)ctx);
     return HG_OK;
 }
 
@@ -105,7 +87,7 @@ int main(void) {
         fprintf(stderr, "gelu_override: %s\n", hg_last_error());
         return 1;
     }
-    printf("gradcheck of my_gelu_backward: %s (worst dx[%lld] relative error %.1e)\n", r.summary,
+    printf("gradcheck of gelu_rule_backward: %s (worst dx[%lld] relative error %.1e)\n", r.summary,
            (long long)r.in[0].index, r.in[0].err);
 
     /* 2. in a model: the built-in, then the override, from the same start */
@@ -128,7 +110,7 @@ int main(void) {
             fprintf(stderr, "gelu_override: %s\n", hg_last_error());
             return 1;
         }
-        if (k == 1) hg_override_gelu(m[1], HG_DEVICE_CPU, NULL, my_gelu_backward);
+        if (k == 1) hg_override_gelu(m[1], HG_DEVICE_CPU, NULL, gelu_rule_backward);
         hg_model_set_profiler(m[k], p);
         if (train(m[k], p, tok, tgt, B, T, steps, &loss[k])) return 1;
         backward_table(p, L, layer_ms[k], &gelu_ms[k]);

@@ -37,7 +37,9 @@
  * the same arguments the built-in gets, as its contract in src/ops/<op>.h documents
  * (shapes on every pointer, who writes what). Each override names the device it is
  * for: a model on another device keeps its built-in. Memory stays planned: your kernel
- * gets the buffers the built-in would have got and must not keep pointers to them.
+ * gets the buffers the built-in would have got and must not keep pointers to them. On a
+ * CUDA model in bf16 (hg_options.precision), activations and weights are bf16 though
+ * typed float *; parameter gradients, the norms' statistics and lse stay fp32.
  */
 #ifndef HANDGRAD_EXT_H
 #define HANDGRAD_EXT_H
@@ -104,6 +106,75 @@ hg_status hg_override_attention(hg_model *m, hg_device device, hg_attention_forw
                                 hg_attention_backward_fn *backward);
 /* Bytes of the attention scratch the model planned (what an override may use). */
 size_t hg_attention_scratch_bytes(const hg_model *m);
+
+/* The norms (src/ops/layernorm.h), over the last dimension of (N, C):
+ *   LayerNorm: out = (inp - mean) * rstd * w + b,  rstd = 1/sqrt(var + eps)
+ *   RMSNorm:   out = inp * rstd * w,               rstd = 1/sqrt(mean(inp^2) + eps)
+ * w and b may be NULL (weight 1, bias 0: a norm without affine parameters); RMSNorm never
+ * has b, and neither reads nor writes mean (which may then be NULL). */
+typedef struct hg_norm_spec {
+    int rms; /* 0 LayerNorm, 1 RMSNorm */
+    float eps;
+} hg_norm_spec;
+/* out (N,C) = norm(inp); mean, rstd (N) kept for backward. Called on the first block's
+ * ln_1 only: every later norm follows a residual add, and runs the residual form. */
+typedef void hg_layernorm_forward_fn(hg_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                     const float *w, const float *b, int N, int C, const hg_norm_spec *ns);
+/* Dropout on a branch output: NULL when the model trains without it. Element i of the
+ * branch is multiplied by hg_dropout_factor(drop, i): 0 or 1/(1-p), from a counter-based
+ * generator, so that backward regenerates the mask. It is a host function: a CUDA kernel
+ * of the residual form cannot call it, so such an override suits models without dropout. */
+typedef struct hg_dropout hg_dropout;
+float hg_dropout_factor(const hg_dropout *drop, uint64_t i);
+/* res_out (N,C) = res_in + dropout(delta); then the norm of res_out into out, mean, rstd. */
+typedef void hg_residual_layernorm_forward_fn(hg_backend *be, float *res_out, float *out, float *mean,
+                                              float *rstd, const float *res_in, const float *delta,
+                                              const float *w, const float *b, int N, int C,
+                                              const hg_dropout *drop, const hg_norm_spec *ns);
+/* dinp (N,C) += the gradient wrt inp (it is the residual stream's gradient: it
+ * accumulates); dw (C) += ..., db (C) += ... (NULL exactly when w, b are). inp is the
+ * norm's input, mean and rstd the forward's. scratch: hg_norm_scratch_bytes(m) bytes
+ * (the built-in keeps per-thread partial sums of dw and db there). */
+typedef void hg_layernorm_backward_fn(hg_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                      const float *inp, const float *w, const float *mean, const float *rstd,
+                                      int N, int C, float *scratch, const hg_norm_spec *ns);
+/* Replaces the norm's forward, its residual form and/or its backward (NULL keeps the
+ * built-in) for m when m runs on device: every block's ln_1 and ln_2 and the final norm.
+ * The q/k norm (a different op) keeps the built-in. */
+hg_status hg_override_norm(hg_model *m, hg_device device, hg_layernorm_forward_fn *forward,
+                           hg_residual_layernorm_forward_fn *residual_forward, hg_layernorm_backward_fn *backward);
+/* Bytes of the norm backward's scratch the model planned. */
+size_t hg_norm_scratch_bytes(const hg_model *m);
+
+/* The linear layers of the decoder block (src/ops/matmul.h): q|k|v, the attention output
+ * projection, the MLP's first (gate|up under SwiGLU) and second layers. Weights are
+ * input-major, w (K,N), as Hugging Face's Conv1D stores them (a Linear's weight
+ * transposed). The classifier is its own fused op and keeps the built-in. */
+/* out (M,N) = inp (M,K) @ w (K,N) + bias (N); bias may be NULL. */
+typedef hg_status hg_matmul_forward_fn(hg_backend *be, float *out, const float *inp, const float *w,
+                                       const float *bias, int M, int K, int N);
+/* dinp (M,K) = dout @ w^T (written); dw (K,N) += inp^T @ dout; dbias (N) += the column
+ * sums of dout (dbias NULL: no bias). */
+typedef hg_status hg_matmul_backward_fn(hg_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                                        const float *inp, const float *w, int M, int K, int N);
+/* Replaces the linear layers' forward and/or backward (NULL keeps the built-in) for m
+ * when m runs on device. A backend that fuses GELU into the MLP's matmuls runs them as
+ * separate ops from then on, so that your kernels are the ones called. A status other
+ * than HG_OK from your kernel stops the step. */
+hg_status hg_override_matmul(hg_model *m, hg_device device, hg_matmul_forward_fn *forward,
+                             hg_matmul_backward_fn *backward);
+
+/* Overrides for every model of the process: hook(m, ctx) runs on each model that
+ * hg_model_create builds (hg_model_load_hf's included), after its tables and weights and
+ * before it returns, in the order the hooks were added. It is where a plugin loaded with
+ * `handgrad --ops` installs its hg_override_* kernels, so that train, profile, bench and
+ * generate run them. A status other than HG_OK fails the creation, and hg_last_error()
+ * names the hook. */
+typedef hg_status hg_model_hook_fn(hg_model *m, void *ctx);
+/* Adds a hook under `name` (1 to HG_OP_NAME_MAX - 1 characters, unique; at most 8 hooks). */
+hg_status hg_add_model_hook(const char *name, hg_model_hook_fn *hook, void *ctx);
+/* Removes hook `name`; models already created keep what it installed. */
+hg_status hg_remove_model_hook(const char *name);
 
 /* ---------------------------------------------------------- gradient checker */
 

@@ -2,11 +2,14 @@
 # An op plugin in the handgrad command (--ops, examples/layerscale_ops.c): `ops` lists
 # and gradient-checks it; profile names it in its tables and Chrome trace; train saves
 # checkpoints that name it, which resume with the plugin loaded and are refused by name
-# without it; a bad plugin path fails naming it.
-# Usage: cli_site_ops.sh path/to/handgrad path/to/liblayerscale_ops.so   (run from tests/)
+# without it; a bad plugin path fails naming it. A rule plugin (examples/gelu_rule_ops.c)
+# replaces a built-in's backward in every model the command creates, through a model hook.
+# Usage: cli_site_ops.sh path/to/handgrad path/to/liblayerscale_ops.so path/to/libgelu_rule_ops.so
+# (run from tests/)
 set -euo pipefail
 hg=$1
 ops=$2
+rule=$3
 fix=fixtures/hf_tiny
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -33,6 +36,13 @@ expect_fail "profile without the plugin" "op_attn_proj: op 'layerscale' is not r
   "$hg" profile "${arch[@]}" --batch 2 --ctx 32 --steps 1
 expect_fail "missing plugin" "--ops $work/none.so" "$hg" --ops "$work/none.so" profile --model tiny
 expect_fail "not a plugin" "libm.so.6: the module has no handgrad_ops_init" "$hg" --ops libm.so.6 profile --model tiny
+
+# a rule plugin: GELU's backward replaced in profile's model (2 layers; a warm-up step and
+# 2 profiled ones), and in train's
+"$hg" --ops "$rule" profile --model tiny --batch 2 --ctx 32 --steps 2 --threads 2 >"$work/rule" 2>&1 ||
+  fail "profile with the rule: $(cat "$work/rule")"
+grep -q "^gelu_rule_ops: the GELU backward rule ran 6 times$" "$work/rule" || fail "rule plugin: $(cat "$work/rule")"
+grep -Eq "^ .* 4 .*gelu backward$" "$work/rule" || fail "no 'gelu backward' row: $(cat "$work/rule")"
 
 # train: the checkpoint names the op and holds its parameters; resume needs the plugin
 for i in $(seq 200); do echo "And God said, Let there be light: and there was light. Verse $i."; done >"$work/c.txt"

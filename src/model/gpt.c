@@ -469,6 +469,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     }
     if (st == HG_OK) st = init_params(m);
     if (st == HG_OK) st = init_rope(m);
+    if (st == HG_OK) st = gpt_run_model_hooks(m);
     if (st != HG_OK) {
         hg_model_free(m);
         return st;

@@ -138,6 +138,8 @@ int gpt_op_name_ok(const char *s, size_t cap);
 hg_status gpt_sites_resolve(const hg_config *cfg, const hg_options *opt, int threads, gpt_sites *out);
 /* Parameters of the registered ops cfg names (0 for one not registered). */
 int64_t gpt_site_param_count(const hg_config *cfg);
+/* Runs the model hooks (hg_add_model_hook, src/ext/override.c) on a model just built. */
+hg_status gpt_run_model_hooks(hg_model *m);
 
 typedef enum gpt_phase { PHASE_NONE, PHASE_FORWARD } gpt_phase;
 

@@ -1,45 +1,21 @@
 /* LayerNorm and RMSNorm over the last dimension, and their fusion with the residual add.
- *   LayerNorm: out = (inp - mean) * rstd * w + b,  rstd = 1/sqrt(var + eps)
- *   RMSNorm:   out = inp * rstd * w,               rstd = 1/sqrt(mean(inp^2) + eps)
- * w and b may be NULL (weight 1, bias 0: a norm without affine parameters); RMSNorm
- * never has b, and neither reads nor writes mean (which may be NULL). */
+ * hg_norm_spec and the kernel types hg_layernorm_forward_fn,
+ * hg_residual_layernorm_forward_fn and hg_layernorm_backward_fn are public, with their
+ * contracts, in handgrad_ext.h (overrides). */
 #ifndef HG_OPS_LAYERNORM_H
 #define HG_OPS_LAYERNORM_H
 
 #include <stddef.h>
 
+#include "handgrad_ext.h" /* the norm kernel types are public (overrides) */
 #include "ops/cost.h"
 #include "ops/dropout.h"
 
 typedef struct hg_backend hg_backend;
 
-/* Which norm, and its epsilon. */
-typedef struct hg_norm_spec {
-    int rms; /* 0 LayerNorm, 1 RMSNorm */
-    float eps;
-} hg_norm_spec;
-
-/* out (N,C) = norm(inp); mean, rstd (N) kept for backward. */
-typedef void hg_layernorm_forward_fn(hg_backend *be, float *out, float *mean, float *rstd,
-                                     const float *inp, const float *w, const float *b, int N, int C,
-                                     const hg_norm_spec *ns);
-/* res_out (N,C) = res_in + dropout(delta); then the norm of res_out into out, mean, rstd.
- * The residual add and the next LayerNorm read each row once. */
-typedef void hg_residual_layernorm_forward_fn(hg_backend *be, float *res_out, float *out,
-                                              float *mean, float *rstd, const float *res_in,
-                                              const float *delta, const float *w, const float *b,
-                                              int N, int C, const hg_dropout *drop,
-                                              const hg_norm_spec *ns);
-/* One pass per row: dinp (N,C) += dx; dw (C) += ...; db (C) += ... (dinp accumulates:
- * it is the residual stream's gradient; dw, db are NULL exactly when w, b are). inp is the
- * norm's input. scratch
- * (layernorm_scratch_bytes) holds partial sums of dw and db (2*C floats per thread on
- * the CPU, per block on a GPU), reduced in a fixed order so results do not depend on
- * scheduling. */
-typedef void hg_layernorm_backward_fn(hg_backend *be, float *dinp, float *dw, float *db,
-                                      const float *dout, const float *inp, const float *w,
-                                      const float *mean, const float *rstd, int N, int C,
-                                      float *scratch, const hg_norm_spec *ns);
+/* Bytes of the backward's scratch for (N, C): partial sums of dw and db (2*C floats per
+ * thread on the CPU, per block on a GPU), reduced in a fixed order so that results do
+ * not depend on scheduling. */
 typedef size_t hg_layernorm_scratch_fn(hg_backend *be, int N, int C);
 /* dbranch (n) = dropout'(dres): the gradient reaching a dropped-out branch output. */
 typedef void hg_dropout_backward_fn(hg_backend *be, float *dbranch, const float *dres, size_t n,

@@ -2,19 +2,13 @@
 #ifndef HG_OPS_MATMUL_H
 #define HG_OPS_MATMUL_H
 
-#include "handgrad.h"
+#include "handgrad_ext.h" /* the matmul kernel types are public (overrides) */
 #include "ops/cost.h"
 
 typedef struct hg_backend hg_backend;
 
-/* out (M,N) = inp (M,K) @ w (K,N) + bias (N); bias may be NULL. */
-typedef hg_status hg_matmul_forward_fn(hg_backend *be, float *out, const float *inp,
-                                       const float *w, const float *bias, int M, int K, int N);
-/* dinp (M,K) = dout @ w^T;  dw (K,N) += inp^T @ dout;  dbias (N) += column sums of dout
- * (skipped when dbias is NULL). */
-typedef hg_status hg_matmul_backward_fn(hg_backend *be, float *dinp, float *dw, float *dbias,
-                                        const float *dout, const float *inp, const float *w,
-                                        int M, int K, int N);
+/* hg_matmul_forward_fn and hg_matmul_backward_fn are public, with their contracts, in
+ * handgrad_ext.h (overrides). */
 
 /* Optional fused ops (NULL in a backend's table: the step runs matmul_forward and
  * gelu_forward, or gelu_forward, matmul_backward and gelu_backward, instead; model/gpt_ops.h).
