@@ -11,12 +11,13 @@
  *              not depend on scheduling.
  * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
  * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
- * The backward sums a kv head's dK and dV in contiguous rows of the thread's scratch, and
- * reads K from a contiguous copy there, instead of rows W floats apart in dqkv and qkv.
- * With the panels, that made the backward 10-20% faster at T >= 1024 in the kernel lab,
- * AVX2 and AVX-512 tiles alike (2026-11-24).
- * Scratch: KT and VT for all kv heads, (B*NKV, Tp/BK, hs, BK) each, plus per thread the
- * tiles and the backward's K, dK and dV, (Tp, hs) each.
+ * The forward reads V from a contiguous copy of all kv heads (where the backward keeps VT);
+ * the backward sums a kv head's dK and dV in contiguous rows of the thread's scratch, and
+ * reads K from a contiguous copy there: not rows W floats apart in qkv and dqkv. With the
+ * panels, that made the backward 10-20% faster at T >= 1024 in the kernel lab, and the
+ * forward about 5-9% at T = 4096, AVX2 and AVX-512 tiles alike (2026-11-24).
+ * Scratch: KT and VT (forward: V) for all kv heads, (B*NKV, Tp/BK, hs, BK) each (V: (B*NKV,
+ * Tp, hs)), plus per thread the tiles and the backward's K, dK and dV, (Tp, hs) each.
  *
  * attention_cached (generation) is a separate, plain kernel: its queries are one row or
  * one prompt, and its keys are already stored head-major in the cache. */
@@ -83,6 +84,19 @@ static void transpose_heads(hg_backend *be, float *dst, const float *src, int co
     }
 }
 
+/* dst (B*NKV, Tp, hs) = the kv heads of src (B,T,W) at column offset col0, in contiguous
+ * rows (rows T..Tp-1 untouched). */
+static void copy_heads(hg_backend *be, float *dst, const float *src, int col0, const hg_attention_shape *s) {
+    const qkv_layout q = layout_of(s);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (int head = 0; head < s->B * q.NKV; head++) {
+        int b = head / q.NKV, h = head % q.NKV;
+        const float *x = src + (size_t)b * s->T * q.W + col0 + h * s->hs;
+        float *y = dst + (size_t)head * head_floats(s);
+        for (int t = 0; t < s->T; t++) memcpy(y + (size_t)t * s->hs, x + (size_t)t * q.W, sizeof(float) * s->hs);
+    }
+}
+
 /* Keys of block j0 that query row i may see. */
 static inline int visible_keys(const hg_attention_shape *s, int i, int j0) {
     int n = s->T - j0 < BK ? s->T - j0 : BK;
@@ -142,8 +156,10 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
     const int T = s->T, hs = s->hs, C = s->NH * hs, ld = q.W, Tp = padded_len(T);
     const int heads = s->B * s->NH, nqb = (T + BQ - 1) / BQ;
     const float scale = 1.0f / sqrtf((float)hs);
-    float *KT = scratch, *tiles = KT + 2 * (size_t)s->B * q.NKV * head_floats(s);
+    const size_t kv_floats = (size_t)s->B * q.NKV * head_floats(s);
+    float *KT = scratch, *Vc = KT + kv_floats, *tiles = Vc + kv_floats;
     transpose_heads(be, KT, qkv, q.k0, s);
+    copy_heads(be, Vc, qkv, q.v0, s);
 
     #pragma omp parallel num_threads(be->threads)
     {
@@ -154,7 +170,7 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
             int head = (int)(item / nqb), qb = nqb - 1 - (int)(item % nqb);
             int b = head / s->NH, h = head % s->NH, g = h / q.rep, i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
             const float *Q = qkv + ((size_t)b * T + i0) * ld + h * hs;
-            const float *V = qkv + (size_t)b * T * ld + q.v0 + g * hs;
+            const float *V = Vc + ((size_t)b * q.NKV + g) * hs * Tp;
             const float *KTh = KT + ((size_t)b * q.NKV + g) * hs * Tp;
             for (int r = 0; r < m; r++) mx[r] = -INFINITY, l[r] = 0.0f;
             memset(O, 0, sizeof(float) * (size_t)m * hs);
@@ -173,9 +189,9 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                 if (diag)
                     for (int r0 = 0; r0 < m; r0 += SLAB)
                         tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, S + r0 * BK, BK, 1,
-                                  V + (size_t)j0 * ld, ld, O + r0 * hs, hs, 1);
+                                  V + (size_t)j0 * hs, hs, O + r0 * hs, hs, 1);
                 else
-                    tile_gemm(m, hs, nk, S, BK, 1, V + (size_t)j0 * ld, ld, O, hs, 1);
+                    tile_gemm(m, hs, nk, S, BK, 1, V + (size_t)j0 * hs, hs, O, hs, 1);
             }
             for (int r = 0; r < m; r++) {
                 float *y = out + ((size_t)b * T + i0 + r) * C + h * hs, inv = 1.0f / l[r];
