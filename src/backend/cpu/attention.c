@@ -11,11 +11,12 @@
  *              not depend on scheduling.
  * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
  * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
- * The forward reads V from a contiguous copy of all kv heads (where the backward keeps VT);
- * the backward sums a kv head's dK and dV in contiguous rows of the thread's scratch, and
- * reads K from a contiguous copy there: not rows W floats apart in qkv and dqkv. With the
- * panels, that made the backward 10-20% faster at T >= 1024 in the kernel lab, and the
- * forward about 5-9% at T = 4096, AVX2 and AVX-512 tiles alike (2026-11-24).
+ * Every row a product streams is contiguous, not W floats apart in qkv and dqkv: the
+ * forward reads V from a copy of all kv heads (where the backward keeps VT); the backward
+ * sums a kv head's dK and dV in the thread's scratch and reads K from a copy there; both
+ * copy a query block's q (and dO) rows before its sweep. With the panels, that made the
+ * backward 25-30% faster at T = 4096 on AVX2 tiles and about 18% on AVX-512 ones, and the
+ * forward 10-15% on AVX2, in the kernel lab (2026-11-24; docs/benchmarks.md).
  * Scratch: KT and VT (forward: V) for all kv heads, (B*NKV, Tp/BK, hs, BK) each (V: (B*NKV,
  * Tp, hs)), plus per thread the tiles and the backward's K, dK and dV, (Tp, hs) each.
  *
@@ -34,8 +35,14 @@
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static int padded_len(int T) { return (T + BK - 1) / BK * BK; }
 static size_t head_floats(const hg_attention_shape *s) { return (size_t)s->hs * padded_len(s->T); }
-/* P or S tile, dS or dP tile, an O or dQ accumulator, and three row vectors. */
-static size_t tile_floats(int hs) { return round16(2 * BQ * BK + (size_t)BQ * hs + 3 * BQ); }
+/* P or S tile, dS or dP tile, an O or dQ accumulator, the query block's q and (backward)
+ * dO rows copied contiguous, and three row vectors. */
+static size_t tile_floats(int hs) { return round16(2 * BQ * BK + 3 * (size_t)BQ * hs + 3 * BQ); }
+
+/* dst (m, hs) = m rows of hs floats, ld apart in src. */
+static inline void copy_rows(float *dst, const float *src, int m, int hs, int ld) {
+    for (int r = 0; r < m; r++) memcpy(dst + (size_t)r * hs, src + (size_t)r * ld, sizeof(float) * hs);
+}
 /* The tiles, and the backward's contiguous K, dK and dV of one kv head. */
 static size_t thread_floats(const hg_attention_shape *s) { return tile_floats(s->hs) + 3 * head_floats(s); }
 
@@ -164,12 +171,12 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
     #pragma omp parallel num_threads(be->threads)
     {
         float *S = tiles + (size_t)omp_get_thread_num() * thread_floats(s);
-        float *O = S + 2 * BQ * BK, *mx = O + BQ * hs, *l = mx + BQ;
+        float *O = S + 2 * BQ * BK, *Q = O + BQ * hs, *mx = Q + 2 * BQ * hs, *l = mx + BQ;
         #pragma omp for schedule(dynamic, 1)
         for (long item = 0; item < (long)heads * nqb; item++) {
             int head = (int)(item / nqb), qb = nqb - 1 - (int)(item % nqb);
             int b = head / s->NH, h = head % s->NH, g = h / q.rep, i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
-            const float *Q = qkv + ((size_t)b * T + i0) * ld + h * hs;
+            copy_rows(Q, qkv + ((size_t)b * T + i0) * ld + h * hs, m, hs, ld);
             const float *V = Vc + ((size_t)b * q.NKV + g) * hs * Tp;
             const float *KTh = KT + ((size_t)b * q.NKV + g) * hs * Tp;
             for (int r = 0; r < m; r++) mx[r] = -INFINITY, l[r] = 0.0f;
@@ -178,9 +185,9 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                 int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0;
                 if (diag) /* slabs of rows, each against the keys it may see */
                     for (int r0 = 0; r0 < m; r0 += SLAB)
-                        tile_gemm(slab_rows(m, r0), r0 + SLAB, hs, Q + (size_t)r0 * ld, ld, 1, KTh + (size_t)j0 * hs, BK, S + r0 * BK, BK, 0);
+                        tile_gemm(slab_rows(m, r0), r0 + SLAB, hs, Q + (size_t)r0 * hs, hs, 1, KTh + (size_t)j0 * hs, BK, S + r0 * BK, BK, 0);
                 else
-                    tile_gemm(m, BK, hs, Q, ld, 1, KTh + (size_t)j0 * hs, BK, S, BK, 0);
+                    tile_gemm(m, BK, hs, Q, hs, 1, KTh + (size_t)j0 * hs, BK, S, BK, 0);
                 if (!diag && nk == BK) /* every key of the block visible to every row */
                     for (int r = 0; r < m; r++) softmax_row(S + r * BK, BK, scale, mx + r, l + r, O + r * hs, hs);
                 else
@@ -231,7 +238,7 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
     #pragma omp parallel num_threads(be->threads)
     {
         float *P = tiles + (size_t)omp_get_thread_num() * thread_floats(s);
-        float *dS = P + BQ * BK, *dQ = dS + BQ * BK, *D = dQ + BQ * hs;
+        float *dS = P + BQ * BK, *dQ = dS + BQ * BK, *Q = dQ + BQ * hs, *dO = Q + BQ * hs, *D = dO + BQ * hs;
         float *Kh = P + tile_floats(hs), *dKh = Kh + head_floats(s), *dVh = dKh + head_floats(s); /* (Tp, hs) */
         #pragma omp for schedule(dynamic, 1)
         for (int group = 0; group < groups; group++) {
@@ -248,9 +255,10 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                 float *dQh = dqkv + (size_t)b * T * ld + h * hs;
                 for (int qb = 0; qb < nqb; qb++) {
                     int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
-                    const float *Q = Qh + (size_t)i0 * ld, *dO = dOh + (size_t)i0 * C;
+                    copy_rows(Q, Qh + (size_t)i0 * ld, m, hs, ld);
+                    copy_rows(dO, dOh + (size_t)i0 * C, m, hs, C);
                     for (int r = 0; r < m; r++) {
-                        const float *o = Oh + (size_t)(i0 + r) * C, *gr = dO + (size_t)r * C;
+                        const float *o = Oh + (size_t)(i0 + r) * C, *gr = dO + (size_t)r * hs;
                         float dot = 0.0f;
                         #pragma omp simd reduction(+ : dot)
                         for (int d = 0; d < hs; d++) dot += o[d] * gr[d];
@@ -261,12 +269,12 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                         if (diag) {
                             for (int r0 = 0; r0 < m; r0 += SLAB) {
                                 int mr = slab_rows(m, r0);
-                                tile_gemm(mr, r0 + SLAB, hs, Q + (size_t)r0 * ld, ld, 1, KTh + (size_t)j0 * hs, BK, P + r0 * BK, BK, 0);
-                                tile_gemm(mr, r0 + SLAB, hs, dO + (size_t)r0 * C, C, 1, VTh + (size_t)j0 * hs, BK, dS + r0 * BK, BK, 0);
+                                tile_gemm(mr, r0 + SLAB, hs, Q + (size_t)r0 * hs, hs, 1, KTh + (size_t)j0 * hs, BK, P + r0 * BK, BK, 0);
+                                tile_gemm(mr, r0 + SLAB, hs, dO + (size_t)r0 * hs, hs, 1, VTh + (size_t)j0 * hs, BK, dS + r0 * BK, BK, 0);
                             }
                         } else {
-                            tile_gemm(m, BK, hs, Q, ld, 1, KTh + (size_t)j0 * hs, BK, P, BK, 0);   /* S = Q K^T */
-                            tile_gemm(m, BK, hs, dO, C, 1, VTh + (size_t)j0 * hs, BK, dS, BK, 0);  /* dP = dO V^T */
+                            tile_gemm(m, BK, hs, Q, hs, 1, KTh + (size_t)j0 * hs, BK, P, BK, 0);   /* S = Q K^T */
+                            tile_gemm(m, BK, hs, dO, hs, 1, VTh + (size_t)j0 * hs, BK, dS, BK, 0);  /* dP = dO V^T */
                         }
                         if (!diag && nk == BK)
                             for (int r = 0; r < m; r++) grad_row(P + r * BK, dS + r * BK, BK, scale, lse_h[i0 + r], D[r]);
@@ -281,14 +289,14 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                                           Kh + (size_t)j0 * hs, hs, dQ + r0 * hs, hs, kb > 0);
                             for (int c0 = 0; c0 < nk; c0 += SLAB) {
                                 float *dk = dKh + (size_t)(j0 + c0) * hs, *dv = dVh + (size_t)(j0 + c0) * hs;
-                                tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * ld, ld, dk, hs, 1);
-                                tile_gemm(slab_rows(nk, c0), hs, m - c0, P + c0 * BK + c0, 1, BK, dO + (size_t)c0 * C, C, dv, hs, 1);
+                                tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * hs, hs, dk, hs, 1);
+                                tile_gemm(slab_rows(nk, c0), hs, m - c0, P + c0 * BK + c0, 1, BK, dO + (size_t)c0 * hs, hs, dv, hs, 1);
                             }
                             continue;
                         }
                         tile_gemm(m, hs, nk, dS, BK, 1, Kh + (size_t)j0 * hs, hs, dQ, hs, kb > 0);       /* dQ += dS K */
-                        tile_gemm(nk, hs, m, dS, 1, BK, Q, ld, dKh + (size_t)j0 * hs, hs, 1);           /* dK += dS^T Q */
-                        tile_gemm(nk, hs, m, P, 1, BK, dO, C, dVh + (size_t)j0 * hs, hs, 1);            /* dV += P^T dO */
+                        tile_gemm(nk, hs, m, dS, 1, BK, Q, hs, dKh + (size_t)j0 * hs, hs, 1);           /* dK += dS^T Q */
+                        tile_gemm(nk, hs, m, P, 1, BK, dO, hs, dVh + (size_t)j0 * hs, hs, 1);            /* dV += P^T dO */
                     }
                     for (int r = 0; r < m; r++) memcpy(dQh + (size_t)(i0 + r) * ld, dQ + r * hs, sizeof(float) * hs);
                 }
