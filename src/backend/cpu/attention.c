@@ -1,10 +1,11 @@
 /* Causal self-attention on the CPU, blockwise: forward with online softmax, backward
  * recomputing the scores; no T x T matrix is ever stored.
  *
- * q, k, v are read in place from the QKV projection (B,T,W), W = (NH + 2 NKV) hs: no
- * permute. K (and, for backward, V) are first transposed per kv head into one (hs, BK)
- * panel per key block, so that every tile product reads contiguous rows (tile.h). Under grouped-query attention
- * the NH/NKV query heads of a group share their kv head's transposes. Work items:
+ * q, k, v come from the QKV projection (B,T,W), W = (NH + 2 NKV) hs, with no permuted
+ * copy of the whole tensor. K (and, for backward, V) are first transposed per kv head
+ * into one (hs, BK) panel per key block, so that every tile product reads contiguous
+ * rows (tile.h). Under grouped-query attention the NH/NKV query heads of a group share
+ * their kv head's transposes and copies. Work items:
  *   forward  - one (head, query block), heaviest first, so causal blocks balance;
  *   backward - one kv head with its group of query heads, which owns its dQ, dK and dV
  *              rows and sums dK, dV over the group in order: no atomics, and results do
@@ -100,7 +101,7 @@ static void copy_heads(hg_backend *be, float *dst, const float *src, int col0, c
         int b = head / q.NKV, h = head % q.NKV;
         const float *x = src + (size_t)b * s->T * q.W + col0 + h * s->hs;
         float *y = dst + (size_t)head * head_floats(s);
-        for (int t = 0; t < s->T; t++) memcpy(y + (size_t)t * s->hs, x + (size_t)t * q.W, sizeof(float) * s->hs);
+        copy_rows(y, x, s->T, s->hs, q.W);
     }
 }
 
@@ -246,7 +247,7 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
             const float *Kg = qkv + (size_t)b * T * ld + q.k0 + g * hs;
             const float *KTh = KT + (size_t)group * hs * Tp, *VTh = VT + (size_t)group * hs * Tp;
             float *dKg = dqkv + (size_t)b * T * ld + q.k0 + g * hs, *dVg = dqkv + (size_t)b * T * ld + q.v0 + g * hs;
-            for (int t = 0; t < T; t++) memcpy(Kh + (size_t)t * hs, Kg + (size_t)t * ld, sizeof(float) * hs);
+            copy_rows(Kh, Kg, T, hs, ld);
             memset(dKh, 0, sizeof(float) * 2 * head_floats(s));
             for (int h = g * q.rep; h < (g + 1) * q.rep; h++) {
                 const float *Qh = qkv + (size_t)b * T * ld + h * hs;
