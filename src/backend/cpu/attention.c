@@ -40,9 +40,9 @@ static size_t head_floats(const hg_attention_shape *s) { return (size_t)s->hs * 
  * dO rows copied contiguous, and three row vectors. */
 static size_t tile_floats(int hs) { return round16(2 * BQ * BK + 3 * (size_t)BQ * hs + 3 * BQ); }
 
-/* dst (m, hs) = m rows of hs floats, ld apart in src. */
-static inline void copy_rows(float *dst, const float *src, int m, int hs, int ld) {
-    for (int r = 0; r < m; r++) memcpy(dst + (size_t)r * hs, src + (size_t)r * ld, sizeof(float) * hs);
+/* m rows of hs floats: row r of src (lds apart) to row r of dst (ldd apart). */
+static inline void copy_rows(float *dst, int ldd, const float *src, int lds, int m, int hs) {
+    for (int r = 0; r < m; r++) memcpy(dst + (size_t)r * ldd, src + (size_t)r * lds, sizeof(float) * hs);
 }
 /* The tiles, and the backward's contiguous K, dK and dV of one kv head. */
 static size_t thread_floats(const hg_attention_shape *s) { return tile_floats(s->hs) + 3 * head_floats(s); }
@@ -101,7 +101,7 @@ static void copy_heads(hg_backend *be, float *dst, const float *src, int col0, c
         int b = head / q.NKV, h = head % q.NKV;
         const float *x = src + (size_t)b * s->T * q.W + col0 + h * s->hs;
         float *y = dst + (size_t)head * head_floats(s);
-        copy_rows(y, x, s->T, s->hs, q.W);
+        copy_rows(y, s->hs, x, q.W, s->T, s->hs);
     }
 }
 
@@ -177,7 +177,7 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
         for (long item = 0; item < (long)heads * nqb; item++) {
             int head = (int)(item / nqb), qb = nqb - 1 - (int)(item % nqb);
             int b = head / s->NH, h = head % s->NH, g = h / q.rep, i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
-            copy_rows(Q, qkv + ((size_t)b * T + i0) * ld + h * hs, m, hs, ld);
+            copy_rows(Q, hs, qkv + ((size_t)b * T + i0) * ld + h * hs, ld, m, hs);
             const float *V = Vc + ((size_t)b * q.NKV + g) * hs * Tp;
             const float *KTh = KT + ((size_t)b * q.NKV + g) * hs * Tp;
             for (int r = 0; r < m; r++) mx[r] = -INFINITY, l[r] = 0.0f;
@@ -247,7 +247,7 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
             const float *Kg = qkv + (size_t)b * T * ld + q.k0 + g * hs;
             const float *KTh = KT + (size_t)group * hs * Tp, *VTh = VT + (size_t)group * hs * Tp;
             float *dKg = dqkv + (size_t)b * T * ld + q.k0 + g * hs, *dVg = dqkv + (size_t)b * T * ld + q.v0 + g * hs;
-            copy_rows(Kh, Kg, T, hs, ld);
+            copy_rows(Kh, hs, Kg, ld, T, hs);
             memset(dKh, 0, sizeof(float) * 2 * head_floats(s));
             for (int h = g * q.rep; h < (g + 1) * q.rep; h++) {
                 const float *Qh = qkv + (size_t)b * T * ld + h * hs;
@@ -256,8 +256,8 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                 float *dQh = dqkv + (size_t)b * T * ld + h * hs;
                 for (int qb = 0; qb < nqb; qb++) {
                     int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
-                    copy_rows(Q, Qh + (size_t)i0 * ld, m, hs, ld);
-                    copy_rows(dO, dOh + (size_t)i0 * C, m, hs, C);
+                    copy_rows(Q, hs, Qh + (size_t)i0 * ld, ld, m, hs);
+                    copy_rows(dO, hs, dOh + (size_t)i0 * C, C, m, hs);
                     for (int r = 0; r < m; r++) {
                         const float *o = Oh + (size_t)(i0 + r) * C, *gr = dO + (size_t)r * hs;
                         float dot = 0.0f;
@@ -299,13 +299,11 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                         tile_gemm(nk, hs, m, dS, 1, BK, Q, hs, dKh + (size_t)j0 * hs, hs, 1);           /* dK += dS^T Q */
                         tile_gemm(nk, hs, m, P, 1, BK, dO, hs, dVh + (size_t)j0 * hs, hs, 1);            /* dV += P^T dO */
                     }
-                    for (int r = 0; r < m; r++) memcpy(dQh + (size_t)(i0 + r) * ld, dQ + r * hs, sizeof(float) * hs);
+                    copy_rows(dQh + (size_t)i0 * ld, ld, dQ, hs, m, hs);
                 }
             }
-            for (int t = 0; t < T; t++) {
-                memcpy(dKg + (size_t)t * ld, dKh + (size_t)t * hs, sizeof(float) * hs);
-                memcpy(dVg + (size_t)t * ld, dVh + (size_t)t * hs, sizeof(float) * hs);
-            }
+            copy_rows(dKg, ld, dKh, hs, T, hs);
+            copy_rows(dVg, ld, dVh, hs, T, hs);
         }
     }
     return HG_OK;
