@@ -15,6 +15,10 @@
  * the widest this CPU runs. To set an AVX2 kernel against an AVX2 ceiling on an AVX-512
  * machine, run with ONEDNN_MAX_CPU_ISA=AVX2.
  *
+ * With KERNEL_LAB_REPEAT=N in the environment, the lab only runs the forward and the
+ * backward N times, with no ceiling: for a sampling profiler (perf record), whose samples
+ * are then all the op's.
+ *
  * usage: kernel_lab_attention [hs] [T] [B] [threads] [rounds] [causal] [NH] [TILES] */
 #include <dnnl.h>
 #include <math.h>
@@ -73,6 +77,14 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < nqkv; i++) qkv[i] = (float)((x = x * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
     for (size_t i = 0; i < nout; i++) dout[i] = (float)((x = x * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
 
+    const char *repeat = getenv("KERNEL_LAB_REPEAT");
+    if (repeat) {
+        for (int i = 0; i < atoi(repeat); i++) {
+            be->ops->attention_forward(be, out, lse, qkv, &s, scratch);
+            be->ops->attention_backward(be, dqkv, dout, qkv, out, lse, &s, scratch);
+        }
+        return 0;
+    }
     double fwd_flop = 4.0 * B * NH * (double)T * T * hs * (causal ? 0.5 : 1.0), bwd_flop = 2.5 * fwd_flop;
     printf("attention hs=%d T=%d B=%d NH=%d %s, %d threads, %s tiles; scratch %.1f MiB; GFLOP fwd %.2f bwd %.2f\n", hs,
            T, B, NH, causal ? "causal" : "full", threads, tile_active()->name, scratch_bytes / 1048576.0,

@@ -6,20 +6,29 @@
  * into one (hs, BK) panel per key block, so that every tile product reads contiguous
  * rows (tile.h). Under grouped-query attention the NH/NKV query heads of a group share
  * their kv head's transposes and copies. Work items:
- *   forward  - one (head, query block), heaviest first, so causal blocks balance;
+ *   forward  - one (head, query block), heaviest first, so causal blocks balance; the
+ *              block's O stays in L1 while it sweeps over the key blocks;
  *   backward - one kv head with its group of query heads, which owns its dQ, dK and dV
  *              rows and sums dK, dV over the group in order: no atomics, and results do
- *              not depend on scheduling.
+ *              not depend on scheduling. Per query head the key blocks are the outer
+ *              loop, as in FlashAttention-2's backward: a key block's dK and dV stay in L1
+ *              while it sweeps over the query blocks that see it, and q, dO and dQ
+ *              stream instead: 64 KB read or written per pair of blocks at hs = 64,
+ *              against 112 KB for K, both panels, dK and dV the other way round. The
+ *              group's first query head writes dK and dV, the others add.
+ *              Taking the query blocks outer had the backward 10-15% slower at T = 4096
+ *              and 256 (kernel lab, 2026-11-24; docs/benchmarks.md).
  * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
  * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
  * Every row a product streams is contiguous, not W floats apart in qkv and dqkv: the
- * forward reads V from a copy of all kv heads (where the backward keeps VT); the backward
- * sums a kv head's dK and dV in the thread's scratch and reads K from a copy there; both
- * copy a query block's q (and dO) rows before its sweep. With the panels, that made the
- * backward 25-30% faster at T = 4096 on AVX2 tiles and about 18% on AVX-512 ones, and the
- * forward 10-15% on AVX2, in the kernel lab (2026-11-24; docs/benchmarks.md).
+ * forward reads V from a copy of all kv heads (where the backward keeps VT) and copies a
+ * query block's q rows before its sweep; the backward copies a query head's q and dO rows
+ * and a key block's K rows, and sums dQ in the thread's scratch. With the panels, that
+ * made the backward 25-30% faster at T = 4096 on AVX2 tiles and about 18% on AVX-512
+ * ones, and the forward 10-15% on AVX2, in the kernel lab (2026-11-24).
  * Scratch: KT and VT (forward: V) for all kv heads, (B*NKV, Tp/BK, hs, BK) each (V: (B*NKV,
- * Tp, hs)), plus per thread the tiles and the backward's K, dK and dV, (Tp, hs) each.
+ * Tp, hs)), plus per thread the tiles (the backward's K, dK and dV blocks among them) and
+ * the backward's q, dO and dQ rows of a query head, (Tp, hs) each, and its row dots D (Tp).
  *
  * attention_cached (generation) is a separate, plain kernel: its queries are one row or
  * one prompt, and its keys are already stored head-major in the cache. */
@@ -36,16 +45,28 @@
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static int padded_len(int T) { return (T + BK - 1) / BK * BK; }
 static size_t head_floats(const hg_attention_shape *s) { return (size_t)s->hs * padded_len(s->T); }
-/* P or S tile, dS or dP tile, an O or dQ accumulator, the query block's q and (backward)
- * dO rows copied contiguous, and three row vectors. */
-static size_t tile_floats(int hs) { return round16(2 * BQ * BK + 3 * (size_t)BQ * hs + 3 * BQ); }
+/* Backward: the P and dS tiles and the key block's K, dK and dV rows. Forward, in less:
+ * the S tile, its O accumulator, the query block's q rows and two row vectors. */
+static size_t tile_floats(int hs) { return round16(2 * BQ * BK + 3 * (size_t)BK * hs); }
 
 /* m rows of hs floats: row r of src (lds apart) to row r of dst (ldd apart). */
 static inline void copy_rows(float *dst, int ldd, const float *src, int lds, int m, int hs) {
     for (int r = 0; r < m; r++) memcpy(dst + (size_t)r * ldd, src + (size_t)r * lds, sizeof(float) * hs);
 }
-/* The tiles, and the backward's contiguous K, dK and dV of one kv head. */
-static size_t thread_floats(const hg_attention_shape *s) { return tile_floats(s->hs) + 3 * head_floats(s); }
+/* m rows of hs floats: row r of src (lds apart) added to row r of dst (ldd apart). */
+static inline void add_rows(float *dst, int ldd, const float *src, int lds, int m, int hs) {
+    for (int r = 0; r < m; r++) {
+        float *y = dst + (size_t)r * ldd;
+        const float *x = src + (size_t)r * lds;
+        #pragma omp simd
+        for (int d = 0; d < hs; d++) y[d] += x[d];
+    }
+}
+/* The tiles, and the backward's contiguous q, dO and dQ rows of one query head and its
+ * row dots D. */
+static size_t thread_floats(const hg_attention_shape *s) {
+    return tile_floats(s->hs) + 3 * head_floats(s) + round16((size_t)padded_len(s->T));
+}
 
 /* attention_cached: one row of scores per thread. */
 static size_t cached_thread_floats(int Tc) { return round16((size_t)Tc); }
@@ -172,7 +193,7 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
     #pragma omp parallel num_threads(be->threads)
     {
         float *S = tiles + (size_t)omp_get_thread_num() * thread_floats(s);
-        float *O = S + 2 * BQ * BK, *Q = O + BQ * hs, *mx = Q + 2 * BQ * hs, *l = mx + BQ;
+        float *O = S + BQ * BK, *Q = O + BQ * hs, *mx = Q + BQ * hs, *l = mx + BQ;
         #pragma omp for schedule(dynamic, 1)
         for (long item = 0; item < (long)heads * nqb; item++) {
             int head = (int)(item / nqb), qb = nqb - 1 - (int)(item % nqb);
@@ -239,34 +260,35 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
     #pragma omp parallel num_threads(be->threads)
     {
         float *P = tiles + (size_t)omp_get_thread_num() * thread_floats(s);
-        float *dS = P + BQ * BK, *dQ = dS + BQ * BK, *Q = dQ + BQ * hs, *dO = Q + BQ * hs, *D = dO + BQ * hs;
-        float *Kh = P + tile_floats(hs), *dKh = Kh + head_floats(s), *dVh = dKh + head_floats(s); /* (Tp, hs) */
+        float *dS = P + BQ * BK, *Kb = dS + BQ * BK, *dKb = Kb + BK * hs, *dVb = dKb + BK * hs; /* (BK, hs) */
+        float *Qc = P + tile_floats(hs), *dOc = Qc + head_floats(s), *dQc = dOc + head_floats(s); /* (Tp, hs) */
+        float *D = dQc + head_floats(s); /* (Tp) */
         #pragma omp for schedule(dynamic, 1)
         for (int group = 0; group < groups; group++) {
             int b = group / q.NKV, g = group % q.NKV;
             const float *Kg = qkv + (size_t)b * T * ld + q.k0 + g * hs;
             const float *KTh = KT + (size_t)group * hs * Tp, *VTh = VT + (size_t)group * hs * Tp;
             float *dKg = dqkv + (size_t)b * T * ld + q.k0 + g * hs, *dVg = dqkv + (size_t)b * T * ld + q.v0 + g * hs;
-            copy_rows(Kh, hs, Kg, ld, T, hs);
-            memset(dKh, 0, sizeof(float) * 2 * head_floats(s));
             for (int h = g * q.rep; h < (g + 1) * q.rep; h++) {
-                const float *Qh = qkv + (size_t)b * T * ld + h * hs;
-                const float *dOh = dout + (size_t)b * T * C + h * hs, *Oh = out + (size_t)b * T * C + h * hs;
-                const float *lse_h = lse + ((size_t)b * s->NH + h) * T;
+                const float *Oh = out + (size_t)b * T * C + h * hs, *lse_h = lse + ((size_t)b * s->NH + h) * T;
                 float *dQh = dqkv + (size_t)b * T * ld + h * hs;
-                for (int qb = 0; qb < nqb; qb++) {
-                    int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
-                    copy_rows(Q, hs, Qh + (size_t)i0 * ld, ld, m, hs);
-                    copy_rows(dO, hs, dOh + (size_t)i0 * C, C, m, hs);
-                    for (int r = 0; r < m; r++) {
-                        const float *o = Oh + (size_t)(i0 + r) * C, *gr = dO + (size_t)r * hs;
-                        float dot = 0.0f;
-                        #pragma omp simd reduction(+ : dot)
-                        for (int d = 0; d < hs; d++) dot += o[d] * gr[d];
-                        D[r] = dot;
-                    }
-                    for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
-                        int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0;
+                copy_rows(Qc, hs, qkv + (size_t)b * T * ld + h * hs, ld, T, hs);
+                copy_rows(dOc, hs, dout + (size_t)b * T * C + h * hs, C, T, hs);
+                for (int i = 0; i < T; i++) {
+                    const float *o = Oh + (size_t)i * C, *gr = dOc + (size_t)i * hs;
+                    float dot = 0.0f;
+                    #pragma omp simd reduction(+ : dot)
+                    for (int d = 0; d < hs; d++) dot += o[d] * gr[d];
+                    D[i] = dot;
+                }
+                for (int kb = 0; kb <= last_key_block(s, T - 1); kb++) {
+                    int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK;
+                    copy_rows(Kb, hs, Kg + (size_t)j0 * ld, ld, nk, hs);
+                    memset(dKb, 0, sizeof(float) * 2 * BK * hs);
+                    for (int qb = s->causal ? kb : 0; qb < nqb; qb++) {
+                        int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ, diag = s->causal && j0 == i0;
+                        const float *Q = Qc + (size_t)i0 * hs, *dO = dOc + (size_t)i0 * hs;
+                        float *dQ = dQc + (size_t)i0 * hs;
                         if (diag) {
                             for (int r0 = 0; r0 < m; r0 += SLAB) {
                                 int mr = slab_rows(m, r0);
@@ -278,32 +300,41 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                             tile_gemm(m, BK, hs, dO, hs, 1, VTh + (size_t)j0 * hs, BK, dS, BK, 0);  /* dP = dO V^T */
                         }
                         if (!diag && nk == BK)
-                            for (int r = 0; r < m; r++) grad_row(P + r * BK, dS + r * BK, BK, scale, lse_h[i0 + r], D[r]);
+                            for (int r = 0; r < m; r++) grad_row(P + r * BK, dS + r * BK, BK, scale, lse_h[i0 + r], D[i0 + r]);
                         else
                             for (int r = 0; r < m; r++)
-                                grad_row(P + r * BK, dS + r * BK, visible_keys(s, i0 + r, j0), scale, lse_h[i0 + r], D[r]);
+                                grad_row(P + r * BK, dS + r * BK, visible_keys(s, i0 + r, j0), scale, lse_h[i0 + r],
+                                         D[i0 + r]);
                         if (diag) {
                             /* query slab r0 sees keys up to r0 + SLAB; key slab c0 is seen from
                              * query c0 on */
                             for (int r0 = 0; r0 < m; r0 += SLAB)
                                 tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, dS + r0 * BK, BK, 1,
-                                          Kh + (size_t)j0 * hs, hs, dQ + r0 * hs, hs, kb > 0);
+                                          Kb, hs, dQ + r0 * hs, hs, kb > 0);
                             for (int c0 = 0; c0 < nk; c0 += SLAB) {
-                                float *dk = dKh + (size_t)(j0 + c0) * hs, *dv = dVh + (size_t)(j0 + c0) * hs;
-                                tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * hs, hs, dk, hs, 1);
-                                tile_gemm(slab_rows(nk, c0), hs, m - c0, P + c0 * BK + c0, 1, BK, dO + (size_t)c0 * hs, hs, dv, hs, 1);
+                                tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * hs, hs,
+                                          dKb + c0 * hs, hs, 1);
+                                tile_gemm(slab_rows(nk, c0), hs, m - c0, P + c0 * BK + c0, 1, BK, dO + (size_t)c0 * hs, hs,
+                                          dVb + c0 * hs, hs, 1);
                             }
                             continue;
                         }
-                        tile_gemm(m, hs, nk, dS, BK, 1, Kh + (size_t)j0 * hs, hs, dQ, hs, kb > 0);       /* dQ += dS K */
-                        tile_gemm(nk, hs, m, dS, 1, BK, Q, hs, dKh + (size_t)j0 * hs, hs, 1);           /* dK += dS^T Q */
-                        tile_gemm(nk, hs, m, P, 1, BK, dO, hs, dVh + (size_t)j0 * hs, hs, 1);            /* dV += P^T dO */
+                        tile_gemm(m, hs, nk, dS, BK, 1, Kb, hs, dQ, hs, kb > 0); /* dQ += dS K */
+                        tile_gemm(nk, hs, m, dS, 1, BK, Q, hs, dKb, hs, 1);      /* dK += dS^T Q */
+                        tile_gemm(nk, hs, m, P, 1, BK, dO, hs, dVb, hs, 1);      /* dV += P^T dO */
                     }
-                    copy_rows(dQh + (size_t)i0 * ld, ld, dQ, hs, m, hs);
+                    /* the group's first query head writes the key block's dK and dV rows, the
+                     * others add to them */
+                    if (h == g * q.rep) {
+                        copy_rows(dKg + (size_t)j0 * ld, ld, dKb, hs, nk, hs);
+                        copy_rows(dVg + (size_t)j0 * ld, ld, dVb, hs, nk, hs);
+                    } else {
+                        add_rows(dKg + (size_t)j0 * ld, ld, dKb, hs, nk, hs);
+                        add_rows(dVg + (size_t)j0 * ld, ld, dVb, hs, nk, hs);
+                    }
                 }
+                copy_rows(dQh, ld, dQc, hs, T, hs);
             }
-            copy_rows(dKg, ld, dKh, hs, T, hs);
-            copy_rows(dVg, ld, dVh, hs, T, hs);
         }
     }
     return HG_OK;
