@@ -58,11 +58,14 @@ hg_status hg_override_attention(hg_model *m, hg_device device, hg_attention_forw
     return HG_OK;
 }
 
-size_t hg_attention_scratch_bytes(const hg_model *m) {
+/* Bytes of activation slot `slot` of m's plan; 0 without a model. */
+static size_t slot_bytes(const hg_model *m, int slot) {
     if (!m) return 0;
-    const hg_tensor_spec *s = &m->acts.specs[S_ATTENTION];
+    const hg_tensor_spec *s = &m->acts.specs[slot];
     return (size_t)s->alloc * s->elem_size;
 }
+
+size_t hg_attention_scratch_bytes(const hg_model *m) { return slot_bytes(m, S_ATTENTION); }
 
 hg_status hg_override_norm(hg_model *m, hg_device device, hg_layernorm_forward_fn *forward,
                            hg_residual_layernorm_forward_fn *residual_forward, hg_layernorm_backward_fn *backward) {
@@ -75,11 +78,7 @@ hg_status hg_override_norm(hg_model *m, hg_device device, hg_layernorm_forward_f
     return HG_OK;
 }
 
-size_t hg_norm_scratch_bytes(const hg_model *m) {
-    if (!m) return 0;
-    const hg_tensor_spec *s = &m->acts.specs[S_REDUCE];
-    return (size_t)s->alloc * s->elem_size;
-}
+size_t hg_norm_scratch_bytes(const hg_model *m) { return slot_bytes(m, S_REDUCE); }
 
 float hg_dropout_factor(const hg_dropout *drop, uint64_t i) {
     return hg_dropout_on(drop) ? hg_dropout_scale(drop, i) : 1.0f;
