@@ -132,39 +132,47 @@ static void test_matmul(hg_backend *bes[OPS_NBE], int M, int K, int N, int with_
     free(ii), free(iw), free(ib), free(fin), free(fw), free(fb);
 }
 
-/* A deep product (K >= 16384, as the classifier's dx with GPT-2's vocabulary) runs as
- * 384-column blocks plus a tail; checked directly against a double reference, with the
- * same K u bound, on every element, for accumulate off and on. */
-static void test_gemm_deep(hg_backend *be) {
-    const int M = 3, K = 16400, N = 400;
-    trng r = trng_seed(77);
+/* cpu_gemm checked directly against a double reference, with a K u bound, on every
+ * element, for accumulate off and on (and a bias with the first): the deep product
+ * (K >= 16384, as the classifier's dx with GPT-2's vocabulary) runs as 384-column blocks
+ * plus a tail; the deep one with many rows (K >= 2048, M >= 1024, as the MLP's output
+ * product) has B reordered into oneDNN's blocked layout first where its kernel asks for
+ * one (the AVX-512 brgemm's; the check's name says which ran). */
+static void test_gemm_direct(hg_backend *be, const char *what, int M, int K, int N, uint64_t seed) {
+    trng r = trng_seed(seed);
     float *A = fvec((size_t)M * K), *B = fvec((size_t)K * N), *C = fvec((size_t)M * N), *C0 = fvec((size_t)M * N);
+    float *bias = fvec((size_t)N);
     double *want = dvec((size_t)M * N), *mag = dvec((size_t)M * N);
     fill(A, (size_t)M * K, &r, -1, 1);
     fill(B, (size_t)K * N, &r, -1, 1);
     fill(C0, (size_t)M * N, &r, -1, 1);
+    fill(bias, (size_t)N, &r, -1, 1);
     for (int acc = 0; acc < 2; acc++) {
+        int with_bias = !acc;
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++) {
-                double s = acc ? C0[m * N + n] : 0.0, a = acc ? fabs(C0[m * N + n]) : 0.0;
+                double s = acc ? C0[(size_t)m * N + n] : with_bias ? bias[n] : 0.0, a = fabs(s);
                 for (int k = 0; k < K; k++) {
-                    s += (double)A[(size_t)m * K + k] * B[(size_t)k * N + n];
-                    a += fabs((double)A[(size_t)m * K + k] * B[(size_t)k * N + n]);
+                    double p = (double)A[(size_t)m * K + k] * B[(size_t)k * N + n];
+                    s += p, a += fabs(p);
                 }
-                want[m * N + n] = s, mag[m * N + n] = a;
+                want[(size_t)m * N + n] = s, mag[(size_t)m * N + n] = a;
             }
         if (acc) memcpy(C, C0, sizeof(float) * (size_t)M * N);
         else poison(C, (size_t)M * N);
-        cpu_gemm_desc d = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .accumulate = acc};
-        CHECK_OK(cpu_gemm(be, &d, A, B, NULL, C));
-        check_failures += check_vec(acc ? "deep gemm, accumulate" : "deep gemm", C, want, mag, (size_t)M * N,
-                                    (K + 1) * U32, 0);
+        cpu_gemm_desc d = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .bias = with_bias, .accumulate = acc};
+        CHECK_OK(cpu_gemm(be, &d, A, B, with_bias ? bias : NULL, C));
+        char name[96];
+        snprintf(name, sizeof name, "%s%s%s", what, cpu_gemm_packs(be, &d) ? " (B packed)" : "",
+                 acc ? ", accumulate" : ", bias");
+        check_failures += check_vec(name, C, want, mag, (size_t)M * N, (K + 2) * U32, 0);
     }
-    free(A), free(B), free(C), free(C0), free(want), free(mag);
+    free(A), free(B), free(C), free(C0), free(bias), free(want), free(mag);
 }
 
 int test_ops_matmul(hg_backend *bes[OPS_NBE]) {
-    test_gemm_deep(bes[0]);
+    test_gemm_direct(bes[0], "deep gemm", 3, 16400, 400, 77);
+    test_gemm_direct(bes[0], "deep gemm, many rows", 1024, 2048, 32, 78);
     test_matmul(bes, 74, 96, 384, 1);   /* c_fc at B=2, T=37, C=96, F=384 */
     test_matmul(bes, 74, 384, 96, 0);   /* c_proj shape, no bias: dbias NULL */
     test_matmul(bes, 37, 96, 3100, 1);  /* N > 1536: three column blocks, the last narrower */

@@ -24,6 +24,10 @@ typedef struct cpu_gemm_desc {
 hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const float *B,
                    const float *bias, float *C);
 
+/* Whether cpu_gemm reorders B into a blocked layout before the product for descriptor d
+ * (known once a call with d has run; 0 before). */
+int cpu_gemm_packs(hg_backend *be, const cpu_gemm_desc *d);
+
 /* The best median GFLOP/s of large oneDNN sgemm calls on the current threads. */
 hg_status cpu_sgemm_peak(double *gflops);
 

@@ -8,7 +8,20 @@
  * runs wide outputs (N >= 2048) at 130-160 GFLOP/s but blocks of <= 1536 columns at
  * 190-215, and a very deep product (the classifier's dx, K = 50304, N = 768) at 135-185
  * whole but 210-220 in blocks of 384 (bench/kernel_lab_gemm.c). Each block is an
- * independent product over the full K. */
+ * independent product over the full K.
+ *
+ * Why B is packed for deep products: a product run as one block, with B not transposed,
+ * K >= 2048 and M >= 1024 (the MLP's output product, K = d_ff), asks oneDNN for the layout
+ * of B its kernel reads best; where that is a blocked layout (the AVX-512 brgemm's), B is
+ * reordered into it on every call before the product (read in place, a panel of B spans
+ * K rows N floats apart, which is the likely cost). With operands cold, as in a step
+ * (kernel_lab_gemm with KERNEL_LAB_COLD=1, Ice Lake server VM, oneDNN 2.6.3, 2026-11-24),
+ * the product at K = 3072, N = 768, M = 1024 ran 10-20% faster packed, the reorder
+ * included (1 thread: 142-143 against 118-130 GFLOP/s). Shallower or narrower products
+ * (K = 768 or 1024, or M = 256) came out level or slower packed, within the VM's noise.
+ * Where oneDNN reads B plain (its AVX2 kernels), nothing is packed. The packed B lives in
+ * one buffer owned by the cache, like the scratchpad.
+ */
 #include <dnnl.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -22,10 +35,15 @@
 #define GEMM_MAX_BLOCK_N 1536
 #define GEMM_DEEP_K 16384      /* K at which blocks narrow to GEMM_DEEP_BLOCK_N */
 #define GEMM_DEEP_BLOCK_N 384
+#define GEMM_PACK_MIN_K 2048 /* B packed from this depth... */
+#define GEMM_PACK_MIN_M 1024 /* ...when this many rows of A share it */
+#define GEMM_MAX_PACKED_BYTES ((size_t)64 << 20) /* a larger B is read in place */
 
 typedef struct gemm_prim {
     dnnl_primitive_t prim;
     dnnl_memory_t src, wei, dst, bias, scratch;
+    dnnl_primitive_t pack; /* B's reorder into the layout prim reads (wei), or NULL */
+    dnnl_memory_t b_plain, pack_scratch;
     int n; /* columns of this primitive's block */
 } gemm_prim;
 
@@ -40,8 +58,8 @@ struct cpu_gemm_cache {
     dnnl_stream_t stream;
     gemm_entry *entries;
     int count, cap;
-    void *scratch;
-    size_t scratch_bytes;
+    void *scratch, *packed; /* the scratchpad (matmuls' and reorders'), the packed B */
+    size_t scratch_bytes, packed_bytes;
 };
 
 #define DNNL_TRY(call, what)                                                                  \
@@ -63,11 +81,12 @@ hg_status cpu_gemm_cache_create(cpu_gemm_cache **out) {
     return HG_OK;
 }
 
-size_t cpu_gemm_scratch_bytes(const cpu_gemm_cache *c) { return c->scratch_bytes; }
+size_t cpu_gemm_scratch_bytes(const cpu_gemm_cache *c) { return c->scratch_bytes + c->packed_bytes; }
 
 static void prim_free(gemm_prim *p) {
     if (p->prim) dnnl_primitive_destroy(p->prim);
-    dnnl_memory_t mems[] = {p->src, p->wei, p->dst, p->bias, p->scratch};
+    if (p->pack) dnnl_primitive_destroy(p->pack);
+    dnnl_memory_t mems[] = {p->src, p->wei, p->dst, p->bias, p->scratch, p->b_plain, p->pack_scratch};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     memset(p, 0, sizeof *p);
@@ -81,6 +100,7 @@ void cpu_gemm_cache_free(cpu_gemm_cache *c) {
     }
     free(c->entries);
     hg_aligned_free(c->scratch);
+    hg_aligned_free(c->packed);
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->engine) dnnl_engine_destroy(c->engine);
     free(c);
@@ -92,46 +112,99 @@ static dnnl_status_t md_strided(dnnl_memory_desc_t *md, int64_t rows, int64_t co
     return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
 }
 
-static hg_status prim_create(cpu_gemm_cache *c, gemm_prim *p, const cpu_gemm_desc *d, int n) {
+/* Grows buffer *buf of *bytes to at least need bytes (its contents are not kept). */
+static hg_status grow(void **buf, size_t *bytes, size_t need, const char *what) {
+    if (need <= *bytes) return HG_OK;
+    void *p = hg_aligned_alloc(need);
+    if (!p) return hg_fail(HG_ERR_NOMEM, "out of memory for %zu bytes of GEMM %s", need, what);
+    hg_aligned_free(*buf);
+    *buf = p;
+    *bytes = need;
+    return HG_OK;
+}
+
+/* A primitive descriptor for the product with this attr; B as b_md, or in the layout
+ * oneDNN prefers when any_b. */
+static dnnl_status_t pd_create(cpu_gemm_cache *c, dnnl_primitive_desc_t *pd, const cpu_gemm_desc *d, int n,
+                               const dnnl_memory_desc_t *a_md, const dnnl_memory_desc_t *b_md,
+                               const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *c_md, int any_b) {
+    dnnl_memory_desc_t b_any;
+    dnnl_dims_t b_dims = {d->K, n};
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&b_any, 2, b_dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_matmul_desc_t desc;
+    if (st == dnnl_success) st = dnnl_matmul_desc_init(&desc, a_md, any_b ? &b_any : b_md, d->bias ? bias_md : NULL, c_md);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success && d->accumulate) {
+        st = dnnl_post_ops_create(&post);
+        if (st == dnnl_success) st = dnnl_post_ops_append_sum(post, 1.0f);
+        if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, post);
+    }
+    if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &desc, attr, c->engine, NULL);
+    if (post) dnnl_post_ops_destroy(post);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* The reorder of B from b_md into the primitive's layout w_md, its memories and its
+ * scratchpad (which shares the cache's with the matmuls: they run one after the other). */
+static hg_status pack_create(cpu_gemm_cache *c, gemm_prim *p, const dnnl_memory_desc_t *b_md,
+                             const dnnl_memory_desc_t *w_md) {
+    dnnl_primitive_attr_t attr;
+    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attribute");
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success) st = dnnl_reorder_primitive_desc_create(&rpd, b_md, c->engine, w_md, c->engine, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return hg_fail(HG_ERR_BACKEND, "oneDNN has no reorder of B into its matmul's layout (status %d)", (int)st);
+    const dnnl_memory_desc_t *sp_md = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
+    hg_status hs = grow(&c->scratch, &c->scratch_bytes, dnnl_memory_desc_get_size(sp_md), "scratch");
+    if (hs == HG_OK) hs = grow(&c->packed, &c->packed_bytes, dnnl_memory_desc_get_size(w_md), "packed B");
+    if (hs == HG_OK) {
+        st = dnnl_primitive_create(&p->pack, rpd);
+        if (st == dnnl_success) st = dnnl_memory_create(&p->b_plain, b_md, c->engine, DNNL_MEMORY_NONE);
+        if (st == dnnl_success) st = dnnl_memory_create(&p->pack_scratch, sp_md, c->engine, DNNL_MEMORY_NONE);
+        if (st != dnnl_success) hs = hg_fail(HG_ERR_BACKEND, "oneDNN could not create B's reorder (status %d)", (int)st);
+    }
+    dnnl_primitive_desc_destroy(rpd);
+    return hs;
+}
+
+/* pack: ask for B in oneDNN's preferred layout, and reorder it into that on every call
+ * where that is a blocked layout that fits GEMM_MAX_PACKED_BYTES (else B is read as it is). */
+static hg_status prim_create(cpu_gemm_cache *c, gemm_prim *p, const cpu_gemm_desc *d, int n, int pack) {
     dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
     DNNL_TRY(d->trans_a ? md_strided(&a_md, d->M, d->K, 1, d->lda) : md_strided(&a_md, d->M, d->K, d->lda, 1), "A descriptor");
     DNNL_TRY(d->trans_b ? md_strided(&b_md, d->K, n, 1, d->ldb) : md_strided(&b_md, d->K, n, d->ldb, 1), "B descriptor");
     DNNL_TRY(md_strided(&c_md, d->M, n, d->ldc, 1), "C descriptor");
     DNNL_TRY(md_strided(&bias_md, 1, n, n, 1), "bias descriptor");
 
-    dnnl_matmul_desc_t desc;
-    DNNL_TRY(dnnl_matmul_desc_init(&desc, &a_md, &b_md, d->bias ? &bias_md : NULL, &c_md), "matmul descriptor");
-    dnnl_primitive_attr_t attr;
-    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attribute");
-    dnnl_post_ops_t post = NULL;
-    dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success && d->accumulate) {
-        st = dnnl_post_ops_create(&post);
-        if (st == dnnl_success) st = dnnl_post_ops_append_sum(post, 1.0f);
-        if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, post);
-    }
     dnnl_primitive_desc_t pd = NULL;
-    if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &desc, attr, c->engine, NULL);
-    if (post) dnnl_post_ops_destroy(post);
-    dnnl_primitive_attr_destroy(attr);
+    dnnl_status_t st = pd_create(c, &pd, d, n, &a_md, &b_md, &bias_md, &c_md, pack);
+    const dnnl_memory_desc_t *w_md = st == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    if (w_md && pack && (w_md->format_kind != dnnl_blocked || !w_md->format_desc.blocking.inner_nblks ||
+                         dnnl_memory_desc_get_size(w_md) > GEMM_MAX_PACKED_BYTES)) {
+        dnnl_primitive_desc_destroy(pd); /* plain: B is read in place after all */
+        pd = NULL, pack = 0;
+        st = pd_create(c, &pd, d, n, &a_md, &b_md, &bias_md, &c_md, 0);
+        w_md = st == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    }
     if (st != dnnl_success)
         return hg_fail(HG_ERR_BACKEND, "oneDNN has no matmul for M=%d N=%d K=%d (status %d)", d->M, n, d->K, (int)st);
 
     const dnnl_memory_desc_t *sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    size_t sp_bytes = dnnl_memory_desc_get_size(sp_md);
-    if (sp_bytes > c->scratch_bytes) {
-        void *s = hg_aligned_alloc(sp_bytes);
-        if (!s) {
-            dnnl_primitive_desc_destroy(pd);
-            return hg_fail(HG_ERR_NOMEM, "out of memory for %zu bytes of GEMM scratch", sp_bytes);
-        }
-        hg_aligned_free(c->scratch);
-        c->scratch = s;
-        c->scratch_bytes = sp_bytes;
+    hg_status hs = grow(&c->scratch, &c->scratch_bytes, dnnl_memory_desc_get_size(sp_md), "scratch");
+    if (hs == HG_OK && pack) hs = pack_create(c, p, &b_md, w_md);
+    if (hs != HG_OK) {
+        dnnl_primitive_desc_destroy(pd);
+        prim_free(p);
+        return hs;
     }
     st = dnnl_primitive_create(&p->prim, pd);
     if (st == dnnl_success) st = dnnl_memory_create(&p->src, &a_md, c->engine, DNNL_MEMORY_NONE);
-    if (st == dnnl_success) st = dnnl_memory_create(&p->wei, &b_md, c->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = dnnl_memory_create(&p->wei, w_md, c->engine, DNNL_MEMORY_NONE);
     if (st == dnnl_success) st = dnnl_memory_create(&p->dst, &c_md, c->engine, DNNL_MEMORY_NONE);
     if (st == dnnl_success && d->bias) st = dnnl_memory_create(&p->bias, &bias_md, c->engine, DNNL_MEMORY_NONE);
     if (st == dnnl_success) st = dnnl_memory_create(&p->scratch, sp_md, c->engine, DNNL_MEMORY_NONE);
@@ -166,8 +239,10 @@ static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entr
     if (nsplit > 1) e->block_n = (e->block_n + 15) / 16 * 16;
     e->nfull = d->N / e->block_n;
     e->rem = d->N - e->nfull * e->block_n;
-    hg_status s = prim_create(c, &e->full, d, e->block_n);
-    if (s == HG_OK && e->rem) s = prim_create(c, &e->tail, d, e->rem);
+    /* deep products with B read whole and not transposed (see the top of the file) */
+    int pack = nsplit == 1 && !d->trans_b && d->K >= GEMM_PACK_MIN_K && d->M >= GEMM_PACK_MIN_M;
+    hg_status s = prim_create(c, &e->full, d, e->block_n, pack);
+    if (s == HG_OK && e->rem) s = prim_create(c, &e->tail, d, e->rem, 0);
     if (s != HG_OK) {
         prim_free(&e->full);
         prim_free(&e->tail);
@@ -180,8 +255,16 @@ static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entr
 
 static hg_status prim_run(cpu_gemm_cache *c, gemm_prim *p, const float *A, const float *B,
                           const float *bias, float *C) {
+    if (p->pack) {
+        dnnl_memory_set_data_handle(p->b_plain, (void *)B);
+        dnnl_memory_set_data_handle(p->wei, c->packed);
+        dnnl_memory_set_data_handle(p->pack_scratch, c->scratch);
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, p->b_plain}, {DNNL_ARG_TO, p->wei}, {DNNL_ARG_SCRATCHPAD, p->pack_scratch}};
+        DNNL_TRY(dnnl_primitive_execute(p->pack, c->stream, 3, args), "reorder of B");
+    } else {
+        dnnl_memory_set_data_handle(p->wei, (void *)B);
+    }
     dnnl_memory_set_data_handle(p->src, (void *)A);
-    dnnl_memory_set_data_handle(p->wei, (void *)B);
     dnnl_memory_set_data_handle(p->dst, C);
     dnnl_memory_set_data_handle(p->scratch, c->scratch);
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei},
@@ -218,6 +301,13 @@ hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const
     hg_status st = gemm_blocks(cpu_of(be)->gemm, d, A, B, bias, C);
     omp_set_num_threads(saved);
     return st;
+}
+
+int cpu_gemm_packs(hg_backend *be, const cpu_gemm_desc *d) {
+    const cpu_gemm_cache *c = cpu_of(be)->gemm;
+    for (int i = 0; i < c->count; i++)
+        if (!memcmp(&c->entries[i].desc, d, sizeof *d)) return c->entries[i].full.pack != NULL;
+    return 0;
 }
 
 /* ---- the sgemm ceiling ---- */
