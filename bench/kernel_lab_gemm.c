@@ -1,11 +1,13 @@
 /* Kernel lab, GEMM: every matrix product of one training step of a preset, timed several
  * ways on the same data: dnnl_sgemm, one oneDNN matmul primitive, the primitive over
- * column blocks of a few widths, over row blocks, over parts of K summed in turn, and the
- * library's own choice (cpu_gemm). The ways are timed in turn, round after round, and
+ * column blocks of a few widths, over row blocks, over parts of K summed in turn, whole
+ * with B reordered on every call into the layout oneDNN asks for (where B is not
+ * transposed and that layout is blocked), and the library's own choice (cpu_gemm). The ways are timed in turn, round after round, and
  * each one's best round is printed, in GFLOP/s. The winner's rule lives in
  * src/backend/cpu/gemm.c; the rest stays here.
  *
- * usage: kernel_lab_gemm [preset] [B] [T] [threads] [reps] [only: GEMMs whose name has this] */
+ * usage: kernel_lab_gemm [preset] [B] [T] [threads] [reps] [only: GEMMs whose name has this]
+ * With KERNEL_LAB_COLD=1 in the environment, the caches are flushed before every call. */
 #include <dnnl.h>
 #include <omp.h>
 #include <stdio.h>
@@ -28,24 +30,26 @@ static int reps = 7;
  * one block; M a multiple of mb) and kp parts of K (K a multiple of kp) summed in turn. prim
  * index: bit 0 the column tail, bit 1 a K part after the first (which accumulates). */
 typedef struct variant {
-    dnnl_primitive_t prim[4];
-    dnnl_memory_t src[4], wei[4], dst[4], scr[4];
-    int w, nfull, rem, mb, kp;
+    dnnl_primitive_t prim[4], pack; /* pack: B's reorder (whole products only), or NULL */
+    dnnl_memory_t src[4], wei[4], dst[4], scr[4], b_plain;
+    void *packed;
+    int w, nfull, rem, mb, kp, want_pack;
 } variant;
 
 static dnnl_engine_t eng;
 static dnnl_stream_t strm;
 static void *scratch;
 
-static void make_prim(variant *v, int i, const shape *s, int m, int n, int k, int acc) {
-    dnnl_memory_desc_t a, b, c;
+static void make_prim(variant *v, int i, const shape *s, int m, int n, int k, int acc, int pack) {
+    dnnl_memory_desc_t a, b, c, b_any;
     dnnl_dims_t ad = {m, k}, bd = {k, n}, cd = {m, n};
     dnnl_dims_t as = {s->ta ? 1 : s->K, s->ta ? s->M : 1}, bs = {s->tb ? 1 : s->N, s->tb ? s->K : 1}, cs = {s->N, 1};
     dnnl_memory_desc_init_by_strides(&a, 2, ad, dnnl_f32, as);
     dnnl_memory_desc_init_by_strides(&b, 2, bd, dnnl_f32, bs);
     dnnl_memory_desc_init_by_strides(&c, 2, cd, dnnl_f32, cs);
+    dnnl_memory_desc_init_by_tag(&b_any, 2, bd, dnnl_f32, dnnl_format_tag_any);
     dnnl_matmul_desc_t d;
-    dnnl_matmul_desc_init(&d, &a, &b, NULL, &c);
+    dnnl_matmul_desc_init(&d, &a, pack ? &b_any : &b, NULL, &c);
     dnnl_primitive_attr_t attr;
     dnnl_primitive_attr_create(&attr);
     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
@@ -60,7 +64,17 @@ static void make_prim(variant *v, int i, const shape *s, int m, int n, int k, in
     dnnl_primitive_desc_create(&pd, &d, attr, eng, NULL);
     dnnl_primitive_create(&v->prim[i], pd);
     dnnl_memory_create(&v->src[i], &a, eng, DNNL_MEMORY_NONE);
-    dnnl_memory_create(&v->wei[i], &b, eng, DNNL_MEMORY_NONE);
+    const dnnl_memory_desc_t *w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (pack && w->format_kind == dnnl_blocked && w->format_desc.blocking.inner_nblks) {
+        /* the reorder runs without a scratchpad of its own */
+        dnnl_primitive_desc_t rpd;
+        dnnl_reorder_primitive_desc_create(&rpd, &b, eng, w, eng, NULL);
+        dnnl_primitive_create(&v->pack, rpd);
+        dnnl_primitive_desc_destroy(rpd);
+        dnnl_memory_create(&v->b_plain, &b, eng, DNNL_MEMORY_NONE);
+        v->packed = hg_aligned_alloc(dnnl_memory_desc_get_size(w));
+    }
+    dnnl_memory_create(&v->wei[i], w, eng, v->pack ? v->packed : DNNL_MEMORY_NONE);
     dnnl_memory_create(&v->dst[i], &c, eng, DNNL_MEMORY_NONE);
     dnnl_memory_create(&v->scr[i], dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), eng, scratch);
     dnnl_primitive_desc_destroy(pd);
@@ -70,8 +84,8 @@ static void make_prim(variant *v, int i, const shape *s, int m, int n, int k, in
 static void make_variant(variant *v, const shape *s) {
     int m = v->mb, k = s->K / v->kp;
     for (int kpart = 0; kpart < (v->kp > 1 ? 2 : 1); kpart++) {
-        make_prim(v, 2 * kpart, s, m, v->w, k, s->acc || kpart);
-        if (v->rem) make_prim(v, 2 * kpart + 1, s, m, v->rem, k, s->acc || kpart);
+        make_prim(v, 2 * kpart, s, m, v->w, k, s->acc || kpart, v->want_pack);
+        if (v->rem) make_prim(v, 2 * kpart + 1, s, m, v->rem, k, s->acc || kpart, 0);
     }
 }
 
@@ -85,7 +99,14 @@ static void run_variant(variant *v, const shape *s, const float *A, const float 
                 if (blk == v->nfull && !v->rem) break;
                 size_t c0 = (size_t)blk * v->w;
                 dnnl_memory_set_data_handle(v->src[i], (void *)(s->ta ? A + k0 * s->M + r0 : A + r0 * s->K + k0));
-                dnnl_memory_set_data_handle(v->wei[i], (void *)(s->tb ? B + c0 * s->K + k0 : B + k0 * s->N + c0));
+                const float *Bb = s->tb ? B + c0 * s->K + k0 : B + k0 * s->N + c0;
+                if (v->pack) {
+                    dnnl_memory_set_data_handle(v->b_plain, (void *)Bb);
+                    dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, v->b_plain}, {DNNL_ARG_TO, v->wei[i]}};
+                    dnnl_primitive_execute(v->pack, strm, 2, ra);
+                } else {
+                    dnnl_memory_set_data_handle(v->wei[i], (void *)Bb);
+                }
                 dnnl_memory_set_data_handle(v->dst[i], C + r0 * s->N + c0);
                 dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, v->src[i]}, {DNNL_ARG_WEIGHTS, v->wei[i]},
                                           {DNNL_ARG_DST, v->dst[i]}, {DNNL_ARG_SCRATCHPAD, v->scr[i]}};
@@ -138,15 +159,21 @@ int main(int argc, char **argv) {
         {"lm_head 4dW", Vp, C, 4 * chunk, 1, 0, 1},
     };
     /* the variants: column width, row block, K parts (0: the whole dimension) */
-    static const struct { const char *name; int w, mb, kp; } vars[] = {
-        {"whole", 0, 0, 1}, {"w384", 384, 0, 1}, {"w768", 768, 0, 1}, {"w1536", 1536, 0, 1},
-        {"m256", 0, 256, 1}, {"m512", 0, 512, 1}, {"k/2", 0, 0, 2}, {"k/4", 0, 0, 4}, {"w768k/2", 768, 0, 2},
+    static const struct { const char *name; int w, mb, kp, pack; } vars[] = {
+        {"whole", 0, 0, 1, 0}, {"w384", 384, 0, 1, 0}, {"w768", 768, 0, 1, 0}, {"w1536", 1536, 0, 1, 0},
+        {"m256", 0, 256, 1, 0}, {"m512", 0, 512, 1, 0}, {"k/2", 0, 0, 2, 0}, {"k/4", 0, 0, 4, 0},
+        {"w768k/2", 768, 0, 2, 0}, {"packed", 0, 0, 1, 1},
     };
     enum { NVARS = sizeof vars / sizeof vars[0] };
     const char *only = argc > 6 ? argv[6] : NULL; /* run only the GEMMs whose name has this */
     dnnl_engine_create(&eng, dnnl_cpu, 0);
     dnnl_stream_create(&strm, eng, dnnl_stream_default_flags);
     scratch = hg_aligned_alloc((size_t)64 << 20);
+    /* KERNEL_LAB_COLD set: 128 MiB are written before every timed call, so that the
+     * operands come from memory, as in a training step, not from the cache */
+    float *cold = NULL;
+    size_t ncold = (size_t)32 << 20;
+    if (getenv("KERNEL_LAB_COLD") && (cold = hg_aligned_alloc(ncold * 4))) memset(cold, 0, ncold * 4);
     hg_backend *be;
     if (hg_backend_cpu_create(&be, threads) != HG_OK) return 1;
     printf("GEMMs of one %s step, B=%d T=%d, %d threads, best of %d rounds (GFLOP/s)\n", argv[1] ? argv[1] : "small", B, T, threads, reps);
@@ -166,9 +193,10 @@ int main(int argc, char **argv) {
         variant v[NVARS];
         for (int w = 0; w < NVARS; w++) {
             v[w] = (variant){.w = vars[w].w && vars[w].w < s->N ? vars[w].w : s->N,
-                             .mb = vars[w].mb && vars[w].mb < s->M ? vars[w].mb : s->M, .kp = vars[w].kp};
+                             .mb = vars[w].mb && vars[w].mb < s->M ? vars[w].mb : s->M, .kp = vars[w].kp,
+                             .want_pack = vars[w].pack};
             ways[w + 1].best = 1e30;
-            if (s->M % v[w].mb || s->K % v[w].kp) continue; /* not run: printed as - */
+            if (s->M % v[w].mb || s->K % v[w].kp || (v[w].want_pack && s->tb)) continue; /* not run: printed as - */
             v[w].nfull = s->N / v[w].w;
             v[w].rem = s->N - v[w].nfull * v[w].w;
             make_variant(&v[w], s);
@@ -180,6 +208,7 @@ int main(int argc, char **argv) {
         for (int r = -1; r < reps; r++)
             for (int w = 0; w < NVARS + 2; w++) {
                 if (!ways[w].f) continue;
+                if (cold) for (size_t q = 0; q < ncold; q++) cold[q] += 1.0f;
                 double t0 = hg_now();
                 ways[w].f(ways[w].ctx, s, A, Bm, Cm);
                 double t = hg_now() - t0;
@@ -198,8 +227,15 @@ int main(int argc, char **argv) {
                 dnnl_memory_t mems[] = {v[w].src[k], v[w].wei[k], v[w].dst[k], v[w].scr[k]};
                 for (int q = 0; q < 4; q++) dnnl_memory_destroy(mems[q]);
             }
+        for (int w = 0; w < NVARS; w++)
+            if (v[w].pack) {
+                dnnl_primitive_destroy(v[w].pack);
+                dnnl_memory_destroy(v[w].b_plain);
+                hg_aligned_free(v[w].packed);
+            }
         hg_aligned_free(A), hg_aligned_free(Bm), hg_aligned_free(Cm);
     }
     be->ops->destroy(be);
+    hg_aligned_free(cold);
     return 0;
 }
