@@ -2,9 +2,9 @@
  * ways on the same data: dnnl_sgemm, one oneDNN matmul primitive, the primitive over
  * column blocks of a few widths, over row blocks, over parts of K summed in turn, whole
  * with B reordered on every call into the layout oneDNN asks for (where B is not
- * transposed and that layout is blocked), and the library's own choice (cpu_gemm). The ways are timed in turn, round after round, and
- * each one's best round is printed, in GFLOP/s. The winner's rule lives in
- * src/backend/cpu/gemm.c; the rest stays here.
+ * transposed and that layout is blocked), and the library's own choice (cpu_gemm). The
+ * ways are timed in turn, round after round, and each one's best round is printed, in
+ * GFLOP/s. The winner's rule lives in src/backend/cpu/gemm.c; the rest stays here.
  *
  * usage: kernel_lab_gemm [preset] [B] [T] [threads] [reps] [only: GEMMs whose name has this]
  * With KERNEL_LAB_COLD=1 in the environment, the caches are flushed before every call. */

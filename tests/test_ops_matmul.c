@@ -148,10 +148,9 @@ static void test_gemm_direct(hg_backend *be, const char *what, int M, int K, int
     fill(C0, (size_t)M * N, &r, -1, 1);
     fill(bias, (size_t)N, &r, -1, 1);
     for (int acc = 0; acc < 2; acc++) {
-        int with_bias = !acc;
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++) {
-                double s = acc ? C0[(size_t)m * N + n] : with_bias ? bias[n] : 0.0, a = fabs(s);
+                double s = acc ? C0[(size_t)m * N + n] : bias[n], a = fabs(s);
                 for (int k = 0; k < K; k++) {
                     double p = (double)A[(size_t)m * K + k] * B[(size_t)k * N + n];
                     s += p, a += fabs(p);
@@ -160,8 +159,8 @@ static void test_gemm_direct(hg_backend *be, const char *what, int M, int K, int
             }
         if (acc) memcpy(C, C0, sizeof(float) * (size_t)M * N);
         else poison(C, (size_t)M * N);
-        cpu_gemm_desc d = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .bias = with_bias, .accumulate = acc};
-        CHECK_OK(cpu_gemm(be, &d, A, B, with_bias ? bias : NULL, C));
+        cpu_gemm_desc d = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .bias = !acc, .accumulate = acc};
+        CHECK_OK(cpu_gemm(be, &d, A, B, acc ? NULL : bias, C));
         char name[96];
         snprintf(name, sizeof name, "%s%s%s", what, cpu_gemm_packs(be, &d) ? " (B packed)" : "",
                  acc ? ", accumulate" : ", bias");

@@ -123,8 +123,8 @@ static hg_status grow(void **buf, size_t *bytes, size_t need, const char *what) 
     return HG_OK;
 }
 
-/* A primitive descriptor for the product with this attr; B as b_md, or in the layout
- * oneDNN prefers when any_b. */
+/* A primitive descriptor for the product, on a user scratchpad, with a sum post-op when
+ * it accumulates; B as b_md, or in the layout oneDNN prefers when any_b. */
 static dnnl_status_t pd_create(cpu_gemm_cache *c, dnnl_primitive_desc_t *pd, const cpu_gemm_desc *d, int n,
                                const dnnl_memory_desc_t *a_md, const dnnl_memory_desc_t *b_md,
                                const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *c_md, int any_b) {
@@ -217,12 +217,14 @@ static hg_status prim_create(cpu_gemm_cache *c, gemm_prim *p, const cpu_gemm_des
     return HG_OK;
 }
 
-static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entry **out) {
+static gemm_entry *entry_lookup(const cpu_gemm_cache *c, const cpu_gemm_desc *d) {
     for (int i = 0; i < c->count; i++)
-        if (!memcmp(&c->entries[i].desc, d, sizeof *d)) {
-            *out = &c->entries[i];
-            return HG_OK;
-        }
+        if (!memcmp(&c->entries[i].desc, d, sizeof *d)) return &c->entries[i];
+    return NULL;
+}
+
+static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entry **out) {
+    if ((*out = entry_lookup(c, d))) return HG_OK;
     if (c->count == c->cap) {
         int cap = c->cap ? 2 * c->cap : 32;
         gemm_entry *e = realloc(c->entries, (size_t)cap * sizeof *e);
@@ -304,10 +306,8 @@ hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const
 }
 
 int cpu_gemm_packs(hg_backend *be, const cpu_gemm_desc *d) {
-    const cpu_gemm_cache *c = cpu_of(be)->gemm;
-    for (int i = 0; i < c->count; i++)
-        if (!memcmp(&c->entries[i].desc, d, sizeof *d)) return c->entries[i].full.pack != NULL;
-    return 0;
+    const gemm_entry *e = entry_lookup(cpu_of(be)->gemm, d);
+    return e && e->full.pack;
 }
 
 /* ---- the sgemm ceiling ---- */
