@@ -16,11 +16,11 @@
  * reordered into it on every call before the product (read in place, a panel of B spans
  * K rows N floats apart, which is the likely cost). With operands cold, as in a step
  * (kernel_lab_gemm with KERNEL_LAB_COLD=1, Ice Lake server VM, oneDNN 2.6.3, 2026-11-24),
- * the product at K = 3072, N = 768, M = 1024 ran 10-20% faster packed, the reorder
- * included (1 thread: 142-143 against 118-130 GFLOP/s). Shallower or narrower products
- * (K = 768 or 1024, or M = 256) came out level or slower packed, within the VM's noise.
- * Where oneDNN reads B plain (its AVX2 kernels), nothing is packed. The packed B lives in
- * one buffer owned by the cache, like the scratchpad.
+ * the product at K = 3072, N = 768, M = 1024 ran 10-20% faster packed at 1 thread (142-145
+ * against 118-130 GFLOP/s) and level to 45% faster at 2, the reorder included. Shallower
+ * or narrower products (K = 768 or 1024, or M = 256) came out level or slower packed,
+ * within the VM's noise. Where oneDNN reads B plain (its AVX2 kernels), nothing is
+ * packed. The packed B lives in one buffer owned by the cache, like the scratchpad.
  */
 #include <dnnl.h>
 #include <omp.h>
@@ -132,7 +132,8 @@ static dnnl_status_t pd_create(cpu_gemm_cache *c, dnnl_primitive_desc_t *pd, con
     dnnl_dims_t b_dims = {d->K, n};
     dnnl_status_t st = dnnl_memory_desc_init_by_tag(&b_any, 2, b_dims, dnnl_f32, dnnl_format_tag_any);
     dnnl_matmul_desc_t desc;
-    if (st == dnnl_success) st = dnnl_matmul_desc_init(&desc, a_md, any_b ? &b_any : b_md, d->bias ? bias_md : NULL, c_md);
+    if (st == dnnl_success)
+        st = dnnl_matmul_desc_init(&desc, a_md, any_b ? &b_any : b_md, d->bias ? bias_md : NULL, c_md);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post = NULL;
     if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
@@ -158,7 +159,8 @@ static hg_status pack_create(cpu_gemm_cache *c, gemm_prim *p, const dnnl_memory_
     dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     if (st == dnnl_success) st = dnnl_reorder_primitive_desc_create(&rpd, b_md, c->engine, w_md, c->engine, attr);
     dnnl_primitive_attr_destroy(attr);
-    if (st != dnnl_success) return hg_fail(HG_ERR_BACKEND, "oneDNN has no reorder of B into its matmul's layout (status %d)", (int)st);
+    if (st != dnnl_success)
+        return hg_fail(HG_ERR_BACKEND, "oneDNN has no reorder of B into its matmul's layout (status %d)", (int)st);
     const dnnl_memory_desc_t *sp_md = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
     hg_status hs = grow(&c->scratch, &c->scratch_bytes, dnnl_memory_desc_get_size(sp_md), "scratch");
     if (hs == HG_OK) hs = grow(&c->packed, &c->packed_bytes, dnnl_memory_desc_get_size(w_md), "packed B");
@@ -261,7 +263,8 @@ static hg_status prim_run(cpu_gemm_cache *c, gemm_prim *p, const float *A, const
         dnnl_memory_set_data_handle(p->b_plain, (void *)B);
         dnnl_memory_set_data_handle(p->wei, c->packed);
         dnnl_memory_set_data_handle(p->pack_scratch, c->scratch);
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, p->b_plain}, {DNNL_ARG_TO, p->wei}, {DNNL_ARG_SCRATCHPAD, p->pack_scratch}};
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_FROM, p->b_plain}, {DNNL_ARG_TO, p->wei}, {DNNL_ARG_SCRATCHPAD, p->pack_scratch}};
         DNNL_TRY(dnnl_primitive_execute(p->pack, c->stream, 3, args), "reorder of B");
     } else {
         dnnl_memory_set_data_handle(p->wei, (void *)B);
