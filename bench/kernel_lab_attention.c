@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
 
     const char *repeat = getenv("KERNEL_LAB_REPEAT");
     if (repeat) {
-        for (int i = 0; i < atoi(repeat); i++) {
+        for (int i = 0, n = atoi(repeat); i < n; i++) {
             be->ops->attention_forward(be, out, lse, qkv, &s, scratch);
             be->ops->attention_backward(be, dqkv, dout, qkv, out, lse, &s, scratch);
         }
