@@ -1,6 +1,7 @@
 /* Op tests, part 5: blockwise attention, forward (out and lse) and backward (dqkv),
  * causal and not, with head sizes 16 to 128, T not a multiple of the 64-row blocks,
- * fewer heads (B * NH) than threads, and grouped-query attention (NKV < NH), run with
+ * fewer heads (B * NH) than threads, few kv heads per thread (the backward cut into
+ * query chunks), and grouped-query attention (NKV < NH), run with
  * every tile kernel this CPU supports (AVX-512, AVX2, portable), whose products and
  * transposes are also checked alone; the cached attention of generation. The group
  * sums are checked in test_ops_llama.c. */
@@ -233,5 +234,9 @@ int test_ops_attention(hg_backend *bes[OPS_NBE]) {
     /* five query blocks, the last partial: key blocks wholly seen beside the diagonal ones */
     test_attention(bes, 1, 300, 2, 0, 32, 1, 60);
     test_attention(bes, 1, 300, 4, 2, 16, 1, 60);
+    /* few groups for two threads: the backward cuts each group's ten query blocks into
+     * chunks, the first ones of several blocks */
+    test_attention(bes, 3, 600, 1, 0, 16, 1, 30);
+    test_attention(bes, 1, 600, 4, 2, 16, 1, 30);
     return check_failures;
 }

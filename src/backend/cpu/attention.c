@@ -18,6 +18,11 @@
  *              group's first query head writes dK and dV, the others add.
  *              Taking the query blocks outer had the backward 10-15% slower at T = 4096
  *              and 256 (kernel lab, 2026-11-24; docs/benchmarks.md).
+ *              With fewer than 4 groups per thread (B = 1 with 2 kv heads is 2 items),
+ *              each group's query blocks are cut into chunks of equal causal work, one
+ *              item each: a chunk owns its queries' dQ rows, and its dK and dV go to
+ *              partials, summed in chunk order afterwards (backward_chunks). The chunks
+ *              depend on the thread count, as every reduction's order does.
  * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
  * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
  * Every row a product streams is contiguous, not W floats apart in qkv and dqkv: the
@@ -28,7 +33,8 @@
  * ones, and the forward 10-15% on AVX2, in the kernel lab (2026-11-24).
  * Scratch: KT and VT (forward: V) for all kv heads, (B*NKV, Tp/BK, hs, BK) each (V: (B*NKV,
  * Tp, hs)), plus per thread the tiles (the backward's K, dK and dV blocks among them) and
- * the backward's q, dO and dQ rows of a query head, (Tp, hs) each, and its row dots D (Tp).
+ * the backward's q, dO and dQ rows of a query head, (Tp, hs) each, and its row dots D (Tp);
+ * then, for a backward cut into chunks, each group's dK and dV partials.
  *
  * attention_cached (generation) is a separate, plain kernel: its queries are one row or
  * one prompt, and its keys are already stored head-major in the cache. */
@@ -41,6 +47,7 @@
 #define BQ 64 /* query rows per block */
 #define BK 64 /* keys per block */
 #define SLAB 16 /* rows per slab of a block on the causal diagonal */
+#define MAX_CHUNKS 16 /* backward: query chunks per kv group */
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static int padded_len(int T) { return (T + BK - 1) / BK * BK; }
@@ -82,9 +89,52 @@ static qkv_layout layout_of(const hg_attention_shape *s) {
     return (qkv_layout){NKV, s->NH / NKV, (s->NH + 2 * NKV) * s->hs, s->NH * s->hs, (s->NH + NKV) * s->hs};
 }
 
+/* Backward work items. A kv group's query blocks are cut into chunks of about equal
+ * causal work, enough for 4 items per thread (at most MAX_CHUNKS, at least one block
+ * each), so that a batch of few kv heads still spreads over the threads; 1 when there are
+ * items enough, or one thread. A chunk owns its query rows' dQ; its dK and dV go to a
+ * partial of its own, summed over the chunks in chunk order afterwards. */
+static int backward_chunks(const hg_attention_shape *s, int threads) {
+    int groups = s->B * hg_attention_kv_heads(s), nqb = (s->T + BQ - 1) / BQ, want = 4 * threads;
+    if (threads <= 1 || groups >= want) return 1;
+    int n = (want + groups - 1) / groups;
+    n = n < MAX_CHUNKS ? n : MAX_CHUNKS;
+    return n < nqb ? n : nqb;
+}
+
+/* start[c]: the first query block of chunk c of n (start[n] = nqb), cutting the work
+ * (causal: block i sees i + 1 key blocks) evenly; keys[c]: the key rows the chunk's
+ * queries see; returns the sum of keys[]. */
+static size_t chunk_bounds(const hg_attention_shape *s, int n, int *start, int *keys) {
+    int nqb = (s->T + BQ - 1) / BQ;
+    double total = s->causal ? 0.5 * nqb * (nqb + 1.0) : nqb;
+    size_t sum = 0;
+    start[0] = 0, start[n] = nqb;
+    for (int c = 1; c < n; c++) {
+        int k = start[c - 1] + 1;
+        while (k < nqb - (n - c) && (s->causal ? 0.5 * k * (k + 1.0) : k) < total * c / n) k++;
+        start[c] = k;
+    }
+    for (int c = 0; c < n; c++) {
+        int end = start[c + 1] * BQ;
+        keys[c] = s->causal && end < s->T ? end : s->T;
+        sum += (size_t)keys[c];
+    }
+    return sum;
+}
+
+/* The backward's dK and dV partials: per kv group, per chunk, (keys, hs) each; none for
+ * one chunk. */
+static size_t partial_floats(const hg_attention_shape *s, int n) {
+    int start[MAX_CHUNKS + 1], keys[MAX_CHUNKS];
+    if (n == 1) return 0;
+    return 2 * (size_t)s->B * hg_attention_kv_heads(s) * s->hs * chunk_bounds(s, n, start, keys);
+}
+
 size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) {
     size_t heads = (size_t)s->B * hg_attention_kv_heads(s);
-    size_t blocked = 2 * heads * head_floats(s) + (size_t)be->threads * thread_floats(s);
+    size_t blocked = 2 * heads * head_floats(s) + (size_t)be->threads * thread_floats(s) +
+                     partial_floats(s, backward_chunks(s, be->threads));
     size_t cached = (size_t)be->threads * cached_thread_floats(s->T);
     return (blocked > cached ? blocked : cached) * sizeof(float);
 }
@@ -251,9 +301,16 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                                  void *scratch) {
     const qkv_layout q = layout_of(s);
     const int T = s->T, hs = s->hs, C = s->NH * hs, ld = q.W, Tp = padded_len(T);
-    const int groups = s->B * q.NKV, nqb = (T + BQ - 1) / BQ;
+    const int groups = s->B * q.NKV, nkb = last_key_block(s, T - 1) + 1;
+    const int nch = backward_chunks(s, be->threads);
     const float scale = 1.0f / sqrtf((float)hs);
+    int start[MAX_CHUNKS + 1], keys[MAX_CHUNKS];
+    size_t part_off[MAX_CHUNKS], per_group = 0; /* a chunk's partials within its group's */
+    if (nch > 1) chunk_bounds(s, nch, start, keys);
+    else start[0] = 0, start[1] = (T + BQ - 1) / BQ;
+    for (int c = 0; c < nch; c++) part_off[c] = per_group, per_group += nch > 1 ? 2 * (size_t)keys[c] * hs : 0;
     float *KT = scratch, *VT = KT + groups * head_floats(s), *tiles = VT + groups * head_floats(s);
+    float *part = tiles + (size_t)be->threads * thread_floats(s);
     transpose_heads(be, KT, qkv, q.k0, s);
     transpose_heads(be, VT, qkv, q.v0, s);
 
@@ -264,28 +321,35 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
         float *Qc = P + tile_floats(hs), *dOc = Qc + head_floats(s), *dQc = dOc + head_floats(s); /* (Tp, hs) */
         float *D = dQc + head_floats(s); /* (Tp) */
         #pragma omp for schedule(dynamic, 1)
-        for (int group = 0; group < groups; group++) {
-            int b = group / q.NKV, g = group % q.NKV;
+        for (int item = 0; item < groups * nch; item++) {
+            int group = item / nch, ch = item % nch, b = group / q.NKV, g = group % q.NKV;
+            int qb0 = start[ch], qb1 = start[ch + 1], qa = qb0 * BQ, qe = qb1 * BQ < T ? qb1 * BQ : T;
             const float *Kg = qkv + (size_t)b * T * ld + q.k0 + g * hs;
             const float *KTh = KT + (size_t)group * hs * Tp, *VTh = VT + (size_t)group * hs * Tp;
+            /* where the chunk's dK and dV rows go: dqkv itself when the group is one chunk */
             float *dKg = dqkv + (size_t)b * T * ld + q.k0 + g * hs, *dVg = dqkv + (size_t)b * T * ld + q.v0 + g * hs;
+            int ldkv = ld;
+            if (nch > 1) {
+                dKg = part + group * per_group + part_off[ch], dVg = dKg + (size_t)keys[ch] * hs;
+                ldkv = hs;
+            }
             for (int h = g * q.rep; h < (g + 1) * q.rep; h++) {
                 const float *Oh = out + (size_t)b * T * C + h * hs, *lse_h = lse + ((size_t)b * s->NH + h) * T;
                 float *dQh = dqkv + (size_t)b * T * ld + h * hs;
-                copy_rows(Qc, hs, qkv + (size_t)b * T * ld + h * hs, ld, T, hs);
-                copy_rows(dOc, hs, dout + (size_t)b * T * C + h * hs, C, T, hs);
-                for (int i = 0; i < T; i++) {
+                copy_rows(Qc + (size_t)qa * hs, hs, qkv + ((size_t)b * T + qa) * ld + h * hs, ld, qe - qa, hs);
+                copy_rows(dOc + (size_t)qa * hs, hs, dout + ((size_t)b * T + qa) * C + h * hs, C, qe - qa, hs);
+                for (int i = qa; i < qe; i++) {
                     const float *o = Oh + (size_t)i * C, *gr = dOc + (size_t)i * hs;
                     float dot = 0.0f;
                     #pragma omp simd reduction(+ : dot)
                     for (int d = 0; d < hs; d++) dot += o[d] * gr[d];
                     D[i] = dot;
                 }
-                for (int kb = 0; kb <= last_key_block(s, T - 1); kb++) {
+                for (int kb = 0; kb <= last_key_block(s, qe - 1); kb++) {
                     int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK;
                     copy_rows(Kb, hs, Kg + (size_t)j0 * ld, ld, nk, hs);
                     memset(dKb, 0, sizeof(float) * 2 * BK * hs);
-                    for (int qb = s->causal ? kb : 0; qb < nqb; qb++) {
+                    for (int qb = s->causal && kb > qb0 ? kb : qb0; qb < qb1; qb++) {
                         int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ, diag = s->causal && j0 == i0;
                         const float *Q = Qc + (size_t)i0 * hs, *dO = dOc + (size_t)i0 * hs;
                         float *dQ = dQc + (size_t)i0 * hs;
@@ -326,14 +390,30 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                     /* the group's first query head writes the key block's dK and dV rows, the
                      * others add to them */
                     if (h == g * q.rep) {
-                        copy_rows(dKg + (size_t)j0 * ld, ld, dKb, hs, nk, hs);
-                        copy_rows(dVg + (size_t)j0 * ld, ld, dVb, hs, nk, hs);
+                        copy_rows(dKg + (size_t)j0 * ldkv, ldkv, dKb, hs, nk, hs);
+                        copy_rows(dVg + (size_t)j0 * ldkv, ldkv, dVb, hs, nk, hs);
                     } else {
-                        add_rows(dKg + (size_t)j0 * ld, ld, dKb, hs, nk, hs);
-                        add_rows(dVg + (size_t)j0 * ld, ld, dVb, hs, nk, hs);
+                        add_rows(dKg + (size_t)j0 * ldkv, ldkv, dKb, hs, nk, hs);
+                        add_rows(dVg + (size_t)j0 * ldkv, ldkv, dVb, hs, nk, hs);
                     }
                 }
-                copy_rows(dQh, ld, dQc, hs, T, hs);
+                copy_rows(dQh + (size_t)qa * ld, ld, dQc + (size_t)qa * hs, hs, qe - qa, hs);
+            }
+        }
+        if (nch > 1) { /* each key block's dK and dV: its chunks' partials in chunk order */
+            #pragma omp for schedule(static)
+            for (int item = 0; item < groups * nkb; item++) {
+                int group = item / nkb, b = group / q.NKV, g = group % q.NKV, j0 = item % nkb * BK;
+                int nk = T - j0 < BK ? T - j0 : BK, first = 1;
+                float *dK = dqkv + ((size_t)b * T + j0) * ld + q.k0 + g * hs, *dV = dK + (q.v0 - q.k0);
+                for (int c = 0; c < nch; c++) {
+                    if (keys[c] <= j0) continue; /* its queries do not see the block */
+                    const float *pK = part + group * per_group + part_off[c] + (size_t)j0 * hs;
+                    const float *pV = pK + (size_t)keys[c] * hs;
+                    if (first) copy_rows(dK, ld, pK, hs, nk, hs), copy_rows(dV, ld, pV, hs, nk, hs);
+                    else add_rows(dK, ld, pK, hs, nk, hs), add_rows(dV, ld, pV, hs, nk, hs);
+                    first = 0;
+                }
             }
         }
     }
