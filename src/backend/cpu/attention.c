@@ -90,16 +90,17 @@ static qkv_layout layout_of(const hg_attention_shape *s) {
 }
 
 /* Backward work items. A kv group's query blocks are cut into chunks of about equal
- * causal work, enough for 4 items per thread (at most MAX_CHUNKS, at least one block
- * each), so that a batch of few kv heads still spreads over the threads; 1 when there are
- * items enough, or one thread. A chunk owns its query rows' dQ; its dK and dV go to a
- * partial of its own, summed over the chunks in chunk order afterwards. */
+ * causal work, so that a batch of few kv heads still spreads over the threads: enough
+ * chunks for 4 items per thread, and for the same number on every thread where that
+ * fits (at most MAX_CHUNKS, at least one block each); 1 when there are items enough, or
+ * one thread. A chunk owns its query rows' dQ; its dK and dV go to a partial of its own,
+ * summed over the chunks in chunk order afterwards. */
 static int backward_chunks(const hg_attention_shape *s, int threads) {
     int groups = s->B * hg_attention_kv_heads(s), nqb = (s->T + BQ - 1) / BQ, want = 4 * threads;
     if (threads <= 1 || groups >= want) return 1;
-    int n = (want + groups - 1) / groups;
-    n = n < MAX_CHUNKS ? n : MAX_CHUNKS;
-    return n < nqb ? n : nqb;
+    int n = (want + groups - 1) / groups, most = nqb < MAX_CHUNKS ? nqb : MAX_CHUNKS;
+    while (n < most && groups * n % threads) n++; /* the same number of items per thread */
+    return n < most ? n : most;
 }
 
 /* start[c]: the first query block of chunk c of n (start[n] = nqb), cutting the work
