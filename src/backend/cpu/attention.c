@@ -145,22 +145,22 @@ size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) 
  * T: 16 x 16 blocks in registers (tile.h), the last partial block of time steps element
  * by element. A tile product reads a panel whole, 16 KB in one piece at hs = BK = 64,
  * where a (hs, Tp) layout put its rows Tp floats apart: all in the same L1 sets when Tp
- * is a multiple of 1024. */
+ * is a multiple of 1024. One panel per work item, so that few heads still spread over
+ * the threads (as in copy_heads). */
 static void transpose_heads(hg_backend *be, float *dst, const float *src, int col0,
                             const hg_attention_shape *s) {
     const qkv_layout q = layout_of(s);
-    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = q.W, full = T / 16 * 16;
+    int T = s->T, hs = s->hs, Tp = padded_len(T), ld = q.W, full = T / 16 * 16, nkb = Tp / BK;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
-    for (int head = 0; head < s->B * q.NKV; head++) {
-        int b = head / q.NKV, h = head % q.NKV;
+    for (int item = 0; item < s->B * q.NKV * nkb; item++) { /* one panel each */
+        int head = item / nkb, j0 = item % nkb * BK, b = head / q.NKV, h = head % q.NKV;
+        int end = j0 + BK < full ? j0 + BK : full, tail = end > j0 ? end : j0;
         const float *x = src + (size_t)b * T * ld + col0 + h * hs;
-        float *y = dst + (size_t)head * hs * Tp;
-        for (int t0 = 0; t0 < full; t0 += 16)
-            for (int d0 = 0; d0 < hs; d0 += 16)
-                tile_transpose16(x + (size_t)t0 * ld + d0, ld, y + (size_t)(t0 / BK) * hs * BK + d0 * BK + t0 % BK, BK);
+        float *y = dst + (size_t)head * hs * Tp + (size_t)j0 * hs;
+        for (int t0 = j0; t0 < end; t0 += 16)
+            for (int d0 = 0; d0 < hs; d0 += 16) tile_transpose16(x + (size_t)t0 * ld + d0, ld, y + d0 * BK + t0 - j0, BK);
         for (int d = 0; d < hs; d++)
-            for (int t = full; t < Tp; t++)
-                y[(size_t)(t / BK) * hs * BK + d * BK + t % BK] = t < T ? x[(size_t)t * ld + d] : 0.0f;
+            for (int t = tail; t < j0 + BK; t++) y[d * BK + t - j0] = t < T ? x[(size_t)t * ld + d] : 0.0f;
     }
 }
 
@@ -168,12 +168,13 @@ static void transpose_heads(hg_backend *be, float *dst, const float *src, int co
  * rows (rows T..Tp-1 untouched). */
 static void copy_heads(hg_backend *be, float *dst, const float *src, int col0, const hg_attention_shape *s) {
     const qkv_layout q = layout_of(s);
+    int T = s->T, nkb = padded_len(T) / BK;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
-    for (int head = 0; head < s->B * q.NKV; head++) {
-        int b = head / q.NKV, h = head % q.NKV;
-        const float *x = src + (size_t)b * s->T * q.W + col0 + h * s->hs;
-        float *y = dst + (size_t)head * head_floats(s);
-        copy_rows(y, s->hs, x, q.W, s->T, s->hs);
+    for (int item = 0; item < s->B * q.NKV * nkb; item++) { /* BK rows each */
+        int head = item / nkb, j0 = item % nkb * BK, b = head / q.NKV, h = head % q.NKV;
+        const float *x = src + ((size_t)b * T + j0) * q.W + col0 + h * s->hs;
+        float *y = dst + (size_t)head * head_floats(s) + (size_t)j0 * s->hs;
+        copy_rows(y, s->hs, x, q.W, T - j0 < BK ? T - j0 : BK, s->hs);
     }
 }
 
