@@ -105,7 +105,7 @@ static int backward_chunks(const hg_attention_shape *s, int threads) {
 
 /* start[c]: the first query block of chunk c of n (start[n] = nqb), cutting the work
  * (causal: block i sees i + 1 key blocks) evenly; keys[c]: the key rows the chunk's
- * queries see; returns the sum of keys[]. */
+ * queries see; returns the sum of keys[]. One chunk is all blocks and keys. */
 static size_t chunk_bounds(const hg_attention_shape *s, int n, int *start, int *keys) {
     int nqb = (s->T + BQ - 1) / BQ;
     double total = s->causal ? 0.5 * nqb * (nqb + 1.0) : nqb;
@@ -308,9 +308,8 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
     const float scale = 1.0f / sqrtf((float)hs);
     int start[MAX_CHUNKS + 1], keys[MAX_CHUNKS];
     size_t part_off[MAX_CHUNKS], per_group = 0; /* a chunk's partials within its group's */
-    if (nch > 1) chunk_bounds(s, nch, start, keys);
-    else start[0] = 0, start[1] = (T + BQ - 1) / BQ;
-    for (int c = 0; c < nch; c++) part_off[c] = per_group, per_group += nch > 1 ? 2 * (size_t)keys[c] * hs : 0;
+    chunk_bounds(s, nch, start, keys);
+    for (int c = 0; c < nch; c++) part_off[c] = per_group, per_group += 2 * (size_t)keys[c] * hs;
     float *KT = scratch, *VT = KT + groups * head_floats(s), *tiles = VT + groups * head_floats(s);
     float *part = tiles + (size_t)be->threads * thread_floats(s);
     transpose_heads(be, KT, qkv, q.k0, s);
