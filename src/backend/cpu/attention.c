@@ -20,9 +20,10 @@
  *              and 256 (kernel lab, 2026-11-24; docs/benchmarks.md).
  *              With fewer than 4 groups per thread (B = 1 with 2 kv heads is 2 items),
  *              each group's query blocks are cut into chunks of equal causal work, one
- *              item each: a chunk owns its queries' dQ rows, and its dK and dV go to
- *              partials, summed in chunk order afterwards (backward_chunks). The chunks
- *              depend on the thread count, as every reduction's order does.
+ *              item each: a chunk owns its queries' dQ rows. The last chunk, whose
+ *              queries see every key, writes dK and dV; the others' go to partials,
+ *              added in chunk order afterwards (backward_chunks). The chunks depend on
+ *              the thread count, as every reduction's order does.
  * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
  * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
  * Every row a product streams is contiguous, not W floats apart in qkv and dqkv: the
@@ -34,7 +35,8 @@
  * Scratch: KT and VT (forward: V) for all kv heads, (B*NKV, Tp/BK, hs, BK) each (V: (B*NKV,
  * Tp, hs)), plus per thread the tiles (the backward's K, dK and dV blocks among them) and
  * the backward's q, dO and dQ rows of a query head, (Tp, hs) each, and its row dots D (Tp);
- * then, for a backward cut into chunks, each group's dK and dV partials.
+ * then, for a backward cut into chunks, each group's dK and dV partials of all chunks but
+ * the last.
  *
  * attention_cached (generation) is a separate, plain kernel: its queries are one row or
  * one prompt, and its keys are already stored head-major in the cache. */
@@ -93,8 +95,9 @@ static qkv_layout layout_of(const hg_attention_shape *s) {
  * causal work, so that a batch of few kv heads still spreads over the threads: enough
  * chunks for 4 items per thread, and for the same number on every thread where that
  * fits (at most MAX_CHUNKS, at least one block each); 1 when there are items enough, or
- * one thread. A chunk owns its query rows' dQ; its dK and dV go to a partial of its own,
- * summed over the chunks in chunk order afterwards. */
+ * one thread. A chunk owns its query rows' dQ. The last chunk sees every key and writes
+ * dK and dV; each other chunk's go to a partial of its own, added in chunk order
+ * afterwards. */
 static int backward_chunks(const hg_attention_shape *s, int threads) {
     int groups = s->B * hg_attention_kv_heads(s), nqb = (s->T + BQ - 1) / BQ, want = 4 * threads;
     if (threads <= 1 || groups >= want) return 1;
@@ -124,12 +127,11 @@ static size_t chunk_bounds(const hg_attention_shape *s, int n, int *start, int *
     return sum;
 }
 
-/* The backward's dK and dV partials: per kv group, per chunk, (keys, hs) each; none for
- * one chunk. */
+/* The backward's dK and dV partials: per kv group, per chunk but the last (which has all
+ * T keys), (keys, hs) each. */
 static size_t partial_floats(const hg_attention_shape *s, int n) {
     int start[MAX_CHUNKS + 1], keys[MAX_CHUNKS];
-    if (n == 1) return 0;
-    return 2 * (size_t)s->B * hg_attention_kv_heads(s) * s->hs * chunk_bounds(s, n, start, keys);
+    return 2 * (size_t)s->B * hg_attention_kv_heads(s) * s->hs * (chunk_bounds(s, n, start, keys) - (size_t)s->T);
 }
 
 size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) {
@@ -309,7 +311,7 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
     int start[MAX_CHUNKS + 1], keys[MAX_CHUNKS];
     size_t part_off[MAX_CHUNKS], per_group = 0; /* a chunk's partials within its group's */
     chunk_bounds(s, nch, start, keys);
-    for (int c = 0; c < nch; c++) part_off[c] = per_group, per_group += 2 * (size_t)keys[c] * hs;
+    for (int c = 0; c < nch - 1; c++) part_off[c] = per_group, per_group += 2 * (size_t)keys[c] * hs;
     float *KT = scratch, *VT = KT + groups * head_floats(s), *tiles = VT + groups * head_floats(s);
     float *part = tiles + (size_t)be->threads * thread_floats(s);
     transpose_heads(be, KT, qkv, q.k0, s);
@@ -327,10 +329,10 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
             int qb0 = start[ch], qb1 = start[ch + 1], qa = qb0 * BQ, qe = qb1 * BQ < T ? qb1 * BQ : T;
             const float *Kg = qkv + (size_t)b * T * ld + q.k0 + g * hs;
             const float *KTh = KT + (size_t)group * hs * Tp, *VTh = VT + (size_t)group * hs * Tp;
-            /* where the chunk's dK and dV rows go: dqkv itself when the group is one chunk */
+            /* where the chunk's dK and dV rows go: dqkv itself for the last chunk */
             float *dKg = dqkv + (size_t)b * T * ld + q.k0 + g * hs, *dVg = dqkv + (size_t)b * T * ld + q.v0 + g * hs;
             int ldkv = ld;
-            if (nch > 1) {
+            if (ch < nch - 1) {
                 dKg = part + group * per_group + part_off[ch], dVg = dKg + (size_t)keys[ch] * hs;
                 ldkv = hs;
             }
@@ -401,19 +403,16 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                 copy_rows(dQh + (size_t)qa * ld, ld, dQc + (size_t)qa * hs, hs, qe - qa, hs);
             }
         }
-        if (nch > 1) { /* each key block's dK and dV: its chunks' partials in chunk order */
+        if (nch > 1) { /* each key block's dK and dV: the other chunks' partials, in order */
             #pragma omp for schedule(static)
             for (int item = 0; item < groups * nkb; item++) {
                 int group = item / nkb, b = group / q.NKV, g = group % q.NKV, j0 = item % nkb * BK;
-                int nk = T - j0 < BK ? T - j0 : BK, first = 1;
+                int nk = T - j0 < BK ? T - j0 : BK;
                 float *dK = dqkv + ((size_t)b * T + j0) * ld + q.k0 + g * hs, *dV = dK + (q.v0 - q.k0);
-                for (int c = 0; c < nch; c++) {
+                for (int c = 0; c < nch - 1; c++) {
                     if (keys[c] <= j0) continue; /* its queries do not see the block */
                     const float *pK = part + group * per_group + part_off[c] + (size_t)j0 * hs;
-                    const float *pV = pK + (size_t)keys[c] * hs;
-                    if (first) copy_rows(dK, ld, pK, hs, nk, hs), copy_rows(dV, ld, pV, hs, nk, hs);
-                    else add_rows(dK, ld, pK, hs, nk, hs), add_rows(dV, ld, pV, hs, nk, hs);
-                    first = 0;
+                    add_rows(dK, ld, pK, hs, nk, hs), add_rows(dV, ld, pK + (size_t)keys[c] * hs, hs, nk, hs);
                 }
             }
         }
