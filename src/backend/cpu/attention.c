@@ -53,6 +53,7 @@
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static int padded_len(int T) { return (T + BK - 1) / BK * BK; }
+static int query_blocks(int T) { return (T + BQ - 1) / BQ; }
 static size_t head_floats(const hg_attention_shape *s) { return (size_t)s->hs * padded_len(s->T); }
 /* Backward: the P and dS tiles and the key block's K, dK and dV rows. Forward, in less:
  * the S tile, its O accumulator, the query block's q rows and two row vectors. */
@@ -99,7 +100,7 @@ static qkv_layout layout_of(const hg_attention_shape *s) {
  * dK and dV; each other chunk's go to a partial of its own, added in chunk order
  * afterwards. */
 static int backward_chunks(const hg_attention_shape *s, int threads) {
-    int groups = s->B * hg_attention_kv_heads(s), nqb = (s->T + BQ - 1) / BQ, want = 4 * threads;
+    int groups = s->B * hg_attention_kv_heads(s), nqb = query_blocks(s->T), want = 4 * threads;
     if (threads <= 1 || groups >= want) return 1;
     int n = (want + groups - 1) / groups, most = nqb < MAX_CHUNKS ? nqb : MAX_CHUNKS;
     while (n < most && groups * n % threads) n++; /* the same number of items per thread */
@@ -110,7 +111,7 @@ static int backward_chunks(const hg_attention_shape *s, int threads) {
  * (causal: block i sees i + 1 key blocks) evenly; keys[c]: the key rows the chunk's
  * queries see; returns the sum of keys[]. One chunk is all blocks and keys. */
 static size_t chunk_bounds(const hg_attention_shape *s, int n, int *start, int *keys) {
-    int nqb = (s->T + BQ - 1) / BQ;
+    int nqb = query_blocks(s->T);
     double total = s->causal ? 0.5 * nqb * (nqb + 1.0) : nqb;
     size_t sum = 0;
     start[0] = 0, start[n] = nqb;
@@ -237,7 +238,7 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                                 const hg_attention_shape *s, void *scratch) {
     const qkv_layout q = layout_of(s);
     const int T = s->T, hs = s->hs, C = s->NH * hs, ld = q.W, Tp = padded_len(T);
-    const int heads = s->B * s->NH, nqb = (T + BQ - 1) / BQ;
+    const int heads = s->B * s->NH, nqb = query_blocks(T);
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t kv_floats = (size_t)s->B * q.NKV * head_floats(s);
     float *KT = scratch, *Vc = KT + kv_floats, *tiles = Vc + kv_floats;
