@@ -161,7 +161,8 @@ static void transpose_heads(hg_backend *be, float *dst, const float *src, int co
         const float *x = src + (size_t)b * T * ld + col0 + h * hs;
         float *y = dst + (size_t)head * hs * Tp + (size_t)j0 * hs;
         for (int t0 = j0; t0 < end; t0 += 16)
-            for (int d0 = 0; d0 < hs; d0 += 16) tile_transpose16(x + (size_t)t0 * ld + d0, ld, y + d0 * BK + t0 - j0, BK);
+            for (int d0 = 0; d0 < hs; d0 += 16)
+                tile_transpose16(x + (size_t)t0 * ld + d0, ld, y + d0 * BK + t0 - j0, BK);
         for (int d = 0; d < hs; d++)
             for (int t = tail; t < j0 + BK; t++) y[d * BK + t - j0] = t < T ? x[(size_t)t * ld + d] : 0.0f;
     }
