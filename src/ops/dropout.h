@@ -20,7 +20,9 @@ HG_HOST_DEVICE static inline int hg_dropout_on(const hg_dropout *d) { return d &
 /* 0 or 1/(1-p) for element i; four consecutive elements share one Philox block. */
 HG_HOST_DEVICE static inline float hg_dropout_scale(const hg_dropout *d, uint64_t i) {
     hg_u32x4 r = hg_philox(d->seed, (uint32_t)(i >> 2), d->site, HG_RNG_DROPOUT | (uint32_t)(i >> 34) << 8, d->step);
-    return hg_u32_to_unit(r.v[i & 3]) < d->p ? 0.0f : 1.0f / (1.0f - d->p);
+    /* r.v[i & 3], chosen without a run-time index (which puts r in a GPU's local memory) */
+    uint32_t u = i & 2 ? (i & 1 ? r.v[3] : r.v[2]) : (i & 1 ? r.v[1] : r.v[0]);
+    return hg_u32_to_unit(u) < d->p ? 0.0f : 1.0f / (1.0f - d->p);
 }
 
 #endif

@@ -5,7 +5,8 @@
 # Machine code for Hopper (sm_90a, which also allows wgmma/setmaxnreg) plus compute_90
 # PTX that the driver can compile for later GPUs. Kernels are templates over the compute
 # type (fp32, bf16) and, for attention, the head-size width; keep that product small,
-# since every instantiation is compiled twice (SASS and PTX).
+# since every instantiation is compiled twice (SASS and PTX). A register spill or any
+# use of local memory in a kernel is a ptxas warning, and so fails the build.
 add_library(handgrad_cuda MODULE
   backend/cuda/module.c
   backend/cuda/cuda.cu
@@ -29,7 +30,7 @@ set_target_properties(handgrad_cuda PROPERTIES
   C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden)
 target_compile_options(handgrad_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:
   -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
-  --Werror all-warnings -Xcompiler=-Wall,-Wextra,-Werror -lineinfo>)
+  --Werror all-warnings -Xptxas=-warn-spills,-warn-lmem-usage -Xcompiler=-Wall,-Wextra,-Werror -lineinfo>)
 target_link_libraries(handgrad_cuda PRIVATE CUDA::cudart CUDA::cublasLt)
 # the library knows the backend exists, where the build tree put the module, and where an
 # installed command finds it relative to its own folder (bin/../lib)
