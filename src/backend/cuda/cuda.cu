@@ -11,7 +11,7 @@
 
 static hg_status record(hg_backend *be, hg_status st, const char *msg) {
     cuda_state *s = cuda_of(be);
-    if (s->err == HG_OK) {
+    if (s->err == HG_OK && !s->trial) {
         s->err = st;
         snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
     }
@@ -206,6 +206,8 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
     s->device = 0;
     s->sm_count = prop.multiProcessorCount;
     s->smem_optin = prop.sharedMemPerBlockOptin;
+    const char *unfused = getenv("HANDGRAD_CUDA_UNFUSED");
+    s->unfused = unfused && !strcmp(unfused, "1");
     hg_status st = cuda_check(be, cudaSetDevice(0), "cudaSetDevice");
     if (st == HG_OK) st = cuda_check(be, cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == HG_OK) st = cuda_check_lt(be, cublasLtCreate(&s->lt), "cublasLtCreate");

@@ -31,9 +31,12 @@ typedef struct cuda_state {
     void *work;                   /* backend scratch for reductions, grown outside capture */
     size_t work_bytes;
     double *host_sum;             /* pinned: sumsq's result */
-    /* the first failure since the last sync */
+    /* the first failure since the last sync; while `trial` is set (a fused GEMM that
+     * may fall back, gemm.cu) failures are returned but not recorded */
     hg_status err;
     char errmsg[512];
+    int trial;
+    int unfused; /* HANDGRAD_CUDA_UNFUSED=1: GEMM epilogues as their own kernels (tests) */
     /* CUDA graph of the training pass (cuda.cu: cuda_run_graph) */
     int capturing;
     cudaGraphExec_t graph;

@@ -1,20 +1,21 @@
-/* GEMMs through cuBLASLt, row-major as the rest of handgrad.
- *
- * cuBLASLt is column-major: a row-major (R, C) matrix with row stride ld is the
- * column-major (C, R) matrix with leading dimension ld. So row-major D = op(A) op(B) is
- * column-major D^T = op(B)^T op(A)^T: cuBLASLt's A is our B, its B is our A, its m is
- * our N and its n our M, with the transposes carried over unchanged.
+/* GEMMs through cuBLASLt, row-major as the rest of handgrad: gemm_map.h maps each call
+ * to cuBLASLt's column-major terms (our B is its A, our A its B).
  *
  * Bias and GELU run in cuBLASLt's epilogue (BIAS, GELU_AUX_BIAS or GELU_AUX when there is
- * no bias, DGELU); cuBLASLt's GELU is the tanh approximation, as ours. When its heuristic
- * offers no kernel for an epilogue, the GEMM runs plain and small kernels (gelu.cu) apply
- * the epilogue. The heuristic's choice is cached per shape, transposes, types, epilogue
- * (and whether it has a bias) and pointer alignment (the alignment limits which kernels
- * are valid). Accumulation is fp32 (CUBLAS_COMPUTE_32F; no TF32 in fp32 mode). */
+ * no bias, DGELU) when it can: the fused call is a trial whose failures are not recorded,
+ * and on any failure, or where its preconditions do not hold, the GEMM runs plain and
+ * small kernels (gelu.cu) apply the epilogue. The unfused path is also taken for GELU in
+ * fp32 (cuBLASLt's GELU may use a cheaper tanh than ours; fp32 is the checking mode) and
+ * for every epilogue with HANDGRAD_CUDA_UNFUSED=1 (so tests cover both paths).
+ *
+ * The heuristic's choice is cached per shape, transposes, types, epilogue (and whether it
+ * has a bias) and pointer alignment (the alignment limits which kernels are valid).
+ * Accumulation is fp32 (CUBLAS_COMPUTE_32F; no TF32 in fp32 mode). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/gemm_map.h"
 #include "core/rng.h"
 
 typedef struct gemm_key {
@@ -71,14 +72,14 @@ static void lt_call_free(lt_call *k) {
 static hg_status lt_call_init(hg_backend *be, lt_call *k, const cuda_gemm_desc *d, const gemm_key *key,
                               const void *bias, void *aux) {
     cudaDataType_t t = cuda_type(be->precision), dt = d->out_fp32 ? CUDA_R_32F : t;
-    cublasOperation_t opa = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const gemm_lt_map g = gemm_lt_map_of(d->M, d->N, d->K, d->trans_a, d->trans_b, d->lda, d->ldb, d->ldd);
+    cublasOperation_t opa = g.op_a ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.op_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT(cublasLtMatmulDescCreate(&k->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    /* ours B as theirs A: (N, K) after op; ours A as theirs B: (K, M) after op */
-    LT(cublasLtMatrixLayoutCreate(&k->a, t, d->trans_b ? d->K : d->N, d->trans_b ? d->N : d->K, d->ldb));
-    LT(cublasLtMatrixLayoutCreate(&k->b, t, d->trans_a ? d->M : d->K, d->trans_a ? d->K : d->M, d->lda));
-    LT(cublasLtMatrixLayoutCreate(&k->c, dt, d->N, d->M, d->ldd));
+    LT(cublasLtMatrixLayoutCreate(&k->a, t, g.a_rows, g.a_cols, g.a_ld));
+    LT(cublasLtMatrixLayoutCreate(&k->b, t, g.b_rows, g.b_cols, g.b_ld));
+    LT(cublasLtMatrixLayoutCreate(&k->c, dt, g.c_rows, g.c_cols, g.c_ld));
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (d->epilogue == EPI_BIAS) epi = CUBLASLT_EPILOGUE_BIAS;
     if (d->epilogue == EPI_GELU_AUX) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -125,6 +126,12 @@ static hg_status find_algo(hg_backend *be, lt_call *k, const gemm_key *key, cubl
     return HG_OK;
 }
 
+static void forget_algo(hg_backend *be, const gemm_key *key) {
+    cuda_gemm_cache *c = cuda_of(be)->gemm;
+    for (int i = 0; i < c->count; i++)
+        if (!memcmp(&c->e[i].key, key, sizeof *key)) c->e[i].found = 0;
+}
+
 static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D,
                                      const void *bias, void *aux, int *ran) {
     gemm_key key;
@@ -150,19 +157,37 @@ static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, co
                                               s->lt_workspace, CUDA_LT_WORKSPACE, s->stream),
                            "cublasLtMatmul");
         *ran = st == HG_OK;
+        if (!*ran) forget_algo(be, &key); /* a fused trial that failed: unfused from now on */
     }
     lt_call_free(&k);
     return st;
 }
 
+/* Whether d's epilogue may be tried in cuBLASLt: not when forced off, not GELU in fp32,
+ * and for the aux matrix (GELU_AUX, DGELU) a leading dimension that is a multiple of 8
+ * and 16-byte alignment, which cuBLASLt requires (a d_ff such as 300 breaks them). */
+static int fused_allowed(hg_backend *be, const cuda_gemm_desc *d, const void *aux) {
+    if (cuda_of(be)->unfused) return 0;
+    if (d->epilogue != EPI_GELU_AUX && d->epilogue != EPI_DGELU) return 1;
+    return be->precision != HG_PRECISION_FP32 && d->ldd % 8 == 0 && alignment(aux) >= 16;
+}
+
 hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D, const void *bias,
                     void *aux) {
     int ran = 0;
-    HG_TRY(gemm_plain_or_fused(be, d, A, B, D, bias, aux, &ran));
-    if (ran) return HG_OK;
-    if (d->epilogue == EPI_NONE)
+    if (d->epilogue == EPI_NONE) {
+        HG_TRY(gemm_plain_or_fused(be, d, A, B, D, NULL, NULL, &ran));
+        if (ran) return HG_OK;
         return cuda_fail(be, HG_ERR_BACKEND, "cuBLASLt has no kernel for a %dx%dx%d GEMM (trans %d%d, ld %d %d %d)", d->M, d->N,
                          d->K, d->trans_a, d->trans_b, d->lda, d->ldb, d->ldd);
+    }
+    if (fused_allowed(be, d, aux)) {
+        cuda_state *s = cuda_of(be);
+        s->trial++;
+        hg_status st = gemm_plain_or_fused(be, d, A, B, D, bias, aux, &ran);
+        s->trial--;
+        if (st == HG_OK && ran) return HG_OK;
+    }
     /* unfused: the plain GEMM, then the epilogue as its own pass */
     cuda_gemm_desc plain = *d;
     plain.epilogue = EPI_NONE;
