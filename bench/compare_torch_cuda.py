@@ -103,18 +103,28 @@ def worker_train(torch, args):
     tokens = torch.randint(0, 50257, (B, T), device="cuda")
     targets = torch.randint(0, 50257, (B, T), device="cuda")
 
-    def step():
-        opt.zero_grad(set_to_none=True)
+    def forward():
         with torch.autocast("cuda", dtype=torch.bfloat16), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            _, loss = fwd(tokens, targets)
-        loss.backward()
+            return fwd(tokens, targets)[1]
+
+    def forward_backward():
+        opt.zero_grad(set_to_none=True)
+        forward().backward()
+
+    def step():
+        forward_backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
     torch.cuda.reset_peak_memory_stats()
     t = cuda_time(torch, step, args.warmup, args.steps)
+    # as handgrad's bench: the forward with the graph kept for backward, and backward as
+    # (forward + backward) - forward
+    tf = cuda_time(torch, forward, args.warmup, args.steps)["median_s"]
+    tfb = cuda_time(torch, forward_backward, args.warmup, args.steps)["median_s"]
     return {"impl": f"torch_{args.mode}", "batch": B, "ctx": T, "train_step": t,
             "tokens_per_s": B * T / t["median_s"], "flops_per_step": train_flops(real, B, T),
+            "forward_ms": tf * 1e3, "backward_ms": (tfb - tf) * 1e3,
             "peak_memory_bytes": torch.cuda.max_memory_allocated()}
 
 
@@ -160,7 +170,7 @@ def worker_attention(torch):
                     row["error"] = str(e).strip().splitlines()[0][:160]
                     torch.cuda.empty_cache()
                 rows.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+                print(json.dumps(row), flush=True)  # one JSON line a row
             del qkv, dout
             torch.cuda.empty_cache()
     return rows
@@ -177,7 +187,8 @@ def worker(args):
         elif args.worker == "train":
             out = worker_train(torch, args)
         else:
-            out = worker_attention(torch)
+            worker_attention(torch)  # prints its rows as it goes
+            return 0
     except Exception as e:  # report, so the table shows what failed
         out = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"}
     print(json.dumps(out))
@@ -218,11 +229,16 @@ def part_train(args, ceiling):
         shape = ["--model", "small", "--batch", str(B), "--ctx", str(CTX), "--warmup", str(args.warmup),
                  "--steps", str(args.steps), "--device", "cuda", "--precision", "bf16", "--json"]
         for impl, extra in (("handgrad", []), ("handgrad_graphs", ["--cuda-graphs"])):
-            r = run_json(f"{impl} B={B}", [args.handgrad, "bench", *shape, *extra])
-            if "train_step" in r:
-                t = r["train_step"]["mean_s"]
-                r = {"impl": impl, "batch": B, "train_step": r["train_step"], "tokens_per_s": B * CTX / t,
-                     "flops_per_step": r["model_gflop_per_step"] * 1e9, "gemm_peak_gflops": r.get("sgemm_peak_gflops")}
+            out = run_json(f"{impl} B={B}", [args.handgrad, "bench", *shape, *extra], lines=True)
+            by_pass = {o.get("pass"): o for o in out} if isinstance(out, list) else {}
+            if "step" in by_pass:  # bench's rows: forward, backward, step (mean seconds)
+                st = by_pass["step"]
+                r = {"train_step": {"mean_s": st["mean_s"], "std_s": st["std_s"]}, "tokens_per_s": B * CTX / st["mean_s"],
+                     "flops_per_step": st["gflop"] * 1e9, "gemm_peak_gflops": st.get("sgemm_peak_gflops"),
+                     "forward_ms": by_pass.get("forward", {}).get("mean_s", 0) * 1e3,
+                     "backward_ms": by_pass.get("backward", {}).get("mean_s", 0) * 1e3}
+            else:
+                r = out if isinstance(out, dict) else {"error": "no step row in handgrad bench's output"}
             rows.append({"impl": impl, "batch": B, **r})
         for mode in ("eager", "compile"):
             r = run_json(f"torch {mode} B={B}", me(args, "--worker", "train", "--mode", mode, "--batch", str(B)))
@@ -244,7 +260,8 @@ def print_train(rows, ceiling):
     print(f"\nGPT-2 small, T={CTX}, bf16, {ceiling.get('device')}: bf16 matmul ceiling "
           f"{fmt(ceiling.get('bf16_matmul_tflops'), '.0f')} TFLOP/s measured, "
           f"{fmt(ceiling.get('datasheet_bf16_tflops'), '.0f')} datasheet")
-    print(f"{'B':>3} {'impl':<16} {'ms/step':>9} {'tokens/s':>10} {'MFU meas':>9} {'MFU sheet':>9} {'vs compile':>10}")
+    print(f"{'B':>3} {'impl':<16} {'ms/step':>9} {'fwd ms':>8} {'bwd ms':>8} {'bwd/fwd':>7} {'tokens/s':>10} {'MFU meas':>9} "
+          f"{'MFU sheet':>9} {'vs compile':>10}")
     for B in BATCHES:
         comp = next((r for r in rows if r["batch"] == B and r["impl"] == "torch_compile" and "tokens_per_s" in r), None)
         for r in (r for r in rows if r["batch"] == B):
@@ -252,7 +269,9 @@ def print_train(rows, ceiling):
                 print(f"{B:>3} {r['impl']:<16} error: {r['error']}")
                 continue
             vs = r["tokens_per_s"] / comp["tokens_per_s"] if comp else None
-            print(f"{B:>3} {r['impl']:<16} {fmt(r.get('ms_per_step'), '.1f'):>9} {fmt(r.get('tokens_per_s'), '.0f'):>10} "
+            f, bw = r.get("forward_ms"), r.get("backward_ms")
+            print(f"{B:>3} {r['impl']:<16} {fmt(r.get('ms_per_step'), '.1f'):>9} {fmt(f, '.1f'):>8} {fmt(bw, '.1f'):>8} "
+                  f"{fmt(bw / f if f and bw else None, '.2f'):>7} {fmt(r.get('tokens_per_s'), '.0f'):>10} "
                   f"{fmt(r.get('mfu_measured'), '.1%'):>9} {fmt(r.get('mfu_datasheet'), '.1%'):>9} {fmt(vs, '.2f'):>10}")
 
 
@@ -288,7 +307,7 @@ def main():
         results["train"] = part_train(args, results["ceiling"])
     if args.part in ("attention", "all"):
         hg = run_json("handgrad attention sweep", [args.attention_bin], lines=True)
-        sdpa = run_json("torch SDPA sweep", me(args, "--worker", "attention"))
+        sdpa = run_json("torch SDPA sweep", me(args, "--worker", "attention"), lines=True)
         results["attention"] = (hg if isinstance(hg, list) else [{"impl": "handgrad", **hg}]) + \
             (sdpa if isinstance(sdpa, list) else [{"impl": "sdpa", **sdpa}])
     if args.out:

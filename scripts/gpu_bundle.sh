@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what a GPU session runs, here (no GPU needed), and packs it with the shared
-# libraries the GPU machine lacks (oneDNN, PCRE2, cJSON, OpenCL's loader, libgomp) into
+# libraries the GPU machine lacks (oneDNN, PCRE2, cJSON, utf8proc, OpenCL's loader, libgomp) into
 # .gpu/bundle.tar.gz (ignored by .gitignore; the device tool carries .gpu when a call names
 # it). The CUDA module (libhandgrad_cuda.so) goes beside the programs, where the library
 # looks for it. cuBLASLt, the CUDA runtime and NCCL are not packed: the GPU machine's
@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-gpu}
-scripts/build.sh "$dir" -DHANDGRAD_NATIVE=OFF -DHANDGRAD_CUDA=ON
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHANDGRAD_NATIVE=OFF -DHANDGRAD_CUDA=ON >/dev/null
+cmake --build "$dir" -j"$(nproc)" --target handgrad_cli handgrad_cuda test_cuda_ops test_cuda_model attention_cuda
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib"
@@ -18,7 +19,11 @@ cp "$dir/handgrad" "$dir/libhandgrad_cuda.so" "$dir/tests/test_cuda_ops" "$dir/t
   "$dir/bench/attention_cuda" "$stage/"
 strip --strip-debug "$stage"/handgrad "$stage"/libhandgrad_cuda.so "$stage"/test_cuda_ops "$stage"/test_cuda_model \
   "$stage"/attention_cuda
-for lib in libdnnl.so.2 libpcre2-8.so.0 libcjson.so.1 libOpenCL.so.1 libgomp.so.1; do
+# HG_ALT_MODULES="NAME=PATH ..." adds other builds of the CUDA module as alt/NAME.so, for
+# scripts/gpu_session.sh ab (one lease comparing kernel versions)
+mkdir -p "$stage/alt"
+for alt in ${HG_ALT_MODULES:-}; do cp "${alt#*=}" "$stage/alt/${alt%%=*}.so" && strip --strip-debug "$stage/alt/${alt%%=*}.so"; done
+for lib in libdnnl.so.2 libpcre2-8.so.0 libcjson.so.1 libutf8proc.so.2 libOpenCL.so.1 libgomp.so.1; do
   path=$(ldd "$stage/handgrad" | awk -v l="$lib" '$1 == l { print $3 }')
   [ -n "$path" ] && cp -L "$path" "$stage/lib/"
 done

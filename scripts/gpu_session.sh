@@ -3,13 +3,20 @@
 # Runs on the GPU machine from the repository root, with .gpu/ carried (made here by
 # scripts/gpu_bundle.sh; unpacked to /tmp/handgrad-gpu); logs and results go to $OUT
 # (default gpu-out/).
-#   check            GPU facts, the gpu-labelled tests, a GPT-2 small step   (~3 min)
-#   sanitize         compute-sanitizer memcheck and racecheck on the op tests (~5 min)
+#   check            GPU facts, the gpu-labelled tests (each op group, precision and
+#                    model check in its own process), a GPT-2 small step    (~3 min)
+#   bench-small      handgrad bench, GPT-2 small B=8 in bf16 and fp32 (the end of check)
+#   sanitize         compute-sanitizer memcheck, initcheck, racecheck and synccheck on
+#                    the op tests and a model step                            (~5 min)
+#   ab               candidate modules (.gpu/alt/*.so) against the bundle's: checks,
+#                    attention sweep, GPT-2 small step                      (~1 min each)
+#   cli              handgrad train (GPT-2 small, bf16, on .gpu/data), --resume, generate
+#   profile          Nsight Compute's time for each kernel of one GPT-2 small step
 #   bench-train      GPT-2 small B=8/16/32: handgrad vs torch eager/compile  (~8 min)
 #   bench-attention  flash attention sweep vs SDPA's four backends           (~5 min)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-part=${1:?usage: scripts/gpu_session.sh check|sanitize|bench-train|bench-attention}
+part=${1:?usage: scripts/gpu_session.sh check|bench-small|sanitize|ab|cli|profile|bench-train|bench-attention}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -f .gpu/bundle.tar.gz ] || { echo "gpu_session: .gpu/ is missing: run scripts/gpu_bundle.sh here and carry .gpu"; exit 2; }
@@ -30,18 +37,92 @@ step() { # step NAME CMD...: runs CMD, log in $out/NAME.log, keeps going on fail
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || status=1
 }
+failed=()
+runone() { # runone LABEL CMD...: one process, its output appended to $log
+  echo "==== $1" >>"$log"
+  "${@:2}" >>"$log" 2>&1 || failed+=("$1 (exit $?)")
+}
+summary() { # summary WHAT: the failing checks and processes
+  grep -E "^(====|  FAIL|=========)" "$log" | head -n 80
+  echo "== $1: ${#failed[@]} failing process(es)"
+  for f in "${failed[@]}"; do echo "   $f"; done
+  [ ${#failed[@]} -eq 0 ] || status=1
+}
 case $part in
 check)
   step gpu nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   step ldd ldd "$bin"/handgrad "$bin"/libhandgrad_cuda.so
-  step test_cuda_ops "$bin"/test_cuda_ops
-  step test_cuda_model "$bin"/test_cuda_model
+  # each op group, precision and model check in a process of its own (a sticky CUDA error
+  # ends a process), all logged to one file; the summary lists every failing process
+  log=$out/tests.log
+  : >"$log"
+  for p in fp32 bf16; do
+    for g in $("$bin"/test_cuda_ops --list); do runone "ops $p $g" "$bin"/test_cuda_ops $p "$g"; done
+  done
+  for p in fp32 bf16; do # the epilogues as separate kernels: the fallback path
+    runone "ops $p matmul unfused" env HANDGRAD_CUDA_UNFUSED=1 "$bin"/test_cuda_ops $p matmul
+  done
+  for i in $(seq 0 $(($("$bin"/test_cuda_model --count) - 1))); do runone "model $i" "$bin"/test_cuda_model "$i"; done
+  runone "model 1 unfused" env HANDGRAD_CUDA_UNFUSED=1 "$bin"/test_cuda_model 1
+  summary tests
+  ;&
+bench-small)
   step bench_small "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5
   step bench_small_fp32 "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision fp32 --warmup 1 --steps 2
   ;;
 sanitize)
-  step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bin"/test_cuda_ops
-  step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$bin"/test_cuda_ops
+  log=$out/sanitize.log
+  : >"$log"
+  cs() { compute-sanitizer --tool "$1" --error-exitcode 1 "${@:2}"; }
+  for p in fp32 bf16; do runone "memcheck ops $p" cs memcheck "$bin"/test_cuda_ops $p; done
+  runone "memcheck model 1 (odd bf16)" cs memcheck "$bin"/test_cuda_model 1
+  runone "initcheck model 1" cs initcheck "$bin"/test_cuda_model 1
+  for g in attention norm classifier; do
+    for t in racecheck synccheck; do runone "$t ops bf16 $g" cs $t "$bin"/test_cuda_ops bf16 $g; done
+  done
+  runone "racecheck ops fp32 attention" cs racecheck "$bin"/test_cuda_ops fp32 attention
+  summary sanitize
+  ;;
+ab)
+  # candidate CUDA modules side by side in one lease: .gpu/alt/NAME.so (made by
+  # scripts/gpu_bundle.sh from HG_ALT_MODULES) against the bundle's own module; for each,
+  # the attention and two model checks, handgrad's attention sweep and a GPT-2 small step
+  log=$out/ab.log
+  : >"$log"
+  for mod in "$bin"/libhandgrad_cuda.so "$bin"/alt/*.so; do
+    [ -f "$mod" ] || continue
+    name=$(basename "$mod" .so)
+    export HANDGRAD_CUDA_MODULE=$mod
+    for p in fp32 bf16; do runone "$name: ops $p attention" "$bin"/test_cuda_ops $p attention; done
+    runone "$name: model 1 (odd bf16)" "$bin"/test_cuda_model 1
+    runone "$name: model 12 (llama-tiny bf16)" "$bin"/test_cuda_model 12
+    runone "$name: attention sweep" "$bin"/attention_cuda
+    runone "$name: bench small" "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 \
+      --warmup 2 --steps 10 --pass step
+  done
+  unset HANDGRAD_CUDA_MODULE
+  grep -E '^(====|  FAIL)|"impl"|^small' "$log" | sed -E 's/"bytes": [0-9]+, //' | cut -c1-160
+  echo "== ab: ${#failed[@]} failing process(es)"
+  for f in "${failed[@]}"; do echo "   $f"; done
+  ;;
+cli)
+  # the command line on the GPU: GPT-2 small trained in bf16 from token shards in
+  # .gpu/data (handgrad prepare, made on the development machine), resumed, sampled
+  [ -f .gpu/data/train_000000.bin ] || { echo "gpu_session: cli needs token shards in .gpu/data"; exit 2; }
+  run=/tmp/hg-run
+  rm -rf "$run"
+  train=("$bin"/handgrad train --train '.gpu/data/train_*.bin' --val '.gpu/data/val_*.bin' --out "$run" --model small
+    --tokenizer tests/fixtures/tokenizers/gpt2 --ctx 1024 --batch 8 --lr 6e-4 --warmup-steps 10 --eval-every 20
+    --ckpt-every 20 --sample-every 0 --device cuda --precision bf16)
+  step train_cli "${train[@]}" --max-steps 40
+  step resume_cli "$bin"/handgrad train --resume --out "$run" --max-steps 60
+  step generate_cli "$bin"/handgrad generate --model "$run" --prompt "And God said" --max-new-tokens 40 --device cuda \
+    --precision bf16
+  ;;
+profile)
+  # every kernel of one GPT-2 small bf16 step (B=8), timed by Nsight Compute
+  step profile ncu --metrics gpu__time_duration.sum --csv --print-units base \
+    "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 1 --steps 1 --pass step
   ;;
 bench-train)
   step train python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out"

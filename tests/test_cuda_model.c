@@ -75,8 +75,9 @@ static void compare_scalar(const char *what, double got, double want, double tol
     failures += bad;
 }
 
-/* Every tensor's `part`, GPU against CPU; prints the failures and the worst. */
-static void compare_params(const run *r, hg_model *g, hg_model *c, hg_param_part part, double tol) {
+/* Every tensor's `part`, GPU against CPU; prints the failures and the worst. lr: the
+ * AdamW learning rate of the steps that led to HG_PARAM_DATA. */
+static void compare_params(const run *r, hg_model *g, hg_model *c, hg_param_part part, double tol, double lr) {
     int bad = 0;
     for (int i = 0; i < hg_param_count(c); i++) {
         hg_param_info info;
@@ -85,7 +86,23 @@ static void compare_params(const run *r, hg_model *g, hg_model *c, hg_param_part
         if (step_ok(hg_param_read(g, i, part, a), "hg_param_read") && step_ok(hg_param_read(c, i, part, b), "hg_param_read")) {
             char name[160];
             snprintf(name, sizeof name, "%s %s %s", r->name, part == HG_PARAM_GRAD ? "grad" : "param", info.name);
-            bad += compare(name, a, b, (size_t)info.numel, tol);
+            size_t n = (size_t)info.numel;
+            if (part == HG_PARAM_DATA && strstr(info.name, "attn.c_attn.bias")) {
+                /* The key bias's gradient is zero in exact arithmetic (it adds q.b_k to every
+                 * score of a row, which the softmax cancels), so both backends hold rounding
+                 * noise there, and Adam turns noise into steps of about lr: after ten steps
+                 * the key part differs by up to 10 lr. Compare q and v; bound k by 10 lr. */
+                const int hs = r->cfg.head_dim ? r->cfg.head_dim : r->cfg.d_model / r->cfg.n_head;
+                const size_t q = (size_t)r->cfg.n_head * (size_t)hs;
+                const size_t k = (n - q) / 2;
+                double worst = 0.0;
+                for (size_t j = q; j < q + k; j++) worst = fmax(worst, fabs((double)a[j] - b[j]));
+                int kb = !(worst <= 10.05 * lr);
+                printf("  %-4s %s key part: max |gpu - cpu| %.2e (bound 10 lr = %.1e)\n", kb ? "FAIL" : "ok", name, worst, 10.0 * lr);
+                bad += kb;
+                for (size_t j = q; j < q + k; j++) a[j] = b[j] = 0.0f;
+            }
+            bad += compare(name, a, b, n, tol);
         }
         free(a), free(b);
     }
@@ -147,7 +164,7 @@ static void test_run(const run *r) {
         step_ok(hg_forward_backward(c, tok, tgt, r->B, r->T, 1.0f, &loss_c), "cpu forward_backward") &&
         step_ok(hg_forward_backward(g, tok, tgt, r->B, r->T, 1.0f, &loss_g), "cuda forward_backward")) {
         compare_scalar("forward_backward loss", loss_g, loss_c, fp32 ? 1e-5 : 2e-2);
-        compare_params(r, g, c, HG_PARAM_GRAD, fp32 ? 1e-4 : 5e-2);
+        compare_params(r, g, c, HG_PARAM_GRAD, fp32 ? 1e-4 : 5e-2, 0.0);
     }
     /* ten AdamW steps on one batch (the loss must fall), then the parameters */
     hg_adamw a = hg_adamw_default();
@@ -171,7 +188,7 @@ static void test_run(const run *r) {
     int fell = last < first;
     printf("  %-4s loss fell over ten steps: %.5f -> %.5f\n", fell ? "ok" : "FAIL", (double)first, (double)last);
     failures += !fell;
-    if (fp32) compare_params(r, g, c, HG_PARAM_DATA, 1e-4);
+    if (fp32) compare_params(r, g, c, HG_PARAM_DATA, 1e-4, a.lr);
     test_generation(r, c);
     free(tok), free(tgt), free(lc), free(lg);
     hg_model_free(c), hg_model_free(g);
@@ -199,7 +216,7 @@ static void test_graphs(const run *r) {
         snprintf(what, sizeof what, "call %d loss", call + 1);
         compare_scalar(what, lg, le, 1e-6);
     }
-    if (e && g) compare_params(&graphed, g, e, HG_PARAM_GRAD, 1e-5);
+    if (e && g) compare_params(&graphed, g, e, HG_PARAM_GRAD, 1e-5, 0.0);
     free(tok), free(tgt);
     hg_model_free(e), hg_model_free(g);
 }
@@ -224,8 +241,12 @@ static void skip_without_gpu(void) {
     exit(CUDA_SKIP);
 }
 
-int main(void) {
-    skip_without_gpu();
+/* test_cuda_model       every run, then the graph checks, in this process
+ * test_cuda_model I     only check I (0 .. count-1: the runs, then the graph checks)
+ * test_cuda_model --count
+ * scripts/gpu_session.sh runs each check in a process of its own, so that a sticky CUDA
+ * error in one does not hide the others. */
+int main(int argc, char **argv) {
     hg_config odd, tiny, wide = {.vocab_size = 50257, .max_seq_len = 128, .n_layer = 2, .n_head = 12, .d_model = 768};
     hg_config_preset("odd", &odd);
     hg_config_preset("tiny", &tiny);
@@ -262,10 +283,25 @@ int main(void) {
         {"odd as cs336, 1 kv head, head_dim 48 fp32", mqa, 3, 37, HG_PRECISION_FP32, 0},
         {"odd as cs336, 1 kv head, head_dim 48 bf16", mqa, 3, 37, HG_PRECISION_BF16, 0},
     };
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) test_run(&runs[i]);
-    test_graphs(&runs[1]);
-    test_graphs(&runs[7]);
-    test_graphs(&runs[12]);
+    const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 3;
+    if (argc == 2 && !strcmp(argv[1], "--count")) {
+        printf("%d\n", count);
+        return 0;
+    }
+    char *end = NULL;
+    long only = argc == 2 ? strtol(argv[1], &end, 10) : -1;
+    if (argc > 2 || (argc == 2 && (*end || only < 0 || only >= count))) {
+        fprintf(stderr, "usage: test_cuda_model [0..%d | --count]\n", count - 1);
+        return 2;
+    }
+    skip_without_gpu();
+    for (int i = 0; i < count; i++) {
+        if (only >= 0 && i != only) continue;
+        if (i < nruns)
+            test_run(&runs[i]);
+        else
+            test_graphs(&runs[graphed[i - nruns]]);
+    }
     printf(failures ? "%d check(s) failed\n" : "ok\n", failures);
     return failures ? 1 : 0;
 }

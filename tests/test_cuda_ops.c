@@ -59,6 +59,18 @@ static void check(hg_backend *gpu, const char *what, const void *d, const float 
     free(got);
 }
 
+/* An accumulated output: the GPU buffer d, prefilled with `prefill`, against the CPU's
+ * want, compared as increments (got - prefill against want - prefill), so the prefill's
+ * size does not dilute the error of what the op added. */
+static void check_acc(hg_backend *gpu, const char *what, const void *d, const float *want, const float *prefill, size_t n,
+                      int compute, double t) {
+    float *got = fvec(n), *inc = fvec(n);
+    dev_to_host(gpu, got, d, n, compute);
+    for (size_t i = 0; i < n; i++) got[i] -= prefill[i], inc[i] = want[i] - prefill[i];
+    failures += compare(what, got, inc, n, t);
+    free(got), free(inc);
+}
+
 static void sync_or_fail(hg_backend *gpu, const char *what) {
     if (gpu->ops->sync(gpu) != HG_OK) {
         printf("  FAIL %s: %s\n", what, hg_last_error());
@@ -96,8 +108,8 @@ static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p) {
     for (int i = 0; i < N * C; i++) mask_diff += (got[i] == 0.0f) != (out[i] == 0.0f);
     if (mask_diff) printf("  FAIL %s: %d elements dropped on one backend only\n", name, mask_diff), failures++;
     free(got);
-    check(gpu, "encoder_backward dwte (atomics)", d_dwte, dwte, (size_t)V * C, 0, 1e-5);
-    check(gpu, "encoder_backward dwpe", d_dwpe, dwpe, (size_t)Tmax * C, 0, 1e-5);
+    check_acc(gpu, "encoder_backward dwte (atomics, increment)", d_dwte, dwte, dwte0, (size_t)V * C, 0, 1e-5);
+    check_acc(gpu, "encoder_backward dwpe (increment)", d_dwpe, dwpe, dwpe0, (size_t)Tmax * C, 0, 1e-5);
     dev_free_all(gpu);
     free(wte), free(wpe), free(dout), free(dwte0), free(dwpe0), free(tok), free(out), free(dwte), free(dwpe);
 }
@@ -155,9 +167,9 @@ static void test_norm(hg_backend *cpu, hg_backend *gpu, int C, const hg_norm_spe
     check(gpu, op_name("residual_%s_forward out", name), d_out2, out2, NC, 1, tol(gpu, 1e-5, 1e-2));
     if (!rms) check(gpu, op_name("residual_%s_forward mean", name), d_mean2, mean2, N, 0, tol(gpu, 1e-5, 2e-3));
     check(gpu, op_name("residual_%s_forward rstd", name), d_rstd2, rstd2, N, 0, tol(gpu, 1e-5, 2e-3));
-    check(gpu, op_name("%s_backward dinp (accumulated)", name), d_dinp, dinp, NC, 1, tol(gpu, 1e-5, 2e-2));
-    if (affine & NORM_W) check(gpu, op_name("%s_backward dw (accumulated)", name), d_dw, dw, C, 0, 1e-4);
-    if (affine & NORM_B) check(gpu, op_name("%s_backward db (accumulated)", name), d_db, db, C, 0, 1e-4);
+    check_acc(gpu, op_name("%s_backward dinp (increment)", name), d_dinp, dinp, dinp0, NC, 1, tol(gpu, 1e-5, 2e-2));
+    if (affine & NORM_W) check_acc(gpu, op_name("%s_backward dw (increment)", name), d_dw, dw, dw0, C, 0, 1e-4);
+    if (affine & NORM_B) check_acc(gpu, op_name("%s_backward db (increment)", name), d_db, db, db0, C, 0, 1e-4);
     check(gpu, "dropout_backward", d_dbr, dbr, NC, 1, tol(gpu, 1e-6, 1e-2));
     dev_free_all(gpu);
     free(x), free(delta), free(w), free(b), free(dout), free(dinp0), free(dw0), free(db0), free(out), free(mean), free(rstd);
@@ -212,10 +224,10 @@ static void test_matmul(hg_backend *cpu, hg_backend *gpu, int M, int K, int N, i
         }
         snprintf(name, sizeof name, "%s_backward dinp", op);
         check(gpu, name, d_dinp, dinp, MK, 1, tol(gpu, 1e-5, gelu ? 2e-2 : 1e-2));
-        snprintf(name, sizeof name, "%s_backward dw (accumulated)", op);
-        check(gpu, name, d_dw, dw, KN, 0, tol(gpu, 1e-5, gelu ? 1e-2 : 1e-4)); /* GELU's output is a bf16 operand */
-        snprintf(name, sizeof name, "%s_backward dbias (accumulated)", op);
-        check(gpu, name, d_db, db, N, 0, 1e-5);
+        snprintf(name, sizeof name, "%s_backward dw (increment)", op);
+        check_acc(gpu, name, d_dw, dw, dw0, KN, 0, tol(gpu, 1e-5, gelu ? 1e-2 : 1e-4)); /* GELU's output is a bf16 operand */
+        snprintf(name, sizeof name, "%s_backward dbias (increment)", op);
+        check_acc(gpu, name, d_db, db, db0, N, 0, 1e-5);
     }
     dev_free_all(gpu);
     free(inp), free(w), free(bias), free(dout), free(dw0), free(db0), free(out), free(pre), free(dinp), free(dw), free(db), free(act);
@@ -407,7 +419,7 @@ static void test_classifier(hg_backend *cpu, hg_backend *gpu, int backward) {
         if (!backward) failures += compare("classifier logits (to host)", g_logits, logits, (size_t)N * V, tol(gpu, 1e-5, 1e-2));
         if (backward) {
             check(gpu, "classifier dx", d_dx, dx, NC, 1, tol(gpu, 1e-5, 2e-2));
-            check(gpu, "classifier dwte (accumulated)", d_dwte, dwte, VC, 0, tol(gpu, 1e-5, 1e-2));
+            check_acc(gpu, "classifier dwte (increment)", d_dwte, dwte, dwte0, VC, 0, tol(gpu, 1e-5, 1e-2));
         }
     }
     dev_free_all(gpu);
@@ -523,49 +535,110 @@ static void test_sumsq(hg_backend *cpu, hg_backend *gpu) {
     free(x);
 }
 
-int main(void) {
+/* ---- groups: each runs in its own process when named on the command line ---- */
+
+static void g_encoder(hg_backend *cpu, hg_backend *gpu) {
+    test_encoder(cpu, gpu, 0.0f);
+    test_encoder(cpu, gpu, 0.1f);
+}
+
+static void g_norm(hg_backend *cpu, hg_backend *gpu) {
+    test_norm(cpu, gpu, 96, &LN, NORM_W | NORM_B);
+    test_norm(cpu, gpu, 768, &LN, NORM_W | NORM_B);
+    test_norm(cpu, gpu, 96, &LN, 0);
+    test_norm(cpu, gpu, 77, &LN, NORM_B);
+    test_norm(cpu, gpu, 96, &RMS, NORM_W);
+    test_norm(cpu, gpu, 77, &RMS, 0);
+    test_norm(cpu, gpu, 768, &RMS, NORM_W);
+}
+
+static void g_matmul(hg_backend *cpu, hg_backend *gpu) {
+    test_matmul(cpu, gpu, 111, 96, 288, 0);
+    test_matmul(cpu, gpu, 111, 384, 96, 0);
+    test_matmul(cpu, gpu, 111, 96, 384, 1);
+    test_matmul(cpu, gpu, 111, 100, 300, 1); /* d_ff not a multiple of 8: the unfused epilogue */
+    test_gelu(cpu, gpu);
+}
+
+static void g_activation(hg_backend *cpu, hg_backend *gpu) {
+    test_activation(cpu, gpu, HG_MLP_SWIGLU, 111, 173);
+    test_activation(cpu, gpu, HG_MLP_RELU2, 111, 173);
+}
+
+static void g_rope(hg_backend *cpu, hg_backend *gpu) {
+    test_rope(cpu, gpu, 2, 37, 0, 3, 3, 32);
+    test_rope(cpu, gpu, 1, 5, 20, 4, 2, 64);
+    test_rope(cpu, gpu, 3, 19, 0, 2, 1, 128);
+}
+
+static void g_attention(hg_backend *cpu, hg_backend *gpu) {
+    test_attention(cpu, gpu, 2, 37, 3, 0, 32, 1);
+    test_attention(cpu, gpu, 1, 130, 2, 0, 64, 1);
+    test_attention(cpu, gpu, 2, 70, 1, 0, 128, 1);
+    test_attention(cpu, gpu, 1, 100, 2, 0, 64, 0);
+    test_attention(cpu, gpu, 1, 64, 4, 0, 16, 1);
+    test_attention(cpu, gpu, 2, 37, 4, 2, 32, 1); /* grouped-query */
+    test_attention(cpu, gpu, 1, 130, 6, 2, 48, 1);
+    test_attention(cpu, gpu, 2, 70, 3, 1, 128, 1); /* one kv head */
+    test_attention(cpu, gpu, 1, 100, 4, 2, 64, 0);
+}
+
+static void g_classifier(hg_backend *cpu, hg_backend *gpu) {
+    test_classifier(cpu, gpu, 0);
+    test_classifier(cpu, gpu, 1);
+}
+
+static void g_adamw(hg_backend *cpu, hg_backend *gpu) {
+    test_adamw(cpu, gpu, 0, 0);
+    test_adamw(cpu, gpu, 640, 1000);
+    test_stochastic_rounding(gpu);
+    test_sumsq(cpu, gpu);
+}
+
+static void g_cached(hg_backend *cpu, hg_backend *gpu) {
+    test_attention_cached(cpu, gpu, 0, 9, 3, 0);
+    test_attention_cached(cpu, gpu, 12, 1, 3, 0);
+    test_attention_cached(cpu, gpu, 0, 9, 4, 2);
+    test_attention_cached(cpu, gpu, 12, 1, 6, 1);
+}
+
+static const struct {
+    const char *name;
+    void (*run)(hg_backend *cpu, hg_backend *gpu);
+} groups[] = {{"encoder", g_encoder},     {"norm", g_norm},     {"matmul", g_matmul}, {"activation", g_activation},
+              {"rope", g_rope},           {"attention", g_attention}, {"classifier", g_classifier},
+              {"adamw", g_adamw},         {"attention_cached", g_cached}};
+enum { NGROUPS = sizeof groups / sizeof groups[0] };
+
+/* test_cuda_ops                  every group, fp32 then bf16, in this process
+ * test_cuda_ops PRECISION [GROUP] one precision (fp32 or bf16), one group or all
+ * test_cuda_ops --list           the groups, one per line
+ * A sticky CUDA error ends the process (dev_to_host exits): scripts/gpu_session.sh runs
+ * each precision and group in a process of its own, so one does not hide the others. */
+int main(int argc, char **argv) {
     static const hg_precision precisions[] = {HG_PRECISION_FP32, HG_PRECISION_BF16};
+    static const char *const pnames[] = {"fp32", "bf16"};
+    if (argc == 2 && !strcmp(argv[1], "--list")) {
+        for (int g = 0; g < NGROUPS; g++) printf("%s\n", groups[g].name);
+        return 0;
+    }
+    const char *want_p = argc > 1 ? argv[1] : NULL, *want_g = argc > 2 ? argv[2] : NULL;
+    int known_p = !want_p || !strcmp(want_p, "fp32") || !strcmp(want_p, "bf16"), known_g = !want_g;
+    for (int g = 0; g < NGROUPS; g++) known_g |= want_g && !strcmp(want_g, groups[g].name);
+    if (argc > 3 || !known_p || !known_g) {
+        fprintf(stderr, "usage: test_cuda_ops [fp32|bf16 [GROUP]] | --list (unknown %s '%s')\n", known_p ? "group" : "precision",
+                known_p ? (want_g ? want_g : "") : want_p);
+        return 2;
+    }
     for (int k = 0; k < 2; k++) {
+        if (want_p && strcmp(want_p, pnames[k])) continue;
         hg_backend *gpu = cuda_backend_or_skip(precisions[k]), *cpu = NULL;
         if (hg_backend_cpu_create(&cpu, 2) != HG_OK) return 1;
-        printf("%s:\n", precisions[k] == HG_PRECISION_FP32 ? "fp32" : "bf16");
-        test_encoder(cpu, gpu, 0.0f);
-        test_encoder(cpu, gpu, 0.1f);
-        test_norm(cpu, gpu, 96, &LN, NORM_W | NORM_B);
-        test_norm(cpu, gpu, 768, &LN, NORM_W | NORM_B);
-        test_norm(cpu, gpu, 96, &LN, 0);
-        test_norm(cpu, gpu, 77, &LN, NORM_B);
-        test_norm(cpu, gpu, 96, &RMS, NORM_W);
-        test_norm(cpu, gpu, 77, &RMS, 0);
-        test_norm(cpu, gpu, 768, &RMS, NORM_W);
-        test_matmul(cpu, gpu, 111, 96, 288, 0);
-        test_matmul(cpu, gpu, 111, 384, 96, 0);
-        test_matmul(cpu, gpu, 111, 96, 384, 1);
-        test_gelu(cpu, gpu);
-        test_activation(cpu, gpu, HG_MLP_SWIGLU, 111, 173);
-        test_activation(cpu, gpu, HG_MLP_RELU2, 111, 173);
-        test_rope(cpu, gpu, 2, 37, 0, 3, 3, 32);
-        test_rope(cpu, gpu, 1, 5, 20, 4, 2, 64);
-        test_rope(cpu, gpu, 3, 19, 0, 2, 1, 128);
-        test_attention(cpu, gpu, 2, 37, 3, 0, 32, 1);
-        test_attention(cpu, gpu, 1, 130, 2, 0, 64, 1);
-        test_attention(cpu, gpu, 2, 70, 1, 0, 128, 1);
-        test_attention(cpu, gpu, 1, 100, 2, 0, 64, 0);
-        test_attention(cpu, gpu, 1, 64, 4, 0, 16, 1);
-        test_attention(cpu, gpu, 2, 37, 4, 2, 32, 1); /* grouped-query */
-        test_attention(cpu, gpu, 1, 130, 6, 2, 48, 1);
-        test_attention(cpu, gpu, 2, 70, 3, 1, 128, 1); /* one kv head */
-        test_attention(cpu, gpu, 1, 100, 4, 2, 64, 0);
-        test_classifier(cpu, gpu, 0);
-        test_classifier(cpu, gpu, 1);
-        test_adamw(cpu, gpu, 0, 0);
-        test_adamw(cpu, gpu, 640, 1000);
-        test_attention_cached(cpu, gpu, 0, 9, 3, 0);
-        test_attention_cached(cpu, gpu, 12, 1, 3, 0);
-        test_attention_cached(cpu, gpu, 0, 9, 4, 2);
-        test_attention_cached(cpu, gpu, 12, 1, 6, 1);
-        test_stochastic_rounding(gpu);
-        test_sumsq(cpu, gpu);
+        for (int g = 0; g < NGROUPS; g++) {
+            if (want_g && strcmp(want_g, groups[g].name)) continue;
+            printf("%s %s:\n", pnames[k], groups[g].name);
+            groups[g].run(cpu, gpu);
+        }
         cpu->ops->destroy(cpu);
         gpu->ops->destroy(gpu);
     }
