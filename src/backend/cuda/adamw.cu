@@ -13,6 +13,7 @@
  * sumsq sums in double over a fixed grid and adds the block partials in a fixed order:
  * the same bits for the same input. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda.h"
 #include "core/rng.h"
@@ -32,23 +33,42 @@ __device__ __forceinline__ bf16 round_bf16(float x, uint32_t r16, int stochastic
     return __ushort_as_bfloat16((unsigned short)(u >> 16));
 }
 
-template <typename W>
-__device__ __forceinline__ void store_w(W *w, int j, float x, uint32_t r16, int stochastic);
-template <>
-__device__ __forceinline__ void store_w<float>(float *w, int j, float x, uint32_t, int) {
-    w[j] = x;
+/* 8 floats at p (16-byte aligned). */
+__device__ __forceinline__ void load8(float (&f)[ADAM_GROUP], const float *p) {
+    float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
 }
-template <>
-__device__ __forceinline__ void store_w<bf16>(bf16 *w, int j, float x, uint32_t r16, int stochastic) {
-    w[j] = round_bf16(x, r16, stochastic);
+__device__ __forceinline__ void store8(float *p, const float (&f)[ADAM_GROUP]) {
+    reinterpret_cast<float4 *>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    reinterpret_cast<float4 *>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+
+/* The group's compute copy: 8 values, 16- or 32-byte aligned when `whole`, else the
+ * first cnt. r: 16 random bits a value (stochastic rounding). */
+__device__ __forceinline__ void store_w(float *w, const float (&x)[ADAM_GROUP], int cnt, int whole, const hg_u32x4 &, int) {
+    if (whole) return store8(w, x);
+    for (int j = 0; j < cnt; j++) w[j] = x[j];
+}
+__device__ __forceinline__ void store_w(bf16 *w, const float (&x)[ADAM_GROUP], int cnt, int whole, const hg_u32x4 &r,
+                                        int stochastic) {
+    bf16 b[ADAM_GROUP];
+#pragma unroll
+    for (int j = 0; j < ADAM_GROUP; j++) b[j] = round_bf16(x[j], r.v[j / 2] >> (16 * (j % 2)), stochastic);
+    if (whole) {
+        *reinterpret_cast<uint4 *>(w) = *reinterpret_cast<const uint4 *>(b);
+        return;
+    }
+    for (int j = 0; j < cnt; j++) w[j] = b[j];
 }
 
 /* W: the copy's type; float with w == NULL when p itself is the compute copy. g, m, v
- * hold the range only (element i at i - lo). */
+ * hold the range only (element i at i - lo). vec: every buffer and tensor start allows
+ * 16-byte access of whole groups (checked on the host); a group wholly inside the range
+ * and its tensor then moves with 16-byte loads and stores, others element by element. */
 template <typename W>
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, W *w, const adam_seg *segs, int nsegs,
                              unsigned long long lo, unsigned long long hi, hg_adamw_update u, int stochastic,
-                             unsigned long long seed, uint32_t step) {
+                             unsigned long long seed, uint32_t step, int vec) {
     unsigned long long gi = lo / ADAM_GROUP + blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     unsigned long long i0 = gi * ADAM_GROUP;
     if (i0 >= hi) return;
@@ -61,56 +81,91 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, W *w,
     adam_seg s = segs[a];
     if (i0 < s.p0 || i0 >= s.p0 + s.n) return; /* alignment padding between tensors */
     int cnt = (int)(s.p0 + s.n - i0 < ADAM_GROUP ? s.p0 + s.n - i0 : ADAM_GROUP);
+    const int whole = vec && cnt == ADAM_GROUP && i0 >= lo && i0 + ADAM_GROUP <= hi;
     hg_u32x4 r = {{0, 0, 0, 0}};
     if (stochastic) r = hg_philox(seed, (uint32_t)gi, (uint32_t)(gi >> 32), HG_RNG_ROUNDING, step);
     const float decay = 1.0f - u.lr * u.weight_decay * s.decay;
     const float stepsize = u.lr / u.bias_correction1, inv_sqrt_bc2 = 1.0f / sqrtf(u.bias_correction2);
-    W *wt = w ? w + s.w0 + (i0 - s.p0) : NULL;
-    for (int j = 0; j < cnt; j++) {
-        unsigned long long i = i0 + j;
-        if (i < lo || i >= hi) continue;
-        size_t k = i - lo;
-        float gj = g[k] * u.grad_scale;
-        float mj = u.beta1 * m[k] + (1.0f - u.beta1) * gj;
-        float vj = u.beta2 * v[k] + (1.0f - u.beta2) * gj * gj;
-        m[k] = mj;
-        v[k] = vj;
-        float pj = p[i] * decay - stepsize * mj / (sqrtf(vj) * inv_sqrt_bc2 + u.eps);
-        p[i] = pj;
-        if (wt) store_w(wt, j, pj, r.v[j / 2] >> (16 * (j % 2)), stochastic);
+    float pf[ADAM_GROUP], gf[ADAM_GROUP], mf[ADAM_GROUP], vf[ADAM_GROUP];
+    if (whole) {
+        load8(pf, p + i0), load8(gf, g + (i0 - lo)), load8(mf, m + (i0 - lo)), load8(vf, v + (i0 - lo));
+    } else {
+        for (int j = 0; j < ADAM_GROUP; j++) {
+            unsigned long long i = i0 + j;
+            int in = j < cnt && i >= lo && i < hi;
+            pf[j] = in ? p[i] : 0.0f, gf[j] = in ? g[i - lo] : 0.0f, mf[j] = in ? m[i - lo] : 0.0f, vf[j] = in ? v[i - lo] : 0.0f;
+        }
     }
+#pragma unroll
+    for (int j = 0; j < ADAM_GROUP; j++) {
+        float gj = gf[j] * u.grad_scale;
+        mf[j] = u.beta1 * mf[j] + (1.0f - u.beta1) * gj;
+        vf[j] = u.beta2 * vf[j] + (1.0f - u.beta2) * gj * gj;
+        pf[j] = pf[j] * decay - stepsize * mf[j] / (sqrtf(vf[j]) * inv_sqrt_bc2 + u.eps);
+    }
+    if (whole) {
+        store8(p + i0, pf), store8(m + (i0 - lo), mf), store8(v + (i0 - lo), vf);
+    } else {
+        for (int j = 0; j < cnt; j++) {
+            unsigned long long i = i0 + j;
+            if (i < lo || i >= hi) continue;
+            p[i] = pf[j], m[i - lo] = mf[j], v[i - lo] = vf[j];
+        }
+    }
+    if (!w) return;
+    W *wt = w + s.w0 + (i0 - s.p0);
+    if (whole || (i0 >= lo && i0 + cnt <= hi)) {
+        store_w(wt, pf, cnt, whole, r, stochastic);
+        return;
+    }
+    for (int j = 0; j < cnt; j++) /* a group cut by the range: its own elements only */
+        if (i0 + j >= lo && i0 + j < hi) {
+            float one[ADAM_GROUP] = {pf[j]};
+            hg_u32x4 rj = {{r.v[j / 2] >> (16 * (j % 2)), 0, 0, 0}};
+            store_w(wt + j, one, 1, 0, rj, stochastic);
+        }
 }
 
-/* The tensor list for (params, weights), uploaded when the table changes. */
+/* The tensor list for (params, weights), uploaded when it differs from the one on the
+ * device (compared by content: a table rebuilt at the same address is a new list). */
 static hg_status upload_segments(hg_backend *be, const hg_table *params, const hg_table *weights) {
     cuda_state *s = cuda_of(be);
-    if (s->adam_segs && s->adam_table == params && s->adam_count == params->count) return HG_OK;
-    cuda_adamw_free(be);
+    size_t bytes = sizeof(adam_seg) * (size_t)params->count;
     adam_seg *h = (adam_seg *)calloc((size_t)params->count, sizeof *h);
     if (!h) return cuda_fail(be, HG_ERR_NOMEM, "out of memory for AdamW's tensor list");
+    int aligned = 1; /* every tensor starts a group that 16-byte access can move */
     for (int i = 0; i < params->count; i++) {
         const hg_tensor_spec *p = &params->specs[i], *w = &weights->specs[i];
         h[i] = (adam_seg){p->offset / 4, w->offset / w->elem_size, (unsigned long long)p->alloc,
                           (p->flags & HG_SPEC_DECAY) ? 1.0f : 0.0f};
+        aligned &= h[i].p0 % ADAM_GROUP == 0 && h[i].w0 % (16 / w->elem_size) == 0;
     }
-    size_t bytes = sizeof *h * (size_t)params->count;
+    if (s->adam_segs && s->adam_count == params->count && !memcmp(s->adam_host, h, bytes)) {
+        free(h);
+        return HG_OK;
+    }
+    cuda_adamw_free(be);
     hg_status st = cuda_check(be, cudaMalloc(&s->adam_segs, bytes), "cudaMalloc (AdamW tensor list)");
     /* on the backend's stream (a non-blocking one: the legacy stream would not order it) */
     if (st == HG_OK)
         st = cuda_check(be, cudaMemcpyAsync(s->adam_segs, h, bytes, cudaMemcpyHostToDevice, s->stream), "cudaMemcpyAsync (AdamW tensor list)");
     if (st == HG_OK) st = cuda_check(be, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
-    free(h);
-    if (st != HG_OK) return st;
-    s->adam_table = params;
+    if (st != HG_OK) {
+        free(h);
+        return st;
+    }
+    s->adam_host = h;
     s->adam_count = params->count;
+    s->adam_aligned = aligned;
     return HG_OK;
 }
 
 void cuda_adamw_free(hg_backend *be) {
     cuda_state *s = cuda_of(be);
     if (s->adam_segs) cudaFree(s->adam_segs);
+    free(s->adam_host);
     s->adam_segs = NULL;
-    s->adam_table = NULL;
+    s->adam_host = NULL;
     s->adam_count = 0;
 }
 
@@ -122,12 +177,15 @@ extern "C" void cuda_adamw(hg_backend *be, const hg_adamw_args *a) {
     unsigned long long groups = (hi + ADAM_GROUP - 1) / ADAM_GROUP - lo / ADAM_GROUP;
     unsigned blocks = (unsigned)((groups + 255) / 256);
     const adam_seg *segs = (const adam_seg *)s->adam_segs;
+    int vec = s->adam_aligned && lo % 4 == 0;
+    for (const void *ptr : {(const void *)a->p, (const void *)a->g, (const void *)a->m, (const void *)a->v, (const void *)a->w})
+        vec &= (uintptr_t)ptr % 16 == 0;
     if (a->w && be->precision == HG_PRECISION_BF16)
         adamw_kernel<bf16><<<blocks, 256, 0, s->stream>>>(a->p, a->g, a->m, a->v, (bf16 *)a->w, segs, a->params->count, lo, hi,
-                                                          a->u, a->stochastic, a->seed, a->step);
+                                                          a->u, a->stochastic, a->seed, a->step, vec);
     else
         adamw_kernel<float><<<blocks, 256, 0, s->stream>>>(a->p, a->g, a->m, a->v, (float *)a->w, segs, a->params->count, lo,
-                                                           hi, a->u, 0, a->seed, a->step);
+                                                           hi, a->u, 0, a->seed, a->step, vec);
     cuda_launched(be, "adamw_kernel");
 }
 

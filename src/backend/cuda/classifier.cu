@@ -22,14 +22,25 @@ __device__ __forceinline__ void lse_combine(float &m, float &s, float m2, float 
     m = mx;
 }
 
-template <typename T>
+/* VW: 1 or VEC16(T) (16-byte loads and stores of the row; cuda.h). */
+template <typename T, int VW>
 __global__ void __launch_bounds__(CE_THREADS)
     cross_entropy_kernel(T *logits, float *losses, const int32_t *targets, int V, int Vp, float dscale, int backward) {
     __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
     T *z = logits + (size_t)blockIdx.x * Vp;
     int target = targets[blockIdx.x];
-    float m = -INFINITY, s = 0.0f;
-    for (int c = threadIdx.x; c < V; c += CE_THREADS) lse_combine(m, s, to_f(z[c]), 1.0f);
+    float m = -INFINITY, s = 0.0f, f[VW];
+    for (int c = threadIdx.x * VW; c < Vp; c += CE_THREADS * VW) {
+        load_v(f, z + c);
+        float mx = -INFINITY, sx = 0.0f;
+#pragma unroll
+        for (int j = 0; j < VW; j++)
+            if (c + j < V) mx = fmaxf(mx, f[j]);
+#pragma unroll
+        for (int j = 0; j < VW; j++)
+            if (c + j < V) sx += __expf(f[j] - mx);
+        lse_combine(m, s, mx, sx);
+    }
     for (int o = 16; o > 0; o >>= 1) lse_combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
     if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = m, ss[threadIdx.x / 32] = s;
     __syncthreads();
@@ -39,10 +50,14 @@ __global__ void __launch_bounds__(CE_THREADS)
     if (threadIdx.x == 0) losses[blockIdx.x] = target >= 0 ? lse - to_f(z[target]) : 0.0f;
     __syncthreads(); /* z[target] is read before it is overwritten */
     if (!backward) return;
-    for (int c = threadIdx.x; c < Vp; c += CE_THREADS) {
-        float d = 0.0f;
-        if (target >= 0 && c < V) d = (__expf(to_f(z[c]) - lse) - (c == target ? 1.0f : 0.0f)) * dscale;
-        z[c] = from_f<T>(d);
+    for (int c = threadIdx.x * VW; c < Vp; c += CE_THREADS * VW) {
+        load_v(f, z + c);
+#pragma unroll
+        for (int j = 0; j < VW; j++) {
+            int cj = c + j;
+            f[j] = target >= 0 && cj < V ? (__expf(f[j] - lse) - (cj == target ? 1.0f : 0.0f)) * dscale : 0.0f;
+        }
+        store_v(z + c, f);
     }
 }
 
@@ -70,8 +85,9 @@ extern "C" hg_status cuda_classifier_forward(hg_backend *be, const hg_classifier
     HG_TRY(cuda_gemm(be, &fwd, a->x, a->wte, a->scratch, NULL, NULL));
     if (a->logits) HG_TRY(copy_logits(be, a->logits, a->scratch, a->N, V, Vp));
     if (!a->targets) return HG_OK;
-    CUDA_DISPATCH(be, cross_entropy_kernel<T><<<a->N, CE_THREADS, 0, cuda_stream(be)>>>(
-                          (T *)a->scratch, a->losses, a->targets, V, Vp, a->dscale, a->dx != NULL));
+    CUDA_DISPATCH(be, auto k = cuda_vec16_ok<T>(Vp, {a->scratch}) ? cross_entropy_kernel<T, VEC16(T)> : cross_entropy_kernel<T, 1>;
+                  k<<<a->N, CE_THREADS, 0, cuda_stream(be)>>>((T *)a->scratch, a->losses, a->targets, V, Vp, a->dscale,
+                                                              a->dx != NULL));
     return cuda_launched(be, "cross_entropy_kernel");
 }
 

@@ -12,6 +12,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
+#include <stdint.h>
+
+#include <initializer_list>
 
 #include "backend/backend.h"
 #include "backend/cuda_module.h"
@@ -41,10 +44,10 @@ typedef struct cuda_state {
     int capturing;
     cudaGraphExec_t graph;
     uint64_t graph_key, last_key;
-    /* AdamW's tensor list on the device (adamw.cu), built on the first step */
-    void *adam_segs;
-    const hg_table *adam_table;
+    /* AdamW's tensor list on the device and its host copy (adamw.cu) */
+    void *adam_segs, *adam_host;
     int adam_count;
+    int adam_aligned; /* every tensor allows 16-byte access of whole groups */
 } cuda_state;
 
 #define CUDA_LT_WORKSPACE ((size_t)32 << 20)
@@ -88,6 +91,46 @@ __device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+/* Vector access: V elements of T at p, as floats. V is 1 (any p) or VEC16(T), 16 bytes
+ * (p 16-byte aligned): one load or store instruction a lane. Row kernels are
+ * instantiated for both and take the 16-byte form when the row length and every
+ * pointer allow it (cuda_vec16_ok). */
+#define VEC16(T) ((int)(16 / sizeof(T)))
+template <int V, typename T>
+__device__ __forceinline__ void load_v(float (&f)[V], const T *p) {
+    static_assert(V == 1 || V * sizeof(T) == 16, "V is 1 or 16 bytes");
+    if constexpr (V == 1) {
+        f[0] = to_f(*p);
+    } else {
+        uint4 u = *reinterpret_cast<const uint4 *>(p);
+        const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+        for (int j = 0; j < V; j++) f[j] = to_f(e[j]);
+    }
+}
+template <int V, typename T>
+__device__ __forceinline__ void store_v(T *p, const float (&f)[V]) {
+    static_assert(V == 1 || V * sizeof(T) == 16, "V is 1 or 16 bytes");
+    if constexpr (V == 1) {
+        *p = from_f<T>(f[0]);
+    } else {
+        uint4 u;
+        T *e = reinterpret_cast<T *>(&u);
+#pragma unroll
+        for (int j = 0; j < V; j++) e[j] = from_f<T>(f[j]);
+        *reinterpret_cast<uint4 *>(p) = u;
+    }
+}
+/* Whether rows of n elements of T at these pointers (NULL ones ignored) take 16-byte
+ * access: n a multiple of VEC16(T) and every pointer 16-byte aligned. */
+template <typename T>
+static inline int cuda_vec16_ok(int n, std::initializer_list<const void *> ptrs) {
+    if (n % VEC16(T)) return 0;
+    for (const void *p : ptrs)
+        if ((uintptr_t)p % 16) return 0;
+    return 1;
+}
 
 static inline cudaDataType_t cuda_type(hg_precision p) { return p == HG_PRECISION_FP32 ? CUDA_R_32F : CUDA_R_16BF; }
 

@@ -13,29 +13,49 @@ __device__ __forceinline__ float gelu_grad_f(float x) {
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
 }
 
-template <typename T>
+/* n/VW groups of VW elements (VW: 1 or VEC16(T), cuda.h). */
+template <typename T, int VW>
 __global__ void gelu_forward_kernel(T *out, const T *inp, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = from_f<T>(gelu_f(to_f(inp[i])));
+    float f[VW];
+    for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * VW; i < n; i += (size_t)gridDim.x * blockDim.x * VW) {
+        load_v(f, inp + i);
+#pragma unroll
+        for (int j = 0; j < VW; j++) f[j] = gelu_f(f[j]);
+        store_v(out + i, f);
+    }
 }
 
 /* dinp may alias dout. */
-template <typename T>
+template <typename T, int VW>
 __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dinp[i] = from_f<T>(gelu_grad_f(to_f(inp[i])) * to_f(dout[i]));
+    float x[VW], d[VW];
+    for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * VW; i < n; i += (size_t)gridDim.x * blockDim.x * VW) {
+        load_v(x, inp + i);
+        load_v(d, dout + i);
+#pragma unroll
+        for (int j = 0; j < VW; j++) d[j] *= gelu_grad_f(x[j]);
+        store_v(dinp + i, d);
+    }
 }
 
+/* The vector path needs n % VW == 0 and aligned pointers. */
 extern "C" void cuda_gelu_forward(hg_backend *be, float *out, const float *inp, size_t n) {
     CUDA_OP("gelu_forward");
-    CUDA_DISPATCH(be, gelu_forward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)inp, n));
+    CUDA_DISPATCH(be, {
+        int vec = n % VEC16(T) == 0 && cuda_vec16_ok<T>(0, {out, inp});
+        auto k = vec ? gelu_forward_kernel<T, VEC16(T)> : gelu_forward_kernel<T, 1>;
+        k<<<cuda_grid(be, vec ? n / VEC16(T) : n), 256, 0, cuda_stream(be)>>>((T *)out, (const T *)inp, n);
+    });
     cuda_launched(be, "gelu_forward_kernel");
 }
 
 extern "C" void cuda_gelu_backward(hg_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
     CUDA_OP("gelu_backward");
-    CUDA_DISPATCH(be, gelu_backward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)dinp, (const T *)inp,
-                                                                                            (const T *)dout, n));
+    CUDA_DISPATCH(be, {
+        int vec = n % VEC16(T) == 0 && cuda_vec16_ok<T>(0, {dinp, inp, dout});
+        auto k = vec ? gelu_backward_kernel<T, VEC16(T)> : gelu_backward_kernel<T, 1>;
+        k<<<cuda_grid(be, vec ? n / VEC16(T) : n), 256, 0, cuda_stream(be)>>>((T *)dinp, (const T *)inp, (const T *)dout, n);
+    });
     cuda_launched(be, "gelu_backward_kernel");
 }
 

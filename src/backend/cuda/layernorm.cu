@@ -1,6 +1,7 @@
 /* LayerNorm and RMSNorm on the GPU: forward, forward fused with the residual add (and its
- * dropout), and backward; dropout's backward. One warp per row; statistics and every sum
- * in fp32. The row (C elements of T) is read from L1/L2 on the second and third passes.
+ * dropout), and backward; dropout's backward. One warp per row, 16-byte loads where the
+ * row length and pointers allow; statistics and every sum in fp32. The row (C elements of
+ * T) is read from L1/L2 on the second and third passes.
  * As on the CPU, one code path serves both norms: RMSNorm is LayerNorm with the mean
  * taken as 0 (never stored: mean may be NULL) and no bias; a NULL w or b reads as weight
  * 1 or bias 0 (a norm without affine parameters).
@@ -16,38 +17,49 @@
 
 enum { LN_WARPS = 8 };
 
+/* Each kernel is instantiated for V = 1 and V = VEC16(T) (16-byte loads and stores, cuda.h);
+ * a lane handles V consecutive elements at a time, columns lane*V, lane*V + 32V, ... */
+
 /* Mean (0 for RMSNorm) and rstd of row x (C) as the CPU computes them: two passes, fp32. */
-template <typename T>
+template <typename T, int V>
 __device__ __forceinline__ void row_stats(const T *x /* (C) */, int C, int rms, float eps, float *mean, float *rstd) {
-    int lane = threadIdx.x % 32;
-    float m = 0.0f;
+    const int lane = threadIdx.x % 32;
+    float m = 0.0f, f[V];
     if (!rms) {
         float s = 0.0f;
-        for (int i = lane; i < C; i += 32) s += to_f(x[i]);
+        for (int i = lane * V; i < C; i += 32 * V) {
+            load_v(f, x + i);
+#pragma unroll
+            for (int j = 0; j < V; j++) s += f[j];
+        }
         m = warp_sum(s) / (float)C;
     }
     float v = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float d = to_f(x[i]) - m;
-        v += d * d;
+    for (int i = lane * V; i < C; i += 32 * V) {
+        load_v(f, x + i);
+#pragma unroll
+        for (int j = 0; j < V; j++) v += (f[j] - m) * (f[j] - m);
     }
     *mean = m;
     *rstd = rsqrtf(warp_sum(v) / (float)C + eps);
 }
 
 /* out (C) = (x - m) s w + b; w, b (C) or NULL. */
-template <typename T>
+template <typename T, int V>
 __device__ __forceinline__ void norm_row(T *out, const T *x, const T *w, const T *b, int C, float m, float s) {
-    for (int i = threadIdx.x % 32; i < C; i += 32) {
-        float y = (to_f(x[i]) - m) * s;
-        if (w) y *= to_f(w[i]);
-        if (b) y += to_f(b[i]);
-        out[i] = from_f<T>(y);
+    float f[V], wf[V], bf[V];
+    for (int i = threadIdx.x % 32 * V; i < C; i += 32 * V) {
+        load_v(f, x + i);
+        if (w) load_v(wf, w + i);
+        if (b) load_v(bf, b + i);
+#pragma unroll
+        for (int j = 0; j < V; j++) f[j] = (f[j] - m) * s * (w ? wf[j] : 1.0f) + (b ? bf[j] : 0.0f);
+        store_v(out + i, f);
     }
 }
 
 /* mean is NULL for RMSNorm. */
-template <typename T>
+template <typename T, int V>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     layernorm_forward_kernel(T *out /* (N,C) */, float *mean /* (N) or NULL */, float *rstd /* (N) */, const T *inp /* (N,C) */,
                              const T *w /* (C) or NULL */, const T *b /* (C) or NULL */, int N, int C, int rms, float eps) {
@@ -55,8 +67,8 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     if (n >= N) return;
     const T *x = inp + (size_t)n * C;
     float m, s;
-    row_stats(x, C, rms, eps, &m, &s);
-    norm_row(out + (size_t)n * C, x, w, b, C, m, s);
+    row_stats<T, V>(x, C, rms, eps, &m, &s);
+    norm_row<T, V>(out + (size_t)n * C, x, w, b, C, m, s);
     if (threadIdx.x % 32 == 0) {
         if (mean) mean[n] = m;
         rstd[n] = s;
@@ -64,8 +76,9 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
 }
 
 /* res_out = res_in + dropout(delta), stored first; the statistics are of the stored
- * (rounded) residual, the values backward will read. */
-template <typename T>
+ * (rounded) residual, the values backward will read. Each lane reads back only what it
+ * wrote. */
+template <typename T, int V>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     residual_layernorm_forward_kernel(T *res_out /* (N,C) */, T *out /* (N,C) */, float *mean /* (N) or NULL */,
                                       float *rstd /* (N) */, const T *res_in /* (N,C) */, const T *delta /* (N,C) */,
@@ -75,15 +88,18 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     if (n >= N) return;
     size_t o = (size_t)n * C;
     int dropping = hg_dropout_on(&drop);
-    for (int i = threadIdx.x % 32; i < C; i += 32) {
-        float d = to_f(delta[o + i]);
-        if (dropping) d *= hg_dropout_scale(&drop, o + i);
-        res_out[o + i] = from_f<T>(to_f(res_in[o + i]) + d);
+    float d[V], r[V];
+    for (int i = threadIdx.x % 32 * V; i < C; i += 32 * V) {
+        load_v(d, delta + o + i);
+        load_v(r, res_in + o + i);
+#pragma unroll
+        for (int j = 0; j < V; j++) r[j] += dropping ? d[j] * hg_dropout_scale(&drop, o + i + j) : d[j];
+        store_v(res_out + o + i, r);
     }
     __syncwarp();
     float m, s;
-    row_stats(res_out + o, C, rms, eps, &m, &s);
-    norm_row(out + o, res_out + o, w, b, C, m, s);
+    row_stats<T, V>(res_out + o, C, rms, eps, &m, &s);
+    norm_row<T, V>(out + o, res_out + o, w, b, C, m, s);
     if (threadIdx.x % 32 == 0) {
         if (mean) mean[n] = m;
         rstd[n] = s;
@@ -92,7 +108,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
 
 /* With g = dy w (dy when w is NULL) and xhat = (x - m) rstd:
  * dinp (row) += rstd (g - mean(g) - xhat mean(g xhat)); RMSNorm has m = 0 and no mean(g). */
-template <typename T>
+template <typename T, int V>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     layernorm_backward_kernel(T *dinp /* (N,C) */, const T *dout /* (N,C) */, const T *inp /* (N,C) */,
                               const T *w /* (C) or NULL */, const float *mean /* (N); NULL for RMSNorm */,
@@ -101,17 +117,28 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     if (n >= N) return;
     size_t o = (size_t)n * C;
     float m = rms ? 0.0f : mean[n], s = rstd[n], sum_g = 0.0f, sum_gx = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float g = w ? to_f(dout[o + i]) * to_f(w[i]) : to_f(dout[o + i]);
-        sum_g += g;
-        sum_gx += g * (to_f(inp[o + i]) - m) * s;
+    float g[V], x[V], wf[V], di[V];
+    for (int i = lane * V; i < C; i += 32 * V) {
+        load_v(g, dout + o + i);
+        load_v(x, inp + o + i);
+        if (w) load_v(wf, w + i);
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            float gj = w ? g[j] * wf[j] : g[j];
+            sum_g += gj;
+            sum_gx += gj * (x[j] - m) * s;
+        }
     }
     float mg = warp_sum(sum_g) / (float)C, mgx = warp_sum(sum_gx) / (float)C;
     if (rms) mg = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float xh = (to_f(inp[o + i]) - m) * s;
-        float g = w ? to_f(dout[o + i]) * to_f(w[i]) : to_f(dout[o + i]);
-        dinp[o + i] = from_f<T>(to_f(dinp[o + i]) + s * (g - mg - xh * mgx));
+    for (int i = lane * V; i < C; i += 32 * V) {
+        load_v(g, dout + o + i);
+        load_v(x, inp + o + i);
+        load_v(di, dinp + o + i);
+        if (w) load_v(wf, w + i);
+#pragma unroll
+        for (int j = 0; j < V; j++) di[j] += s * ((w ? g[j] * wf[j] : g[j]) - mg - (x[j] - m) * s * mgx);
+        store_v(dinp + o + i, di);
     }
 }
 
@@ -141,8 +168,11 @@ static float *mean_of(float *mean, const hg_norm_spec *ns) { return ns->rms ? NU
 extern "C" void cuda_layernorm_forward(hg_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                                        const float *b, int N, int C, const hg_norm_spec *ns) {
     CUDA_OP(ns->rms ? "rmsnorm_forward" : "layernorm_forward");
-    CUDA_DISPATCH(be, layernorm_forward_kernel<T><<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
-                          (T *)out, mean_of(mean, ns), rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, ns->rms, ns->eps));
+    CUDA_DISPATCH(be, {
+        auto k = cuda_vec16_ok<T>(C, {out, inp, w, b}) ? layernorm_forward_kernel<T, VEC16(T)> : layernorm_forward_kernel<T, 1>;
+        k<<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>((T *)out, mean_of(mean, ns), rstd, (const T *)inp, (const T *)w,
+                                                                (const T *)b, N, C, ns->rms, ns->eps);
+    });
     cuda_launched(be, "layernorm_forward_kernel");
 }
 
@@ -150,9 +180,13 @@ extern "C" void cuda_residual_layernorm_forward(hg_backend *be, float *res_out, 
                                                 const float *res_in, const float *delta, const float *w, const float *b, int N,
                                                 int C, const hg_dropout *drop, const hg_norm_spec *ns) {
     CUDA_OP(ns->rms ? "residual_rmsnorm_forward" : "residual_layernorm_forward");
-    CUDA_DISPATCH(be, residual_layernorm_forward_kernel<T><<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
-                          (T *)res_out, (T *)out, mean_of(mean, ns), rstd, (const T *)res_in, (const T *)delta, (const T *)w,
-                          (const T *)b, N, C, cuda_dropout(drop), ns->rms, ns->eps));
+    CUDA_DISPATCH(be, {
+        auto k = cuda_vec16_ok<T>(C, {res_out, out, res_in, delta, w, b}) ? residual_layernorm_forward_kernel<T, VEC16(T)>
+                                                                          : residual_layernorm_forward_kernel<T, 1>;
+        k<<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>((T *)res_out, (T *)out, mean_of(mean, ns), rstd,
+                                                                (const T *)res_in, (const T *)delta, (const T *)w, (const T *)b, N,
+                                                                C, cuda_dropout(drop), ns->rms, ns->eps);
+    });
     cuda_launched(be, "residual_layernorm_forward_kernel");
 }
 
@@ -167,8 +201,10 @@ extern "C" void cuda_layernorm_backward(hg_backend *be, float *dinp, float *dw, 
                                         const hg_norm_spec *ns) {
     CUDA_OP(ns->rms ? "rmsnorm_backward" : "layernorm_backward");
     const float *m = ns->rms ? NULL : mean;
-    CUDA_DISPATCH(be, layernorm_backward_kernel<T><<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
-                          (T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, m, rstd, N, C, ns->rms);
+    CUDA_DISPATCH(be, auto k = cuda_vec16_ok<T>(C, {dinp, dout, inp, w}) ? layernorm_backward_kernel<T, VEC16(T)>
+                                                                         : layernorm_backward_kernel<T, 1>;
+                  k<<<row_blocks(N), 32 * LN_WARPS, 0, cuda_stream(be)>>>((T *)dinp, (const T *)dout, (const T *)inp, (const T *)w,
+                                                                          m, rstd, N, C, ns->rms);
                   if (cuda_launched(be, "layernorm_backward_kernel") == HG_OK && (dw || db))
                       colsum(be, dw, db, (float2 *)scratch, N, C, ln_param_terms<T>{(const T *)dout, (const T *)inp, m, rstd, C},
                              "layernorm_backward (dw, db)"));

@@ -41,9 +41,10 @@ __global__ static void colsum_finish_kernel(float *out0, float *out1, const floa
     if (out1) out1[c] += s.y;
 }
 
-/* Splits: enough blocks to fill the GPU twice, at most COLSUM_MAX_SPLITS, at most M. */
+/* Splits: 8 blocks a multiprocessor (a row's loads are short, so many must be in flight),
+ * at most COLSUM_MAX_SPLITS, at most M. */
 static inline int colsum_splits(hg_backend *be, int M, int N) {
-    int groups = (N + 31) / 32, want = (2 * cuda_of(be)->sm_count + groups - 1) / groups;
+    int groups = (N + 31) / 32, want = (8 * cuda_of(be)->sm_count + groups - 1) / groups;
     int R = want < COLSUM_MAX_SPLITS ? want : COLSUM_MAX_SPLITS;
     if (R > M) R = M;
     return R < 1 ? 1 : R;
