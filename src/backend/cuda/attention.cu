@@ -2,16 +2,19 @@
  * backward. Memory is linear in T: no T x T matrix exists; scores live in registers a
  * 16 x 64 tile at a time.
  *
- * Tiles: 64 queries x 64 keys; a block of 4 warps, each warp owning 16 rows (queries in
- * forward and dQ, keys in dK/dV). Q, K, V (and dO) tiles are staged in shared memory from
- * the QKV projection in place (B,T,W; q | k | v heads as in cuda.h), 16 bytes per load. Tile
- * products go through arch/mma.cuh (tensor cores for bf16, FMAs for fp32); P and dS pass
- * through a per-warp shared buffer in T to become the next product's A operand. All
- * softmax arithmetic and every accumulator is fp32.
+ * A block is 4 warps. Tiles of 64 keys; the forward and dQ kernels own 128 query rows a
+ * block at head width 64 (two 16-row tiles a warp, so each K or V fragment feeds two
+ * products) and 64 at 128 (one tile a warp: two would not fit in registers); the dK/dV
+ * kernel owns 64 keys, 16 a warp. Tiles are copied from the QKV projection in place
+ * (B,T,W; q | k | v heads as in cuda.h) into shared memory by cp.async, the streamed ones
+ * double-buffered so the next tile lands while this one is used. Fragments come from
+ * shared memory by ldmatrix; P and dS stay in registers and become the next product's A
+ * operand (arch/mma.cuh). Softmax runs in base 2; every accumulator is fp32, P and dS are
+ * rounded to bf16 as operands. Masks are applied only to tiles the diagonal or T cuts.
  *
- *   forward  - grid (query blocks, B*NH), heaviest (last) query block first: online
- *              softmax, O rescaled per key block; writes out (B,T,C) and lse (B,NH,T),
- *              C = NH hs.
+ *   forward  - a one-dimensional grid of (query block, b, head), heaviest (last) query
+ *              blocks of every head first: online softmax, O rescaled per key block;
+ *              writes out (B,T,C) and lse (B,NH,T), C = NH hs.
  *   backward - D = rowsum(dO * O) (B,NH,T) into scratch; then dK, dV with a block per key
  *              block of a kv head walking the query blocks of each query head of its
  *              group in turn (grouped-query attention's sum over the group, in a fixed
@@ -22,83 +25,121 @@
  *
  * Head sizes: any multiple of 16 up to 128, compiled for widths 64 and 128. These
  * kernels are bf16 (tensor cores); fp32 mode runs the simple kernels of
- * attention_fp32.cu instead (fp32 tile products unrolled like these took minutes to
- * compile, and fp32 is a checking mode). */
+ * attention_fp32.cu instead (fp32 is a checking mode). */
 #include <math.h>
 
 #include "backend/cuda/arch/mma.cuh"
 #include "backend/cuda/cuda.h"
 
-enum { BQ = 64, BK = 64, WARPS = 4, THREADS = 32 * WARPS };
+enum { BK = 64, WARPS = 4, THREADS = 32 * WARPS };
 
+/* Row tiles of 16 a warp takes in the kernels that own query rows (forward, dQ): two at
+ * head width 64, so each K or V fragment read from shared memory feeds two products;
+ * one at 128, where two would not fit in registers. A block owns BM = 64 MT query rows.
+ * The dK/dV kernel owns 64 keys (16 a warp) and walks query blocks of BQ = 64 rows. */
+template <int HSM>
+struct row_tiles {
+    static constexpr int MT = HSM <= 64 ? 2 : 1;
+    static constexpr int BM = 16 * MT * WARPS;
+};
+enum { BQ = 64 };
+
+/* Shared memory: tiles of 64 rows x HSM columns padded by 16 bytes a row (ldmatrix reads
+ * 8 rows at a stride of LD: the pad spreads them over all banks). The streamed tiles are
+ * double-buffered. */
 template <typename T, int HSM>
 struct tiles {
-    static constexpr int LD = HSM + 16 / (int)sizeof(T); /* row pad of 16 bytes against bank conflicts */
-    static constexpr int LDP = BK + 16 / (int)sizeof(T);
-    static constexpr size_t tile = (size_t)64 * LD * sizeof(T);
-    static constexpr size_t warp_buf = (size_t)WARPS * 16 * LDP * sizeof(T);
-    static constexpr size_t forward = 3 * tile + warp_buf;
-    static constexpr size_t backward = 4 * tile + warp_buf + 2 * 64 * sizeof(float);
+    static constexpr int LD = HSM + 16 / (int)sizeof(T);
+    static constexpr int ELEMS = 64 * LD;
+    static constexpr size_t tile = (size_t)ELEMS * sizeof(T);
+    static constexpr int MT = row_tiles<HSM>::MT;
+    static constexpr size_t forward = (MT + 4) * tile;                      /* Q; K, V twice */
+    static constexpr size_t backward_kv = 6 * tile + 2 * 2 * 64 * sizeof(float); /* K, V; Q, dO twice; lse, D twice */
+    static constexpr size_t backward_q = (2 * MT + 4) * tile;                /* Q, dO; K, V twice */
+    static_assert(LD * sizeof(T) % 16 == 0, "ldmatrix and cp.async need 16-byte aligned rows");
+    static_assert(tile % 16 == 0, "tiles start 16-byte aligned");
 };
 
-/* dst (64, LD) = rows r0.. of src (rows of stride ld, hs columns); rows >= n are zero. */
-template <typename T, int LD>
-__device__ __forceinline__ void load_tile(T *dst, const T *src, size_t ld, int r0, int n, int hs) {
+/* 16 bytes global -> shared without registers; src_bytes 0 fills zeros (rows past T). */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* Starts copying dst (R, LD) = rows r0.. of src (rows of stride ld, hs columns); rows
+ * >= n become zeros. The caller commits and waits. */
+template <typename T, int LD, int R = 64>
+__device__ __forceinline__ void load_tile_async(T *dst, const T *src, size_t ld, int r0, int n, int hs) {
     constexpr int V = 16 / (int)sizeof(T);
     const int per_row = hs / V;
-    for (int idx = threadIdx.x; idx < 64 * per_row; idx += THREADS) {
+    for (int idx = threadIdx.x; idx < R * per_row; idx += THREADS) {
         int r = idx / per_row, c = idx % per_row * V;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r0 + r < n) v = *(const uint4 *)(src + (size_t)(r0 + r) * ld + c);
-        *(uint4 *)(dst + r * LD + c) = v;
+        int in = r0 + r < n;
+        cp_async16(dst + r * LD + c, src + (size_t)(in ? r0 + r : 0) * ld + c, in ? 16 : 0);
     }
 }
 
-/* acc[8][4] (16 rows x 64 columns) = A (16 x hs) @ B^T, where A rows are a (stride LD)
- * and B rows are b (64 rows, stride LD): the score tile of this warp. */
-template <typename T, int HSM, int LD>
-__device__ __forceinline__ void tile_scores(float acc[8][4], const T *a, const T *b, int hs) {
+/* acc[MT][8][4] (16 MT x 64) = A (16 MT x hs, rows a, stride LD) @ B^T (B: 64 rows b,
+ * stride LD): S = Q K^T and its relatives. Each B fragment serves the MT row tiles. */
+template <int HSM, int LD, int MT>
+__device__ __forceinline__ void scores(float acc[MT][8][4], const bf16 *a, const bf16 *b, int hs) {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < HSM / 16; kk++) {
         if (kk * 16 >= hs) break;
-        mma_a<T> fa;
-        load_a(fa, a + kk * 16, LD, 1);
+        mma_a<bf16> fa[MT];
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            mma_b<T> fb;
-            load_b(fb, b + nt * 8 * LD + kk * 16, 1, LD);
-            mma(acc[nt], fa, fb);
+        for (int mt = 0; mt < MT; mt++) ldsm_a(fa[mt], a + mt * 16 * LD + kk * 16, LD);
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            mma_b<bf16> f0, f1;
+            ldsm_b2_nrows(f0, f1, b + np * 16 * LD + kk * 16, LD);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma(acc[mt][2 * np], fa[mt], f0);
+                mma(acc[mt][2 * np + 1], fa[mt], f1);
+            }
         }
     }
 }
 
-/* acc[HSM/8][4] (16 x hs) += W (16 x 64, this warp's buffer) @ X (64 x hs, stride LD). */
-template <typename T, int HSM, int LD, int LDP>
-__device__ __forceinline__ void tile_accumulate(float acc[HSM / 8][4], const T *w, const T *x, int hs) {
+/* acc[MT][HSM/8][4] (16 MT x hs) += W (16 MT x 64, accumulator tiles w, rounded to bf16)
+ * @ X (64 rows x, stride LD): O += P V and the gradients' products. */
+template <int HSM, int LD, int MT>
+__device__ __forceinline__ void accumulate(float acc[MT][HSM / 8][4], const float w[MT][8][4], const bf16 *x, int hs) {
 #pragma unroll
     for (int kk = 0; kk < BK / 16; kk++) {
-        mma_a<T> fa;
-        load_a(fa, w + kk * 16, LDP, 1);
+        mma_a<bf16> fa[MT];
 #pragma unroll
-        for (int nt = 0; nt < HSM / 8; nt++) {
-            if (nt * 8 >= hs) break;
-            mma_b<T> fb;
-            load_b(fb, x + kk * 16 * LD + nt * 8, LD, 1);
-            mma(acc[nt], fa, fb);
+        for (int mt = 0; mt < MT; mt++) a_from_acc(fa[mt], w[mt][2 * kk], w[mt][2 * kk + 1]);
+#pragma unroll
+        for (int dp = 0; dp < HSM / 16; dp++) {
+            if (dp * 16 >= hs) break;
+            mma_b<bf16> f0, f1;
+            ldsm_b2_krows(f0, f1, x + kk * 16 * LD + dp * 16, LD);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma(acc[mt][2 * dp], fa[mt], f0);
+                mma(acc[mt][2 * dp + 1], fa[mt], f1);
+            }
         }
     }
 }
 
-/* This warp's 16 x 64 buffer = v, element (row, col) of the C layout. */
-template <typename T, int LDP>
-__device__ __forceinline__ void store_warp_tile(T *w, const float v[8][4]) {
-    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+template <int MT, int N>
+__device__ __forceinline__ void zero(float (&a)[MT][N][4]) {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) w[(g + 8 * (e >> 1)) * LDP + nt * 8 + 2 * t + (e & 1)] = from_f<T>(v[nt][e]);
+        for (int n = 0; n < N; n++) a[mt][n][0] = a[mt][n][1] = a[mt][n][2] = a[mt][n][3] = 0.0f;
 }
 
 __device__ __forceinline__ float quad_max(float v) {
@@ -110,91 +151,142 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+/* The 16-bit pair (lo, hi) stored at y (4-byte aligned). */
+__device__ __forceinline__ void store_pair(bf16 *y, float lo, float hi) {
+    *(uint32_t *)y = pack_bf16(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
+}
+
 /* Whether query i may see key j. */
 __device__ __forceinline__ bool visible(int i, int j, int n, int causal) { return i < n && j < n && (!causal || j <= i); }
+
+/* Whether every query of rows [q0, q0 + nq) sees every key of block kb: no mask. */
+__device__ __forceinline__ bool all_visible(int q0, int nq, int kb, int n, int causal) {
+    return q0 + nq <= n && (kb + 1) * BK <= n && (!causal || (kb + 1) * BK - 1 <= q0);
+}
+
+/* The last key block that rows [q0, q0 + nq) see. */
+__device__ __forceinline__ int last_key_block(int q0, int nq, int n, int causal) {
+    int all = (n + BK - 1) / BK - 1, diag = (q0 + nq - 1) / BK;
+    return causal && diag < all ? diag : all;
+}
+
+/* Softmax runs in base 2: scores are scaled by scale log2(e), lse by log2(e). */
+#define LOG2E 1.4426950408889634f
+__device__ __forceinline__ float exp2_fast(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* The grid is one-dimensional, blocks = row blocks x heads (no 65535 limit on heads):
+ * block x takes row-block rank x / heads of head x % heads, so every head's first rank
+ * starts in the first wave. */
+__device__ __forceinline__ void block_coords(int heads, int *rank, int *head) {
+    *rank = (int)(blockIdx.x / (unsigned)heads);
+    *head = (int)(blockIdx.x % (unsigned)heads);
+}
 
 template <typename T, int HSM>
 __global__ void __launch_bounds__(THREADS)
     flash_forward_kernel(T *out /* (B,T,C) */, float *lse /* (B,NH,T) */, const T *qkv /* (B,T,W) */, int Tn, int NH, int NKV,
-                         int hs, int causal, float scale) {
+                         int hs, int causal, float scale, int heads) {
     typedef tiles<T, HSM> L;
-    constexpr int LD = L::LD, LDP = L::LDP;
+    constexpr int LD = L::LD, MT = row_tiles<HSM>::MT, BM = row_tiles<HSM>::BM;
     extern __shared__ __align__(16) unsigned char smem[];
-    T *Qs = (T *)smem, *Ks = Qs + 64 * LD, *Vs = Ks + 64 * LD, *Ws = Vs + 64 * LD;
-    const int nqb = (Tn + BQ - 1) / BQ, qb = causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;
-    const int head = blockIdx.y, b = head / NH, h = head % NH, kh = kv_head_of(h, NH, NKV), C = NH * hs;
+    T *Qs = (T *)smem, *Ks = Qs + MT * L::ELEMS, *Vs = Ks + 2 * L::ELEMS; /* K, V: two buffers each */
+    int rank, head;
+    block_coords(heads, &rank, &head);
+    const int nqb = (Tn + BM - 1) / BM, qb = causal ? nqb - 1 - rank : rank; /* heaviest first */
+    const int b = head / NH, h = head % NH, kh = kv_head_of(h, NH, NKV), C = NH * hs;
     const size_t ld = qkv_width(NH, NKV, hs);
     const T *rows = qkv + (size_t)b * Tn * ld, *q = rows + h * hs;
     const T *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
-    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    const int row[2] = {qb * BQ + warp * 16 + g, qb * BQ + warp * 16 + g + 8};
-    T *Ww = Ws + warp * 16 * LDP;
+    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, q0 = qb * BM;
+    int row[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) row[mt][0] = q0 + (warp * MT + mt) * 16 + g, row[mt][1] = row[mt][0] + 8;
+    const int last = last_key_block(q0, BM, Tn, causal);
+    const float scale2 = scale * LOG2E;
 
-    load_tile<T, LD>(Qs, q, ld, qb * BQ, Tn, hs);
-    float o[HSM / 8][4];
+    load_tile_async<T, LD, 64 * MT>(Qs, q, ld, q0, Tn, hs);
+    load_tile_async<T, LD>(Ks, k, ld, 0, Tn, hs);
+    load_tile_async<T, LD>(Vs, v, ld, 0, Tn, hs);
+    cp_async_commit();
+    float o[MT][HSM / 8][4];
+    zero(o);
+    float mrow[MT][2], lpart[MT][2];
 #pragma unroll
-    for (int nt = 0; nt < HSM / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-    float mrow[2] = {-INFINITY, -INFINITY}, lpart[2] = {0.0f, 0.0f};
-    const int last = causal ? qb : (Tn + BK - 1) / BK - 1;
+    for (int mt = 0; mt < MT; mt++) mrow[mt][0] = mrow[mt][1] = -INFINITY, lpart[mt][0] = lpart[mt][1] = 0.0f;
     for (int kb = 0; kb <= last; kb++) {
-        __syncthreads(); /* the last tiles are consumed; on entry, Q is being loaded */
-        load_tile<T, LD>(Ks, k, ld, kb * BK, Tn, hs);
-        load_tile<T, LD>(Vs, v, ld, kb * BK, Tn, hs);
+        const int buf = kb & 1;
+        __syncthreads(); /* the other buffer's last readers are done */
+        if (kb < last) {
+            load_tile_async<T, LD>(Ks + (buf ^ 1) * L::ELEMS, k, ld, (kb + 1) * BK, Tn, hs);
+            load_tile_async<T, LD>(Vs + (buf ^ 1) * L::ELEMS, v, ld, (kb + 1) * BK, Tn, hs);
+            cp_async_commit();
+            cp_async_wait<1>(); /* this block's tiles have landed, the next ones may not */
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        float s[8][4];
-        tile_scores<T, HSM, LD>(s, Qs + warp * 16 * LD, Ks, hs);
-        float mx[2] = {-INFINITY, -INFINITY};
+        float s[MT][8][4];
+        scores<HSM, LD, MT>(s, Qs + warp * MT * 16 * LD, Ks + buf * L::ELEMS, hs);
+        const bool full = all_visible(q0, BM, kb, Tn, causal);
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+        for (int mt = 0; mt < MT; mt++) {
+            float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int j = kb * BK + nt * 8 + 2 * t + (e & 1);
-                /* rows past T are computed like the others (every row sees key 0) and never written */
-                float x = j < Tn && (!causal || j <= row[e >> 1]) ? s[nt][e] * scale : -INFINITY;
-                s[nt][e] = x;
-                mx[e >> 1] = fmaxf(mx[e >> 1], x);
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int j = kb * BK + nt * 8 + 2 * t + (e & 1);
+                    /* rows past T are computed like the others (every row sees key 0) and never written */
+                    float x = full || (j < Tn && (!causal || j <= row[mt][e >> 1])) ? s[mt][nt][e] * scale2 : -INFINITY;
+                    s[mt][nt][e] = x;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                }
+            float corr[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float mnew = fmaxf(mrow[mt][r], quad_max(mx[r]));
+                corr[r] = mnew == -INFINITY ? 1.0f : exp2_fast(mrow[mt][r] - mnew);
+                mrow[mt][r] = mnew;
             }
-        float corr[2];
+            float lsum[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mnew = fmaxf(mrow[r], quad_max(mx[r]));
-            corr[r] = mnew == -INFINITY ? 1.0f : __expf(mrow[r] - mnew);
-            mrow[r] = mnew;
-        }
-        float lsum[2] = {0.0f, 0.0f};
+            for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+                for (int e = 0; e < 4; e++) {
+                    float m = mrow[mt][e >> 1];
+                    float p = m == -INFINITY ? 0.0f : exp2_fast(s[mt][nt][e] - m);
+                    s[mt][nt][e] = p;
+                    lsum[e >> 1] += p;
+                }
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float m = mrow[e >> 1];
-                float p = m == -INFINITY ? 0.0f : __expf(s[nt][e] - m);
-                s[nt][e] = p;
-                lsum[e >> 1] += p;
+            for (int r = 0; r < 2; r++) lpart[mt][r] = lpart[mt][r] * corr[r] + lsum[r];
+#pragma unroll
+            for (int nt = 0; nt < HSM / 8; nt++) {
+                o[mt][nt][0] *= corr[0], o[mt][nt][1] *= corr[0];
+                o[mt][nt][2] *= corr[1], o[mt][nt][3] *= corr[1];
             }
-#pragma unroll
-        for (int r = 0; r < 2; r++) lpart[r] = lpart[r] * corr[r] + lsum[r];
-#pragma unroll
-        for (int nt = 0; nt < HSM / 8; nt++) {
-            o[nt][0] *= corr[0], o[nt][1] *= corr[0];
-            o[nt][2] *= corr[1], o[nt][3] *= corr[1];
         }
-        store_warp_tile<T, LDP>(Ww, s);
-        __syncwarp();
-        tile_accumulate<T, HSM, LD, LDP>(o, Ww, Vs, hs);
-        __syncwarp(); /* the buffer is read before the next key block overwrites it */
+        accumulate<HSM, LD, MT>(o, s, Vs + buf * L::ELEMS, hs);
     }
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (row[r] >= Tn) continue;
-        float l = quad_sum(lpart[r]), inv = 1.0f / l;
-        T *y = out + ((size_t)b * Tn + row[r]) * C + h * hs;
+    for (int mt = 0; mt < MT; mt++) {
+        float l[2] = {quad_sum(lpart[mt][0]), quad_sum(lpart[mt][1])}; /* every lane takes part */
 #pragma unroll
-        for (int nt = 0; nt < HSM / 8; nt++) {
-            if (nt * 8 >= hs) break;
-            y[nt * 8 + 2 * t] = from_f<T>(o[nt][2 * r] * inv);
-            y[nt * 8 + 2 * t + 1] = from_f<T>(o[nt][2 * r + 1] * inv);
+        for (int r = 0; r < 2; r++) {
+            if (row[mt][r] >= Tn) continue;
+            float inv = 1.0f / l[r];
+            T *y = out + ((size_t)b * Tn + row[mt][r]) * C + h * hs;
+#pragma unroll
+            for (int nt = 0; nt < HSM / 8; nt++) {
+                if (nt * 8 >= hs) break;
+                store_pair(y + nt * 8 + 2 * t, o[mt][nt][2 * r] * inv, o[mt][nt][2 * r + 1] * inv);
+            }
+            if (t == 0) lse[(size_t)head * Tn + row[mt][r]] = (mrow[mt][r] + log2f(l[r])) / LOG2E;
         }
-        if (t == 0) lse[(size_t)head * Tn + row[r]] = mrow[r] + logf(l);
     }
 }
 
@@ -215,68 +307,78 @@ __global__ void flash_backward_dot_kernel(float *D, const T *dout, const T *out,
 
 /* One block per (key block, b, kv head): dK, dV of its 64 keys summed over the query
  * heads of the group, one head after another (a fixed order), each over its query
- * blocks. */
+ * blocks; Q and dO tiles stream through two buffers. */
 template <typename T, int HSM>
 __global__ void __launch_bounds__(THREADS)
     flash_backward_kv_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
                              const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
-                             int causal, float scale) {
+                             int causal, float scale, int heads) {
     typedef tiles<T, HSM> L;
-    constexpr int LD = L::LD, LDP = L::LDP;
+    constexpr int LD = L::LD;
     extern __shared__ __align__(16) unsigned char smem[];
-    T *Ks = (T *)smem, *Vs = Ks + 64 * LD, *Qs = Vs + 64 * LD, *dOs = Qs + 64 * LD, *Ws = dOs + 64 * LD;
-    float *lse_s = (float *)(Ws + WARPS * 16 * LDP), *D_s = lse_s + 64;
-    const int kb = blockIdx.x, nqb = (Tn + BQ - 1) / BQ, group = NH / NKV;
-    const int b = blockIdx.y / NKV, kh = blockIdx.y % NKV, C = NH * hs;
+    T *Ks = (T *)smem, *Vs = Ks + L::ELEMS, *Qs = Vs + L::ELEMS, *dOs = Qs + 2 * L::ELEMS; /* Q, dO: two buffers each */
+    float *lse_s = (float *)(dOs + 2 * L::ELEMS), *D_s = lse_s + 2 * 64;                  /* two buffers each */
+    int kb, kvh;
+    block_coords(heads, &kb, &kvh);
+    const int nqb = (Tn + BQ - 1) / BQ, group = NH / NKV;
+    const int b = kvh / NKV, kh = kvh % NKV, C = NH * hs;
     const size_t ld = qkv_width(NH, NKV, hs);
     const T *rows = qkv + (size_t)b * Tn * ld, *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const int key[2] = {kb * BK + warp * 16 + g, kb * BK + warp * 16 + g + 8};
-    T *Ww = Ws + warp * 16 * LDP;
+    const int q0 = causal ? kb * BK / BQ : 0, per_head = nqb - q0, steps = group * per_head;
+    const float scale2 = scale * LOG2E;
 
-    load_tile<T, LD>(Ks, k, ld, kb * BK, Tn, hs);
-    load_tile<T, LD>(Vs, v, ld, kb * BK, Tn, hs);
-    float dk[HSM / 8][4], dv[HSM / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < HSM / 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) dk[nt][e] = dv[nt][e] = 0.0f;
-    for (int h = kh * group; h < (kh + 1) * group; h++) {
+    /* step i: query head kh*group + i/per_head, query block q0 + i%per_head */
+    auto fetch = [&](int i, int buf) {
+        const int h = kh * group + i / per_head, qb = q0 + i % per_head;
         const size_t head = (size_t)b * NH + h;
-        const T *q = rows + h * hs, *dO = dout + (size_t)b * Tn * C + h * hs;
-        for (int qb = causal ? kb : 0; qb < nqb; qb++) {
-            __syncthreads();
-            load_tile<T, LD>(Qs, q, ld, qb * BQ, Tn, hs);
-            load_tile<T, LD>(dOs, dO, C, qb * BQ, Tn, hs);
-            for (int r = threadIdx.x; r < 64; r += THREADS) {
-                int i = qb * BQ + r;
-                lse_s[r] = i < Tn ? lse[head * Tn + i] : 0.0f;
-                D_s[r] = i < Tn ? D[head * Tn + i] : 0.0f;
-            }
-            __syncthreads();
-            float p[8][4]; /* P^T: keys x queries */
-            tile_scores<T, HSM, LD>(p, Ks + warp * 16 * LD, Qs, hs);
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int c = nt * 8 + 2 * t + (e & 1);
-                    p[nt][e] = visible(qb * BQ + c, key[e >> 1], Tn, causal) ? __expf(p[nt][e] * scale - lse_s[c]) : 0.0f;
-                }
-            store_warp_tile<T, LDP>(Ww, p);
-            __syncwarp();
-            tile_accumulate<T, HSM, LD, LDP>(dv, Ww, dOs, hs); /* dV += P^T dO */
-            float dp[8][4];                                   /* dP^T = V dO^T */
-            tile_scores<T, HSM, LD>(dp, Vs + warp * 16 * LD, dOs, hs);
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) dp[nt][e] = p[nt][e] * (dp[nt][e] - D_s[nt * 8 + 2 * t + (e & 1)]);
-            __syncwarp(); /* every lane has read P^T */
-            store_warp_tile<T, LDP>(Ww, dp);
-            __syncwarp();
-            tile_accumulate<T, HSM, LD, LDP>(dk, Ww, Qs, hs); /* dK += dS^T Q */
+        load_tile_async<T, LD>(Qs + buf * L::ELEMS, rows + h * hs, ld, qb * BQ, Tn, hs);
+        load_tile_async<T, LD>(dOs + buf * L::ELEMS, dout + (size_t)b * Tn * C + h * hs, C, qb * BQ, Tn, hs);
+        for (int r = threadIdx.x; r < 64; r += THREADS) {
+            int i2 = qb * BQ + r;
+            lse_s[buf * 64 + r] = i2 < Tn ? lse[head * Tn + i2] * LOG2E : 0.0f;
+            D_s[buf * 64 + r] = i2 < Tn ? D[head * Tn + i2] : 0.0f;
         }
+    };
+    load_tile_async<T, LD>(Ks, k, ld, kb * BK, Tn, hs);
+    load_tile_async<T, LD>(Vs, v, ld, kb * BK, Tn, hs);
+    fetch(0, 0);
+    cp_async_commit();
+    float dk[1][HSM / 8][4], dv[1][HSM / 8][4];
+    zero(dk);
+    zero(dv);
+    for (int i = 0; i < steps; i++) {
+        const int buf = i & 1, qb = q0 + i % per_head;
+        __syncthreads(); /* the other buffers' last readers are done */
+        if (i + 1 < steps) {
+            fetch(i + 1, buf ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const T *Qb = Qs + buf * L::ELEMS, *dOb = dOs + buf * L::ELEMS;
+        const float *lse_b = lse_s + buf * 64, *D_b = D_s + buf * 64;
+        float p[1][8][4]; /* P^T: keys x queries */
+        scores<HSM, LD, 1>(p, Ks + warp * 16 * LD, Qb, hs);
+        const bool full = all_visible(qb * BQ, BQ, kb, Tn, causal);
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int c = nt * 8 + 2 * t + (e & 1);
+                p[0][nt][e] = full || visible(qb * BQ + c, key[e >> 1], Tn, causal) ? exp2_fast(p[0][nt][e] * scale2 - lse_b[c]) : 0.0f;
+            }
+        accumulate<HSM, LD, 1>(dv, p, dOb, hs); /* dV += P^T dO */
+        float dp[1][8][4];                      /* dP^T = V dO^T */
+        scores<HSM, LD, 1>(dp, Vs + warp * 16 * LD, dOb, hs);
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - D_b[nt * 8 + 2 * t + (e & 1)]);
+        accumulate<HSM, LD, 1>(dk, dp, Qb, hs); /* dK += dS^T Q */
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -286,77 +388,92 @@ __global__ void __launch_bounds__(THREADS)
         for (int nt = 0; nt < HSM / 8; nt++) {
             if (nt * 8 >= hs) break;
             int c = nt * 8 + 2 * t;
-            yk[c] = from_f<T>(dk[nt][2 * r] * scale);
-            yk[c + 1] = from_f<T>(dk[nt][2 * r + 1] * scale);
-            yv[c] = from_f<T>(dv[nt][2 * r]);
-            yv[c + 1] = from_f<T>(dv[nt][2 * r + 1]);
+            store_pair(yk + c, dk[0][nt][2 * r] * scale, dk[0][nt][2 * r + 1] * scale);
+            store_pair(yv + c, dv[0][nt][2 * r], dv[0][nt][2 * r + 1]);
         }
     }
 }
 
+/* One block per (block of BM queries, b, head): dQ, with K and V tiles streaming through
+ * two buffers. */
 template <typename T, int HSM>
 __global__ void __launch_bounds__(THREADS)
     flash_backward_q_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
                             const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
-                            int causal, float scale) {
+                            int causal, float scale, int heads) {
     typedef tiles<T, HSM> L;
-    constexpr int LD = L::LD, LDP = L::LDP;
+    constexpr int LD = L::LD, MT = row_tiles<HSM>::MT, BM = row_tiles<HSM>::BM;
     extern __shared__ __align__(16) unsigned char smem[];
-    T *Qs = (T *)smem, *dOs = Qs + 64 * LD, *Ks = dOs + 64 * LD, *Vs = Ks + 64 * LD, *Ws = Vs + 64 * LD;
-    const int nqb = (Tn + BQ - 1) / BQ, qb = causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;
-    const int head = blockIdx.y, b = head / NH, h = head % NH, kh = kv_head_of(h, NH, NKV), C = NH * hs;
+    T *Qs = (T *)smem, *dOs = Qs + MT * L::ELEMS, *Ks = dOs + MT * L::ELEMS, *Vs = Ks + 2 * L::ELEMS; /* K, V: two buffers */
+    int rank, head;
+    block_coords(heads, &rank, &head);
+    const int nqb = (Tn + BM - 1) / BM, qb = causal ? nqb - 1 - rank : rank;
+    const int b = head / NH, h = head % NH, kh = kv_head_of(h, NH, NKV), C = NH * hs;
     const size_t ld = qkv_width(NH, NKV, hs);
     const T *rows = qkv + (size_t)b * Tn * ld, *q = rows + h * hs;
     const T *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const T *dO = dout + (size_t)b * Tn * C + h * hs;
-    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    const int row[2] = {qb * BQ + warp * 16 + g, qb * BQ + warp * 16 + g + 8};
-    float lse_r[2], D_r[2];
+    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, q0 = qb * BM;
+    const int last = last_key_block(q0, BM, Tn, causal);
+    const float scale2 = scale * LOG2E;
+    int row[MT][2];
+    float lse_r[MT][2], D_r[MT][2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        lse_r[r] = row[r] < Tn ? lse[(size_t)head * Tn + row[r]] : 0.0f;
-        D_r[r] = row[r] < Tn ? D[(size_t)head * Tn + row[r]] : 0.0f;
-    }
-    T *Ww = Ws + warp * 16 * LDP;
-
-    load_tile<T, LD>(Qs, q, ld, qb * BQ, Tn, hs);
-    load_tile<T, LD>(dOs, dO, C, qb * BQ, Tn, hs);
-    float dq[HSM / 8][4];
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-    for (int nt = 0; nt < HSM / 8; nt++) dq[nt][0] = dq[nt][1] = dq[nt][2] = dq[nt][3] = 0.0f;
-    const int last = causal ? qb : (Tn + BK - 1) / BK - 1;
-    for (int kb = 0; kb <= last; kb++) {
-        __syncthreads();
-        load_tile<T, LD>(Ks, k, ld, kb * BK, Tn, hs);
-        load_tile<T, LD>(Vs, v, ld, kb * BK, Tn, hs);
-        __syncthreads();
-        float p[8][4], dp[8][4];
-        tile_scores<T, HSM, LD>(p, Qs + warp * 16 * LD, Ks, hs);  /* S = Q K^T */
-        tile_scores<T, HSM, LD>(dp, dOs + warp * 16 * LD, Vs, hs); /* dP = dO V^T */
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int j = kb * BK + nt * 8 + 2 * t + (e & 1), r = e >> 1;
-                float pe = visible(row[r], j, Tn, causal) ? __expf(p[nt][e] * scale - lse_r[r]) : 0.0f;
-                dp[nt][e] = pe * (dp[nt][e] - D_r[r]);
-            }
-        store_warp_tile<T, LDP>(Ww, dp);
-        __syncwarp();
-        tile_accumulate<T, HSM, LD, LDP>(dq, Ww, Ks, hs); /* dQ += dS K */
-        __syncwarp();
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (row[r] >= Tn) continue;
-        T *y = dqkv + (q - qkv) + (size_t)row[r] * ld; /* where q's row is */
-#pragma unroll
-        for (int nt = 0; nt < HSM / 8; nt++) {
-            if (nt * 8 >= hs) break;
-            y[nt * 8 + 2 * t] = from_f<T>(dq[nt][2 * r] * scale);
-            y[nt * 8 + 2 * t + 1] = from_f<T>(dq[nt][2 * r + 1] * scale);
+        for (int r = 0; r < 2; r++) {
+            row[mt][r] = q0 + (warp * MT + mt) * 16 + g + 8 * r;
+            lse_r[mt][r] = row[mt][r] < Tn ? lse[(size_t)head * Tn + row[mt][r]] * LOG2E : 0.0f;
+            D_r[mt][r] = row[mt][r] < Tn ? D[(size_t)head * Tn + row[mt][r]] : 0.0f;
         }
+    load_tile_async<T, LD, 64 * MT>(Qs, q, ld, q0, Tn, hs);
+    load_tile_async<T, LD, 64 * MT>(dOs, dO, C, q0, Tn, hs);
+    load_tile_async<T, LD>(Ks, k, ld, 0, Tn, hs);
+    load_tile_async<T, LD>(Vs, v, ld, 0, Tn, hs);
+    cp_async_commit();
+    float dq[MT][HSM / 8][4];
+    zero(dq);
+    for (int kb = 0; kb <= last; kb++) {
+        const int buf = kb & 1;
+        __syncthreads();
+        if (kb < last) {
+            load_tile_async<T, LD>(Ks + (buf ^ 1) * L::ELEMS, k, ld, (kb + 1) * BK, Tn, hs);
+            load_tile_async<T, LD>(Vs + (buf ^ 1) * L::ELEMS, v, ld, (kb + 1) * BK, Tn, hs);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const T *Kb = Ks + buf * L::ELEMS;
+        float p[MT][8][4], dp[MT][8][4];
+        scores<HSM, LD, MT>(p, Qs + warp * MT * 16 * LD, Kb, hs);                   /* S = Q K^T */
+        scores<HSM, LD, MT>(dp, dOs + warp * MT * 16 * LD, Vs + buf * L::ELEMS, hs); /* dP = dO V^T */
+        const bool full = all_visible(q0, BM, kb, Tn, causal);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int j = kb * BK + nt * 8 + 2 * t + (e & 1), r = e >> 1;
+                    float pe = full || visible(row[mt][r], j, Tn, causal) ? exp2_fast(p[mt][nt][e] * scale2 - lse_r[mt][r]) : 0.0f;
+                    dp[mt][nt][e] = pe * (dp[mt][nt][e] - D_r[mt][r]);
+                }
+        accumulate<HSM, LD, MT>(dq, dp, Kb, hs); /* dQ += dS K */
     }
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if (row[mt][r] >= Tn) continue;
+            T *y = dqkv + (q - qkv) + (size_t)row[mt][r] * ld; /* where q's row is */
+#pragma unroll
+            for (int nt = 0; nt < HSM / 8; nt++) {
+                if (nt * 8 >= hs) break;
+                store_pair(y + nt * 8 + 2 * t, dq[mt][nt][2 * r] * scale, dq[mt][nt][2 * r + 1] * scale);
+            }
+        }
 }
 
 /* ---- host side ---- */
@@ -367,22 +484,20 @@ static int width_for(int hs) {
     return hs <= 64 ? 64 : 128;
 }
 
+/* Raises each kernel's dynamic shared-memory limit to what it asks for, where the GPU
+ * allows it (check_shape refuses the others at launch). */
+template <typename K>
+static hg_status raise_smem(hg_backend *be, K kernel, size_t bytes, const char *name) {
+    if (bytes > cuda_of(be)->smem_optin) return HG_OK;
+    return cuda_check(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes), name);
+}
+
 template <typename T, int HSM>
 static hg_status set_smem(hg_backend *be) {
     typedef tiles<T, HSM> L;
-    size_t limit = cuda_of(be)->smem_optin;
-    if (L::forward <= limit)
-        HG_TRY(cuda_check(be, cudaFuncSetAttribute(flash_forward_kernel<T, HSM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::forward),
-                          "cudaFuncSetAttribute (flash_forward_kernel)"));
-    if (L::backward <= limit) {
-        HG_TRY(cuda_check(be, cudaFuncSetAttribute(flash_backward_kv_kernel<T, HSM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)L::backward),
-                          "cudaFuncSetAttribute (flash_backward_kv_kernel)"));
-        HG_TRY(cuda_check(be, cudaFuncSetAttribute(flash_backward_q_kernel<T, HSM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)L::backward),
-                          "cudaFuncSetAttribute (flash_backward_q_kernel)"));
-    }
-    return HG_OK;
+    HG_TRY(raise_smem(be, flash_forward_kernel<T, HSM>, L::forward, "cudaFuncSetAttribute (flash_forward_kernel)"));
+    HG_TRY(raise_smem(be, flash_backward_kv_kernel<T, HSM>, L::backward_kv, "cudaFuncSetAttribute (flash_backward_kv_kernel)"));
+    return raise_smem(be, flash_backward_q_kernel<T, HSM>, L::backward_q, "cudaFuncSetAttribute (flash_backward_q_kernel)");
 }
 
 hg_status cuda_attention_init(hg_backend *be) {
@@ -404,27 +519,29 @@ template <typename T, int HSM>
 static hg_status forward_launch(hg_backend *be, T *out, float *lse, const T *qkv, const hg_attention_shape *s) {
     size_t smem = tiles<T, HSM>::forward;
     HG_TRY(check_shape(be, s, smem));
-    dim3 grid((s->T + BQ - 1) / BQ, s->B * s->NH);
+    const int heads = s->B * s->NH, BM = row_tiles<HSM>::BM;
+    const unsigned grid = (unsigned)((s->T + BM - 1) / BM) * (unsigned)heads;
     flash_forward_kernel<T, HSM><<<grid, THREADS, smem, cuda_stream(be)>>>(out, lse, qkv, s->T, s->NH, hg_attention_kv_heads(s),
-                                                                           s->hs, s->causal, 1.0f / sqrtf((float)s->hs));
+                                                                           s->hs, s->causal, 1.0f / sqrtf((float)s->hs), heads);
     return cuda_launched(be, "flash_forward_kernel");
 }
 
 template <typename T, int HSM>
 static hg_status backward_launch(hg_backend *be, T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse,
                                  const hg_attention_shape *s, float *D) {
-    size_t smem = tiles<T, HSM>::backward;
-    HG_TRY(check_shape(be, s, smem));
+    typedef tiles<T, HSM> L;
+    HG_TRY(check_shape(be, s, L::backward_kv > L::backward_q ? L::backward_kv : L::backward_q));
     int BT = s->B * s->T;
     flash_backward_dot_kernel<T><<<(BT + 7) / 8, 256, 0, cuda_stream(be)>>>(D, dout, out, BT, s->T, s->NH, s->hs);
     HG_TRY(cuda_launched(be, "flash_backward_dot_kernel"));
-    const int NKV = hg_attention_kv_heads(s), blocks = (s->T + BQ - 1) / BQ;
+    const int NKV = hg_attention_kv_heads(s), BM = row_tiles<HSM>::BM;
+    const unsigned kblocks = (unsigned)((s->T + BK - 1) / BK), qblocks = (unsigned)((s->T + BM - 1) / BM);
     float scale = 1.0f / sqrtf((float)s->hs);
-    flash_backward_kv_kernel<T, HSM><<<dim3(blocks, s->B * NKV), THREADS, smem, cuda_stream(be)>>>(
-        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale);
+    flash_backward_kv_kernel<T, HSM><<<kblocks * (unsigned)(s->B * NKV), THREADS, L::backward_kv, cuda_stream(be)>>>(
+        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale, s->B * NKV);
     HG_TRY(cuda_launched(be, "flash_backward_kv_kernel"));
-    flash_backward_q_kernel<T, HSM><<<dim3(blocks, s->B * s->NH), THREADS, smem, cuda_stream(be)>>>(
-        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale);
+    flash_backward_q_kernel<T, HSM><<<qblocks * (unsigned)(s->B * s->NH), THREADS, L::backward_q, cuda_stream(be)>>>(
+        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale, s->B * s->NH);
     return cuda_launched(be, "flash_backward_q_kernel");
 }
 
