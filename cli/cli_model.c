@@ -5,7 +5,7 @@
 #include <string.h>
 
 cli_model cli_model_default(void) {
-    return (cli_model){.shape.model = "small", .batch = 4, .ctx = 256, .seed = 1, .device = "cpu", .precision = "fp32"};
+    return (cli_model){.shape.model = "small", .batch = 4, .ctx = 256, .seed = 1, .dev = CLI_DEVICE_DEFAULT};
 }
 
 int cli_shape_config(const char *cmd, const cli_shape *s, const hg_config *bare, hg_config *cfg) {
@@ -31,7 +31,7 @@ int cli_shape_config(const char *cmd, const cli_shape *s, const hg_config *bare,
 
 int cli_model_setup(const char *cmd, const cli_model *m, int training, hg_config *cfg, hg_options *opt) {
     hg_config bare = {.vocab_size = 50257, .max_seq_len = m->ctx > 1024 ? m->ctx : 1024};
-    if (cli_shape_config(cmd, &m->shape, &bare, cfg)) return CLI_USAGE;
+    if (cli_shape_config(cmd, &m->shape, &bare, cfg) || cli_device_check(cmd, &m->dev)) return CLI_USAGE;
     if (hg_config_validate(cfg) != HG_OK) {
         fprintf(stderr, "handgrad %s: model: %s\n", cmd, hg_last_error());
         return CLI_USAGE;
@@ -42,14 +42,30 @@ int cli_model_setup(const char *cmd, const cli_model *m, int training, hg_config
     opt->threads = m->threads;
     opt->seed = (uint64_t)m->seed;
     opt->training = training;
-    cli_model_device(m, opt);
+    cli_device_options(&m->dev, opt);
     return 0;
 }
 
-void cli_model_device(const cli_model *m, hg_options *opt) {
-    opt->device = strcmp(m->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
-    opt->precision = strcmp(m->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
-    opt->flags = m->cuda_graphs ? HG_FLAG_CUDA_GRAPHS : 0;
+int cli_device_check(const char *cmd, const cli_device *d) {
+    if (strcmp(d->precision, "bf16") || !strcmp(d->device, "cuda")) return 0;
+    fprintf(stderr, "handgrad %s: --precision bf16 needs --device cuda (the CPU runs fp32 only)\n", cmd);
+    return CLI_USAGE;
+}
+
+void cli_device_options(const cli_device *d, hg_options *opt) {
+    opt->device = strcmp(d->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
+    opt->precision = strcmp(d->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
+    opt->flags = d->cuda_graphs ? HG_FLAG_CUDA_GRAPHS : 0;
+}
+
+const char *cli_model_why(const hg_options *opt, const char *what, char *buf, size_t cap) {
+    const char *e = hg_last_error();
+    if (!strncmp(e, "device: ", 8))
+        snprintf(buf, cap, "--device %s: %s", opt->device == HG_DEVICE_CUDA ? "cuda" : "cpu", e + 8);
+    else if (!strncmp(e, "precision: ", 11))
+        snprintf(buf, cap, "--precision %s: %s", opt->precision == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 11);
+    else snprintf(buf, cap, "%s: %s", what, e);
+    return buf;
 }
 
 int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg) {

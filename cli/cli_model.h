@@ -22,13 +22,21 @@ typedef struct cli_shape {
     int n_layer, n_head, d_model, d_ff, max_seq_len, vocab_size;
 } cli_shape;
 
+/* Where a model runs: --device, --precision, and --cuda-graphs (bench and profile only:
+ * train steps through the data-parallel layer, whose gradient hook keeps graphs off, and
+ * generation never records one). */
+typedef struct cli_device {
+    const char *device, *precision; /* "cpu" or "cuda"; "fp32" or "bf16" */
+    int cuda_graphs;
+} cli_device;
+#define CLI_DEVICE_DEFAULT ((cli_device){.device = "cpu", .precision = "fp32"})
+
 /* What bench and profile build and run. */
 typedef struct cli_model {
     cli_shape shape;
     int batch, ctx, threads;
     int64_t seed;
-    const char *device, *precision; /* "cpu" or "cuda"; "fp32" or "bf16" */
-    int cuda_graphs;
+    cli_device dev;
 } cli_model;
 
 #define CLI_PRESETS                                                                             \
@@ -60,9 +68,13 @@ typedef struct cli_model {
     {"seed", CLI_I64, offsetof(T, P seed), "S", 0, 9.2e18, CLI_SAVED,                           \
      "random seed: the same seed and settings give the same result"}
 
-#define CLI_OPTS_DEVICE(T, P)                                                                          \
-    {"device", CLI_CHOICE, offsetof(T, P device), "cpu|cuda", 0, 0, 0, "where it runs (docs/cuda.md)"}, \
-    {"precision", CLI_CHOICE, offsetof(T, P precision), "fp32|bf16", 0, 0, 0, "bf16: cuda only"},       \
+/* P: the path of a cli_device ("dev." or "m.dev."). Kept in train's run.json, so that a
+ * resumed run goes on where it ran. */
+#define CLI_OPTS_DEVICE(T, P)                                                                                  \
+    {"device", CLI_CHOICE, offsetof(T, P device), "cpu|cuda", 0, 0, CLI_SAVED, "where it runs (docs/cuda.md)"}, \
+    {"precision", CLI_CHOICE, offsetof(T, P precision), "fp32|bf16", 0, 0, CLI_SAVED,                         \
+     "bf16: cuda only (fp32 master weights, gradients and AdamW state)"}
+#define CLI_OPT_CUDA_GRAPHS(T, P) \
     {"cuda-graphs", CLI_BOOL, offsetof(T, P cuda_graphs), 0, 0, 1, 0, "replay the training pass as a CUDA graph"}
 
 #define CLI_OPTS_SAMPLE(T, P)                                                                               \
@@ -85,8 +97,16 @@ int cli_shape_config(const char *cmd, const cli_shape *s, const hg_config *bare,
 /* cli_shape_config (bare: V 50257, Tmax the larger of 1024 and --ctx) and the options
  * of a run of B x T tokens on the device asked for; CLI_USAGE after printing if bad. */
 int cli_model_setup(const char *cmd, const cli_model *m, int training, hg_config *cfg, hg_options *opt);
-/* Copies the device, precision and CUDA graphs of m into opt (part of cli_model_setup). */
-void cli_model_device(const cli_model *m, hg_options *opt);
+/* --precision bf16 without --device cuda (the CPU runs fp32 only): prints the error
+ * ("handgrad CMD: ...") and returns CLI_USAGE; else 0. */
+int cli_device_check(const char *cmd, const cli_device *d);
+/* Copies the device, precision and CUDA graphs of d into opt (part of cli_model_setup). */
+void cli_device_options(const cli_device *d, hg_options *opt);
+/* Why a model could not be created (or loaded) with opt, from hg_last_error(), into buf:
+ * the library's "device: why" and "precision: why" as the flag that asked for them
+ * ("--device cuda: no CUDA device found"), any other message after `what` ("model:
+ * why"). Returns buf. */
+const char *cli_model_why(const hg_options *opt, const char *what, char *buf, size_t cap);
 /* Sets the config fields of spec "FIELD=VALUE,FIELD=VALUE" (NULL or "": none); prints
  * the error and returns CLI_USAGE if a field or value is bad. */
 int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg);

@@ -5,8 +5,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_model.h"
+
 static int fail(const char *cmd, const char *flag, const char *path) {
     fprintf(stderr, "handgrad %s: %s %s: %s\n", cmd, flag, path, hg_last_error());
+    return 1;
+}
+
+/* A model that could not be made on opt's device names --device or --precision, else
+ * the file. */
+static int fail_create(const char *cmd, const hg_options *opt, const char *path) {
+    char what[4200], why[5400];
+    snprintf(what, sizeof what, "--model %s", path);
+    fprintf(stderr, "handgrad %s: %s\n", cmd, cli_model_why(opt, what, why, sizeof why));
     return 1;
 }
 
@@ -31,8 +42,9 @@ int cli_open_model(const char *cmd, const char *path, const hg_options *opt, hg_
                 cfg.max_seq_len);
         return 1;
     }
-    if (hf) return hg_model_load_hf(out, path, opt) == HG_OK ? 0 : fail(cmd, "--model", path);
-    if (hg_model_create(out, &cfg, opt) != HG_OK || hg_model_load(*out, weights) != HG_OK) {
+    if (hf) return hg_model_load_hf(out, path, opt) == HG_OK ? 0 : fail_create(cmd, opt, path);
+    if (hg_model_create(out, &cfg, opt) != HG_OK) return fail_create(cmd, opt, weights);
+    if (hg_model_load(*out, weights) != HG_OK) {
         hg_model_free(*out);
         *out = NULL;
         return fail(cmd, "--model", weights);

@@ -11,7 +11,8 @@
  * config.json), or a handgrad checkpoint (a weights .safetensors file, a ckpt_N folder,
  * or a run folder, which gives its newest checkpoint). dir receives the folder the
  * weights are in, where the tokenizer files are looked for. Prints
- * "handgrad <cmd>: --model <path>: why" and returns 1 on failure; 0 on success. */
+ * "handgrad <cmd>: --model <path>: why" ("--device cuda: why" when the device refused)
+ * and returns 1 on failure; 0 on success. */
 int cli_open_model(const char *cmd, const char *path, const hg_options *opt, hg_model **out, char *dir, size_t cap);
 /* Loads the tokenizer at path (NULL: the files in dir) and checks that it has as many
  * ids as the model's vocab_size. Prints the error and returns 1 on failure. */

@@ -42,7 +42,8 @@ static const cli_opt bench_options[] = {
     {"pass", CLI_STR, O(passes_arg), "LIST", 0, 0, 0,
      "forward, backward, step (default all three); backward is (forward+backward) - forward, step adds "
      "zero_grad and AdamW"},
-    CLI_OPTS_DEVICE(bench_opts, m.),
+    CLI_OPTS_DEVICE(bench_opts, m.dev.),
+    CLI_OPT_CUDA_GRAPHS(bench_opts, m.dev.),
     {"Attention (--attention; --n-head NH: heads per cell, default 1)", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"attention", CLI_BOOL, O(attention), 0, 0, 1, 0, "time attention alone over head sizes and lengths"},
     {"head-dims", CLI_INTS, O(head_dims), "LIST", 16, 4096, 0, "head sizes, multiples of 16 (default 16,32,64,128)"},
@@ -94,7 +95,7 @@ static int parse_options(int argc, char **argv, bench_opts *o) {
     o->warmup = 1, o->steps = 3, o->causal = 1;
     cli_cmd cmd = CLI_CMD("bench", synopsis, about, NULL, bench_options, NULL);
     int rc = cli_parse(&cmd, o, argc, argv, NULL);
-    if (rc) return rc;
+    if (rc || (rc = cli_device_check("bench", &o->m.dev))) return rc;
     const cli_shape *s = &o->m.shape;
     int explicit_shape = s->n_layer || s->d_model || s->d_ff || s->max_seq_len || s->vocab_size || s->arch ||
                          (s->n_head && !o->attention);
@@ -320,7 +321,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
     opt.seq_len = T;
     opt.threads = threads;
     opt.seed = o->m.seed;
-    cli_model_device(&o->m, &opt);
+    cli_device_options(&o->m.dev, &opt);
     size_t need_train = estimate(&mc->cfg, &opt, baseline);
     opt.training = 0;
     size_t need_infer = estimate(&mc->cfg, &opt, baseline);

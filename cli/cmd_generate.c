@@ -30,6 +30,7 @@ typedef struct gen_args {
     int64_t seed;
     double temperature, top_p, rep_penalty;
     int echo, stop_at_eot, no_cache;
+    cli_device dev; /* --device, --precision (no --cuda-graphs: cli_model.h) */
 } gen_args;
 
 #define O(field) offsetof(gen_args, field)
@@ -56,6 +57,7 @@ static const cli_opt gen_options[] = {
      "tokenizer.json, vocab.json/merges.txt folder or .tiktoken file (default: the files beside the model)"},
     CLI_OPT_CTX(gen_args, ),
     CLI_OPT_THREADS(gen_args, ),
+    CLI_OPTS_DEVICE(gen_args, dev.),
     {"no-echo", CLI_SET, O(echo), 0, 0, 0, 0, "print only the new text, not the prompt"},
     {"ignore-eot", CLI_SET, O(stop_at_eot), 0, 0, 0, 0,
      "go on after an end-of-sequence token (default: stop at the eos ids of the folder's "
@@ -68,10 +70,11 @@ static const cli_opt gen_options[] = {
 
 static int parse_args(int argc, char **argv, gen_args *a) {
     *a = (gen_args){.max_new = 256, .top_k = CLI_SAMPLE_TOP_K, .seed = 1, .num_samples = 1,
-                    .temperature = CLI_SAMPLE_TEMPERATURE, .top_p = 1.0, .rep_penalty = 1.0, .echo = 1, .stop_at_eot = 1};
+                    .temperature = CLI_SAMPLE_TEMPERATURE, .top_p = 1.0, .rep_penalty = 1.0, .echo = 1, .stop_at_eot = 1,
+                    .dev = CLI_DEVICE_DEFAULT};
     cli_cmd cmd = CLI_CMD("generate", synopsis, about, epilog, gen_options, NULL);
     int rc = cli_parse(&cmd, a, argc, argv, NULL);
-    if (rc) return rc;
+    if (rc || (rc = cli_device_check("generate", &a->dev))) return rc;
     for (int i = 0; i < a->stops.n; i++)
         if (!*a->stops.v[i]) {
             fprintf(stderr, "handgrad generate: --stop: the stop string is empty\n");
@@ -303,6 +306,7 @@ int cmd_generate(int argc, char **argv) {
     if (rc) return cli_exit(rc);
     hg_options o = hg_options_default();
     o.training = 0, o.batch = 1, o.seq_len = (int)a.ctx, o.threads = (int)a.threads;
+    cli_device_options(&a.dev, &o);
     hg_model *m = NULL;
     hg_tokenizer *tok = NULL;
     int32_t *prompt = NULL;

@@ -65,6 +65,8 @@ typedef struct trainer {
     uint64_t tokens;
     int32_t *x, *y;              /* (B, T) each */
     float *logits;               /* (V) for sampling */
+    float *host;                 /* (the largest parameter tensor's numel): a tensor read or
+                                    written through hg_param_read/write, as on any device */
     hg_lr_schedule sched;
     hg_adamw adamw;
     double flops_per_step, peak_gflops, ema_seconds;
@@ -366,6 +368,21 @@ static int write_run_json(trainer *t, const char *p) {
     return s == HG_OK ? 0 : ERR("%s", hg_last_error());
 }
 
+/* What a CUDA model cannot do yet, refused before anything is read or built: bf16 on
+ * the CPU; more than one rank (hg_dist_create refuses them); ZeRO-1, whose one-rank
+ * collectives are host copies of the gradient and moment slices. */
+static int check_device(const trainer *t) {
+    const train_opts *o = &t->o;
+    if (cli_device_check("train", &o->dev)) return 2;
+    if (strcmp(o->dev.device, "cuda")) return 0;
+    if (t->ranks > 1)
+        return USAGE("--device cuda: data parallelism (%d ranks) is not wired for CUDA models yet (docs/cuda.md); "
+                     "run one rank", t->ranks);
+    if (o->zero)
+        return USAGE("--zero 1: ZeRO-1 is not wired for CUDA models yet (docs/cuda.md); use --zero 0 with --device cuda");
+    return 0;
+}
+
 /* Batch geometry, step count and the schedule. */
 static int plan(trainer *t) {
     const train_opts *o = &t->o;
@@ -396,7 +413,8 @@ static int plan(trainer *t) {
     return 0;
 }
 
-static int create_models(trainer *t, const char *weights) {
+/* The options of the training model: one rank's micro-batch on --device. */
+static hg_options model_options(const trainer *t) {
     const train_opts *o = &t->o;
     hg_options mo = hg_options_default();
     mo.batch = t->Bl;
@@ -404,11 +422,20 @@ static int create_models(trainer *t, const char *weights) {
     mo.seq_len = t->T;
     mo.threads = o->threads;
     mo.seed = (uint64_t)o->seed;
-    if (hg_model_create(&t->m, &t->cfg, &mo) != HG_OK) return ERR("model: %s", hg_last_error());
+    cli_device_options(&o->dev, &mo);
+    return mo;
+}
+
+static int create_models(trainer *t, const char *weights) {
+    const train_opts *o = &t->o;
+    hg_options mo = model_options(t);
+    char why[1200];
+    if (hg_model_create(&t->m, &t->cfg, &mo) != HG_OK) return ERR("%s", cli_model_why(&mo, "model", why, sizeof why));
     if (weights[0] && hg_model_load(t->m, weights) != HG_OK) return ERR("%s", hg_last_error());
     if (o->init_from_hf && !weights[0]) { /* a checkpoint's weights, when resuming, come first */
-        hg_options ho = mo;
+        hg_options ho = mo; /* read on the host, then copied to the model's device */
         ho.training = 0, ho.batch = 1, ho.seq_len = 1;
+        ho.device = HG_DEVICE_CPU, ho.precision = HG_PRECISION_FP32, ho.flags = 0;
         hg_model *hf;
         if (hg_model_load_hf(&hf, o->init_from_hf, &ho) != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
         hg_status s = hg_model_copy_params(t->m, hf);
@@ -441,13 +468,20 @@ static int create_models(trainer *t, const char *weights) {
     if (o->sample_every && t->tok && t->rank == 0) {
         hg_options go = mo;
         go.training = 0, go.batch = 1, go.seq_len = t->cfg.max_seq_len;
-        if (hg_model_create(&t->gen, &t->cfg, &go) != HG_OK) return ERR("sampling model: %s", hg_last_error());
+        if (hg_model_create(&t->gen, &t->cfg, &go) != HG_OK)
+            return ERR("%s", cli_model_why(&go, "sampling model", why, sizeof why));
     }
-    size_t n = (size_t)t->Bl * t->T;
+    size_t n = (size_t)t->Bl * t->T, largest = 0;
+    for (int i = 0; i < hg_param_count(t->m); i++) {
+        hg_param_info p;
+        hg_param_at(t->m, i, &p);
+        largest = (size_t)p.numel > largest ? (size_t)p.numel : largest;
+    }
     t->x = malloc(sizeof *t->x * n);
     t->y = malloc(sizeof *t->y * n);
     t->logits = malloc(sizeof *t->logits * (size_t)t->cfg.vocab_size);
-    if (!t->x || !t->y || !t->logits) return ERR("out of memory");
+    t->host = malloc(sizeof *t->host * largest);
+    if (!t->x || !t->y || !t->logits || !t->host) return ERR("out of memory");
     return 0;
 }
 
@@ -457,6 +491,14 @@ static int inject_nan_at(const cli_ints *list, int64_t step) {
     for (int i = 0; i < list->n; i++)
         if (list->v[i] == step) return 1;
     return 0;
+}
+
+/* --inject-nan: the first gradient of parameter 0 becomes NaN, through host memory (a
+ * CUDA model's gradients are GPU memory). */
+static hg_status poison_grad(trainer *t) {
+    hg_status s = hg_param_read(t->m, 0, HG_PARAM_GRAD, t->host);
+    if (s == HG_OK) t->host[0] = NAN, s = hg_param_write(t->m, 0, HG_PARAM_GRAD, t->host);
+    return s;
 }
 
 /* One optimizer step over accum micro-batches. A non-finite loss or gradient norm skips
@@ -475,12 +517,8 @@ static hg_status train_step(trainer *t, step_record *r) {
             s = hg_dist_forward_backward(t->dist, t->x, t->y, t->Bl, t->T, 1.0f / (float)t->accum, k == t->accum - 1, &l);
         loss += l;
     }
+    if (s == HG_OK && inject_nan_at(&t->o.inject_nan, t->step + 1)) s = poison_grad(t);
     if (s != HG_OK) return s;
-    if (inject_nan_at(&t->o.inject_nan, t->step + 1)) {
-        hg_param_info p;
-        hg_param_at(m, 0, &p);
-        p.grad[0] = NAN;
-    }
     /* the mean loss over ranks; stop together, on a signal or a failed log write */
     double sums[2] = {loss, stop_signal != 0 || t->log.write_errno != 0};
     if ((s = hg_dist_sum(t->dist, sums, 2)) != HG_OK) return s;
@@ -604,14 +642,24 @@ static hg_status sample(trainer *t, char **text) {
 
 /* ---- checkpoints ---- */
 
-static int finite_state(const hg_model *m) {
+/* Whether every parameter, and AdamW's moments where this rank holds them whole (not
+ * under ZeRO-1), is finite: *finite. Each tensor is read into host (numel floats), as on
+ * any device. */
+static hg_status finite_state(const hg_model *m, float *host, int *finite) {
+    static const hg_param_part parts[] = {HG_PARAM_DATA, HG_PARAM_ADAM_M, HG_PARAM_ADAM_V};
+    *finite = 0;
     for (int i = 0; i < hg_param_count(m); i++) {
         hg_param_info p;
         hg_param_at(m, i, &p);
-        for (int64_t j = 0; j < p.numel; j++)
-            if (!isfinite(p.data[j]) || (p.adam_m && (!isfinite(p.adam_m[j]) || !isfinite(p.adam_v[j])))) return 0;
+        for (int k = 0; k < (p.adam_m ? 3 : 1); k++) {
+            hg_status s = hg_param_read(m, i, parts[k], host);
+            if (s != HG_OK) return s;
+            for (int64_t j = 0; j < p.numel; j++)
+                if (!isfinite(host[j])) return HG_OK;
+        }
     }
-    return 1;
+    *finite = 1;
+    return HG_OK;
 }
 
 /* With other ranks: HG_ERR_IO on every rank when s failed on any (*others: not here). */
@@ -626,7 +674,13 @@ static hg_status agree(trainer *t, hg_status s, int *others) {
 /* Writes ckpt_<step>/ atomically, then prunes. Rank 0 writes; every rank contributes
  * its slice of the optimizer state. */
 static int save_checkpoint(trainer *t) {
-    if (!finite_state(t->m)) { /* the same on every rank */
+    int finite;
+    if (finite_state(t->m, t->host, &finite) != HG_OK) {
+        train_log_say(&t->log, "handgrad train: checkpoint at step %lld failed, reading the parameters: %s",
+                      (long long)t->step, hg_last_error());
+        return 1;
+    }
+    if (!finite) { /* the same on every rank */
         train_log_say(&t->log, "not writing a checkpoint at step %lld: parameters or moments hold NaN or Inf",
                       (long long)t->step);
         return 1;
@@ -762,7 +816,7 @@ static void trainer_free(trainer *t) {
     hg_tokenizer_free(t->tok);
     hg_loader_close(t->train);
     hg_loader_close(t->val);
-    free(t->x), free(t->y), free(t->logits), free(t->data_json);
+    free(t->x), free(t->y), free(t->logits), free(t->host), free(t->data_json);
     train_opts_free(&t->o);
     hg_comm_close(t->comm);
 }
@@ -777,6 +831,7 @@ static int setup(trainer *t, int argc, char **argv) {
     t->log.off = t->rank != 0;
     int rc = train_opts_parse(o, argc, argv, t->resumed_from, sizeof t->resumed_from, lock_before_resume, t);
     if (rc) return rc; /* 1: a file or the run lock; CLI_USAGE; CLI_HELP */
+    if ((rc = check_device(t))) return rc;
     if (!o->out) return USAGE("give the run folder with --out DIR");
     if (!o->train) return USAGE("give the training shards with --train GLOB");
     glob_t g; /* before anything is derived from the shards (their vocabulary, say) */
@@ -806,12 +861,14 @@ static int setup(trainer *t, int argc, char **argv) {
     if (!o->val && o->eval_every >= 0 && t->rank == 0)
         fprintf(stderr, "handgrad train: warning: --eval-every %lld without --val: there is nothing to evaluate\n",
                 (long long)o->eval_every);
+    /* the ceiling of --device and --precision, measured before the model takes its memory */
+    const hg_options po = model_options(t);
+    t->peak_gflops = o->peak_gflops;
+    if (t->peak_gflops <= 0 && hg_gemm_peak_gflops(&po, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
     if (create_models(t, weights)) return 1;
     t->band.z = o->loss_band_z;
     t->good_step = t->resumed_from[0] ? t->step : -1;
     if (t->resumed_from[0] && load_band(t)) return 1;
-    t->peak_gflops = o->peak_gflops;
-    if (t->peak_gflops <= 0 && hg_sgemm_peak_gflops(o->threads, &t->peak_gflops) != HG_OK) t->peak_gflops = 0;
     /* everything checked: only now is anything written */
     if (t->rank == 0 && (mkdir_p(o->out) || lock_out_dir(t, o->out))) return 1;
     char run_json[PATH_MAX + 16];
@@ -823,9 +880,12 @@ static int setup(trainer *t, int argc, char **argv) {
     printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters; %s\n", t->cfg.n_layer, t->cfg.n_head,
            t->cfg.d_model, t->cfg.vocab_size, (double)hg_config_param_count(&t->cfg, 1) / 1e6,
            t->resumed_from[0] ? t->resumed_from : o->init_from ? o->init_from : o->init_from_hf ? o->init_from_hf : "new");
-    printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %d thread%s\n",
+    char where[64];
+    if (mo->device == HG_DEVICE_CUDA) snprintf(where, sizeof where, "cuda, %s", o->dev.precision);
+    else snprintf(where, sizeof where, "%d thread%s", mo->threads, mo->threads == 1 ? "" : "s");
+    printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %s\n",
            (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
-           (long long)t->B * t->T * t->accum, (long long)t->max_steps, mo->threads, mo->threads == 1 ? "" : "s");
+           (long long)t->B * t->T * t->accum, (long long)t->max_steps, where);
     if (t->ranks > 1)
         printf("data parallel: %d ranks (%s), %d sequences each per micro-batch%s\n", t->ranks, hg_comm_name(t->comm),
                t->Bl, o->zero ? ", AdamW state sharded (ZeRO-1)" : "");

@@ -52,6 +52,7 @@ static const cli_opt defs[] = {
     {"max-tokens", CLI_I64, F(max_tokens), "N", 0, I64MAX, CLI_SAVED, "train until this many tokens are consumed"},
     CLI_OPT_SEED(train_opts, ),
     CLI_OPT_THREADS(train_opts, ),
+    CLI_OPTS_DEVICE(train_opts, dev.),
     {"max-nan-steps", CLI_INT, F(max_nan_steps), "K", 1, 1 << 30, CLI_SAVED,
      "stop after K steps in a row with a non-finite loss or gradient norm"},
     {"loss-band-z", CLI_F64, F(loss_band_z), "Z", 0, 1e6, CLI_SAVED,
@@ -73,7 +74,8 @@ static const cli_opt defs[] = {
     {"keep-last", CLI_INT, F(keep_last), "K", 0, 1 << 30, CLI_SAVED, "keep the K newest checkpoints; 0 keeps all"},
     {"print-every", CLI_I64, F(print_every), "N", 0, I64MAX, 0,
      "without a terminal, a progress line every N steps; 0: every ~5 s (default 0)"},
-    {"peak-gflops", CLI_F64, F(peak_gflops), "G", 0, 1e12, 0, "sgemm ceiling for '% of peak'; 0: measure it at start (~1 s)"},
+    {"peak-gflops", CLI_F64, F(peak_gflops), "G", 0, 1e12, 0,
+     "GEMM ceiling for '% of peak' (sgemm; on cuda cuBLASLt's in --precision); 0: measure it at start (~1 s)"},
     {"inject-nan", CLI_INTS, F(inject_nan), "S,S..", 1, INT_MAX, 0, "testing aid: poison the gradients at these steps"},
     {"Data parallel (mpirun -np N handgrad train ..., or srun; docs/distributed.md)", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"zero", CLI_INT, F(zero), "0|1", 0, 1, CLI_SAVED, "1: shard the AdamW state across ranks (ZeRO-1) (default 0)"},
@@ -106,6 +108,7 @@ void train_opts_defaults(train_opts *o) {
     o->beta1 = 0.9;
     o->beta2 = 0.95;
     o->seed = 1;
+    o->dev = CLI_DEVICE_DEFAULT;
     o->max_nan_steps = 5;
     o->loss_band_z = 6;
     o->max_band_steps = 100;

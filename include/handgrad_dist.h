@@ -87,7 +87,9 @@ typedef struct hg_dist hg_dist;
  * batch, sequence length, seed, dist options and config_hash (a clear error on every
  * rank otherwise), copies rank 0's parameters to all ranks, and installs the model's
  * gradient-ready hook. With zero = 1 the model must have been created with
- * shards = ranks, shard = rank. The model and communicator must outlive the hg_dist. */
+ * shards = ranks, shard = rank. A CUDA model runs on one rank with zero = 0 only
+ * (HG_ERR_UNSUPPORTED otherwise; docs/cuda.md). The model and communicator must outlive
+ * the hg_dist. */
 hg_status hg_dist_create(hg_dist **out, hg_comm *c, hg_model *m, const hg_dist_options *o);
 void hg_dist_free(hg_dist *d);
 

@@ -3,8 +3,10 @@
 # fixture and on a 3-step `handgrad train` checkpoint: greedy text equals transformers'
 # (with the KV cache and without), seeds repeat, stdin and --prompt agree, long prompts
 # are cut, an export generates the same text; --num-samples, --stop and
-# --repetition-penalty do what --help says; bad input fails with one line naming the
-# flag or file (usage errors with exit status 2) and leaves nothing behind.
+# --repetition-penalty do what --help says; --device cpu --precision fp32 are the
+# defaults; bad input (--device cuda without a usable GPU, bf16 on the CPU among it) fails
+# with one line naming the flag or file (usage errors with exit status 2) and leaves
+# nothing behind.
 # Usage: cli_generate.sh path/to/handgrad   (run from tests/)
 set -euo pipefail
 hg=$1
@@ -15,10 +17,13 @@ fail() { echo "cli_generate: $*" >&2; exit 1; }
 prompt="And God said, Let there be light"
 
 "$hg" generate --help | grep -- "--max-new-tokens" >/dev/null || fail "no help"
+for flag in "--device cpu|cuda" "--precision fp32|bf16"; do
+  "$hg" generate --help | grep -- "$flag" >/dev/null || fail "$flag not in --help"
+done
 
 # Greedy continuation: the bytes transformers' greedy ids stand for, plus a newline.
 { cat fixtures/hf_tiny_greedy.bin; echo; } >"$work/want"
-for cache in "" --no-cache; do
+for cache in "" --no-cache "--device cpu --precision fp32"; do
   "$hg" generate --model $fix --prompt "$prompt" --temperature 0 --max-new-tokens 12 --no-echo --threads 2 $cache \
     >"$work/got" 2>"$work/log"
   cmp -s "$work/got" "$work/want" || fail "greedy ${cache:-with cache}: $(od -c "$work/got" | head -3)"
@@ -183,6 +188,18 @@ expect_usage "no --repetition-penalty value" "option '--repetition-penalty' need
 for x in high 0 -1.5 100.5 nan inf 1.2x; do
   expect_usage "--repetition-penalty $x" "--repetition-penalty: '$x' is not a number in (0, 100\]" \
     "$hg" "${g[@]}" --repetition-penalty "$x"
+done
+expect_usage "bf16 on the CPU" "--precision bf16 needs --device cuda (the CPU runs fp32 only)" "$hg" "${g[@]}" \
+  --precision bf16
+expect_usage "bad --device" "--device: 'gpu' is not cpu or cuda" "$hg" "${g[@]}" --device gpu
+# --device cuda where it cannot run: a module that loads nowhere, and this machine's GPU
+# unless it has one (a checkpoint as well as a Hugging Face folder)
+for model in $fix "$work/run"; do
+  expect_fail "no CUDA module" "--device cuda: " env HANDGRAD_CUDA_MODULE=/nonexistent/libhandgrad_cuda.so \
+    "$hg" generate --model "$model" --prompt x --device cuda
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    expect_fail "no GPU" "--device cuda: " "$hg" generate --model "$model" --prompt x --device cuda --precision bf16
+  fi
 done
 expect_fail "ctx above n_positions" "--ctx 65 is longer than the model.s context (64 positions)" "$hg" "${g[@]}" --ctx 65
 expect_fail "no model" "--model is required" "$hg" generate --prompt x

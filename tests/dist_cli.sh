@@ -2,7 +2,8 @@
 # End to end: `handgrad train` data parallel under mpirun. 2 ranks (ZeRO-1) follow one
 # process's loss trajectory; a checkpoint moves from 1 rank to 2 and from 2 to 1 and the
 # runs continue on the same trajectory; resuming on the same rank count writes the same
-# checkpoint bytes; a batch that the ranks do not divide fails on both.
+# checkpoint bytes; a batch that the ranks do not divide fails on both, and so does
+# --device cuda on 2 ranks (a CUDA model trains on one).
 # Usage: dist_cli.sh path/to/handgrad mpiexec
 set -euo pipefail
 hg=$1
@@ -51,6 +52,12 @@ done
 if "${mpi[@]}" 2 "$hg" train "${args[@]}" --out bad --batch 3 >bad.log 2>&1; then fail "batch 3 on 2 ranks ran"; fi
 for r in 0 1; do
   grep -q "(rank $r of 2): --batch 3 is not divisible by the 2 ranks" bad.log || fail "rank $r did not say why: $(cat bad.log)"
+done
+[[ ! -e bad ]] || fail "a refused run wrote its folder"
+if "${mpi[@]}" 2 "$hg" train "${args[@]}" --out bad --device cuda >bad.log 2>&1; then fail "--device cuda on 2 ranks ran"; fi
+for r in 0 1; do
+  grep -q "(rank $r of 2): --device cuda: data parallelism (2 ranks) is not wired" bad.log ||
+    fail "--device cuda: rank $r did not say why: $(cat bad.log)"
 done
 [[ ! -e bad ]] || fail "a refused run wrote its folder"
 echo "dist_cli: ok"

@@ -14,7 +14,11 @@
  *    checkpoint ever holds NaN or Inf;
  *  - bad input (flags, values, checkpoints of another shape, corrupt safetensors,
  *    a tokenizer of another vocabulary, an unwritable --out): a one-line error naming
- *    the flag or file, a non-zero exit, and no run folder left behind.
+ *    the flag or file, a non-zero exit, and no run folder left behind;
+ *  - --device and --precision: cpu and fp32 given explicitly train as the defaults do,
+ *    and run.json keeps them; --device cuda without a usable GPU, bf16 on the CPU and
+ *    ZeRO-1 on CUDA are refused in one line naming the flag (a resume too, leaving the
+ *    run as it was).
  * Usage: test_train_cli PATH/handgrad */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -205,7 +209,8 @@ static void hf_ready(const char *ckpt) {
 static void deterministic(void) {
     series a, b;
     CHECK(sh(NULL, "%s train %s --out %s/d1 --max-steps 12 --sequential --threads 2", hg, tiny, work) == 0);
-    CHECK(sh(NULL, "%s train %s --out %s/d2 --max-steps 12 --sequential --threads 2", hg, tiny, work) == 0);
+    CHECK(sh(NULL, "%s train %s --out %s/d2 --max-steps 12 --sequential --threads 2 --device cpu --precision fp32", hg,
+             tiny, work) == 0);
     char d[512];
     snprintf(d, sizeof d, "%s/d1", work);
     read_log(d, &a);
@@ -481,6 +486,8 @@ static void config_file(void) {
     const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(j, "ctx"), *sq = cJSON_GetObjectItemCaseSensitive(j, "sequential");
     CHECK(cJSON_IsNumber(lr) && lr->valuedouble == 0.001 && cJSON_IsNumber(ms) && ms->valuedouble == 6);
     CHECK(cJSON_IsNumber(ctx) && ctx->valuedouble == 16 && cJSON_IsTrue(sq));
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(j, "device"), *pr = cJSON_GetObjectItemCaseSensitive(j, "precision");
+    CHECK(cJSON_IsString(dev) && !strcmp(dev->valuestring, "cpu") && cJSON_IsString(pr) && !strcmp(pr->valuestring, "fp32"));
     cJSON_Delete(j);
     free(out);
     sh(&out, "grep -c '\"lr\": 0.00100000005' %s/c/train.jsonl", work);
@@ -814,6 +821,36 @@ static void bad_input(void) {
         free(out);
         free(deep);
     }
+    /* devices: a CUDA module that cannot load anywhere, and this machine's GPU unless it
+     * has one; bf16 on the CPU; what CUDA models cannot do yet; --cuda-graphs is bench's */
+    snprintf(args, sizeof args, "%s --max-steps 2 --device cuda", tiny);
+    setenv("HANDGRAD_CUDA_MODULE", "/nonexistent/libhandgrad_cuda.so", 1);
+    bad("--device cuda: ", args);
+    unsetenv("HANDGRAD_CUDA_MODULE");
+    if (sh(NULL, "nvidia-smi -L") != 0) bad("--device cuda: ", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --precision bf16", tiny);
+    bad("--precision bf16 needs --device cuda (the CPU runs fp32 only)", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --device cuda --zero 1", tiny);
+    bad("--zero 1: ZeRO-1 is not wired for CUDA models yet", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --device gpu", tiny);
+    bad("--device: 'gpu' is not cpu or cuda", args);
+    snprintf(args, sizeof args, "%s --max-steps 2 --cuda-graphs", tiny);
+    bad("unknown option '--cuda-graphs'", args);
+    /* a resume on a device that cannot run is refused the same way and changes nothing:
+     * the next resume goes on on the CPU, as run.json says */
+    setenv("HANDGRAD_CUDA_MODULE", "/nonexistent/libhandgrad_cuda.so", 1);
+    int rc = sh(&out, "%s train --resume --out %s/r_res --max-steps 22 --device cuda", hg, work);
+    unsetenv("HANDGRAD_CUDA_MODULE");
+    CHECK(rc == 1 && out && strstr(out, "--device cuda: ") && strchr(out, '\n') == out + strlen(out) - 1);
+    free(out);
+    CHECK(sh(&out, "%s train --resume --out %s/r_res --max-steps 22 --precision bf16", hg, work) == 2 && out &&
+          strstr(out, "--precision bf16 needs --device cuda"));
+    free(out);
+    CHECK(!exists("%s/r_res/ckpt_00000022", work));
+    CHECK(sh(&out, "%s train --resume --out %s/r_res --max-steps 22", hg, work) == 0 && out &&
+          strstr(out, "resuming at step 20") && strstr(out, "1 thread"));
+    free(out);
+    CHECK(exists("%s/r_res/ckpt_00000022/model.safetensors", work));
     /* an existing run is not overwritten without --resume */
     CHECK(sh(&out, "%s train %s --max-steps 2 --out %s/d1", hg, tiny, work) == 1 && out && strstr(out, "--resume"));
     free(out);
@@ -833,7 +870,8 @@ int main(int argc, char **argv) {
                                   "--ctx", "--total-batch-tokens", "--lr", "--min-lr", "--warmup-steps", "--lr-schedule",
                                   "--weight-decay", "--grad-clip", "--dropout", "--max-steps", "--max-tokens", "--seed",
                                   "--threads", "--eval-every", "--eval-batches", "--sample-every", "--prompt",
-                                  "--ckpt-every", "--keep-last", "--out", "--resume", "--config", "--sequential"};
+                                  "--ckpt-every", "--keep-last", "--out", "--resume", "--config", "--sequential",
+                                  "--device cpu|cuda", "--precision fp32|bf16"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!out || !strstr(out, flags[i])) fprintf(stderr, "--help lacks %s\n", flags[i]), check_failures++;
     free(out);

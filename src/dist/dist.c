@@ -93,9 +93,11 @@ static uint64_t config_hash(const hg_model *m, const hg_dist_options *o) {
 /* This rank's own checks; every rank runs them before the exchange. */
 static hg_status check_setup(const hg_comm *c, const hg_model *m, const hg_dist_options *o) {
     if (!m->opt.training) return hg_fail(HG_ERR_INVALID, "data parallel training needs a model created with training=1");
-    if (m->opt.device != HG_DEVICE_CPU && c->size > 1)
+    /* a CUDA model on one rank without ZeRO-1: every collective is a no-op on its buffers;
+     * ZeRO-1's one-rank collectives are host copies of the gradient and moment slices */
+    if (m->opt.device != HG_DEVICE_CPU && (c->size > 1 || o->zero))
         return hg_fail(HG_ERR_UNSUPPORTED, "data parallelism with a CUDA model is not wired yet (docs/cuda.md): "
-                       "run one rank, or the CPU");
+                       "run one rank without ZeRO-1, or the CPU");
     if (o->zero != 0 && o->zero != 1) return hg_fail(HG_ERR_INVALID, "zero must be 0 or 1, got %d", o->zero);
     if (o->bucket_bytes < 1024) return hg_fail(HG_ERR_INVALID, "bucket_bytes must be >= 1024, got %zu", o->bucket_bytes);
     if (!(o->timeout_s > 0)) return hg_fail(HG_ERR_INVALID, "timeout_s must be > 0, got %g", o->timeout_s);
