@@ -60,6 +60,19 @@ static void split_b2(float f0[32][2][2], float f1[32][2][2], float r[32][4][2]) 
         }
 }
 
+/* acc0, acc1 += fa times the two B tiles of one x4 read at tile offset (r0, c0), as the
+ * kernels' inner loops do. */
+static void mma_b2(float acc0[32][4], float acc1[32][4], float fa[32][4][2], const float *tile, int (*rf)(int), int (*cf)(int),
+                   int r0, int c0, int trans) {
+    int row[32], col[32];
+    float r[32][4][2], f0[32][2][2], f1[32][2][2];
+    lane_rows(row, col, rf, cf, r0, c0);
+    ldmatrix_x4(r, tile, LD, row, col, trans);
+    split_b2(f0, f1, r);
+    mma(acc0, fa, f0);
+    mma(acc1, fa, f1);
+}
+
 /* Element (i, j) of accumulator tiles acc[n tiles][lane][4] of a 16-row product. */
 static float acc_at(float acc[][32][4], int i, int j) {
     int nt = j / 8, c = j % 8, l = (i % 8) * 4 + c / 2, e = (i / 8) * 2 + c % 2;
@@ -80,16 +93,11 @@ static void test_scores(void) {
     memset(acc, 0, sizeof acc);
     for (int kk = 0; kk < HS / 16; kk++) {
         int row[32], col[32];
-        float fa[32][4][2], r[32][4][2], f0[32][2][2], f1[32][2][2];
+        float fa[32][4][2];
         lane_rows(row, col, ldsm_a_row, ldsm_a_col, 0, kk * 16);
         ldmatrix_x4(fa, a, LD, row, col, 0);
-        for (int np = 0; np < 4; np++) {
-            lane_rows(row, col, ldsm_nrows_row, ldsm_nrows_col, np * 16, kk * 16);
-            ldmatrix_x4(r, b, LD, row, col, 0);
-            split_b2(f0, f1, r);
-            mma(acc[2 * np], fa, f0);
-            mma(acc[2 * np + 1], fa, f1);
-        }
+        for (int np = 0; np < 4; np++)
+            mma_b2(acc[2 * np], acc[2 * np + 1], fa, b, ldsm_nrows_row, ldsm_nrows_col, np * 16, kk * 16, 0);
     }
     int bad = 0;
     for (int i = 0; i < 16; i++)
@@ -113,18 +121,12 @@ static void test_accumulate(void) {
             for (int e = 0; e < 4; e++) pacc[nt][l][e] = p[l / 4 + 8 * (e / 2)][nt * 8 + 2 * (l % 4) + e % 2];
     memset(acc, 0, sizeof acc);
     for (int kk = 0; kk < KEYS / 16; kk++) {
-        float fa[32][4][2], r[32][4][2], f0[32][2][2], f1[32][2][2];
+        float fa[32][4][2];
         for (int l = 0; l < 32; l++) /* a_from_acc */
             for (int q = 0; q < 4; q++)
                 for (int h = 0; h < 2; h++) fa[l][q][h] = pacc[2 * kk + a_from_acc_tile(q)][l][a_from_acc_elem(q, h)];
-        for (int dp = 0; dp < HS / 16; dp++) {
-            int row[32], col[32];
-            lane_rows(row, col, ldsm_krows_row, ldsm_krows_col, kk * 16, dp * 16);
-            ldmatrix_x4(r, x, LD, row, col, 1);
-            split_b2(f0, f1, r);
-            mma(acc[2 * dp], fa, f0);
-            mma(acc[2 * dp + 1], fa, f1);
-        }
+        for (int dp = 0; dp < HS / 16; dp++)
+            mma_b2(acc[2 * dp], acc[2 * dp + 1], fa, x, ldsm_krows_row, ldsm_krows_col, kk * 16, dp * 16, 1);
     }
     int bad = 0;
     for (int i = 0; i < 16; i++)
