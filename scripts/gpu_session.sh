@@ -11,7 +11,8 @@
 #   ab               candidate modules (.gpu/alt/*.so) against the bundle's: checks,
 #                    attention sweep, GPT-2 small step                      (~1 min each)
 #   cli              handgrad train (GPT-2 small, bf16, on .gpu/data), --resume, generate
-#   profile          Nsight Compute's time for each kernel of one GPT-2 small step
+#   profile          Nsight Compute's time for each kernel of one GPT-2 small step, and
+#                    handgrad profile's per-op table
 #   bench-train      GPT-2 small B=8/16/32: handgrad vs torch eager/compile  (~8 min)
 #   bench-attention  flash attention sweep vs SDPA's four backends           (~5 min)
 set -uo pipefail
@@ -120,9 +121,11 @@ cli)
     --precision bf16
   ;;
 profile)
-  # every kernel of one GPT-2 small bf16 step (B=8), timed by Nsight Compute
+  # every kernel of one GPT-2 small bf16 step (B=8), timed by Nsight Compute, and
+  # handgrad's own per-op table of the same step
   step profile ncu --metrics gpu__time_duration.sum --csv --print-units base \
     "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 1 --steps 1 --pass step
+  step profile_ops "$bin"/handgrad profile --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --steps 2
   ;;
 bench-train)
   step train python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out"

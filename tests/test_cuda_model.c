@@ -221,6 +221,45 @@ static void test_graphs(const run *r) {
     hg_model_free(e), hg_model_free(g);
 }
 
+/* A profiled training pass on the GPU: the profiler waits for each op's kernels (the
+ * backend's wait), so an op's event spans its kernels, not only their launch, and the op
+ * events tile the pass as on the CPU (where tests/test_profile.c asks 95%). Checked:
+ * every event is well-formed, the op events cover at least 60% of the step and their
+ * sum does not exceed it. */
+static void test_profiled(const run *r) {
+    hg_model *g = make(r, HG_DEVICE_CUDA);
+    hg_profiler *p = NULL;
+    if (!g || !step_ok(hg_profiler_create(&p, 100000), "hg_profiler_create") || !step_ok(hg_model_set_profiler(g, p), "set profiler")) {
+        hg_model_free(g), hg_profiler_free(p);
+        return;
+    }
+    printf("%s, profiled on the GPU:\n", r->name);
+    const size_t n = (size_t)r->B * r->T;
+    int32_t *tok = malloc(sizeof(int32_t) * n), *tgt = malloc(sizeof(int32_t) * n);
+    batch(r, tok, tgt);
+    float loss;
+    int ok = step_ok(hg_zero_grad(g), "zero") && step_ok(hg_forward_backward(g, tok, tgt, r->B, r->T, 1.0f, &loss), "warm-up");
+    hg_profiler_reset(p);
+    hg_profiler_step_begin(p);
+    ok = ok && step_ok(hg_forward_backward(g, tok, tgt, r->B, r->T, 1.0f, &loss), "profiled pass");
+    hg_profiler_step_end(p);
+    double ops = 0.0, step = 0.0;
+    int events = 0, bad = 0;
+    for (int i = 0; ok && i < hg_profiler_count(p); i++) {
+        hg_prof_event e;
+        if (!step_ok(hg_profiler_event(p, i, &e), "hg_profiler_event")) break;
+        bad += !(e.end >= e.start && e.start >= 0.0);
+        if (e.region && e.pass == HG_PASS_STEP) step = e.end - e.start;
+        if (!e.region) ops += e.end - e.start, events++;
+    }
+    int good = ok && !bad && events > 0 && step > 0.0 && ops <= step && ops >= 0.6 * step;
+    printf("  %-4s %d op events cover %.3f ms of a %.3f ms pass (%.0f%%), %d malformed\n", good ? "ok" : "FAIL", events, ops * 1e3,
+           step * 1e3, step > 0.0 ? 100.0 * ops / step : 0.0, bad);
+    failures += !good;
+    free(tok), free(tgt);
+    hg_model_free(g), hg_profiler_free(p);
+}
+
 /* Without a usable GPU, asking for one is a clean HG_ERR_UNSUPPORTED; then skip. */
 static void skip_without_gpu(void) {
     hg_config cfg;
@@ -242,7 +281,8 @@ static void skip_without_gpu(void) {
 }
 
 /* test_cuda_model       every run, then the graph checks, in this process
- * test_cuda_model I     only check I (0 .. count-1: the runs, then the graph checks)
+ * test_cuda_model I     only check I (0 .. count-1: the runs, the graph checks, the
+ *                       profiled pass)
  * test_cuda_model --count
  * scripts/gpu_session.sh runs each check in a process of its own, so that a sticky CUDA
  * error in one does not hide the others. */
@@ -283,7 +323,7 @@ int main(int argc, char **argv) {
         {"odd as cs336, 1 kv head, head_dim 48 fp32", mqa, 3, 37, HG_PRECISION_FP32, 0},
         {"odd as cs336, 1 kv head, head_dim 48 bf16", mqa, 3, 37, HG_PRECISION_BF16, 0},
     };
-    const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 3;
+    const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 4;
     if (argc == 2 && !strcmp(argv[1], "--count")) {
         printf("%d\n", count);
         return 0;
@@ -299,8 +339,10 @@ int main(int argc, char **argv) {
         if (only >= 0 && i != only) continue;
         if (i < nruns)
             test_run(&runs[i]);
-        else
+        else if (i < nruns + 3)
             test_graphs(&runs[graphed[i - nruns]]);
+        else
+            test_profiled(&runs[5]); /* GPT-2 small's width and vocabulary, bf16 */
     }
     printf(failures ? "%d check(s) failed\n" : "ok\n", failures);
     return failures ? 1 : 0;

@@ -60,6 +60,9 @@ struct hg_backend_ops {
     /* Waits for queued work; reports the first failure of any op since the last sync
      * (ops that return void record theirs here). */
     hg_status (*sync)(hg_backend *be);
+    /* Waits for queued work and keeps any failure for the next sync (the profiler times
+     * ops with it). NULL: the backend queues nothing (the CPU). */
+    void (*wait)(hg_backend *be);
     /* Runs body(ctx), which issues ops only. A backend may record it once and replay it
      * while `key` is unchanged (a CUDA graph). NULL: the model calls body directly. */
     hg_status (*run_graph)(hg_backend *be, uint64_t key, hg_status (*body)(void *ctx), void *ctx);

@@ -105,8 +105,13 @@ static int resolve(const hg_model *m, const void *ptr, prof_touch *out) {
     return 0;
 }
 
+double prof_now(const hg_model *m) {
+    if (m->be->ops->wait) m->be->ops->wait(m->be);
+    return hg_now();
+}
+
 void prof_record(const hg_model *m, const prof_op *op, double t0) {
-    double t1 = hg_now();
+    double t1 = prof_now(m);
     hg_profiler *p = m->prof;
     prof_event *e = claim(p);
     if (!e) return;
@@ -125,7 +130,7 @@ static void record_region(hg_profiler *p, prof_kind kind, double t0, double t1) 
                           .layer = PROF_NO_LAYER, .thread = thread_id()};
 }
 
-void prof_record_region(const hg_model *m, prof_kind kind, double t0) { record_region(m->prof, kind, t0, hg_now()); }
+void prof_record_region(const hg_model *m, prof_kind kind, double t0) { record_region(m->prof, kind, t0, prof_now(m)); }
 
 /* ---- the public API ---- */
 

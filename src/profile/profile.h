@@ -51,7 +51,11 @@ void prof_record_region(const hg_model *m, prof_kind kind, double t0);
 #define PROF_ON(m) ((void)(m), 0)
 #endif
 
-static inline double prof_begin(const hg_model *m) { return PROF_ON(m) ? hg_now() : 0.0; }
+/* The host clock once the model's queued work is done, so that on a backend that queues
+ * (the GPU) an op's time is its kernels' and not its launch's. */
+double prof_now(const hg_model *m);
+
+static inline double prof_begin(const hg_model *m) { return PROF_ON(m) ? prof_now(m) : 0.0; }
 
 /* PROF_OP(m, t0, .kind = ..., .layer = ..., ...): the fields of a prof_op. */
 #define PROF_OP(m, t0, ...)                                             \

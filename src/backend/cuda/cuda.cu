@@ -114,6 +114,8 @@ static hg_status cuda_sync(hg_backend *be) {
     return st;
 }
 
+static void cuda_wait(hg_backend *be) { cuda_check(be, cudaStreamSynchronize(cuda_stream(be)), "cudaStreamSynchronize"); }
+
 /* cuBLASLt's workspace and the backend scratch, allocated outside the tables. */
 static size_t cuda_workspace_bytes(hg_backend *be) { return CUDA_LT_WORKSPACE + cuda_of(be)->work_bytes; }
 
@@ -255,6 +257,7 @@ static const hg_backend_ops cuda_ops = {
     .download = cuda_download,
     .to_compute = cuda_to_compute,
     .sync = cuda_sync,
+    .wait = cuda_wait,
     .run_graph = cuda_run_graph,
     .workspace_bytes = cuda_workspace_bytes,
     .encoder_forward = cuda_encoder_forward,
