@@ -43,6 +43,8 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--out", help="directory for results.json")
+    ap.add_argument("--batches", type=lambda v: [int(x) for x in v.split(",")], default=list(BATCHES),
+                    help="batch sizes of --part train, comma-separated (default 8,16,32)")
     ap.add_argument("--worker", choices=("train", "attention", "ceiling"), help=argparse.SUPPRESS)
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=8, help=argparse.SUPPRESS)
@@ -223,9 +225,26 @@ def mfu(flops, seconds, tflops):
     return flops / seconds / (tflops * 1e12) if seconds and tflops else None
 
 
+def rate(r, ceiling):
+    """Adds ms per step and MFU to a row that has a step time."""
+    t = r.get("train_step", {}).get("median_s") or r.get("train_step", {}).get("mean_s")
+    if t:
+        r["ms_per_step"] = t * 1e3
+        r["mfu_measured"] = mfu(r["flops_per_step"], t, ceiling.get("bf16_matmul_tflops"))
+        r["mfu_datasheet"] = mfu(r["flops_per_step"], t, ceiling.get("datasheet_bf16_tflops"))
+    return r
+
+
 def part_train(args, ceiling):
+    """Each row is printed as it completes, so a run cut short keeps what it measured."""
     rows = []
-    for B in BATCHES:
+
+    def add(row):
+        rows.append(rate(row, ceiling))
+        print("row: " + json.dumps({k: row.get(k) for k in ("impl", "batch", "ms_per_step", "forward_ms", "backward_ms",
+                                                             "tokens_per_s", "error")}), flush=True)
+
+    for B in args.batches:
         shape = ["--model", "small", "--batch", str(B), "--ctx", str(CTX), "--warmup", str(args.warmup),
                  "--steps", str(args.steps), "--device", "cuda", "--precision", "bf16", "--json"]
         for impl, extra in (("handgrad", []), ("handgrad_graphs", ["--cuda-graphs"])):
@@ -239,16 +258,10 @@ def part_train(args, ceiling):
                      "backward_ms": by_pass.get("backward", {}).get("mean_s", 0) * 1e3}
             else:
                 r = out if isinstance(out, dict) else {"error": "no step row in handgrad bench's output"}
-            rows.append({"impl": impl, "batch": B, **r})
+            add({"impl": impl, "batch": B, **r})
         for mode in ("eager", "compile"):
             r = run_json(f"torch {mode} B={B}", me(args, "--worker", "train", "--mode", mode, "--batch", str(B)))
-            rows.append({"impl": f"torch_{mode}", "batch": B, **r})
-    for r in rows:
-        t = r.get("train_step", {}).get("median_s") or r.get("train_step", {}).get("mean_s")
-        if t:
-            r["ms_per_step"] = t * 1e3
-            r["mfu_measured"] = mfu(r["flops_per_step"], t, ceiling.get("bf16_matmul_tflops"))
-            r["mfu_datasheet"] = mfu(r["flops_per_step"], t, ceiling.get("datasheet_bf16_tflops"))
+            add({"impl": f"torch_{mode}", "batch": B, **r})
     return rows
 
 
@@ -262,7 +275,7 @@ def print_train(rows, ceiling):
           f"{fmt(ceiling.get('datasheet_bf16_tflops'), '.0f')} datasheet")
     print(f"{'B':>3} {'impl':<16} {'ms/step':>9} {'fwd ms':>8} {'bwd ms':>8} {'bwd/fwd':>7} {'tokens/s':>10} {'MFU meas':>9} "
           f"{'MFU sheet':>9} {'vs compile':>10}")
-    for B in BATCHES:
+    for B in sorted({r["batch"] for r in rows}):
         comp = next((r for r in rows if r["batch"] == B and r["impl"] == "torch_compile" and "tokens_per_s" in r), None)
         for r in (r for r in rows if r["batch"] == B):
             if "error" in r:

@@ -128,7 +128,9 @@ profile)
   step profile_ops "$bin"/handgrad profile --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --steps 2
   ;;
 bench-train)
-  step train python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out"
+  # rows are printed as they complete (a run cut short keeps them); BATCHES=8 for one size
+  python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out" \
+    --batches "${BATCHES:-8,16,32}" 2>&1 | tee "$out/train.log" | grep --line-buffered -E '^(row: |GPT-2|  B | +[0-9]+ )' || status=1
   ;;
 bench-attention)
   step attention python3 bench/compare_torch_cuda.py --part attention --attention-bin "$bin"/attention_cuda --out "$out"
