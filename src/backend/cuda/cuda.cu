@@ -266,8 +266,10 @@ static const hg_backend_ops cuda_ops = {
     .residual_layernorm_forward = cuda_residual_layernorm_forward,
     .layernorm_backward = cuda_layernorm_backward,
     .layernorm_scratch_bytes = cuda_layernorm_scratch_bytes,
-    .head_norm_forward = NULL, /* q/k norm: no kernel yet (cuda_supports refuses qk_norm) */
-    .head_norm_backward = NULL,
+    /* q/k norm: written 2026-11-24 without a GPU; cuda_supports refuses qk_norm until
+     * test_cuda_ops' head_norm group has passed on one */
+    .head_norm_forward = cuda_head_norm_forward,
+    .head_norm_backward = cuda_head_norm_backward,
     .dropout_backward = cuda_dropout_backward,
     .matmul_forward = cuda_matmul_forward,
     .matmul_backward = cuda_matmul_backward,

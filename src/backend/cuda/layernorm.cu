@@ -10,6 +10,8 @@
  * column sum (reduce.cuh) over dy * xhat and dy: no atomics, so they are deterministic.
  * dw, db are NULL exactly when w, b are, and a NULL one is not summed.
  * With dropout, masks come from the same Philox counters as the CPU (ops/dropout.h).
+ * The q/k norm (Qwen3) is RMSNorm of each q and k head of the QKV row, a warp per (row,
+ * head), its weight gradients column sums over (row, head) pairs.
  *
  * Legend: N rows, C channels. */
 #include "backend/cuda/cuda.h"
@@ -154,6 +156,67 @@ struct ln_param_terms {
     }
 };
 
+/* ---- q/k norm (ops/layernorm.h): RMSNorm of each q and k head in place, a warp per
+ * (row, head); head h < NH is a q head (wq), else a k head (wk). ---- */
+
+template <typename T>
+__global__ void __launch_bounds__(32 * LN_WARPS)
+    head_norm_forward_kernel(T *qkv /* (N,W) */, T *raw /* (N,(NH+NKV) hs) or NULL */, float *rstd /* (N, NH+NKV) */,
+                             const T *wq /* (hs) or NULL */, const T *wk /* (hs) or NULL */, hg_head_norm_shape s) {
+    const int H = s.NH + s.NKV, hs = s.hs;
+    const long long r = (long long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
+    if (r >= (long long)s.N * H) return;
+    const int n = (int)(r / H), h = (int)(r % H);
+    T *y = qkv + (size_t)n * qkv_width(s.NH, s.NKV, hs) + (size_t)h * hs;
+    if (raw) { /* kept for backward; each lane copies, then reads back, its own elements */
+        T *x = raw + (size_t)r * hs;
+        for (int i = threadIdx.x % 32; i < hs; i += 32) x[i] = y[i];
+        __syncwarp();
+    }
+    const T *x = raw ? raw + (size_t)r * hs : y;
+    float m, rs;
+    row_stats<T, 1>(x, hs, 1, s.eps, &m, &rs);
+    norm_row<T, 1>(y, x, h < s.NH ? wq : wk, NULL, hs, 0.0f, rs);
+    if (threadIdx.x % 32 == 0) rstd[r] = rs;
+}
+
+/* d (one head of dqkv) = rstd (g - xhat mean(g xhat)), g = d w, in place. */
+template <typename T>
+__global__ void __launch_bounds__(32 * LN_WARPS)
+    head_norm_backward_kernel(T *dqkv /* (N,W) */, const T *raw /* (N,(NH+NKV) hs) */, const float *rstd /* (N, NH+NKV) */,
+                              const T *wq, const T *wk, hg_head_norm_shape s) {
+    const int H = s.NH + s.NKV, hs = s.hs;
+    const long long r = (long long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
+    if (r >= (long long)s.N * H) return;
+    const int n = (int)(r / H), h = (int)(r % H), lane = threadIdx.x % 32;
+    T *d = dqkv + (size_t)n * qkv_width(s.NH, s.NKV, hs) + (size_t)h * hs;
+    const T *x = raw + (size_t)r * hs, *w = h < s.NH ? wq : wk;
+    const float rs = rstd[r];
+    float sum_gx = 0.0f;
+    for (int i = lane; i < hs; i += 32) sum_gx += to_f(d[i]) * (w ? to_f(w[i]) : 1.0f) * to_f(x[i]) * rs;
+    const float mgx = warp_sum(sum_gx) / (float)hs;
+    for (int i = lane; i < hs; i += 32) {
+        float g = to_f(d[i]) * (w ? to_f(w[i]) : 1.0f);
+        d[i] = from_f<T>(rs * (g - to_f(x[i]) * rs * mgx));
+    }
+}
+
+/* (dy xhat, 0) at (m, c) for the q heads (m = n NH + h) or the k heads (m = n NKV + h):
+ * the terms of dwq or dwk. */
+template <typename T>
+struct head_norm_terms {
+    const T *dqkv, *raw;
+    const float *rstd;
+    hg_head_norm_shape s;
+    int k; /* 0: q heads, 1: k heads */
+    __device__ float2 operator()(int m, int c) const {
+        const int per = k ? s.NKV : s.NH, n = m / per, h = m % per + (k ? s.NH : 0), H = s.NH + s.NKV;
+        const size_t r = (size_t)n * H + h;
+        float dy = to_f(dqkv[(size_t)n * qkv_width(s.NH, s.NKV, s.hs) + (size_t)h * s.hs + c]);
+        return make_float2(dy * to_f(raw[r * s.hs + c]) * rstd[r], 0.0f);
+    }
+};
+
 template <typename T>
 __global__ void dropout_backward_kernel(T *dbranch, const T *dres, size_t n, hg_dropout drop) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -208,6 +271,32 @@ extern "C" void cuda_layernorm_backward(hg_backend *be, float *dinp, float *dw, 
                   if (cuda_launched(be, "layernorm_backward_kernel") == HG_OK && (dw || db))
                       colsum(be, dw, db, (float2 *)scratch, N, C, ln_param_terms<T>{(const T *)dout, (const T *)inp, m, rstd, C},
                              "layernorm_backward (dw, db)"));
+}
+
+static unsigned head_blocks(const hg_head_norm_shape *s) {
+    return (unsigned)(((long long)s->N * (s->NH + s->NKV) + LN_WARPS - 1) / LN_WARPS);
+}
+
+extern "C" void cuda_head_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
+                                       const hg_head_norm_shape *s) {
+    CUDA_OP("qk_norm_forward");
+    CUDA_DISPATCH(be, head_norm_forward_kernel<T><<<head_blocks(s), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
+                          (T *)qkv, (T *)raw, rstd, (const T *)wq, (const T *)wk, *s));
+    cuda_launched(be, "head_norm_forward_kernel");
+}
+
+/* dwq, dwk first (they read dqkv as it comes in), then dqkv in place. */
+extern "C" void cuda_head_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd,
+                                        const float *wq, const float *wk, const hg_head_norm_shape *s, float *scratch) {
+    CUDA_OP("qk_norm_backward");
+    CUDA_DISPATCH(be, {
+        const head_norm_terms<T> q = {(const T *)dqkv, (const T *)raw, rstd, *s, 0}, k = {(const T *)dqkv, (const T *)raw, rstd, *s, 1};
+        if (dwq && colsum(be, dwq, NULL, (float2 *)scratch, s->N * s->NH, s->hs, q, "qk_norm_backward (dwq)") != HG_OK) return;
+        if (dwk && colsum(be, dwk, NULL, (float2 *)scratch, s->N * s->NKV, s->hs, k, "qk_norm_backward (dwk)") != HG_OK) return;
+        head_norm_backward_kernel<T><<<head_blocks(s), 32 * LN_WARPS, 0, cuda_stream(be)>>>((T *)dqkv, (const T *)raw, rstd,
+                                                                                           (const T *)wq, (const T *)wk, *s);
+    });
+    cuda_launched(be, "head_norm_backward_kernel");
 }
 
 extern "C" void cuda_dropout_backward(hg_backend *be, float *dbranch, const float *dres, size_t n, const hg_dropout *drop) {
