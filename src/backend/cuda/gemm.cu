@@ -106,15 +106,22 @@ static hg_status lt_call_init(hg_backend *be, lt_call *k, const cuda_gemm_desc *
     return HG_OK;
 }
 
-/* *algo = the cached (or newly found) kernel for key; *found = 0 when cuBLASLt has none. */
-static hg_status find_algo(hg_backend *be, lt_call *k, const gemm_key *key, cublasLtMatmulAlgo_t *algo, int *found) {
+/* The cache's entry for key, or NULL. */
+static gemm_entry *cached(hg_backend *be, const gemm_key *key) {
     cuda_gemm_cache *c = cuda_of(be)->gemm;
     for (int i = 0; i < c->count; i++)
-        if (!memcmp(&c->e[i].key, key, sizeof *key)) {
-            *algo = c->e[i].algo;
-            *found = c->e[i].found;
-            return HG_OK;
-        }
+        if (!memcmp(&c->e[i].key, key, sizeof *key)) return &c->e[i];
+    return NULL;
+}
+
+/* *algo = the cached (or newly found) kernel for key; *found = 0 when cuBLASLt has none. */
+static hg_status find_algo(hg_backend *be, lt_call *k, const gemm_key *key, cublasLtMatmulAlgo_t *algo, int *found) {
+    const gemm_entry *e = cached(be, key);
+    if (e) {
+        *algo = e->algo;
+        *found = e->found;
+        return HG_OK;
+    }
     cublasLtMatmulHeuristicResult_t res;
     memset(&res, 0, sizeof res);
     int n = 0;
@@ -122,14 +129,9 @@ static hg_status find_algo(hg_backend *be, lt_call *k, const gemm_key *key, cubl
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) HG_TRY(cuda_check_lt(be, st, "cublasLtMatmulAlgoGetHeuristic"));
     *found = st == CUBLAS_STATUS_SUCCESS && n > 0;
     *algo = res.algo;
+    cuda_gemm_cache *c = cuda_of(be)->gemm;
     if (c->count < GEMM_CACHE) c->e[c->count++] = (gemm_entry){*key, *found, res.algo};
     return HG_OK;
-}
-
-static void forget_algo(hg_backend *be, const gemm_key *key) {
-    cuda_gemm_cache *c = cuda_of(be)->gemm;
-    for (int i = 0; i < c->count; i++)
-        if (!memcmp(&c->e[i].key, key, sizeof *key)) c->e[i].found = 0;
 }
 
 static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D,
@@ -157,7 +159,8 @@ static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, co
                                               s->lt_workspace, CUDA_LT_WORKSPACE, s->stream),
                            "cublasLtMatmul");
         *ran = st == HG_OK;
-        if (!*ran) forget_algo(be, &key); /* a fused trial that failed: unfused from now on */
+        gemm_entry *e = *ran ? NULL : cached(be, &key);
+        if (e) e->found = 0; /* a fused trial that failed: unfused from now on */
     }
     lt_call_free(&k);
     return st;
