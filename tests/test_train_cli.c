@@ -718,6 +718,17 @@ static int patch(uint8_t *b, size_t n, const char *from, const char *to) {
     return 0;
 }
 
+/* bad() with the tiny model's flags, --max-steps 2 and the flags fmt formats. */
+static void __attribute__((format(printf, 2, 3))) bad_tiny(const char *needle, const char *fmt, ...) {
+    char extra[2048], args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(extra, sizeof extra, fmt, ap);
+    va_end(ap);
+    snprintf(args, sizeof args, "%s --max-steps 2 %s", tiny, extra);
+    bad(needle, args);
+}
+
 static void bad_input(void) {
     char args[4096], p[1024];
     bad("unknown option '--lrr'", "--lrr 3");
@@ -737,12 +748,9 @@ static void bad_input(void) {
     bad("two.json: text after the JSON object at byte 12", args);
     snprintf(args, sizeof args, "%s", tiny);
     bad("give --max-steps N or --max-tokens N", args);
-    snprintf(args, sizeof args, "%s --max-steps 2 --max-tokens 100", tiny);
-    bad("both --max-steps and --max-tokens", args);
-    snprintf(args, sizeof args, "%s --max-steps 2 --max-seq-len 16", tiny);
-    bad("--ctx 32 exceeds the model's max_seq_len 16", args);
-    snprintf(args, sizeof args, "%s --max-steps 2 --n-head 3", tiny);
-    bad("n_head (3) must divide d_model (32)", args);
+    bad_tiny("both --max-steps and --max-tokens", "--max-tokens 100");
+    bad_tiny("--ctx 32 exceeds the model's max_seq_len 16", "--max-seq-len 16");
+    bad_tiny("n_head (3) must divide d_model (32)", "--n-head 3");
     bad("--train 'nope/*.bin': no file matches", "--train 'nope/*.bin' --model tiny --vocab-size 512 --max-steps 1");
     /* a preset's max_seq_len widens to a longer --ctx, as --help says */
     CHECK(sh(NULL, "%s train --train '%s/data/train_*.bin' --model tiny --ctx 128 --batch 1 --threads 1 "
@@ -753,21 +761,18 @@ static void bad_input(void) {
     CHECK(hg_checkpoint_config(w128, &c128) == HG_OK && c128.max_seq_len == 128);
     /* a glob that matches nothing is named first, not the vocabulary it would have given */
     bad("--train 'nope/*.bin': no file matches", "--train 'nope/*.bin' --model tiny --max-steps 1");
-    snprintf(args, sizeof args, "%s --max-steps 2 --vocab-size 256", tiny);
-    bad("has 320 ids but the model has vocab_size 256", args);
+    bad_tiny("has 320 ids but the model has vocab_size 256", "--vocab-size 256");
     /* more embedding rows than the tokenizer has ids (a padded vocabulary) is fine */
     CHECK(sh(NULL, "%s train %s --max-steps 1 --vocab-size 384 --out %s/padded", hg, tiny, work) == 0);
     /* a tokenizer of another vocabulary than the shards and model */
     CHECK(sh(NULL, "%s tokenizer train --vocab-size 300 --out %s/tok300 %s/corpus.txt", hg, work, work) == 0);
-    snprintf(args, sizeof args, "%s --max-steps 2 --tokenizer %s/tok300", tiny, work);
-    bad("train_000000.bin was written for a vocabulary of 320 ids, but the tokenizer has 300", args);
+    bad_tiny("train_000000.bin was written for a vocabulary of 320 ids, but the tokenizer has 300",
+             "--tokenizer %s/tok300", work);
     /* checkpoints: another shape, and corrupt files */
     char ck[600];
     snprintf(ck, sizeof ck, "%s/d1/ckpt_00000012", work);
-    snprintf(args, sizeof args, "%s --max-steps 2 --init-from %s --d-model 64", tiny, ck);
-    bad("--d-model 64 differs from", args);
-    snprintf(args, sizeof args, "%s --max-steps 2 --init-from %s/nope", tiny, work);
-    bad("--init-from: ", args);
+    bad_tiny("--d-model 64 differs from", "--init-from %s --d-model 64", ck);
+    bad_tiny("--init-from: ", "--init-from %s/nope", work);
     snprintf(p, sizeof p, "%s/model.safetensors", ck);
     size_t n;
     uint8_t *orig = slurp(p, &n), *b = malloc(n);
@@ -828,14 +833,10 @@ static void bad_input(void) {
     bad("--device cuda: ", args);
     unsetenv("HANDGRAD_CUDA_MODULE");
     if (sh(NULL, "nvidia-smi -L") != 0) bad("--device cuda: ", args);
-    snprintf(args, sizeof args, "%s --max-steps 2 --precision bf16", tiny);
-    bad("--precision bf16 needs --device cuda (the CPU runs fp32 only)", args);
-    snprintf(args, sizeof args, "%s --max-steps 2 --device cuda --zero 1", tiny);
-    bad("--zero 1: ZeRO-1 is not wired for CUDA models yet", args);
-    snprintf(args, sizeof args, "%s --max-steps 2 --device gpu", tiny);
-    bad("--device: 'gpu' is not cpu or cuda", args);
-    snprintf(args, sizeof args, "%s --max-steps 2 --cuda-graphs", tiny);
-    bad("unknown option '--cuda-graphs'", args);
+    bad_tiny("--precision bf16 needs --device cuda (the CPU runs fp32 only)", "--precision bf16");
+    bad_tiny("--zero 1: ZeRO-1 is not wired for CUDA models yet", "--device cuda --zero 1");
+    bad_tiny("--device: 'gpu' is not cpu or cuda", "--device gpu");
+    bad_tiny("unknown option '--cuda-graphs'", "--cuda-graphs");
     /* a resume on a device that cannot run is refused the same way and changes nothing:
      * the next resume goes on on the CPU, as run.json says */
     setenv("HANDGRAD_CUDA_MODULE", "/nonexistent/libhandgrad_cuda.so", 1);
