@@ -3,6 +3,15 @@
 # Runs on the GPU machine from the repository root, with .gpu/ carried (made here by
 # scripts/gpu_bundle.sh; unpacked to /tmp/handgrad-gpu); logs and results go to $OUT
 # (default gpu-out/).
+#   session          the parts below in order, each under its own time limit, for one
+#                    device call (SESSION_PARTS picks and orders them); a timestamp
+#                    before each part, the summary in $OUT/session.log, every part's logs
+#                    packed into $OUT/logs.tar.gz after each part, so a call cut short
+#                    keeps what it measured
+#   facts            the machine: GPU, driver, host CPU's ISA, where cuDNN is
+#   cudnn-ref        PyTorch's cuDNN SDPA on handgrad's packed layout with cuDNN's logs
+#                    (the reference graphs for src/backend/cuda/cudnn_attention.c)
+#   new              the checks never run on a GPU yet (docs/cuda.md, "next run")
 #   check            GPU facts, the gpu-labelled tests (each op group, precision and
 #                    model check in its own process), a GPT-2 small step    (~3 min)
 #   bench-small      handgrad bench, GPT-2 small B=8 in bf16 and fp32 (the end of check)
@@ -17,7 +26,7 @@
 #   bench-attention  flash attention sweep vs SDPA's four backends           (~5 min)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-part=${1:?usage: scripts/gpu_session.sh check|bench-small|sanitize|ab|cli|profile|bench-train|bench-attention}
+part=${1:?usage: scripts/gpu_session.sh session|facts|cudnn-ref|new|check|bench-small|sanitize|ab|cli|profile|bench-train|bench-attention}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -f .gpu/bundle.tar.gz ] || { echo "gpu_session: .gpu/ is missing: run scripts/gpu_bundle.sh here and carry .gpu"; exit 2; }
@@ -49,7 +58,73 @@ summary() { # summary WHAT: the failing checks and processes
   for f in "${failed[@]}"; do echo "   $f"; done
   [ ${#failed[@]} -eq 0 ] || status=1
 }
+cs() { compute-sanitizer --tool "$1" --error-exitcode 1 "${@:2}"; }
+within() { # within SECONDS CMD...: CMD in a process group of its own, killed whole at the limit
+  local t=$1; shift
+  setsid "$@" &
+  local pid=$!
+  # the watcher keeps no pipe open (a tee downstream would wait for it) and ends its sleep
+  (trap 'kill $s; exit' TERM; sleep "$t" & s=$!; wait $s; kill -TERM -- -"$pid"; sleep 5; kill -KILL -- -"$pid") \
+    >/dev/null 2>&1 &
+  local watch=$!
+  wait "$pid"
+  local rc=$?
+  kill "$watch" 2>/dev/null
+  return $rc
+}
 case $part in
+session)
+  # seconds each part may take; measured times go to docs/cuda.md ("A GPU session")
+  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=150 [check]=240 [sanitize]=300 [bench-train]=480
+    [profile]=180 [bench-attention]=300 [bench-small]=90 [ab]=300 [cli]=180)
+  logs=/tmp/gpu-logs
+  rm -rf "$logs" && mkdir -p "$logs"
+  t_start=$SECONDS
+  for p in ${SESSION_PARTS:-facts new check sanitize bench-train profile}; do
+    [ -n "${limit[$p]:-}" ] || { echo "gpu_session: session: unknown part '$p'"; status=1; continue; }
+    echo "== $(date -u +%H:%M:%S) part $p (limit ${limit[$p]} s, $((SECONDS - t_start)) s into the session)"
+    t0=$SECONDS
+    OUT=$logs/$p within "${limit[$p]}" "$0" "$p"
+    rc=$?
+    echo "== $(date -u +%H:%M:%S) part $p: exit $rc after $((SECONDS - t0)) s"
+    [ $rc -eq 0 ] || status=1
+    tar -czf "$out/logs.tar.gz" -C "$logs" .
+  done 2>&1 | tee "$out/session.log"
+  grep -q ': exit [^0]' "$out/session.log" && status=1
+  ;;
+facts)
+  step gpu nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  step host sh -c 'grep -m1 "model name" /proc/cpuinfo; nproc; grep -o "avx512[a-z_0-9]*\|amx[a-z_0-9]*" /proc/cpuinfo | sort -u | tr "\n" " "; echo'
+  step versions python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+  # where a cuDNN lives there: the system's, the toolkit's, PyTorch's wheel (what the
+  # cuDNN loader of the CUDA module searches)
+  step cudnn_where sh -c 'ldconfig -p | grep -i cudnn; ls -l /usr/local/cuda/lib64/libcudnn.so* 2>&1;
+    python3 -c "import nvidia.cudnn, os; d = nvidia.cudnn.__path__[0]; print(d); [print(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs if f.startswith(\"libcudnn\")]"'
+  ;;
+cudnn-ref)
+  # PyTorch's cuDNN SDPA at handgrad's layout, logged: cuDNN's backend log and
+  # cudnn-frontend's graph log (compressed: the files back from a call are limited)
+  step cudnn_ref env CUDNN_LOGINFO_DBG=1 CUDNN_LOGDEST_DBG="$out/cudnn_backend.log" CUDNN_FRONTEND_LOG_INFO=1 \
+    CUDNN_FRONTEND_LOG_FILE="$out/cudnn_frontend.log" python3 tools/cudnn_sdpa_reference.py \
+    --deviceprop "$out/cudnn_deviceprop.json"
+  gzip -f "$out"/cudnn_backend.log "$out"/cudnn_frontend.log 2>/dev/null
+  ls -l "$out"
+  ;;
+new)
+  # written without a GPU: the q/k norm kernels (op group and Qwen3 model checks), the
+  # GEMM plan cache's lookup (matmul group), the profiled pass through the backend's wait
+  # op; then sanitizers on the final attention kernels and the 16-byte vector kernels
+  log=$out/new.log
+  : >"$log"
+  for p in fp32 bf16; do
+    for g in head_norm matmul; do runone "ops $p $g" "$bin"/test_cuda_ops $p $g; done
+  done
+  n=$("$bin"/test_cuda_model --count)
+  for i in $((n - 6)) $((n - 5)) $((n - 1)); do runone "model $i" "$bin"/test_cuda_model "$i"; done
+  for t in racecheck synccheck; do runone "$t ops bf16 attention" cs $t "$bin"/test_cuda_ops bf16 attention; done
+  runone "memcheck ops bf16" cs memcheck "$bin"/test_cuda_ops bf16
+  summary new
+  ;;
 check)
   step gpu nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   step ldd ldd "$bin"/handgrad "$bin"/libhandgrad_cuda.so
@@ -74,7 +149,6 @@ bench-small)
 sanitize)
   log=$out/sanitize.log
   : >"$log"
-  cs() { compute-sanitizer --tool "$1" --error-exitcode 1 "${@:2}"; }
   for p in fp32 bf16; do runone "memcheck ops $p" cs memcheck "$bin"/test_cuda_ops $p; done
   runone "memcheck model 1 (odd bf16)" cs memcheck "$bin"/test_cuda_model 1
   runone "initcheck model 1" cs initcheck "$bin"/test_cuda_model 1

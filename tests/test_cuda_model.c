@@ -1,10 +1,10 @@
 /* The whole model on the GPU against the CPU backend (which tests/test_model_torch.c holds
  * to PyTorch): logits, loss, every parameter gradient, and ten AdamW steps whose losses
  * must track the CPU's, in fp32 and bf16, on odd shapes (T=37, C=96, NH=3, V=1000) and on
- * GPT-2 small's width and vocabulary; at the odd shape and in the llama-tiny and qwen2-tiny
- * presets also the other architectures' switches (RMSNorm, RoPE, SwiGLU, ReLU^2, norms
- * and linears without parameters, an untied output layer, grouped-query attention, a
- * head_dim of its own). Also: dropout masks that match the CPU's, CUDA graph replay that
+ * GPT-2 small's width and vocabulary; at the odd shape and in the llama-tiny, qwen2-tiny
+ * and qwen3-tiny presets also the other architectures' switches (RMSNorm, RoPE, SwiGLU,
+ * ReLU^2, norms and linears without parameters, an untied output layer, grouped-query
+ * attention, a head_dim of its own, the q/k norm). Also: dropout masks that match the CPU's, CUDA graph replay that
  * matches eager runs, stochastic rounding that trains, and generation through the KV
  * cache from parameters copied off the CPU model.
  *
@@ -294,7 +294,7 @@ int main(int argc, char **argv) {
     tiny_drop.dropout = 0.1f;
     /* the CS336 model's switches (cs336-* presets) at odd's size; ReLU^2 with RoPE and a
      * LayerNorm without affine parameters; GELU without biases (its epilogue without one) */
-    hg_config cs336 = odd, relu2 = odd, gelu_nobias = odd, llama, qwen2;
+    hg_config cs336 = odd, relu2 = odd, gelu_nobias = odd, llama, qwen2, qwen3;
     cs336.norm = HG_NORM_RMSNORM, cs336.position = HG_POS_ROPE, cs336.mlp = HG_MLP_SWIGLU;
     cs336.omit = HG_OMIT_ALL_BIAS, cs336.untied = 1, cs336.d_ff = 160;
     relu2.position = HG_POS_ROPE, relu2.mlp = HG_MLP_RELU2, relu2.omit = HG_OMIT_NORM_WEIGHT | HG_OMIT_NORM_BIAS;
@@ -303,6 +303,7 @@ int main(int argc, char **argv) {
      * for the odd shape's three with a head_dim of 48 (q and attention 144 wide, C 96) */
     hg_config_preset("llama-tiny", &llama);
     hg_config_preset("qwen2-tiny", &qwen2);
+    hg_config_preset("qwen3-tiny", &qwen3);
     hg_config mqa = cs336;
     mqa.n_kv_head = 1, mqa.head_dim = 48;
     const run runs[] = {
@@ -322,6 +323,8 @@ int main(int argc, char **argv) {
         {"qwen2-tiny (q/k/v bias, tied) bf16", qwen2, 2, 64, HG_PRECISION_BF16, 0},
         {"odd as cs336, 1 kv head, head_dim 48 fp32", mqa, 3, 37, HG_PRECISION_FP32, 0},
         {"odd as cs336, 1 kv head, head_dim 48 bf16", mqa, 3, 37, HG_PRECISION_BF16, 0},
+        {"qwen3-tiny (q/k norm) fp32", qwen3, 2, 64, HG_PRECISION_FP32, 0},
+        {"qwen3-tiny (q/k norm) bf16", qwen3, 2, 64, HG_PRECISION_BF16, 0},
     };
     const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 4;
     if (argc == 2 && !strcmp(argv[1], "--count")) {

@@ -232,11 +232,10 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
 
 /* What the CUDA kernels run: every switch of hg_config (norms with or without affine
  * parameters, RoPE, the MLP activations, biases, tying, grouped-query attention, a
- * head_dim of its own) except the q/k norm, with head sizes up to CUDA_MAX_HEAD_SIZE. A
+ * head_dim of its own, the q/k norm), with head sizes up to CUDA_MAX_HEAD_SIZE. A
  * config the kernels cannot run is refused at creation, naming the field, rather than
  * failing inside a step; a new config switch without CUDA kernels belongs here. */
 static hg_status cuda_supports(const hg_config *c) {
-    if (c->qk_norm) return hg_fail(HG_ERR_UNSUPPORTED, "qk_norm: the CUDA backend has no kernels for this yet; use the CPU");
     int hs = c->head_dim ? c->head_dim : c->n_head > 0 ? c->d_model / c->n_head : 0;
     if (hs > CUDA_MAX_HEAD_SIZE)
         return hg_fail(HG_ERR_UNSUPPORTED, "head_dim: the CUDA attention kernels take head sizes up to %d, this model's is %d; use "
@@ -266,8 +265,6 @@ static const hg_backend_ops cuda_ops = {
     .residual_layernorm_forward = cuda_residual_layernorm_forward,
     .layernorm_backward = cuda_layernorm_backward,
     .layernorm_scratch_bytes = cuda_layernorm_scratch_bytes,
-    /* q/k norm: written 2026-11-24 without a GPU; cuda_supports refuses qk_norm until
-     * test_cuda_ops' head_norm group has passed on one */
     .head_norm_forward = cuda_head_norm_forward,
     .head_norm_backward = cuda_head_norm_backward,
     .dropout_backward = cuda_dropout_backward,
