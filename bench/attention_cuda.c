@@ -1,14 +1,16 @@
-/* Times handgrad's CUDA flash attention (bf16) forward and forward+backward over the
- * attention sweep: T from 512 to 16384, head sizes 64 and 128, causal, d_model 2048
- * (NH = 2048 / hs) and B*T = 16384 tokens. One JSON object per line, the fields that
+/* Times handgrad's CUDA attention (bf16) forward and forward+backward over the attention
+ * sweep: T from 512 to 16384, head sizes 64 and 128, causal, d_model 2048 (NH = 2048 /
+ * hs) and B*T = 16384 tokens, on both paths: "handgrad" as the library picks (cuDNN's
+ * fused attention where cuDNN is loaded) and "handgrad_deterministic" (its own kernels,
+ * HG_FLAG_DETERMINISTIC). One JSON object per line, the fields that
  * bench/compare_torch_cuda.py reads:
  *   {"impl", "T", "hs", "B", "NH", "causal", "forward_ms", "forward_backward_ms",
- *    "forward_tflops", "forward_backward_tflops", "bytes"}
+ *    "forward_tflops", "forward_backward_tflops", "bytes", "kernels"}
  * FLOPs are counted as FlashAttention's benchmarks count them: forward 4 B NH T^2 hs,
  * halved when causal; backward 2.5x forward. bytes: every buffer the op reads or writes
  * (qkv, out, lse, dout, dqkv) plus its scratch: all it allocates.
  * Timing: the median over 5 batches of the mean of `reps` calls, synchronised around
- * each batch, after two untimed calls. Usage: attention_cuda [--reps N] [--T T --hs D]. */
+ * each batch, after two untimed calls. Usage: attention_cuda [--reps N] [--T T,... --hs D,...]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +20,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 
-static hg_backend *be;
+static hg_backend *be; /* the backend being timed */
 
 static void die(const char *what) {
     fprintf(stderr, "attention_cuda: %s: %s\n", what, hg_last_error());
@@ -81,7 +83,7 @@ static double time_pass(const hg_attention_shape *s, const bufs *b, int backward
     return t[2];
 }
 
-static void run(int T, int hs, int reps) {
+static void run(const char *impl, int T, int hs, int reps) {
     const int C = 2048, NH = C / hs, B = 16384 / T > 0 ? 16384 / T : 1;
     hg_attention_shape s = {B, T, NH, hs, 1, 0};
     size_t n = (size_t)B * T * C, E = 2, scratch = be->ops->attention_scratch_bytes(be, &s);
@@ -91,32 +93,56 @@ static void run(int T, int hs, int reps) {
     double fwd = time_pass(&s, &b, 0, reps), fb = time_pass(&s, &b, 1, reps);
     double flops = 4.0 * B * NH * (double)T * T * hs * 0.5;
     size_t bytes = 3 * n * E * 2 + 2 * n * E + (size_t)B * NH * T * 4 + scratch;
-    printf("{\"impl\": \"handgrad\", \"T\": %d, \"hs\": %d, \"B\": %d, \"NH\": %d, \"causal\": 1, \"forward_ms\": %.4f, "
-           "\"forward_backward_ms\": %.4f, \"forward_tflops\": %.2f, \"forward_backward_tflops\": %.2f, \"bytes\": %zu}\n",
-           T, hs, B, NH, fwd * 1e3, fb * 1e3, flops / fwd / 1e12, 3.5 * flops / fb / 1e12, bytes);
+    char kernels[512];
+    const char *k = be->ops->attention_kernels(be);
+    snprintf(kernels, sizeof kernels, "%s", k ? k : "");
+    for (char *c = kernels; *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '\'';
+    printf("{\"impl\": \"%s\", \"T\": %d, \"hs\": %d, \"B\": %d, \"NH\": %d, \"causal\": 1, \"forward_ms\": %.4f, "
+           "\"forward_backward_ms\": %.4f, \"forward_tflops\": %.2f, \"forward_backward_tflops\": %.2f, \"bytes\": %zu, "
+           "\"kernels\": \"%s\"}\n",
+           impl, T, hs, B, NH, fwd * 1e3, fb * 1e3, flops / fwd / 1e12, 3.5 * flops / fb / 1e12, bytes, kernels);
     fflush(stdout);
     void *all[] = {b.qkv, b.out, b.lse, b.dout, b.dqkv, b.scratch};
     for (int i = 0; i < 6; i++) be->ops->free(be, all[i]);
 }
 
+/* Up to 16 positive integers "a,b,c" into v; their count, or 0 if malformed. */
+static int parse_list(const char *s, int *v) {
+    int n = 0;
+    for (char *end; n < 16; s = end + 1) {
+        long x = strtol(s, &end, 10);
+        if (end == s || x <= 0 || x > (1 << 20) || (*end && *end != ',')) return 0;
+        v[n++] = (int)x;
+        if (!*end) return n;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int reps = 10, T = 0, hs = 0;
+    int reps = 10, Ts[16] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6, hss[16] = {64, 128}, nhs = 2;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--T")) T = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--hs")) hs = atoi(argv[i + 1]);
-        else {
-            fprintf(stderr, "usage: attention_cuda [--reps N] [--T T --hs D]\n");
+        else if (!strcmp(argv[i], "--T")) nT = parse_list(argv[i + 1], Ts);
+        else if (!strcmp(argv[i], "--hs")) nhs = parse_list(argv[i + 1], hss);
+        else nT = 0;
+        if (reps < 1 || nT < 1 || nhs < 1) {
+            fprintf(stderr, "usage: attention_cuda [--reps N] [--T T,... --hs D,...]\n");
             return 2;
         }
     }
     hg_options opt = hg_options_default();
     opt.device = HG_DEVICE_CUDA, opt.precision = HG_PRECISION_BF16;
-    if (hg_backend_create(&be, &opt, 1) != HG_OK) die("CUDA backend");
-    if (T > 0 && hs > 0) run(T, hs, reps);
-    else
-        for (int h = 64; h <= 128; h *= 2)
-            for (int t = 512; t <= 16384; t *= 2) run(t, h, reps);
-    be->ops->destroy(be);
+    static const struct {
+        const char *impl;
+        unsigned flags;
+    } paths[] = {{"handgrad", 0}, {"handgrad_deterministic", HG_FLAG_DETERMINISTIC}};
+    for (int p = 0; p < 2; p++) {
+        opt.flags = paths[p].flags;
+        if (hg_backend_create(&be, &opt, 1) != HG_OK) die("CUDA backend");
+        for (int h = 0; h < nhs; h++)
+            for (int t = 0; t < nT; t++) run(paths[p].impl, Ts[t], hss[h], reps);
+        be->ops->destroy(be);
+    }
     return 0;
 }

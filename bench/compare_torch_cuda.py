@@ -45,6 +45,12 @@ def parse_args():
     ap.add_argument("--out", help="directory for results.json")
     ap.add_argument("--batches", type=lambda v: [int(x) for x in v.split(",")], default=list(BATCHES),
                     help="batch sizes of --part train, comma-separated (default 8,16,32)")
+    ap.add_argument("--sweep-t", type=lambda v: [int(x) for x in v.split(",")], default=list(SWEEP_T),
+                    help="sequence lengths of --part attention, comma-separated (default 512,...,16384)")
+    ap.add_argument("--sweep-hs", type=lambda v: [int(x) for x in v.split(",")], default=list(SWEEP_HS),
+                    help="head sizes of --part attention, comma-separated (default 64,128)")
+    ap.add_argument("--sdpa-backends", type=lambda v: v.split(","), default=list(SDPA_BACKENDS),
+                    help="SDPA backends of --part attention, comma-separated (default flash,efficient,cudnn,math)")
     ap.add_argument("--worker", choices=("train", "attention", "ceiling"), help=argparse.SUPPRESS)
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=8, help=argparse.SUPPRESS)
@@ -134,20 +140,20 @@ def attention_flops(B, NH, T, hs):
     return 4.0 * B * NH * T * T * hs * 0.5  # causal
 
 
-def worker_attention(torch):
+def worker_attention(torch, args):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     kinds = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
              "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
     rows = []
-    for hs in SWEEP_HS:
-        for T in SWEEP_T:
+    for hs in args.sweep_hs:
+        for T in args.sweep_t:
             NH, B = 2048 // hs, max(1, 16384 // T)
             # q, k, v as views of one (B, T, 3, NH, hs) tensor: the layout handgrad reads in place
             qkv = torch.randn(B, T, 3, NH, hs, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             dout = torch.randn(B, NH, T, hs, device="cuda", dtype=torch.bfloat16)
             flops = attention_flops(B, NH, T, hs)
-            for name in SDPA_BACKENDS:
+            for name in args.sdpa_backends:
                 row = {"impl": f"sdpa_{name}", "T": T, "hs": hs, "B": B, "NH": NH, "causal": 1}
                 try:
                     with sdpa_kernel(kinds[name]):
@@ -189,7 +195,7 @@ def worker(args):
         elif args.worker == "train":
             out = worker_train(torch, args)
         else:
-            worker_attention(torch)  # prints its rows as it goes
+            worker_attention(torch, args)  # prints its rows as it goes
             return 0
     except Exception as e:  # report, so the table shows what failed
         out = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"}
@@ -218,7 +224,10 @@ def run_json(label, cmd, lines=False):
 
 
 def me(args, *extra):
-    return [sys.executable, os.path.abspath(__file__), *extra, "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    sweep = ["--sweep-t", ",".join(map(str, args.sweep_t)), "--sweep-hs", ",".join(map(str, args.sweep_hs)),
+             "--sdpa-backends", ",".join(args.sdpa_backends)]
+    return [sys.executable, os.path.abspath(__file__), *extra, "--warmup", str(args.warmup), "--steps", str(args.steps),
+            *sweep]
 
 
 def mfu(flops, seconds, tflops):
@@ -288,16 +297,16 @@ def print_train(rows, ceiling):
                   f"{fmt(r.get('mfu_measured'), '.1%'):>9} {fmt(r.get('mfu_datasheet'), '.1%'):>9} {fmt(vs, '.2f'):>10}")
 
 
-def print_attention(rows):
-    impls = ["handgrad"] + [f"sdpa_{b}" for b in SDPA_BACKENDS]
+def print_attention(rows, sweep_t, sweep_hs, backends):
+    impls = ["handgrad", "handgrad_deterministic"] + [f"sdpa_{b}" for b in backends]
     for r in rows:
         if "error" in r and "T" not in r:
             print(f"{r['impl']}: error: {r['error']}")
     print("\nAttention, causal, bf16, d_model 2048, B*T=16384: forward+backward TFLOP/s (peak MiB)")
-    print(f"{'hs':>4} {'T':>6} " + "".join(f"{i:>20}" for i in impls) + f"{'hg/best':>9}")
-    for hs in SWEEP_HS:
-        for T in SWEEP_T:
-            cells, best, hg = [], None, None
+    print(f"{'hs':>4} {'T':>6} " + "".join(f"{i:>24}" for i in impls) + f"{'hg/best':>9}{'det/flash':>10}")
+    for hs in sweep_hs:
+        for T in sweep_t:
+            cells, best, hg, det, flash = [], None, None, None, None
             for i in impls:
                 r = next((r for r in rows if r.get("impl") == i and r.get("T") == T and r.get("hs") == hs), {})
                 v = r.get("forward_backward_tflops")
@@ -305,10 +314,18 @@ def print_attention(rows):
                              ("error" if "error" in r else "n/a"))
                 if i == "handgrad":
                     hg = v
+                elif i == "handgrad_deterministic":
+                    det = v
                 elif v and (best is None or v > best):
                     best = v
+                if i == "sdpa_flash":
+                    flash = v
             ratio = hg / best if hg and best else None
-            print(f"{hs:>4} {T:>6} " + "".join(f"{c:>20}" for c in cells) + f"{fmt(ratio, '.2f'):>9}")
+            print(f"{hs:>4} {T:>6} " + "".join(f"{c:>24}" for c in cells) + f"{fmt(ratio, '.2f'):>9}"
+                  f"{fmt(det / flash if det and flash else None, '.2f'):>10}")
+    kernels = {r.get("kernels") for r in rows if r.get("impl") == "handgrad" and r.get("kernels")}
+    for k in sorted(kernels):
+        print(f"handgrad's kernels: {k}")
 
 
 def main():
@@ -319,7 +336,8 @@ def main():
     if args.part in ("train", "all"):
         results["train"] = part_train(args, results["ceiling"])
     if args.part in ("attention", "all"):
-        hg = run_json("handgrad attention sweep", [args.attention_bin], lines=True)
+        hg = run_json("handgrad attention sweep", [args.attention_bin, "--T", ",".join(map(str, args.sweep_t)), "--hs",
+                                                    ",".join(map(str, args.sweep_hs))], lines=True)
         sdpa = run_json("torch SDPA sweep", me(args, "--worker", "attention"), lines=True)
         results["attention"] = (hg if isinstance(hg, list) else [{"impl": "handgrad", **hg}]) + \
             (sdpa if isinstance(sdpa, list) else [{"impl": "sdpa", **sdpa}])
@@ -330,7 +348,7 @@ def main():
     if "train" in results:
         print_train(results["train"], results["ceiling"])
     if "attention" in results:
-        print_attention(results["attention"])
+        print_attention(results["attention"], args.sweep_t, args.sweep_hs, args.sdpa_backends)
     return 0
 
 

@@ -55,7 +55,7 @@ int cli_device_check(const char *cmd, const cli_device *d) {
 void cli_device_options(const cli_device *d, hg_options *opt) {
     opt->device = strcmp(d->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
     opt->precision = strcmp(d->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
-    opt->flags = d->cuda_graphs ? HG_FLAG_CUDA_GRAPHS : 0;
+    opt->flags = (d->cuda_graphs ? HG_FLAG_CUDA_GRAPHS : 0) | (d->deterministic ? HG_FLAG_DETERMINISTIC : 0);
 }
 
 const char *cli_model_why(const hg_options *opt, const char *what, char *buf, size_t cap) {

@@ -28,6 +28,7 @@ typedef struct cli_shape {
 typedef struct cli_device {
     const char *device, *precision; /* "cpu" or "cuda"; "fp32" or "bf16" */
     int cuda_graphs;
+    int deterministic; /* HG_FLAG_DETERMINISTIC */
 } cli_device;
 #define CLI_DEVICE_DEFAULT ((cli_device){.device = "cpu", .precision = "fp32"})
 
@@ -73,7 +74,11 @@ typedef struct cli_model {
 #define CLI_OPTS_DEVICE(T, P)                                                                                  \
     {"device", CLI_CHOICE, offsetof(T, P device), "cpu|cuda", 0, 0, CLI_SAVED, "where it runs (docs/cuda.md)"}, \
     {"precision", CLI_CHOICE, offsetof(T, P precision), "fp32|bf16", 0, 0, CLI_SAVED,                         \
-     "bf16: cuda only (fp32 master weights, gradients and AdamW state)"}
+     "bf16: cuda only (fp32 master weights, gradients and AdamW state)"},                                    \
+    {"deterministic", CLI_BOOL, offsetof(T, P deterministic), 0, 0, 1, CLI_SAVED,                              \
+     "bit-identical runs on cuda: handgrad's own attention kernels, not cuDNN's (the default in bf16, faster, "  \
+     "with a backward that adds by atomics), and a token-embedding gradient without atomics; the cpu is always " \
+     "deterministic"}
 #define CLI_OPT_CUDA_GRAPHS(T, P) \
     {"cuda-graphs", CLI_BOOL, offsetof(T, P cuda_graphs), 0, 0, 1, 0, "replay the training pass as a CUDA graph"}
 

@@ -316,6 +316,7 @@ static size_t estimate(const hg_config *cfg, const hg_options *opt, size_t basel
 /* Runs every requested pass of one (model, ctx, threads), appending rows to rows[*n]. */
 static int run_model(const bench_opts *o, const model_case *mc, int T, int threads, size_t baseline,
                      model_row *rows, int *n, int *header) {
+    char attention[1600] = ""; /* the attention kernels the model ran (CUDA) */
     hg_options opt = hg_options_default();
     opt.batch = o->m.batch;
     opt.seq_len = T;
@@ -384,6 +385,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
             }
             free(tok);
             free(tgt);
+            snprintf(attention, sizeof attention, "%s", hg_model_attention_kernels(m));
             hg_model_free(m);
         }
     }
@@ -399,6 +401,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
                bench_gib(r0[0].rss));
         if (f && b) printf("; backward/forward %.2f", b->t.mean / f->t.mean);
         printf("\n");
+        if (attention[0]) printf("%-18s %5s %3s  attention: %s\n", "", "", "", attention);
     }
     return 0;
 }

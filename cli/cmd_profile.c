@@ -170,7 +170,10 @@ static void print_tables(const prof_run *r, op_row *rows, int nrows) {
            r->T, r->threads, r->warmup, r->steps);
     printf("ceilings, measured after the steps: GEMM peak %.1f GF/s", r->peak_gflops);
     if (r->bandwidth_gbps > 0) printf(", memory bandwidth %.1f GB/s (triad)", r->bandwidth_gbps);
-    printf("; Ceil%%: an op's rate as a share of the one its kind is bound by\n\n");
+    printf("; Ceil%%: an op's rate as a share of the one its kind is bound by\n");
+    const char *att = hg_model_attention_kernels(r->m);
+    if (*att) printf("attention kernels: %s\n", att);
+    printf("\n");
     printf("per op, over %d steps (times in ms)\n", r->steps);
     printf(" %6s %11s %9s %10s %10s %10s %10s %10s %14s %6s  %s\n", "Time%", "Total", "Instances", "Avg", "Med", "Min",
            "Max", "StdDev", "Rate", "Ceil%", "Op");
@@ -222,6 +225,7 @@ static cJSON *json_tables(const prof_run *r, op_row *rows, int nrows) {
     cJSON_AddNumberToObject(j, "dropped_events", (double)hg_profiler_dropped(r->p));
     cJSON *cj = cJSON_AddObjectToObject(j, "ceilings");
     cJSON_AddNumberToObject(cj, "gemm_gflops", r->peak_gflops);
+    cJSON_AddStringToObject(cj, "attention_kernels", hg_model_attention_kernels(r->m));
     if (r->bandwidth_gbps > 0) cJSON_AddNumberToObject(cj, "memory_gbps", r->bandwidth_gbps);
     cJSON *tj = cJSON_AddObjectToObject(j, "totals");
     cJSON_AddNumberToObject(tj, "step_s", t.step_mean);

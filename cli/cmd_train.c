@@ -49,6 +49,7 @@ typedef struct trainer {
     hg_config cfg;
     hg_model *m;                 /* the training model */
     hg_model *gen;               /* batch-1 inference model for samples, or NULL */
+    int said_kernels;            /* the attention kernels were named (after the first step) */
     hg_tokenizer *tok;           /* or NULL: no samples */
     char tok_path[PATH_MAX + 64];
     char tok_dir[PATH_MAX + 64]; /* the folder the tokenizer came from */
@@ -746,6 +747,8 @@ static int run(trainer *t) {
     while (t->step < t->max_steps && !t->stop) {
         step_record r;
         if (train_step(t, &r) != HG_OK) return ERR("step %lld: %s", (long long)t->step + 1, hg_last_error());
+        if (!t->said_kernels && *hg_model_attention_kernels(t->m)) /* once, after the first step (CUDA) */
+            train_log_say(&t->log, "attention: %s", hg_model_attention_kernels(t->m)), t->said_kernels = 1;
         train_log_step(&t->log, &r);
         int moved = band_add(&t->band, t->step, t->nan_streak ? NAN : r.loss); /* a NaN gradient counts as outside */
         if (moved > 0 && !t->nan_streak) { /* (a non-finite step says so below); an outside loss left the band as it was */

@@ -222,6 +222,11 @@ enum {
     HG_FLAG_CUDA_GRAPHS = 1u << 0,         /* CUDA: replay hg_forward_backward as a CUDA graph
                                               (used while dropout is off; docs/cuda.md) */
     HG_FLAG_STOCHASTIC_ROUNDING = 1u << 1, /* BF16: stochastic rounding of the weight copy */
+    HG_FLAG_DETERMINISTIC = 1u << 2,       /* bit-identical results run to run: on CUDA, handgrad's
+                                              own attention kernels instead of cuDNN's (whose
+                                              backward adds dQ by atomics) and a token-embedding
+                                              gradient without atomics. The CPU is always
+                                              deterministic. Default off: docs/cuda.md says why */
 };
 
 typedef struct hg_options {
@@ -275,6 +280,11 @@ void hg_model_free(hg_model *m);
 const hg_config *hg_model_config(const hg_model *m);
 const hg_options *hg_model_options(const hg_model *m);
 hg_memory_plan hg_model_memory(const hg_model *m);
+/* Which attention kernels the model's last forward and backward ran, in words: on CUDA
+ * in bf16 cuDNN's fused attention (its engine, and whether it is nondeterministic) or
+ * handgrad's own kernels, with the reason where cuDNN could not be used (not found, too
+ * old, a shape it refuses, --deterministic). "" before the first step, and on the CPU. */
+const char *hg_model_attention_kernels(const hg_model *m);
 
 /* Forward pass. tokens and targets are (B, T) int32 with B <= opt.batch and
  * T <= opt.seq_len. targets may be NULL (no loss); a target of -1 is ignored.

@@ -12,6 +12,11 @@
 #   cudnn-ref        PyTorch's cuDNN SDPA on handgrad's packed layout with cuDNN's logs
 #                    (the reference graphs for src/backend/cuda/cudnn_attention.c)
 #   new              the checks never run on a GPU yet (docs/cuda.md, "next run")
+#   cudnn            cuDNN's fused attention (cudnn_attention.c) and the deterministic
+#                    path: the graphs planned with the driver, the attention op groups on
+#                    both paths, the ordered token-embedding gradient (and its sanitizers),
+#                    the bf16 model checks (which run on cuDNN), the deterministic runs,
+#                    memcheck on the cuDNN path
 #   check            GPU facts, the gpu-labelled tests (each op group, precision and
 #                    model check in its own process), a GPT-2 small step    (~3 min)
 #   bench-small      handgrad bench, GPT-2 small B=8 in bf16 and fp32 (the end of check)
@@ -75,8 +80,9 @@ within() { # within SECONDS CMD...: CMD in a process group of its own, killed wh
 case $part in
 session)
   # seconds each part may take; measured times go to docs/cuda.md ("A GPU session")
-  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=150 [check]=240 [sanitize]=300 [bench-train]=480
+  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=150 [cudnn]=120 [check]=240 [sanitize]=300 [bench-train]=480
     [profile]=180 [bench-attention]=300 [bench-small]=90 [ab]=300 [cli]=180)
+  for kv in ${SESSION_LIMITS:-}; do limit[${kv%%=*}]=${kv#*=}; done # "part=seconds ..." overrides
   logs=/tmp/gpu-logs
   rm -rf "$logs" && mkdir -p "$logs"
   t_start=$SECONDS
@@ -88,6 +94,10 @@ session)
     rc=$?
     echo "== $(date -u +%H:%M:%S) part $p: exit $rc after $((SECONDS - t0)) s"
     [ $rc -eq 0 ] || status=1
+    if [ "$p" = cudnn ] && [ $rc -ne 0 ]; then # the benchmarks after it then time the own kernels
+      export HANDGRAD_CUDNN_ATTENTION=off
+      echo "== cuDNN's attention failed its checks: HANDGRAD_CUDNN_ATTENTION=off for the parts after it"
+    fi
     tar -czf "$out/logs.tar.gz" -C "$logs" .
   done 2>&1 | tee "$out/session.log"
   grep -q ': exit [^0]' "$out/session.log" && status=1
@@ -119,11 +129,29 @@ new)
   for p in fp32 bf16; do
     for g in head_norm matmul; do runone "ops $p $g" "$bin"/test_cuda_ops $p $g; done
   done
-  n=$("$bin"/test_cuda_model --count)
-  for i in $((n - 6)) $((n - 5)) $((n - 1)); do runone "model $i" "$bin"/test_cuda_model "$i"; done
+  for i in $("$bin"/test_cuda_model --list | grep -E 'qwen3|profiled' | cut -d: -f1); do
+    runone "model $i" "$bin"/test_cuda_model "$i"
+  done
   for t in racecheck synccheck; do runone "$t ops bf16 attention" cs $t "$bin"/test_cuda_ops bf16 attention; done
   runone "memcheck ops bf16" cs memcheck "$bin"/test_cuda_ops bf16
   summary new
+  ;;
+cudnn)
+  log=$out/cudnn.log
+  : >"$log"
+  runone "cudnn graphs, planned with the driver" "$bin"/test_cudnn_graph graphs tests/fixtures/cudnn/h200_deviceprop.json
+  for p in bf16 fp32; do
+    for g in attention attention_own encoder; do runone "ops $p $g" "$bin"/test_cuda_ops $p $g; done
+  done
+  for t in racecheck synccheck; do runone "$t ops bf16 encoder (ordered dwte)" cs $t "$bin"/test_cuda_ops bf16 encoder; done
+  for i in $("$bin"/test_cuda_model --list | grep -E 'bf16|deterministic' | cut -d: -f1); do
+    runone "model $i" "$bin"/test_cuda_model "$i"
+  done
+  wheel=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(c.__path__[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
+  [ -n "$wheel" ] && runone "ops bf16 attention, PyTorch's cuDNN" env HANDGRAD_CUDNN="$wheel" "$bin"/test_cuda_ops bf16 attention
+  runone "memcheck ops bf16 attention (cuDNN)" cs memcheck "$bin"/test_cuda_ops bf16 attention
+  grep -E 'kernels:|cuDNN 9' "$log" | sort | uniq -c | sort -rn | head -n 8
+  summary cudnn
   ;;
 check)
   step gpu nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -144,6 +172,8 @@ check)
   ;&
 bench-small)
   step bench_small "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5
+  step bench_small_det "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 \
+    --steps 5 --deterministic
   step bench_small_fp32 "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision fp32 --warmup 1 --steps 2
   ;;
 sanitize)
@@ -207,7 +237,9 @@ bench-train)
     --batches "${BATCHES:-8,16,32}" 2>&1 | tee "$out/train.log" | grep --line-buffered -E '^(row: |GPT-2|  B | +[0-9]+ )' || status=1
   ;;
 bench-attention)
-  step attention python3 bench/compare_torch_cuda.py --part attention --attention-bin "$bin"/attention_cuda --out "$out"
+  # SWEEP_T, SWEEP_HS, SDPA_BACKENDS (comma-separated) narrow the sweep
+  step attention python3 bench/compare_torch_cuda.py --part attention --attention-bin "$bin"/attention_cuda --out "$out" \
+    ${SWEEP_T:+--sweep-t "$SWEEP_T"} ${SWEEP_HS:+--sweep-hs "$SWEEP_HS"} ${SDPA_BACKENDS:+--sdpa-backends "$SDPA_BACKENDS"}
   ;;
 *) echo "gpu_session: unknown part '$part'"; exit 2 ;;
 esac

@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-hg_backend *cuda_backend_or_skip(hg_precision precision) {
+hg_backend *cuda_backend_or_skip(hg_precision precision) { return cuda_backend_flags_or_skip(precision, 0); }
+
+hg_backend *cuda_backend_flags_or_skip(hg_precision precision, unsigned flags) {
     hg_backend *be = NULL;
     hg_options opt = hg_options_default();
-    opt.device = HG_DEVICE_CUDA, opt.precision = precision;
+    opt.device = HG_DEVICE_CUDA, opt.precision = precision, opt.flags = flags;
     hg_status st = hg_backend_create(&be, &opt, 2);
     if (st == HG_ERR_UNSUPPORTED) {
         printf("skipped: no CUDA device (%s)\n", hg_last_error());

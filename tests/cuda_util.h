@@ -13,9 +13,10 @@
 
 #define CUDA_SKIP 77
 
-/* The CUDA backend in `precision`, or exits 77 with the reason when there is no usable
- * GPU (any other failure exits 1). */
+/* The CUDA backend in `precision` (with hg_options.flags `flags`), or exits 77 with the
+ * reason when there is no usable GPU (any other failure exits 1). */
 hg_backend *cuda_backend_or_skip(hg_precision precision);
+hg_backend *cuda_backend_flags_or_skip(hg_precision precision, unsigned flags);
 
 /* x rounded to the nearest bf16 (ties to even), as a float. */
 float bf16_round(float x);

@@ -221,6 +221,55 @@ static void test_graphs(const run *r) {
     hg_model_free(e), hg_model_free(g);
 }
 
+/* HG_FLAG_DETERMINISTIC: the own attention kernels (not cuDNN's) and a token-embedding
+ * gradient without atomics. The first pass's gradients match the CPU's, and two runs of
+ * three AdamW steps from the same seed end with bit-identical parameters. The batch
+ * repeats token ids (odd's vocabulary of 1000 over 111 tokens), so the ordered sum of
+ * dwte is exercised. */
+static void test_deterministic(const run *r) {
+    run d = *r;
+    d.flags |= HG_FLAG_DETERMINISTIC;
+    hg_model *a = make(&d, HG_DEVICE_CUDA), *b = make(&d, HG_DEVICE_CUDA), *c = make(&d, HG_DEVICE_CPU);
+    const size_t n = (size_t)r->B * r->T;
+    int32_t *tok = malloc(sizeof(int32_t) * n), *tgt = malloc(sizeof(int32_t) * n);
+    batch(r, tok, tgt);
+    printf("%s, deterministic:\n", r->name);
+    hg_adamw opt = hg_adamw_default();
+    opt.lr = 1e-3f;
+    float loss, gn;
+    int ok = a && b && c && step_ok(hg_zero_grad(a), "zero") && step_ok(hg_zero_grad(c), "zero") &&
+             step_ok(hg_forward_backward(a, tok, tgt, r->B, r->T, 1.0f, &loss), "cuda pass") &&
+             step_ok(hg_forward_backward(c, tok, tgt, r->B, r->T, 1.0f, &loss), "cpu pass");
+    if (ok) {
+        compare_params(&d, a, c, HG_PARAM_GRAD, r->precision == HG_PRECISION_FP32 ? 1e-4 : 5e-2, 0.0);
+        const char *k = hg_model_attention_kernels(a);
+        int own = r->precision != HG_PRECISION_BF16 || strstr(k, "own kernels (deterministic)");
+        printf("  %-4s attention kernels: %s\n", own ? "ok" : "FAIL", k);
+        failures += !own;
+        ok = step_ok(hg_optimizer_step(a, &opt, &gn), "adamw");
+    }
+    for (int s = 1; ok && s < 3; s++)
+        ok = step_ok(hg_zero_grad(a), "zero") && step_ok(hg_forward_backward(a, tok, tgt, r->B, r->T, 1.0f, &loss), "pass") &&
+             step_ok(hg_optimizer_step(a, &opt, &gn), "adamw");
+    for (int s = 0; ok && s < 3; s++)
+        ok = step_ok(hg_zero_grad(b), "zero") && step_ok(hg_forward_backward(b, tok, tgt, r->B, r->T, 1.0f, &loss), "pass") &&
+             step_ok(hg_optimizer_step(b, &opt, &gn), "adamw");
+    int differ = 0;
+    for (int i = 0; ok && i < hg_param_count(a); i++) {
+        hg_param_info info;
+        hg_param_at(a, i, &info);
+        float *x = malloc(sizeof(float) * (size_t)info.numel), *y = malloc(sizeof(float) * (size_t)info.numel);
+        ok = step_ok(hg_param_read(a, i, HG_PARAM_DATA, x), "read") && step_ok(hg_param_read(b, i, HG_PARAM_DATA, y), "read");
+        differ += ok && memcmp(x, y, sizeof(float) * (size_t)info.numel) != 0;
+        free(x), free(y);
+    }
+    if (ok) printf("  %-4s two runs of three steps: %d of %d parameters differ in any bit\n", differ ? "FAIL" : "ok", differ,
+                   hg_param_count(a));
+    failures += differ;
+    free(tok), free(tgt);
+    hg_model_free(a), hg_model_free(b), hg_model_free(c);
+}
+
 /* A profiled training pass on the GPU: the profiler waits for each op's kernels (the
  * backend's wait), so an op's event spans its kernels, not only their launch, and the op
  * events tile the pass as on the CPU (where tests/test_profile.c asks 95%). Checked:
@@ -282,8 +331,9 @@ static void skip_without_gpu(void) {
 
 /* test_cuda_model       every run, then the graph checks, in this process
  * test_cuda_model I     only check I (0 .. count-1: the runs, the graph checks, the
- *                       profiled pass)
+ *                       profiled pass, the deterministic runs)
  * test_cuda_model --count
+ * test_cuda_model --list   "I: what check I runs", one a line
  * scripts/gpu_session.sh runs each check in a process of its own, so that a sticky CUDA
  * error in one does not hide the others. */
 int main(int argc, char **argv) {
@@ -326,9 +376,16 @@ int main(int argc, char **argv) {
         {"qwen3-tiny (q/k norm) fp32", qwen3, 2, 64, HG_PRECISION_FP32, 0},
         {"qwen3-tiny (q/k norm) bf16", qwen3, 2, 64, HG_PRECISION_BF16, 0},
     };
-    const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 4;
+    const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 6;
     if (argc == 2 && !strcmp(argv[1], "--count")) {
         printf("%d\n", count);
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--list")) {
+        for (int i = 0; i < count; i++)
+            printf("%d: %s%s\n", i, i < nruns ? runs[i].name : i < nruns + 3 ? runs[graphed[i - nruns]].name
+                                   : i == nruns + 3 ? runs[5].name : runs[i == nruns + 4 ? 1 : 15].name,
+                   i < nruns ? "" : i < nruns + 3 ? ", CUDA graph" : i == nruns + 3 ? ", profiled" : ", deterministic");
         return 0;
     }
     char *end = NULL;
@@ -344,8 +401,10 @@ int main(int argc, char **argv) {
             test_run(&runs[i]);
         else if (i < nruns + 3)
             test_graphs(&runs[graphed[i - nruns]]);
-        else
+        else if (i == nruns + 3)
             test_profiled(&runs[5]); /* GPT-2 small's width and vocabulary, bf16 */
+        else
+            test_deterministic(&runs[i == nruns + 4 ? 1 : 15]); /* odd bf16; one kv head, head_dim 48, bf16 */
     }
     printf(failures ? "%d check(s) failed\n" : "ok\n", failures);
     return failures ? 1 : 0;

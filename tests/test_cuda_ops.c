@@ -114,6 +114,35 @@ static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p) {
     free(wte), free(wpe), free(dout), free(dwte0), free(dwpe0), free(tok), free(out), free(dwte), free(dwpe);
 }
 
+/* The token-embedding gradient of HG_FLAG_DETERMINISTIC (rows of each id summed in row
+ * order, no atomics): against the CPU, and bit-identical when run twice. Half of the
+ * 5000 rows share one id, so its row list is refilled three times (2048 a round); C is
+ * not a multiple of the block's 256 threads. */
+static void test_encoder_ordered(hg_backend *cpu, hg_backend *gpu) {
+    const int B = 5, T = 1000, C = 200, V = 50, N = B * T;
+    trng r = trng_seed(12);
+    float *dout = rvec(gpu, (size_t)N * C, &r, -1, 1), *dwte0 = rvec(gpu, (size_t)V * C, &r, -1, 1);
+    int32_t *tok = ivec(N);
+    for (int i = 0; i < N; i++) tok[i] = i % 2 ? 3 : trng_int(&r, V);
+    hg_dropout drop = {0.1f, 9, 2, 0};
+    float *dwte = copy_of(dwte0, (size_t)V * C), *first = fvec((size_t)V * C), *second = fvec((size_t)V * C);
+    cpu->ops->encoder_backward(cpu, dwte, NULL, dout, tok, B, T, C, &drop);
+    void *d_tok = dev_bytes(gpu, tok, sizeof(int32_t) * N), *d_dout = dev_from(gpu, dout, (size_t)N * C, 1);
+    float *runs[2] = {first, second};
+    for (int k = 0; k < 2; k++) {
+        void *d_dwte = dev_from(gpu, dwte0, (size_t)V * C, 0);
+        gpu->ops->encoder_backward(gpu, d_dwte, NULL, d_dout, d_tok, B, T, C, &drop);
+        sync_or_fail(gpu, "encoder backward (ordered)");
+        dev_to_host(gpu, runs[k], d_dwte, (size_t)V * C, 0);
+        if (k == 0) check_acc(gpu, "encoder_backward dwte (ordered, increment)", d_dwte, dwte, dwte0, (size_t)V * C, 0, 1e-5);
+    }
+    int same = !memcmp(first, second, sizeof(float) * (size_t)V * C);
+    printf("  %-4s encoder_backward dwte (ordered): two runs %s\n", same ? "ok" : "FAIL", same ? "bit-identical" : "differ");
+    failures += !same;
+    dev_free_all(gpu);
+    free(dout), free(dwte0), free(tok), free(dwte), free(first), free(second);
+}
+
 /* ---- LayerNorm and RMSNorm (with and without w, b), residual + norm with dropout,
  * backward, dropout backward ---- */
 
@@ -352,6 +381,9 @@ static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, 
 
 /* NKV 0: as many kv heads as query heads; else grouped-query attention (dK, dV summed
  * over each group). */
+static int attention_on_cudnn; /* shapes whose forward and backward both ran on cuDNN */
+static int cudnn_loaded;       /* some shape ran on cuDNN, or cuDNN refused it */
+
 static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal) {
     hg_attention_shape s = {B, T, NH, hs, causal, NKV};
     const int C = NH * hs, W = (NH + 2 * hg_attention_kv_heads(&s)) * hs;
@@ -379,6 +411,10 @@ static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int N
         check(gpu, name, d_out, out, n1, 1, tol(gpu, 1e-5, 1e-2));
         check(gpu, "attention_forward lse", d_lse, lse, nl, 0, tol(gpu, 1e-5, 1e-4));
         check(gpu, "attention_backward dqkv", d_dqkv, dqkv, n3, 1, tol(gpu, 1e-5, 3e-2));
+        const char *k = gpu->ops->attention_kernels(gpu);
+        printf("    kernels: %s\n", k ? k : "?");
+        attention_on_cudnn += k && !strncmp(k, "forward: cuDNN", 14) && strstr(k, "backward: cuDNN");
+        cudnn_loaded |= k && (strstr(k, "cuDNN refused") || strstr(k, "cuDNN 9."));
     }
     dev_free_all(gpu);
     free(qkv), free(dout), free(out), free(lse), free(dqkv), free(scr);
@@ -579,6 +615,9 @@ static void test_sumsq(hg_backend *cpu, hg_backend *gpu) {
 static void g_encoder(hg_backend *cpu, hg_backend *gpu) {
     test_encoder(cpu, gpu, 0.0f);
     test_encoder(cpu, gpu, 0.1f);
+    hg_backend *det = cuda_backend_flags_or_skip(gpu->precision, HG_FLAG_DETERMINISTIC);
+    test_encoder_ordered(cpu, det);
+    det->ops->destroy(det);
 }
 
 static void g_norm(hg_backend *cpu, hg_backend *gpu) {
@@ -616,7 +655,7 @@ static void g_rope(hg_backend *cpu, hg_backend *gpu) {
     test_rope(cpu, gpu, 3, 19, 0, 2, 1, 128);
 }
 
-static void g_attention(hg_backend *cpu, hg_backend *gpu) {
+static void attention_shapes(hg_backend *cpu, hg_backend *gpu) {
     test_attention(cpu, gpu, 2, 37, 3, 0, 32, 1);
     test_attention(cpu, gpu, 1, 130, 2, 0, 64, 1);
     test_attention(cpu, gpu, 2, 70, 1, 0, 128, 1);
@@ -626,6 +665,31 @@ static void g_attention(hg_backend *cpu, hg_backend *gpu) {
     test_attention(cpu, gpu, 1, 130, 6, 2, 48, 1);
     test_attention(cpu, gpu, 2, 70, 3, 1, 128, 1); /* one kv head */
     test_attention(cpu, gpu, 1, 100, 4, 2, 64, 0);
+    /* multiples of 128 (cuDNN before 9.16 runs only those backward), a longer row */
+    test_attention(cpu, gpu, 2, 256, 4, 0, 64, 1);
+    test_attention(cpu, gpu, 1, 384, 2, 0, 128, 1);
+    test_attention(cpu, gpu, 1, 128, 6, 2, 64, 1);
+    test_attention(cpu, gpu, 1, 200, 2, 0, 128, 1);
+}
+
+/* The backend as the library makes it: in bf16, cuDNN's fused attention where cuDNN is
+ * loaded (docs/cuda.md), else the own kernels. Where cuDNN is loaded, the multi-head
+ * shapes at head widths 64 and 128 must have run on it (a refusal is a failure here:
+ * the fallback would hide a broken graph). */
+static void g_attention(hg_backend *cpu, hg_backend *gpu) {
+    attention_on_cudnn = cudnn_loaded = 0;
+    attention_shapes(cpu, gpu);
+    if (cudnn_loaded && attention_on_cudnn < 3) {
+        printf("  FAIL cuDNN is loaded, but only %d shape(s) ran both directions on it\n", attention_on_cudnn);
+        failures++;
+    }
+}
+
+/* The own kernels, as --deterministic runs them (in bf16 the same shapes as above). */
+static void g_attention_own(hg_backend *cpu, hg_backend *gpu) {
+    hg_backend *own = cuda_backend_flags_or_skip(gpu->precision, HG_FLAG_DETERMINISTIC);
+    attention_shapes(cpu, own);
+    own->ops->destroy(own);
 }
 
 static void g_classifier(hg_backend *cpu, hg_backend *gpu) {
@@ -652,8 +716,8 @@ static const struct {
     void (*run)(hg_backend *cpu, hg_backend *gpu);
 } groups[] = {{"encoder", g_encoder},     {"norm", g_norm},           {"head_norm", g_head_norm},
               {"matmul", g_matmul},       {"activation", g_activation}, {"rope", g_rope},
-              {"attention", g_attention}, {"classifier", g_classifier}, {"adamw", g_adamw},
-              {"attention_cached", g_cached}};
+              {"attention", g_attention}, {"attention_own", g_attention_own}, {"classifier", g_classifier},
+              {"adamw", g_adamw}, {"attention_cached", g_cached}};
 enum { NGROUPS = sizeof groups / sizeof groups[0] };
 
 /* test_cuda_ops                  every group, fp32 then bf16, in this process

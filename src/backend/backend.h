@@ -63,6 +63,9 @@ struct hg_backend_ops {
     /* Waits for queued work and keeps any failure for the next sync (the profiler times
      * ops with it). NULL: the backend queues nothing (the CPU). */
     void (*wait)(hg_backend *be);
+    /* Which kernels the last attention forward and backward ran, in words (for profile
+     * and bench), or NULL where there is one kind. */
+    const char *(*attention_kernels)(hg_backend *be);
     /* Runs body(ctx), which issues ops only. A backend may record it once and replay it
      * while `key` is unchanged (a CUDA graph). NULL: the model calls body directly. */
     hg_status (*run_graph)(hg_backend *be, uint64_t key, hg_status (*body)(void *ctx), void *ctx);

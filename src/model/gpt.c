@@ -185,7 +185,7 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     HG_TRY(hg_backend_ops_for(opt->device, &ops));
     if (ops->supports) HG_TRY(ops->supports(cfg));
     HG_TRY(gpt_sites_resolve(cfg, opt, threads, sites));
-    hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision};
+    hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision, .flags = opt->flags};
     size_t E = hg_precision_bytes(opt->precision);
     *chunk = classifier_chunk(cfg, N, ops->classifier_chunk_bytes, E);
     gpt_dims d = gpt_dims_of(cfg);
@@ -481,6 +481,11 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
 const hg_config *hg_model_config(const hg_model *m) { return &m->cfg; }
 const hg_options *hg_model_options(const hg_model *m) { return &m->opt; }
 hg_memory_plan hg_model_memory(const hg_model *m) { return m->plan; }
+
+const char *hg_model_attention_kernels(const hg_model *m) {
+    const char *s = m && m->be->ops->attention_kernels ? m->be->ops->attention_kernels(m->be) : NULL;
+    return s ? s : "";
+}
 
 int hg_buffer_count(const hg_model *m) { return m ? m->acts.count : 0; }
 

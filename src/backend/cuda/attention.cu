@@ -27,9 +27,14 @@
  * kernels are bf16 (tensor cores); fp32 mode runs the simple kernels of
  * attention_fp32.cu instead (fp32 is a checking mode). */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "backend/cuda/arch/mma.cuh"
 #include "backend/cuda/cuda.h"
+#ifdef HG_HAVE_CUDNN
+#include "backend/cuda/cudnn_attention.h"
+#endif
 
 enum { BK = 64, WARPS = 4, THREADS = 32 * WARPS };
 
@@ -500,9 +505,73 @@ static hg_status set_smem(hg_backend *be) {
     return raise_smem(be, flash_backward_q_kernel<T, HSM>, L::backward_q, "cudaFuncSetAttribute (flash_backward_q_kernel)");
 }
 
+/* ---- cuDNN's fused attention or the kernels above ----
+ * In bf16, each direction runs cuDNN's graph where cuDNN is loaded and takes the shape
+ * (cudnn_attention.h), else the kernels above; the two agree on every buffer (lse in
+ * natural log), so a forward of one kind pairs with a backward of the other.
+ * HANDGRAD_CUDNN_ATTENTION=off|forward|backward keeps cuDNN out, or to one direction. */
 hg_status cuda_attention_init(hg_backend *be) {
     HG_TRY((set_smem<bf16, 64>(be)));
-    return set_smem<bf16, 128>(be);
+    HG_TRY((set_smem<bf16, 128>(be)));
+    cuda_state *st = cuda_of(be);
+    const char *dirs = getenv("HANDGRAD_CUDNN_ATTENTION");
+    st->dnn_dirs = !dirs || !*dirs ? 3u : !strcmp(dirs, "forward") ? 1u : !strcmp(dirs, "backward") ? 2u : 0u;
+    if (be->precision != HG_PRECISION_BF16)
+        snprintf(st->dnn_note, sizeof st->dnn_note, "own kernels (fp32: cuDNN's attention is used in bf16 only)");
+    else if (be->flags & HG_FLAG_DETERMINISTIC)
+        snprintf(st->dnn_note, sizeof st->dnn_note, "own kernels (deterministic)");
+    else if (!st->dnn_dirs)
+        snprintf(st->dnn_note, sizeof st->dnn_note, "own kernels (HANDGRAD_CUDNN_ATTENTION=%s)", dirs);
+    else {
+#ifdef HG_HAVE_CUDNN
+        char why[512];
+        st->dnn = cudnn_attn_open(st->stream, NULL, why, sizeof why);
+        if (st->dnn)
+            snprintf(st->dnn_note, sizeof st->dnn_note, "%s", cudnn_attn_library(st->dnn));
+        else
+            snprintf(st->dnn_note, sizeof st->dnn_note, "own kernels (cuDNN not used: %s)", why);
+#else
+        snprintf(st->dnn_note, sizeof st->dnn_note, "own kernels (built without cuDNN's headers)");
+#endif
+    }
+    return HG_OK;
+}
+
+void cuda_attention_free(hg_backend *be) {
+#ifdef HG_HAVE_CUDNN
+    cudnn_attn_close(cuda_of(be)->dnn);
+#endif
+    cuda_of(be)->dnn = NULL;
+}
+
+const char *cuda_attention_kernels(hg_backend *be) {
+    cuda_state *st = cuda_of(be);
+    if (!st->att_used[0][0] && !st->att_used[1][0]) return NULL;
+    snprintf(st->att_words, sizeof st->att_words, "forward: %s; backward: %s", st->att_used[0][0] ? st->att_used[0] : "-",
+             st->att_used[1][0] ? st->att_used[1] : "-");
+    return st->att_words;
+}
+
+/* Whether direction dir runs cuDNN's graph for shape s; notes what runs, and why. */
+static bool use_cudnn(hg_backend *be, int dir, const hg_attention_shape *s) {
+    cuda_state *st = cuda_of(be);
+    char *used = st->att_used[dir];
+    const size_t n = sizeof st->att_used[dir];
+#ifdef HG_HAVE_CUDNN
+    if (st->dnn && (st->dnn_dirs >> dir & 1u)) {
+        char why[600];
+        const char *engine = NULL;
+        if (cudnn_attn_plan(st->dnn, dir, s, NULL, &engine, why, sizeof why) == 0) {
+            snprintf(used, n, "%s, %s", cudnn_attn_library(st->dnn), engine);
+            return true;
+        }
+        snprintf(used, n, "own kernels (cuDNN refused B=%d T=%d NH=%d NKV=%d hs=%d: %s)", s->B, s->T, s->NH,
+                 s->NKV ? s->NKV : s->NH, s->hs, why);
+        return false;
+    }
+#endif
+    snprintf(used, n, "%s", st->dnn_dirs >> dir & 1u || !st->dnn ? st->dnn_note : "own kernels (HANDGRAD_CUDNN_ATTENTION)");
+    return false;
 }
 
 static hg_status check_shape(hg_backend *be, const hg_attention_shape *s, size_t smem) {
@@ -557,21 +626,55 @@ static hg_status backward_launch(hg_backend *be, T *dqkv, const T *dout, const T
 extern "C" hg_status cuda_attention_forward(hg_backend *be, float *out, float *lse, const float *qkv, const hg_attention_shape *s,
                                             void *scratch) {
     CUDA_OP("attention_forward");
-    if (be->precision == HG_PRECISION_FP32) return cuda_attention_fp32_forward(be, out, lse, qkv, s);
+    if (be->precision == HG_PRECISION_FP32) {
+        snprintf(cuda_of(be)->att_used[0], sizeof cuda_of(be)->att_used[0], "%s", cuda_of(be)->dnn_note);
+        return cuda_attention_fp32_forward(be, out, lse, qkv, s);
+    }
+#ifdef HG_HAVE_CUDNN
+    if (use_cudnn(be, CUDNN_ATTN_FORWARD, s)) {
+        char why[600];
+        if (cudnn_attn_forward(cuda_of(be)->dnn, out, lse, qkv, s, scratch, why, sizeof why) != 0)
+            return cuda_fail(be, HG_ERR_BACKEND, "attention forward: %s", why);
+        return cuda_launched(be, "cuDNN attention forward");
+    }
+#else
     (void)scratch;
+#endif
     ATTENTION_DISPATCH(be, s, forward_launch, (T *)out, lse, (const T *)qkv, s);
 }
 
 extern "C" hg_status cuda_attention_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                              const float *lse, const hg_attention_shape *s, void *scratch) {
     CUDA_OP("attention_backward");
-    if (be->precision == HG_PRECISION_FP32) return cuda_attention_fp32_backward(be, dqkv, dout, qkv, out, lse, s, (float *)scratch);
+    if (be->precision == HG_PRECISION_FP32) {
+        snprintf(cuda_of(be)->att_used[1], sizeof cuda_of(be)->att_used[1], "%s", cuda_of(be)->dnn_note);
+        return cuda_attention_fp32_backward(be, dqkv, dout, qkv, out, lse, s, (float *)scratch);
+    }
+#ifdef HG_HAVE_CUDNN
+    if (use_cudnn(be, CUDNN_ATTN_BACKWARD, s)) {
+        char why[600];
+        if (cudnn_attn_backward(cuda_of(be)->dnn, dqkv, dout, qkv, out, lse, s, scratch, why, sizeof why) != 0)
+            return cuda_fail(be, HG_ERR_BACKEND, "attention backward: %s", why);
+        return cuda_launched(be, "cuDNN attention backward");
+    }
+#endif
     ATTENTION_DISPATCH(be, s, backward_launch, (T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)out, lse, s,
                        (float *)scratch);
 }
 
-/* D: one float per (b, head, t). */
+/* D: one float per (b, head, t); in bf16, unless deterministic, at least what cuDNN's
+ * backward needs (its dQ accumulator and row sums, and its engine's workspace). The
+ * workspace grows with B and T, so the scratch planned for the largest shape covers
+ * every call. */
 extern "C" size_t cuda_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) {
+    size_t d = sizeof(float) * (size_t)s->B * s->NH * s->T;
+#ifdef HG_HAVE_CUDNN
+    if (be->precision == HG_PRECISION_BF16 && !(be->flags & HG_FLAG_DETERMINISTIC)) {
+        size_t w = cudnn_attn_reserve_bytes(s);
+        if (w > d) d = w;
+    }
+#else
     (void)be;
-    return sizeof(float) * (size_t)s->B * s->NH * s->T;
+#endif
+    return d;
 }

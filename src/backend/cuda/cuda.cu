@@ -158,6 +158,7 @@ static void cuda_destroy(hg_backend *be) {
         if (s->stream) cudaStreamSynchronize(s->stream);
         if (s->graph) cudaGraphExecDestroy(s->graph);
         cuda_adamw_free(be);
+        cuda_attention_free(be);
         cuda_gemm_cache_free(s->gemm);
         if (s->lt) cublasLtDestroy(s->lt);
         cudaFree(s->lt_workspace);
@@ -257,6 +258,7 @@ static const hg_backend_ops cuda_ops = {
     .to_compute = cuda_to_compute,
     .sync = cuda_sync,
     .wait = cuda_wait,
+    .attention_kernels = cuda_attention_kernels,
     .run_graph = cuda_run_graph,
     .workspace_bytes = cuda_workspace_bytes,
     .encoder_forward = cuda_encoder_forward,

@@ -23,6 +23,7 @@
 /* ---- state ---- */
 
 typedef struct cuda_gemm_cache cuda_gemm_cache;
+struct cudnn_attn;
 
 typedef struct cuda_state {
     int device, sm_count;
@@ -48,6 +49,14 @@ typedef struct cuda_state {
     void *adam_segs, *adam_host;
     int adam_count;
     int adam_aligned; /* every tensor allows 16-byte access of whole groups */
+    /* cuDNN's fused attention (cudnn_attention.h, attention.cu): NULL where it is not
+     * loaded or not wanted (fp32, HG_FLAG_DETERMINISTIC, HANDGRAD_CUDNN_ATTENTION=off, a
+     * build without cuDNN's headers); dnn_dirs bit d: direction d may use it */
+    struct cudnn_attn *dnn;
+    unsigned dnn_dirs;
+    char dnn_note[600];       /* the library loaded, or why none is used */
+    char att_used[2][700];    /* what the last forward and backward ran, and why */
+    char att_words[1500];     /* both, for attention_kernels */
 } cuda_state;
 
 #define CUDA_LT_WORKSPACE ((size_t)32 << 20)
@@ -262,8 +271,11 @@ void cuda_to_compute(hg_backend *be, void *dst, const float *src, size_t n);
 hg_status cuda_attention_fp32_forward(hg_backend *be, float *out, float *lse, const float *qkv, const hg_attention_shape *s);
 hg_status cuda_attention_fp32_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                        const float *lse, const hg_attention_shape *s, float *D);
-/* Raises the dynamic shared-memory limit of the attention kernels (attention.cu). */
+/* Raises the dynamic shared-memory limit of the attention kernels and, in bf16 unless
+ * HG_FLAG_DETERMINISTIC, loads cuDNN's fused attention (attention.cu). */
 hg_status cuda_attention_init(hg_backend *be);
+void cuda_attention_free(hg_backend *be);
+const char *cuda_attention_kernels(hg_backend *be);
 void cuda_adamw_free(hg_backend *be);
 
 #endif

@@ -3,7 +3,9 @@
  *
  * Backward: dwpe (Tmax,C) is a sum over the batch, one thread per (t, c) walking b in
  * order (deterministic). dwte is a scatter by token id: fp32 atomicAdd, so its
- * summation order, unlike the CPU's, varies between runs (last bits only). */
+ * summation order, unlike the CPU's, varies between runs (last bits only); with
+ * HG_FLAG_DETERMINISTIC a block per row instead, where the first row of each token id
+ * sums that id's rows in row order and adds the sum alone (no atomics). */
 #include "backend/cuda/cuda.h"
 
 template <typename T>
@@ -29,6 +31,51 @@ __global__ void encoder_backward_wte_kernel(float *dwte, const T *dout, const in
         float g = to_f(dout[i]);
         if (dropping) g *= hg_dropout_scale(&drop, i);
         atomicAdd(&dwte[(size_t)tokens[r] * C + c], g);
+    }
+}
+
+/* Block r: if row r is the first with its token id, dwte[id] += the sum of every row with
+ * that id, taken in row order; other blocks return. The rows with the id are listed in
+ * order in shared memory (ORDERED_LIST at a time, found by a ballot over 256 rows), then
+ * each thread sums its channels down the list; a longer run adds list by list, in order. */
+#define ORDERED_LIST 2048
+template <typename T>
+__global__ void __launch_bounds__(256) encoder_backward_wte_ordered_kernel(float *dwte, const T *dout,
+                                                                           const int32_t *tokens, int BT, int C,
+                                                                           hg_dropout drop) {
+    __shared__ int rows[ORDERED_LIST];
+    __shared__ int warp_count[8];
+    const int r = blockIdx.x, id = tokens[r], lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int seen = 0;
+    for (int j = threadIdx.x; j < r && !seen; j += blockDim.x) seen = tokens[j] == id;
+    if (__syncthreads_or(seen)) return;
+    const int dropping = hg_dropout_on(&drop);
+    int j0 = r;
+    while (j0 < BT) {
+        /* list the rows with the id from j0 on, in order, until the list is full */
+        int n = 0;
+        for (; j0 < BT && n + 256 <= ORDERED_LIST; j0 += 256) {
+            const int j = j0 + threadIdx.x;
+            const bool hit = j < BT && tokens[j] == id;
+            const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+            if (lane == 0) warp_count[warp] = __popc(ballot);
+            __syncthreads();
+            int before = n;
+            for (int w = 0; w < warp; w++) before += warp_count[w];
+            if (hit) rows[before + __popc(ballot & ((1u << lane) - 1u))] = j;
+            for (int w = 0; w < 8; w++) n += warp_count[w];
+            __syncthreads();
+        }
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            float s = 0.0f;
+            for (int k = 0; k < n; k++) {
+                const size_t i = (size_t)rows[k] * C + c;
+                const float g = to_f(dout[i]);
+                s += dropping ? g * hg_dropout_scale(&drop, i) : g;
+            }
+            dwte[(size_t)id * C + c] += s;
+        }
+        __syncthreads(); /* the list is rewritten next round */
     }
 }
 
@@ -61,9 +108,16 @@ extern "C" void cuda_encoder_backward(hg_backend *be, float *dwte, float *dwpe, 
                                       int T_, int C, const hg_dropout *drop) {
     CUDA_OP("encoder_backward");
     hg_dropout d = cuda_dropout(drop);
-    CUDA_DISPATCH(be, encoder_backward_wte_kernel<T><<<cuda_grid(be, (size_t)B * T_ * C), 256, 0, cuda_stream(be)>>>(
-                          dwte, (const T *)dout, tokens, B * T_, C, d));
-    if (cuda_launched(be, "encoder_backward_wte_kernel") != HG_OK || !dwpe) return;
+    if (be->flags & HG_FLAG_DETERMINISTIC) {
+        CUDA_DISPATCH(be, encoder_backward_wte_ordered_kernel<T><<<B * T_, 256, 0, cuda_stream(be)>>>(
+                              dwte, (const T *)dout, tokens, B * T_, C, d));
+        if (cuda_launched(be, "encoder_backward_wte_ordered_kernel") != HG_OK) return;
+    } else {
+        CUDA_DISPATCH(be, encoder_backward_wte_kernel<T><<<cuda_grid(be, (size_t)B * T_ * C), 256, 0, cuda_stream(be)>>>(
+                              dwte, (const T *)dout, tokens, B * T_, C, d));
+        if (cuda_launched(be, "encoder_backward_wte_kernel") != HG_OK) return;
+    }
+    if (!dwpe) return;
     CUDA_DISPATCH(be, encoder_backward_wpe_kernel<T><<<cuda_grid(be, (size_t)T_ * C), 256, 0, cuda_stream(be)>>>(
                           dwpe, (const T *)dout, B, T_, C, d));
     cuda_launched(be, "encoder_backward_wpe_kernel");

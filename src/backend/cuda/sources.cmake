@@ -39,3 +39,14 @@ target_compile_definitions(handgrad PRIVATE HG_HAVE_CUDA
   HG_CUDA_MODULE_BUILD_PATH="$<TARGET_FILE:handgrad_cuda>" HG_CUDA_MODULE_BIN_TO_LIB="${HG_BIN_TO_LIB}")
 # building anything that links the library builds the module too
 add_dependencies(handgrad handgrad_cuda)
+# cuDNN's fused attention (cudnn_attention.c): compiled where cuDNN's headers are found,
+# never linked (the library is loaded at run time), so the module builds and runs without
+# cuDNN and then uses its own attention kernels.
+find_path(CUDNN_GRAPH_INCLUDE_DIR cudnn_graph.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+if(CUDNN_GRAPH_INCLUDE_DIR)
+  target_sources(handgrad_cuda PRIVATE backend/cuda/cudnn_attention.c)
+  target_compile_definitions(handgrad_cuda PRIVATE HG_HAVE_CUDNN)
+  target_include_directories(handgrad_cuda PRIVATE ${CUDNN_GRAPH_INCLUDE_DIR})
+  find_package(Threads REQUIRED)
+  target_link_libraries(handgrad_cuda PRIVATE ${CMAKE_DL_LIBS} Threads::Threads m)
+endif()
