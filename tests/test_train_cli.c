@@ -15,7 +15,8 @@
  *  - bad input (flags, values, checkpoints of another shape, corrupt safetensors,
  *    a tokenizer of another vocabulary, an unwritable --out): a one-line error naming
  *    the flag or file, a non-zero exit, and no run folder left behind;
- *  - --device and --precision: cpu and fp32 given explicitly train as the defaults do,
+ *  - --device, --precision and --deterministic: cpu and fp32 given explicitly (and
+ *    --deterministic, which the CPU always is) train as the defaults do,
  *    and run.json keeps them; --device cuda without a usable GPU, bf16 on the CPU and
  *    ZeRO-1 on CUDA are refused in one line naming the flag (a resume too, leaving the
  *    run as it was).
@@ -209,15 +210,21 @@ static void hf_ready(const char *ckpt) {
 static void deterministic(void) {
     series a, b;
     CHECK(sh(NULL, "%s train %s --out %s/d1 --max-steps 12 --sequential --threads 2", hg, tiny, work) == 0);
-    CHECK(sh(NULL, "%s train %s --out %s/d2 --max-steps 12 --sequential --threads 2 --device cpu --precision fp32", hg,
-             tiny, work) == 0);
+    CHECK(sh(NULL, "%s train %s --out %s/d2 --max-steps 12 --sequential --threads 2 --device cpu --precision fp32 "
+             "--deterministic", hg, tiny, work) == 0);
     char d[512];
     snprintf(d, sizeof d, "%s/d1", work);
     read_log(d, &a);
     snprintf(d, sizeof d, "%s/d2", work);
     read_log(d, &b);
-    CHECK(same_losses(&a, &b));
+    CHECK(same_losses(&a, &b)); /* the CPU is deterministic with or without --deterministic */
     CHECK(a.evals == 2 && a.loss[11] < a.loss[0]);
+    char *json = NULL; /* a setting of the run, kept for --resume */
+    sh(&json, "cat %s/d2/run.json", work);
+    cJSON *rj = json ? cJSON_Parse(json) : NULL;
+    CHECK(rj && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rj, "deterministic")));
+    cJSON_Delete(rj);
+    free(json);
     CHECK(exists("%s/d1/loss.svg", work) && exists("%s/d1/ckpt_00000012/model.safetensors", work));
     snprintf(d, sizeof d, "%s/d1/ckpt_00000012", work);
     hf_ready(d);
@@ -872,7 +879,7 @@ int main(int argc, char **argv) {
                                   "--weight-decay", "--grad-clip", "--dropout", "--max-steps", "--max-tokens", "--seed",
                                   "--threads", "--eval-every", "--eval-batches", "--sample-every", "--prompt",
                                   "--ckpt-every", "--keep-last", "--out", "--resume", "--config", "--sequential",
-                                  "--device cpu|cuda", "--precision fp32|bf16"};
+                                  "--device cpu|cuda", "--precision fp32|bf16", "--deterministic"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!out || !strstr(out, flags[i])) fprintf(stderr, "--help lacks %s\n", flags[i]), check_failures++;
     free(out);
