@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """GPU benchmark: handgrad's CUDA backend (bf16) against PyTorch (bf16 autocast) in one run.
 
-Part "train": GPT-2 small at T=1024, B in {8, 16, 32}: handgrad (`handgrad bench --device
+Part "train": a model at T=1024, B in {8, 16, 32}: handgrad (`handgrad bench --device
 cuda --precision bf16`, eager and with CUDA graphs) against PyTorch eager and torch.compile
-(fp32 master weights, bf16 autocast, fused AdamW, clip_grad_norm_, SDPA's flash backend).
-Reports ms per step, tokens/s, and MFU against the bf16 matmul ceiling measured in this
-run and against the datasheet's dense bf16 peak.
+(fp32 master weights, bf16 autocast, fused AdamW, clip_grad_norm_). --model picks it:
+GPT-2 small (the default; tools/torch_gpt2.py, SDPA's flash backend), the CS336 model
+(cs336-small, cs336-medium; tools/torch_cs336.py, the CPU comparison's peer, SDPA's flash
+backend) or SmolLM-135M's shape (smollm-135m: transformers' LlamaForCausalLM, grouped-query
+attention, SDPA's choice of backend). Reports ms per step, tokens/s, and MFU against the
+bf16 matmul ceiling measured in this run and against the datasheet's dense bf16 peak.
+
+--seed-table: the CS336 benchmark's table (Model, Pass, Warmup, Mean (s), Std (s)) of
+handgrad on the GPU for cs336-small and cs336-medium, forward and backward, warm-ups 0
+and 1, batch 4 and context 256 unless --batches / --ctx say otherwise.
 
 Part "attention": handgrad's flash attention (bench/attention_cuda) against
 F.scaled_dot_product_attention's flash, efficient, cudnn and math backends, causal, bf16,
@@ -28,6 +35,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BATCHES = (8, 16, 32)
 CTX = 1024
+# --model: handgrad's preset and PyTorch's model of the same shape (vocabulary padded to 64
+# on PyTorch's side, as its GPT-2 runs always were)
+TRAIN_MODELS = {
+    "small": ("gpt2", dict(vocab=50257, n_layer=12, n_head=12, n_kv_head=12, d_model=768, d_ff=3072)),
+    "cs336-small": ("cs336", dict(vocab=10000, n_layer=12, n_head=12, n_kv_head=12, d_model=768, d_ff=3072)),
+    "cs336-medium": ("cs336", dict(vocab=10000, n_layer=24, n_head=16, n_kv_head=16, d_model=1024, d_ff=4096)),
+    "smollm-135m": ("llama", dict(vocab=49152, n_layer=30, n_head=9, n_kv_head=3, d_model=576, d_ff=1536)),
+}
 SWEEP_T = (512, 1024, 2048, 4096, 8192, 16384)
 SWEEP_HS = (64, 128)
 SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
@@ -43,8 +58,11 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--out", help="directory for results.json")
-    ap.add_argument("--batches", type=lambda v: [int(x) for x in v.split(",")], default=list(BATCHES),
-                    help="batch sizes of --part train, comma-separated (default 8,16,32)")
+    ap.add_argument("--batches", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                    help="batch sizes of --part train, comma-separated (default 8,16,32; 4 with --seed-table)")
+    ap.add_argument("--model", choices=sorted(TRAIN_MODELS), default="small", help="the model of --part train")
+    ap.add_argument("--ctx", type=int, default=None, help="context of --part train (default 1024; 256 with --seed-table)")
+    ap.add_argument("--seed-table", action="store_true", help="print the CS336 benchmark table of handgrad on the GPU")
     ap.add_argument("--sweep-t", type=lambda v: [int(x) for x in v.split(",")], default=list(SWEEP_T),
                     help="sequence lengths of --part attention, comma-separated (default 512,...,16384)")
     ap.add_argument("--sweep-hs", type=lambda v: [int(x) for x in v.split(",")], default=list(SWEEP_HS),
@@ -54,7 +72,12 @@ def parse_args():
     ap.add_argument("--worker", choices=("train", "attention", "ceiling"), help=argparse.SUPPRESS)
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=8, help=argparse.SUPPRESS)
-    return ap.parse_args()
+    args = ap.parse_args()
+    if args.batches is None:
+        args.batches = [4] if args.seed_table else list(BATCHES)
+    if args.ctx is None:
+        args.ctx = 256 if args.seed_table else CTX
+    return args
 
 
 # ---------------------------------------------------------------- workers (one process each)
@@ -96,23 +119,68 @@ def worker_ceiling(torch):
             "torch_version": torch.__version__}
 
 
-def worker_train(torch, args):
+def train_model(torch, name, T):
+    """PyTorch's model of handgrad's preset `name`: (model, its AdamW parameter groups,
+    flops(B) of one training step counted as hg_train_flops counts them, the SDPA backends
+    to allow or None for SDPA's own choice)."""
+    from torch.nn.attention import SDPBackend
     sys.path.insert(0, os.path.join(ROOT, "tools"))
-    from torch_gpt2 import GPT, GPTConfig, param_groups, train_flops
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    arch, s = TRAIN_MODELS[name]
+    padded = -(-s["vocab"] // 64) * 64
+    if arch in ("gpt2", "cs336"):
+        if arch == "gpt2":
+            from torch_gpt2 import GPT as Model, GPTConfig as Config, param_groups, train_flops
+        else:
+            from torch_cs336 import CS336LM as Model, CS336Config as Config, param_groups, train_flops
+        shape = dict(max_seq_len=max(T, 1024), n_layer=s["n_layer"], n_head=s["n_head"], d_model=s["d_model"],
+                     d_ff=s["d_ff"])
+        model = Model(Config(vocab_size=padded, **shape), attn_impl="sdpa")
+        real = Config(vocab_size=s["vocab"], **shape)
+        return model, param_groups(model, 0.1), lambda B: train_flops(real, B, T), [SDPBackend.FLASH_ATTENTION]
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=padded, hidden_size=s["d_model"], intermediate_size=s["d_ff"],
+                      num_hidden_layers=s["n_layer"], num_attention_heads=s["n_head"],
+                      num_key_value_heads=s["n_kv_head"], max_position_embeddings=2048, rope_theta=10000.0,
+                      rms_norm_eps=1e-5, tie_word_embeddings=True, attention_bias=False, mlp_bias=False)
+    cfg._attn_implementation = "sdpa"
+    llama = LlamaForCausalLM(cfg)
+
+    class Next(torch.nn.Module):
+        """(logits, mean cross-entropy of targets), as handgrad's and the other peers' forward."""
+
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, tokens, targets):
+            logits = self.m(input_ids=tokens).logits
+            return logits, torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+    model = Next(llama)
+    decay = [p for n, p in llama.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in llama.named_parameters() if p.dim() < 2]
+    # 6 N tokens (the tied embedding counted once, as the lm_head) + 12 L C T tokens
+    n = sum(p.numel() for p in llama.parameters()) - (padded - s["vocab"]) * s["d_model"]
+    return (model, [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+            lambda B: 6.0 * n * B * T + 12.0 * s["n_layer"] * s["d_model"] * T * B * T, None)
+
+
+def worker_train(torch, args):
+    from torch.nn.attention import sdpa_kernel
+    import contextlib
 
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=50304, max_seq_len=1024, n_layer=12, n_head=12, d_model=768, d_ff=3072)
-    real = GPTConfig(**{**cfg.to_dict(), "vocab_size": 50257})
-    model = GPT(cfg, attn_impl="sdpa").cuda()
-    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    model, groups, flops, backends = train_model(torch, args.model, args.ctx)
+    model = model.cuda()
+    opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
     fwd = torch.compile(model) if args.mode == "compile" else model
-    B, T = args.batch, CTX
-    tokens = torch.randint(0, 50257, (B, T), device="cuda")
-    targets = torch.randint(0, 50257, (B, T), device="cuda")
+    B, T, V = args.batch, args.ctx, TRAIN_MODELS[args.model][1]["vocab"]
+    tokens = torch.randint(0, V, (B, T), device="cuda")
+    targets = torch.randint(0, V, (B, T), device="cuda")
 
     def forward():
-        with torch.autocast("cuda", dtype=torch.bfloat16), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        with torch.autocast("cuda", dtype=torch.bfloat16), (sdpa_kernel(backends) if backends else
+                                                            contextlib.nullcontext()):
             return fwd(tokens, targets)[1]
 
     def forward_backward():
@@ -131,7 +199,7 @@ def worker_train(torch, args):
     tf = cuda_time(torch, forward, args.warmup, args.steps)["median_s"]
     tfb = cuda_time(torch, forward_backward, args.warmup, args.steps)["median_s"]
     return {"impl": f"torch_{args.mode}", "batch": B, "ctx": T, "train_step": t,
-            "tokens_per_s": B * T / t["median_s"], "flops_per_step": train_flops(real, B, T),
+            "tokens_per_s": B * T / t["median_s"], "flops_per_step": flops(B),
             "forward_ms": tf * 1e3, "backward_ms": (tfb - tf) * 1e3,
             "peak_memory_bytes": torch.cuda.max_memory_allocated()}
 
@@ -225,7 +293,7 @@ def run_json(label, cmd, lines=False):
 
 def me(args, *extra):
     sweep = ["--sweep-t", ",".join(map(str, args.sweep_t)), "--sweep-hs", ",".join(map(str, args.sweep_hs)),
-             "--sdpa-backends", ",".join(args.sdpa_backends)]
+             "--sdpa-backends", ",".join(args.sdpa_backends), "--model", args.model, "--ctx", str(args.ctx)]
     return [sys.executable, os.path.abspath(__file__), *extra, "--warmup", str(args.warmup), "--steps", str(args.steps),
             *sweep]
 
@@ -254,14 +322,15 @@ def part_train(args, ceiling):
                                                              "tokens_per_s", "error")}), flush=True)
 
     for B in args.batches:
-        shape = ["--model", "small", "--batch", str(B), "--ctx", str(CTX), "--warmup", str(args.warmup),
+        shape = ["--model", args.model, "--batch", str(B), "--ctx", str(args.ctx), "--warmup", str(args.warmup),
                  "--steps", str(args.steps), "--device", "cuda", "--precision", "bf16", "--json"]
         for impl, extra in (("handgrad", []), ("handgrad_graphs", ["--cuda-graphs"])):
             out = run_json(f"{impl} B={B}", [args.handgrad, "bench", *shape, *extra], lines=True)
             by_pass = {o.get("pass"): o for o in out} if isinstance(out, list) else {}
             if "step" in by_pass:  # bench's rows: forward, backward, step (mean seconds)
                 st = by_pass["step"]
-                r = {"train_step": {"mean_s": st["mean_s"], "std_s": st["std_s"]}, "tokens_per_s": B * CTX / st["mean_s"],
+                r = {"train_step": {"mean_s": st["mean_s"], "std_s": st["std_s"]},
+                     "tokens_per_s": B * args.ctx / st["mean_s"],
                      "flops_per_step": st["gflop"] * 1e9, "gemm_peak_gflops": st.get("sgemm_peak_gflops"),
                      "forward_ms": by_pass.get("forward", {}).get("mean_s", 0) * 1e3,
                      "backward_ms": by_pass.get("backward", {}).get("mean_s", 0) * 1e3}
@@ -278,8 +347,8 @@ def fmt(v, spec):
     return format(v, spec) if isinstance(v, (int, float)) else "n/a"
 
 
-def print_train(rows, ceiling):
-    print(f"\nGPT-2 small, T={CTX}, bf16, {ceiling.get('device')}: bf16 matmul ceiling "
+def print_train(rows, ceiling, args):
+    print(f"\n{args.model}, T={args.ctx}, bf16, {ceiling.get('device')}: bf16 matmul ceiling "
           f"{fmt(ceiling.get('bf16_matmul_tflops'), '.0f')} TFLOP/s measured, "
           f"{fmt(ceiling.get('datasheet_bf16_tflops'), '.0f')} datasheet")
     print(f"{'B':>3} {'impl':<16} {'ms/step':>9} {'fwd ms':>8} {'bwd ms':>8} {'bwd/fwd':>7} {'tokens/s':>10} {'MFU meas':>9} "
@@ -328,10 +397,32 @@ def print_attention(rows, sweep_t, sweep_hs, backends):
         print(f"handgrad's kernels: {k}")
 
 
+def seed_table(args):
+    """handgrad bench on the GPU, as the CS336 benchmark's table: a process for each model
+    and warm-up count (so warm-up 0 times a cold first call), forward and backward."""
+    print(f"\nModel\tPass\tWarmup\tMean (s)\tStd (s)    (handgrad, CUDA bf16, batch {args.batches[0]}, "
+          f"context {args.ctx}, {args.steps} timed steps)")
+    for model in ("cs336-small", "cs336-medium"):
+        for warmup in (0, 1):
+            out = run_json(f"handgrad {model} warmup {warmup}",
+                           [args.handgrad, "bench", "--model", model, "--batch", str(args.batches[0]), "--ctx",
+                            str(args.ctx), "--warmup", str(warmup), "--steps", str(args.steps), "--pass",
+                            "forward,backward", "--device", "cuda", "--precision", "bf16", "--json"], lines=True)
+            for row in out if isinstance(out, list) else [out]:
+                if "error" in row:
+                    print(f"{model}\terror: {row['error']}")
+                elif row.get("pass") in ("forward", "backward"):
+                    print(f"{model}\t{row['pass'].capitalize()}\t{warmup}\t{row['mean_s']:.6f}\t{row['std_s']:.6f}",
+                          flush=True)
+    return 0
+
+
 def main():
     args = parse_args()
     if args.worker:
         return worker(args)
+    if args.seed_table:
+        return seed_table(args)
     results = {"ceiling": run_json("bf16 matmul ceiling", me(args, "--worker", "ceiling"))}
     if args.part in ("train", "all"):
         results["train"] = part_train(args, results["ceiling"])
@@ -346,7 +437,7 @@ def main():
         with open(os.path.join(args.out, f"results_{args.part}.json"), "w") as f:
             json.dump(results, f, indent=1)
     if "train" in results:
-        print_train(results["train"], results["ceiling"])
+        print_train(results["train"], results["ceiling"], args)
     if "attention" in results:
         print_attention(results["attention"], args.sweep_t, args.sweep_hs, args.sdpa_backends)
     return 0

@@ -29,9 +29,10 @@
 #                    handgrad profile's per-op table
 #   bench-train      GPT-2 small B=8/16/32: handgrad vs torch eager/compile  (~8 min)
 #   bench-attention  flash attention sweep vs SDPA's four backends           (~5 min)
+#   seed-table       the CS336 benchmark's table of handgrad on the GPU (cs336-small, -medium)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-part=${1:?usage: scripts/gpu_session.sh session|facts|cudnn-ref|new|check|bench-small|sanitize|ab|cli|profile|bench-train|bench-attention}
+part=${1:?usage: scripts/gpu_session.sh session|facts|cudnn-ref|new|cudnn|check|bench-small|sanitize|ab|cli|profile|bench-train|bench-attention|seed-table}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -f .gpu/bundle.tar.gz ] || { echo "gpu_session: .gpu/ is missing: run scripts/gpu_bundle.sh here and carry .gpu"; exit 2; }
@@ -81,7 +82,7 @@ case $part in
 session)
   # seconds each part may take; measured times go to docs/cuda.md ("A GPU session")
   declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=150 [cudnn]=120 [check]=240 [sanitize]=300 [bench-train]=480
-    [profile]=180 [bench-attention]=300 [bench-small]=90 [ab]=300 [cli]=180)
+    [profile]=180 [bench-attention]=300 [bench-small]=90 [ab]=300 [cli]=180 [seed-table]=90)
   for kv in ${SESSION_LIMITS:-}; do limit[${kv%%=*}]=${kv#*=}; done # "part=seconds ..." overrides
   logs=/tmp/gpu-logs
   rm -rf "$logs" && mkdir -p "$logs"
@@ -233,8 +234,13 @@ profile)
   ;;
 bench-train)
   # rows are printed as they complete (a run cut short keeps them); BATCHES=8 for one size
-  python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out" \
-    --batches "${BATCHES:-8,16,32}" 2>&1 | tee "$out/train.log" | grep --line-buffered -E '^(row: |GPT-2|  B | +[0-9]+ )' || status=1
+  # MODEL=cs336-small|cs336-medium|smollm-135m for the Llama family (default GPT-2 small)
+  python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out" --model "${MODEL:-small}" \
+    --batches "${BATCHES:-8,16,32}" 2>&1 | tee "$out/train.log" | grep --line-buffered -E '^(row: |[a-z0-9-]+, T=|  B | +[0-9]+ )' || status=1
+  ;;
+seed-table)
+  # the CS336 benchmark's table (Model, Pass, Warmup, Mean, Std) of handgrad on the GPU
+  step seed_table python3 bench/compare_torch_cuda.py --seed-table --handgrad "$bin"/handgrad --steps 10
   ;;
 bench-attention)
   # SWEEP_T, SWEEP_HS, SDPA_BACKENDS (comma-separated) narrow the sweep
