@@ -281,7 +281,8 @@ const hg_config *hg_model_config(const hg_model *m);
 const hg_options *hg_model_options(const hg_model *m);
 hg_memory_plan hg_model_memory(const hg_model *m);
 /* Which attention kernels the model's last forward and backward ran, in words: on CUDA
- * in bf16 cuDNN's fused attention (its engine, and whether it is nondeterministic) or
+ * in bf16 cuDNN's fused attention (its engine, and whether cuDNN marks it
+ * nondeterministic) or
  * handgrad's own kernels, with the reason where cuDNN could not be used (not found, too
  * old, a shape it refuses, --deterministic). "" before the first step, and on the CPU. */
 const char *hg_model_attention_kernels(const hg_model *m);

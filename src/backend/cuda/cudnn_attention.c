@@ -183,7 +183,7 @@ typedef struct dnn_attr {
 } dnn_attr;
 #define ATTR(n, t, c, v) {n, #n, t, c, v}
 
-#define MAX_DESC 96 /* descriptors of one graph and its plan */
+#define MAX_DESC 192 /* descriptors of one graph and its plan (about 80, and the configurations tried) */
 
 /* A graph under construction, then its plan: the descriptors it owns. */
 typedef struct dnn_graph {

@@ -23,7 +23,9 @@
  * dO * O; the caller passes it from the memory plan (cudnn_attn_reserve_bytes).
  *
  * Every failure is a reason string naming the graph node and cuDNN's own error text;
- * nothing is printed. */
+ * nothing is printed. The backward is not expected to be bit-reproducible (dQ is added
+ * into its fp32 accumulator from many blocks); HG_FLAG_DETERMINISTIC keeps the caller on
+ * its own kernels. */
 #ifndef HG_CUDNN_ATTENTION_H
 #define HG_CUDNN_ATTENTION_H
 
