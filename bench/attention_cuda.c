@@ -1,8 +1,10 @@
 /* Times handgrad's CUDA attention (bf16) forward and forward+backward over the attention
  * sweep: T from 512 to 16384, head sizes 64 and 128, causal, d_model 2048 (NH = 2048 /
- * hs) and B*T = 16384 tokens, on both paths: "handgrad" as the library picks (cuDNN's
- * fused attention where cuDNN is loaded) and "handgrad_deterministic" (its own kernels,
- * HG_FLAG_DETERMINISTIC). One JSON object per line, the fields that
+ * hs) and B*T = 16384 tokens, on three paths: "handgrad" as the library picks (cuDNN's
+ * fused attention where cuDNN is loaded), "handgrad_deterministic" (its own kernels,
+ * HG_FLAG_DETERMINISTIC) and "handgrad_deterministic_cudnn" (HANDGRAD_CUDNN_DETERMINISTIC=1:
+ * cuDNN with the backward that writes dQ without the accumulator, an experiment). One
+ * JSON object per line, the fields that
  * bench/compare_torch_cuda.py reads:
  *   {"impl", "T", "hs", "B", "NH", "causal", "forward_ms", "forward_backward_ms",
  *    "forward_tflops", "forward_backward_tflops", "bytes", "kernels"}
@@ -136,9 +138,12 @@ int main(int argc, char **argv) {
     static const struct {
         const char *impl;
         unsigned flags;
-    } paths[] = {{"handgrad", 0}, {"handgrad_deterministic", HG_FLAG_DETERMINISTIC}};
-    for (int p = 0; p < 2; p++) {
+    } paths[] = {{"handgrad", 0}, {"handgrad_deterministic", HG_FLAG_DETERMINISTIC},
+                 {"handgrad_deterministic_cudnn", HG_FLAG_DETERMINISTIC}};
+    for (int p = 0; p < 3; p++) {
         opt.flags = paths[p].flags;
+        /* the third: cuDNN's backward without the dQ accumulator (an experiment) */
+        setenv("HANDGRAD_CUDNN_DETERMINISTIC", p == 2 ? "1" : "0", 1);
         if (hg_backend_create(&be, &opt, 1) != HG_OK) die("CUDA backend");
         for (int h = 0; h < nhs; h++)
             for (int t = 0; t < nT; t++) run(paths[p].impl, Ts[t], hss[h], reps);

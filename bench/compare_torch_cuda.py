@@ -367,7 +367,7 @@ def print_train(rows, ceiling, args):
 
 
 def print_attention(rows, sweep_t, sweep_hs, backends):
-    impls = ["handgrad", "handgrad_deterministic"] + [f"sdpa_{b}" for b in backends]
+    impls = ["handgrad", "handgrad_deterministic", "handgrad_deterministic_cudnn"] + [f"sdpa_{b}" for b in backends]
     for r in rows:
         if "error" in r and "T" not in r:
             print(f"{r['impl']}: error: {r['error']}")
@@ -383,8 +383,8 @@ def print_attention(rows, sweep_t, sweep_hs, backends):
                              ("error" if "error" in r else "n/a"))
                 if i == "handgrad":
                     hg = v
-                elif i == "handgrad_deterministic":
-                    det = v
+                elif i.startswith("handgrad_deterministic"):
+                    det = max(det or 0, v or 0) or None
                 elif v and (best is None or v > best):
                     best = v
                 if i == "sdpa_flash":

@@ -148,6 +148,11 @@ cudnn)
   for i in $("$bin"/test_cuda_model --list | grep -E 'bf16|deterministic' | cut -d: -f1); do
     runone "model $i" "$bin"/test_cuda_model "$i"
   done
+  # the experiment: cuDNN's backward without the dQ accumulator under --deterministic
+  for i in $("$bin"/test_cuda_model --list | grep -E 'deterministic' | cut -d: -f1); do
+    runone "model $i, cuDNN direct dQ" env HANDGRAD_CUDNN_DETERMINISTIC=1 "$bin"/test_cuda_model "$i"
+  done
+  runone "ops bf16 attention_own, cuDNN direct dQ" env HANDGRAD_CUDNN_DETERMINISTIC=1 "$bin"/test_cuda_ops bf16 attention_own
   wheel=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(c.__path__[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
   [ -n "$wheel" ] && runone "ops bf16 attention, PyTorch's cuDNN" env HANDGRAD_CUDNN="$wheel" "$bin"/test_cuda_ops bf16 attention
   runone "memcheck ops bf16 attention (cuDNN)" cs memcheck "$bin"/test_cuda_ops bf16 attention
@@ -175,6 +180,8 @@ bench-small)
   step bench_small "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5
   step bench_small_det "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 \
     --steps 5 --deterministic
+  step bench_small_det_cudnn env HANDGRAD_CUDNN_DETERMINISTIC=1 "$bin"/handgrad bench --model small --batch 8 --ctx 1024 \
+    --device cuda --precision bf16 --warmup 2 --steps 5 --deterministic
   step bench_small_fp32 "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision fp32 --warmup 1 --steps 2
   ;;
 sanitize)

@@ -48,9 +48,9 @@ static int planned(int rc, const char *why) {
     return rc == 0 || strstr(why, "cuLibraryLoadData") || strstr(why, "CUDA_DRIVER");
 }
 
-static void plan_both(cudnn_attn *a, const char *name, hg_attention_shape s) {
-    static const char *dirs[] = {"forward", "backward"};
-    for (int d = 0; d < 2; d++) {
+static void plan_all(cudnn_attn *a, const char *name, hg_attention_shape s) {
+    static const char *dirs[] = {"forward", "backward", "backward, dQ direct"};
+    for (int d = 0; d < 3; d++) {
         char why[1024] = "", what[200];
         size_t ws = 0;
         const char *engine = NULL;
@@ -91,10 +91,10 @@ static int graphs(const char *json_path) {
     hg_attention_shape big = {2, 256, 4, 256, 1, 0};
     int rc = cudnn_attn_plan(a, CUDNN_ATTN_FORWARD, &big, NULL, NULL, why, sizeof why);
     expect(rc != 0 && strstr(why, "head size 256"), "head size 256 is refused, naming it", why);
-    plan_both(a, "GPT-2's heads", (hg_attention_shape){2, 256, 4, 64, 1, 0});
-    plan_both(a, "head width 128", (hg_attention_shape){1, 256, 2, 128, 1, 0});
-    plan_both(a, "no mask", (hg_attention_shape){1, 128, 2, 64, 0, 0});
-    plan_both(a, "grouped-query", (hg_attention_shape){1, 128, 4, 64, 1, 2});
+    plan_all(a, "GPT-2's heads", (hg_attention_shape){2, 256, 4, 64, 1, 0});
+    plan_all(a, "head width 128", (hg_attention_shape){1, 256, 2, 128, 1, 0});
+    plan_all(a, "no mask", (hg_attention_shape){1, 128, 2, 64, 0, 0});
+    plan_all(a, "grouped-query", (hg_attention_shape){1, 128, 4, 64, 1, 2});
     /* 3 query heads cannot share 2 kv heads: cuDNN refuses the first product's shapes */
     hg_attention_shape odd = {1, 128, 3, 64, 1, 2};
     rc = cudnn_attn_plan(a, CUDNN_ATTN_FORWARD, &odd, NULL, NULL, why, sizeof why);

@@ -509,7 +509,15 @@ static hg_status set_smem(hg_backend *be) {
  * In bf16, each direction runs cuDNN's graph where cuDNN is loaded and takes the shape
  * (cudnn_attention.h), else the kernels above; the two agree on every buffer (lse in
  * natural log), so a forward of one kind pairs with a backward of the other.
- * HANDGRAD_CUDNN_ATTENTION=off|forward|backward keeps cuDNN out, or to one direction. */
+ * HANDGRAD_CUDNN_ATTENTION=off|forward|backward keeps cuDNN out, or to one direction.
+ * HANDGRAD_CUDNN_DETERMINISTIC=1 (an experiment, docs/cuda.md): with
+ * HG_FLAG_DETERMINISTIC, cuDNN's attention with the backward graph that writes dQ by a
+ * plain product, instead of the own kernels. */
+static bool cudnn_deterministic(const hg_backend *be) {
+    const char *e = getenv("HANDGRAD_CUDNN_DETERMINISTIC");
+    return (be->flags & HG_FLAG_DETERMINISTIC) && e && !strcmp(e, "1");
+}
+
 hg_status cuda_attention_init(hg_backend *be) {
     HG_TRY((set_smem<bf16, 64>(be)));
     HG_TRY((set_smem<bf16, 128>(be)));
@@ -518,7 +526,7 @@ hg_status cuda_attention_init(hg_backend *be) {
     st->dnn_dirs = !dirs || !*dirs ? 3u : !strcmp(dirs, "forward") ? 1u : !strcmp(dirs, "backward") ? 2u : 0u;
     if (be->precision != HG_PRECISION_BF16)
         snprintf(st->dnn_note, sizeof st->dnn_note, "own kernels (fp32: cuDNN's attention is used in bf16 only)");
-    else if (be->flags & HG_FLAG_DETERMINISTIC)
+    else if (be->flags & HG_FLAG_DETERMINISTIC && !cudnn_deterministic(be))
         snprintf(st->dnn_note, sizeof st->dnn_note, "own kernels (deterministic)");
     else if (!st->dnn_dirs)
         snprintf(st->dnn_note, sizeof st->dnn_note, "own kernels (HANDGRAD_CUDNN_ATTENTION=%s)", dirs);
@@ -552,17 +560,20 @@ const char *cuda_attention_kernels(hg_backend *be) {
     return st->att_words;
 }
 
-/* Whether direction dir runs cuDNN's graph for shape s; notes what runs, and why. */
+/* Whether direction dir (forward 0, backward 1) runs cuDNN's graph for shape s; notes
+ * what runs, and why. */
 static bool use_cudnn(hg_backend *be, int dir, const hg_attention_shape *s) {
     cuda_state *st = cuda_of(be);
     char *used = st->att_used[dir];
     const size_t n = sizeof st->att_used[dir];
 #ifdef HG_HAVE_CUDNN
     if (st->dnn && (st->dnn_dirs >> dir & 1u)) {
+        const int graph = dir && cudnn_deterministic(be) ? CUDNN_ATTN_BACKWARD_DETERMINISTIC : dir;
         char why[600];
         const char *engine = NULL;
-        if (cudnn_attn_plan(st->dnn, dir, s, NULL, &engine, why, sizeof why) == 0) {
-            snprintf(used, n, "%s, %s", cudnn_attn_library(st->dnn), engine);
+        if (cudnn_attn_plan(st->dnn, graph, s, NULL, &engine, why, sizeof why) == 0) {
+            snprintf(used, n, "%s, %s%s", cudnn_attn_library(st->dnn), engine,
+                     graph == CUDNN_ATTN_BACKWARD_DETERMINISTIC ? ", dQ without the accumulator" : "");
             return true;
         }
         snprintf(used, n, "own kernels (cuDNN refused B=%d T=%d NH=%d NKV=%d hs=%d: %s)", s->B, s->T, s->NH,
@@ -653,7 +664,8 @@ extern "C" hg_status cuda_attention_backward(hg_backend *be, float *dqkv, const 
 #ifdef HG_HAVE_CUDNN
     if (use_cudnn(be, CUDNN_ATTN_BACKWARD, s)) {
         char why[600];
-        if (cudnn_attn_backward(cuda_of(be)->dnn, dqkv, dout, qkv, out, lse, s, scratch, why, sizeof why) != 0)
+        const int graph = cudnn_deterministic(be) ? CUDNN_ATTN_BACKWARD_DETERMINISTIC : CUDNN_ATTN_BACKWARD;
+        if (cudnn_attn_backward(cuda_of(be)->dnn, graph, dqkv, dout, qkv, out, lse, s, scratch, why, sizeof why) != 0)
             return cuda_fail(be, HG_ERR_BACKEND, "attention backward: %s", why);
         return cuda_launched(be, "cuDNN attention backward");
     }
@@ -669,7 +681,7 @@ extern "C" hg_status cuda_attention_backward(hg_backend *be, float *dqkv, const 
 extern "C" size_t cuda_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) {
     size_t d = sizeof(float) * (size_t)s->B * s->NH * s->T;
 #ifdef HG_HAVE_CUDNN
-    if (be->precision == HG_PRECISION_BF16 && !(be->flags & HG_FLAG_DETERMINISTIC)) {
+    if (be->precision == HG_PRECISION_BF16 && (!(be->flags & HG_FLAG_DETERMINISTIC) || cudnn_deterministic(be))) {
         size_t w = cudnn_attn_reserve_bytes(s);
         if (w > d) d = w;
     }

@@ -280,8 +280,9 @@ typedef struct tensor_spec {
 } tensor_spec;
 
 enum { OP_MATMUL, OP_POINTWISE, OP_REDUCTION, OP_RESHAPE };
-/* op_spec.when: the graphs an op is part of (0: all) */
-enum { W_CAUSAL = 1, W_MHA = 2, W_GQA = 4 }; /* masked; as many kv heads as query heads; fewer */
+/* op_spec.when: the graphs an op is part of (0: all): masked; as many kv heads as query
+ * heads, or fewer; dQ through the fp32 accumulator, or directly */
+enum { W_CAUSAL = 1, W_MHA = 2, W_GQA = 4, W_ACC = 8, W_DIRECT = 16 };
 #define NONE (-1)
 typedef struct op_spec {
     int kind;
@@ -408,8 +409,9 @@ static const op_spec bwd_ops[] = {
     {OP_MATMUL, "dK per query head = dS^T Q", 0, 0, W_GQA, BDST, BQ, NONE, BDKF},
     {OP_REDUCTION, "dK = sum over the group", CUDNN_REDUCE_TENSOR_ADD, 0, W_GQA, BDKF, NONE, NONE, BDK},
     {OP_RESHAPE, "K", 0, 0, 0, BKT, NONE, NONE, BK},
-    {OP_MATMUL, "dQ = dS K", 0, 0, 0, BDS, BK, NONE, BDQACC},
-    PW("dQ to bf16", IDENTITY, BDQACC, NONE, BDQ),
+    {OP_MATMUL, "dQ = dS K", 0, 0, W_ACC, BDS, BK, NONE, BDQACC},
+    {OP_POINTWISE, "dQ to bf16", CUDNN_POINTWISE_IDENTITY, 0, W_ACC, BDQACC, NONE, NONE, BDQ},
+    {OP_MATMUL, "dQ = dS K (direct)", 0, 0, W_DIRECT, BDS, BK, NONE, BDQ},
 };
 
 static const struct {
@@ -418,10 +420,12 @@ static const struct {
     const op_spec *ops;
     int nops;
     int masked_in, masked_out; /* without the causal ops, the masked scores are these */
-} graphs[2] = {
+} graphs[3] = {
     {fwd_tensors, FN, fwd_ops, (int)(sizeof fwd_ops / sizeof fwd_ops[0]), FSS, FSM},
     {bwd_tensors, BN, bwd_ops, (int)(sizeof bwd_ops / sizeof bwd_ops[0]), BSD, BSM},
+    {bwd_tensors, BN, bwd_ops, (int)(sizeof bwd_ops / sizeof bwd_ops[0]), BSD, BSM},
 };
+static const char *const graph_names[3] = {"forward graph", "backward graph", "deterministic backward graph"};
 
 /* ---------------------------------------------------------------- plans */
 
@@ -654,10 +658,13 @@ static int build(cudnn_attn *a, plan *p, const hg_attention_shape *s) {
     cudnnBackendDescriptor_t made[BN] = {0}, ops[32];
     int nops = 0;
     const int causal = s->causal, grouped = s->NKV && s->NKV != s->NH;
-    const int has = (causal ? W_CAUSAL : 0) | (grouped ? W_GQA : W_MHA);
+    const int has = (causal ? W_CAUSAL : 0) | (grouped ? W_GQA : W_MHA) |
+                    (p->dir == CUDNN_ATTN_BACKWARD_DETERMINISTIC ? W_DIRECT : W_ACC);
     for (int i = 0; i < graphs[p->dir].nops; i++) {
         const op_spec *o = &graphs[p->dir].ops[i];
-        if ((o->when & W_CAUSAL && !causal) || (o->when & (W_MHA | W_GQA) && !(o->when & has))) continue;
+        if ((o->when & W_CAUSAL && !causal) || (o->when & (W_MHA | W_GQA) && !(o->when & has)) ||
+            (o->when & (W_ACC | W_DIRECT) && !(o->when & has)))
+            continue;
         ops[nops] = op_of(p, s, made, o, causal ? NONE : graphs[p->dir].masked_in,
                           causal ? NONE : graphs[p->dir].masked_out);
         if (!ops[nops++]) return -1;
@@ -665,7 +672,7 @@ static int build(cudnn_attn *a, plan *p, const hg_attention_shape *s) {
     dnn_attr gat[2] = {ATTR(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops)};
     int ngat = 1;
     if (a->handle) gat[ngat++] = (dnn_attr)ATTR(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &a->handle);
-    const char *gname = p->dir == CUDNN_ATTN_FORWARD ? "forward graph" : "backward graph";
+    const char *gname = graph_names[p->dir];
     cudnnBackendDescriptor_t graph = dnn_make(&p->g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, gname, gat, ngat, 1);
     if (!graph) return -1;
     char first[600] = "";
@@ -766,7 +773,7 @@ int cudnn_attn_plan(cudnn_attn *a, int dir, const hg_attention_shape *s, size_t 
         else if (v == 91000 || v == 91001) /* cudnn-frontend refuses these for fp16 and bf16 attention */
             snprintf(p->why, sizeof p->why, "cuDNN 9.10.0 and 9.10.1 have known faults in bf16 attention; use another "
                      "version (HANDGRAD_CUDNN=PATH)");
-        else if (dir == CUDNN_ATTN_BACKWARD && v < 91600 && s->T % 128)
+        else if (dir != CUDNN_ATTN_FORWARD && v < 91600 && s->T % 128)
             /* cudnn-frontend turns such a backward into a padded one on these versions */
             snprintf(p->why, sizeof p->why, "T=%d: cuDNN before 9.16 runs this backward only for T a multiple of 128",
                      s->T);
@@ -776,12 +783,12 @@ int cudnn_attn_plan(cudnn_attn *a, int dir, const hg_attention_shape *s, size_t 
             size_t rows = (size_t)s->B * s->NH * s->T;
             p->dqacc_bytes = dir == CUDNN_ATTN_BACKWARD ? rows * s->hs * sizeof(float) : 0;
             p->delta_off = 0;
-            p->dqacc_off = dir == CUDNN_ATTN_BACKWARD ? align256(rows * sizeof(float)) : 0;
+            p->dqacc_off = dir != CUDNN_ATTN_FORWARD ? align256(rows * sizeof(float)) : 0;
             p->engine_off = p->dqacc_off + align256(p->dqacc_bytes);
             p->ws = 256 + p->engine_off + p->engine_ws;
             if (p->engine_ws > CUDNN_ATTN_ENGINE_RESERVE)
-                snprintf(p->why, sizeof p->why, "cuDNN's %s engine asks %zu MiB of workspace, more than the %zu MiB the "
-                         "memory plan keeps", dir ? "backward" : "forward", p->engine_ws >> 20,
+                snprintf(p->why, sizeof p->why, "cuDNN's %s asks %zu MiB of workspace for its engine, more than the %zu MiB "
+                         "the memory plan keeps", graph_names[dir], p->engine_ws >> 20,
                          CUDNN_ATTN_ENGINE_RESERVE >> 20);
         }
         p->refused = p->why[0] != 0;
@@ -820,7 +827,7 @@ static int run(cudnn_attn *a, plan *p, void *const ptr[R_NROLES], void *ws, char
     } else {
         cudnnStatus_t st = lib.fn.BackendExecute(a->handle, p->exec, pack);
         if (st != CUDNN_STATUS_SUCCESS) {
-            dnn_why(&g, p->dir ? "backward graph" : "forward graph", "execute", st);
+            dnn_why(&g, graph_names[p->dir], "execute", st);
             rc = -1;
         }
     }
@@ -846,10 +853,10 @@ int cudnn_attn_forward(cudnn_attn *a, void *out, float *lse, const void *qkv, co
     return run(a, p, ptr, ws, why, n);
 }
 
-int cudnn_attn_backward(cudnn_attn *a, void *dqkv, const void *dout, const void *qkv, const void *out,
+int cudnn_attn_backward(cudnn_attn *a, int dir, void *dqkv, const void *dout, const void *qkv, const void *out,
                         const float *lse, const hg_attention_shape *s, void *ws, char *why, size_t n) {
     plan *p;
-    if (planned(a, CUDNN_ATTN_BACKWARD, s, &p, why, n) != 0) return -1;
+    if (planned(a, dir, s, &p, why, n) != 0) return -1;
     const size_t hs2 = (size_t)s->hs * 2, nkv = s->NKV ? s->NKV : s->NH;
     void *ptr[R_NROLES] = {0};
     ptr[R_Q] = (void *)qkv, ptr[R_K] = (char *)qkv + s->NH * hs2, ptr[R_V] = (char *)qkv + (s->NH + nkv) * hs2;
@@ -858,7 +865,7 @@ int cudnn_attn_backward(cudnn_attn *a, void *dqkv, const void *dout, const void 
     ptr[R_SCALE] = &p->scale, ptr[R_ONE] = &p->one, ptr[R_MASKED] = &p->masked;
     ptr[R_DELTA] = ws_base(ws) + p->delta_off, ptr[R_DQACC] = ws_base(ws) + p->dqacc_off;
     /* the dQ accumulator is added into */
-    cudaError_t e = cudaMemsetAsync(ptr[R_DQACC], 0, p->dqacc_bytes, a->stream);
+    cudaError_t e = p->dqacc_bytes ? cudaMemsetAsync(ptr[R_DQACC], 0, p->dqacc_bytes, a->stream) : cudaSuccess;
     if (e != cudaSuccess) {
         snprintf(why, n, "cudaMemsetAsync (cuDNN's dQ accumulator): %s", cudaGetErrorString(e));
         return -1;

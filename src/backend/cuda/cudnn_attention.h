@@ -39,7 +39,10 @@ extern "C" {
 
 typedef struct cudnn_attn cudnn_attn;
 
-enum { CUDNN_ATTN_FORWARD = 0, CUDNN_ATTN_BACKWARD = 1 };
+/* The graphs: the forward, the backward, and the backward that writes dQ by a plain
+ * product instead of adding it into an fp32 accumulator from many blocks (cudnn-frontend's
+ * deterministic mode; an experiment, HANDGRAD_CUDNN_DETERMINISTIC=1 in attention.cu). */
+enum { CUDNN_ATTN_FORWARD = 0, CUDNN_ATTN_BACKWARD = 1, CUDNN_ATTN_BACKWARD_DETERMINISTIC = 2 };
 
 /* Loads libcudnn and creates a handle bound to `stream` (a cudaStream_t). With stream
  * NULL and a device description (cuDNN's JSON of a CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR),
@@ -57,11 +60,12 @@ const char *cudnn_attn_library(const cudnn_attn *a);
 int cudnn_attn_plan(cudnn_attn *a, int dir, const hg_attention_shape *s, size_t *workspace, const char **engine,
                     char *why, size_t n);
 
-/* Runs a planned direction on the stream. Device pointers; bf16 except lse (float).
+/* Runs a planned direction on the stream (the backward: dir one of the two backward
+ * graphs). Device pointers; bf16 except lse (float).
  * ws: at least the plan's workspace bytes (any alignment). 0, or -1 with the reason. */
 int cudnn_attn_forward(cudnn_attn *a, void *out, float *lse, const void *qkv, const hg_attention_shape *s, void *ws,
                        char *why, size_t n);
-int cudnn_attn_backward(cudnn_attn *a, void *dqkv, const void *dout, const void *qkv, const void *out,
+int cudnn_attn_backward(cudnn_attn *a, int dir, void *dqkv, const void *dout, const void *qkv, const void *out,
                         const float *lse, const hg_attention_shape *s, void *ws, char *why, size_t n);
 
 /* Workspace the memory plan keeps for shape s so that the backward's plan fits: the fp32
