@@ -1,5 +1,6 @@
-/* The GPT-2 model, described once: parameter and activation tables, and the
- * orchestration of forward and backward through the backend interface. */
+/* The decoder (GPT-2, the Llama family and the CS336 model as switches of hg_config),
+ * described once: parameter and activation tables, and the orchestration of forward and
+ * backward through the backend interface. */
 #ifndef HG_MODEL_GPT_H
 #define HG_MODEL_GPT_H
 

@@ -1,4 +1,4 @@
-/* Forward and backward through the GPT-2 model, backend-agnostic: every op goes through
+/* Forward and backward through the decoder, backend-agnostic: every op goes through
  * the backend's table (src/ops/ for the contracts), by way of the wrappers in gpt_ops.h
  * that time it for an attached profiler. Nothing here allocates. */
 #include <string.h>

@@ -11,14 +11,10 @@
 
 static inline int hg_attention_kv_heads(const hg_attention_shape *s) { return s->NKV ? s->NKV : s->NH; }
 
-/* hg_attention_forward_fn, hg_attention_backward_fn (handgrad_ext.h):
- * out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head, heads concatenated;
- * qkv (B,T,W) with W = (NH + 2 NKV) hs holds q (NH heads) | k (NKV heads) | v (NKV
- * heads), head h at columns h*hs..(h+1)*hs of each part;
- * lse (B,NH,T) = log-sum-exp of each row's scaled scores, kept for backward.
- * dqkv (B,T,W) = gradient of the loss wrt qkv (written); a kv head's dK and dV are summed
- * over the query heads that read it inside the kernel.
- * scratch: attention_scratch_bytes(shape) bytes, enough for forward and backward. */
+/* The contract of attention forward and backward is written once, in handgrad_ext.h
+ * (hg_attention_forward_fn, hg_attention_backward_fn: public, for overrides); head h is
+ * at columns h*hs..(h+1)*hs of each part of a qkv row. Inside the backend the scratch is
+ * attention_scratch_bytes(shape) bytes, enough for forward and backward. */
 /* Scratch bytes for forward and backward of shape s; with B = 1 and T = the cache length,
  * also enough for attention_cached. */
 typedef size_t hg_attention_scratch_fn(hg_backend *be, const hg_attention_shape *s);
