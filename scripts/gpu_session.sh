@@ -11,7 +11,7 @@
 #   facts            the machine: GPU, driver, host CPU's ISA, where cuDNN is
 #   cudnn-ref        PyTorch's cuDNN SDPA on handgrad's packed layout with cuDNN's logs
 #                    (the reference graphs for src/backend/cuda/cudnn_attention.c)
-#   new              the checks never run on a GPU yet (docs/cuda.md, "next run")
+#   new              the checks first written without a GPU (q/k norm, the profiled pass)
 #   cudnn            cuDNN's fused attention (cudnn_attention.c) and the deterministic
 #                    path: the graphs planned with the driver, the attention op groups on
 #                    both paths, the ordered token-embedding gradient (and its sanitizers),
