@@ -534,6 +534,8 @@ hg_status cuda_attention_init(hg_backend *be) {
 #ifdef HG_HAVE_CUDNN
         char why[512];
         st->dnn = cudnn_attn_open(st->stream, NULL, why, sizeof why);
+        st->dnn_graph[0] = CUDNN_ATTN_FORWARD;
+        st->dnn_graph[1] = cudnn_deterministic(be) ? CUDNN_ATTN_BACKWARD_DETERMINISTIC : CUDNN_ATTN_BACKWARD;
         if (st->dnn)
             snprintf(st->dnn_note, sizeof st->dnn_note, "%s", cudnn_attn_library(st->dnn));
         else
@@ -568,7 +570,7 @@ static bool use_cudnn(hg_backend *be, int dir, const hg_attention_shape *s) {
     const size_t n = sizeof st->att_used[dir];
 #ifdef HG_HAVE_CUDNN
     if (st->dnn && (st->dnn_dirs >> dir & 1u)) {
-        const int graph = dir && cudnn_deterministic(be) ? CUDNN_ATTN_BACKWARD_DETERMINISTIC : dir;
+        const int graph = st->dnn_graph[dir];
         char why[600];
         const char *engine = NULL;
         if (cudnn_attn_plan(st->dnn, graph, s, NULL, &engine, why, sizeof why) == 0) {
@@ -664,8 +666,7 @@ extern "C" hg_status cuda_attention_backward(hg_backend *be, float *dqkv, const 
 #ifdef HG_HAVE_CUDNN
     if (use_cudnn(be, CUDNN_ATTN_BACKWARD, s)) {
         char why[600];
-        const int graph = cudnn_deterministic(be) ? CUDNN_ATTN_BACKWARD_DETERMINISTIC : CUDNN_ATTN_BACKWARD;
-        if (cudnn_attn_backward(cuda_of(be)->dnn, graph, dqkv, dout, qkv, out, lse, s, scratch, why, sizeof why) != 0)
+        if (cudnn_attn_backward(cuda_of(be)->dnn, cuda_of(be)->dnn_graph[1], dqkv, dout, qkv, out, lse, s, scratch, why, sizeof why) != 0)
             return cuda_fail(be, HG_ERR_BACKEND, "attention backward: %s", why);
         return cuda_launched(be, "cuDNN attention backward");
     }

@@ -54,6 +54,7 @@ typedef struct cuda_state {
      * build without cuDNN's headers); dnn_dirs bit d: direction d may use it */
     struct cudnn_attn *dnn;
     unsigned dnn_dirs;
+    int dnn_graph[2];         /* the cuDNN graph (CUDNN_ATTN_*) each direction plans */
     char dnn_note[600];       /* the library loaded, or why none is used */
     char att_used[2][700];    /* what the last forward and backward ran, and why */
     char att_words[1500];     /* both, for attention_kernels */

@@ -842,13 +842,20 @@ static int planned(cudnn_attn *a, int dir, const hg_attention_shape *s, plan **o
     return 0;
 }
 
+/* ptr[first .. first+2] = the q, k and v parts (or dq, dk, dv) of the packed rows at base. */
+static void packed_parts(void *ptr[R_NROLES], dnn_role first, const void *base, const hg_attention_shape *s) {
+    const size_t hs2 = (size_t)s->hs * 2, nkv = s->NKV ? s->NKV : s->NH;
+    ptr[first] = (void *)base;
+    ptr[first + 1] = (char *)base + s->NH * hs2;
+    ptr[first + 2] = (char *)base + (s->NH + nkv) * hs2;
+}
+
 int cudnn_attn_forward(cudnn_attn *a, void *out, float *lse, const void *qkv, const hg_attention_shape *s, void *ws,
                        char *why, size_t n) {
     plan *p;
     if (planned(a, CUDNN_ATTN_FORWARD, s, &p, why, n) != 0) return -1;
-    const size_t hs2 = (size_t)s->hs * 2, nkv = s->NKV ? s->NKV : s->NH;
     void *ptr[R_NROLES] = {0};
-    ptr[R_Q] = (void *)qkv, ptr[R_K] = (char *)qkv + s->NH * hs2, ptr[R_V] = (char *)qkv + (s->NH + nkv) * hs2;
+    packed_parts(ptr, R_Q, qkv, s);
     ptr[R_OUT] = out, ptr[R_LSE] = lse, ptr[R_SCALE] = &p->scale, ptr[R_MASKED] = &p->masked;
     return run(a, p, ptr, ws, why, n);
 }
@@ -857,10 +864,9 @@ int cudnn_attn_backward(cudnn_attn *a, int dir, void *dqkv, const void *dout, co
                         const float *lse, const hg_attention_shape *s, void *ws, char *why, size_t n) {
     plan *p;
     if (planned(a, dir, s, &p, why, n) != 0) return -1;
-    const size_t hs2 = (size_t)s->hs * 2, nkv = s->NKV ? s->NKV : s->NH;
     void *ptr[R_NROLES] = {0};
-    ptr[R_Q] = (void *)qkv, ptr[R_K] = (char *)qkv + s->NH * hs2, ptr[R_V] = (char *)qkv + (s->NH + nkv) * hs2;
-    ptr[R_DQ] = dqkv, ptr[R_DK] = (char *)dqkv + s->NH * hs2, ptr[R_DV] = (char *)dqkv + (s->NH + nkv) * hs2;
+    packed_parts(ptr, R_Q, qkv, s);
+    packed_parts(ptr, R_DQ, dqkv, s);
     ptr[R_OUT] = (void *)out, ptr[R_DOUT] = (void *)dout, ptr[R_LSE] = (void *)lse;
     ptr[R_SCALE] = &p->scale, ptr[R_ONE] = &p->one, ptr[R_MASKED] = &p->masked;
     ptr[R_DELTA] = ws_base(ws) + p->delta_off, ptr[R_DQACC] = ws_base(ws) + p->dqacc_off;
