@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     hg_backend *be;
-    if (hg_backend_cpu_create(&be, threads) != HG_OK) return 1;
+    if (hg_backend_cpu_create(&be, threads, HG_PRECISION_FP32) != HG_OK) return 1;
     hg_attention_shape s = {B, T, NH, hs, causal, 0};
     size_t C = (size_t)NH * hs, nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
     size_t scratch_bytes = be->ops->attention_scratch_bytes(be, &s);

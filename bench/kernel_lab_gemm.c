@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     size_t ncold = (size_t)32 << 20;
     if (getenv("KERNEL_LAB_COLD") && (cold = hg_aligned_alloc(ncold * 4))) memset(cold, 0, ncold * 4);
     hg_backend *be;
-    if (hg_backend_cpu_create(&be, threads) != HG_OK) return 1;
+    if (hg_backend_cpu_create(&be, threads, HG_PRECISION_FP32) != HG_OK) return 1;
     printf("GEMMs of one %s step, B=%d T=%d, %d threads, best of %d rounds (GFLOP/s)\n", argv[1] ? argv[1] : "small", B, T, threads, reps);
     printf("%-15s %6s %6s %6s %8s", "gemm", "M", "N", "K", "sgemm");
     for (int w = 0; w < NVARS; w++) printf(" %8s", vars[w].name);

@@ -48,8 +48,9 @@ int cli_model_setup(const char *cmd, const cli_model *m, int training, hg_config
 
 int cli_device_check(const char *cmd, const cli_device *d) {
     if (strcmp(d->precision, "bf16") || !strcmp(d->device, "cuda")) return 0;
-    fprintf(stderr, "handgrad %s: --precision bf16 needs --device cuda (the CPU runs fp32 only)\n", cmd);
-    return CLI_USAGE;
+    const char *slow = hg_cpu_bf16_slow();
+    if (slow) fprintf(stderr, "handgrad %s: note: --precision bf16: %s\n", cmd, slow);
+    return 0;
 }
 
 void cli_device_options(const cli_device *d, hg_options *opt) {

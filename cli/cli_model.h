@@ -74,7 +74,8 @@ typedef struct cli_model {
 #define CLI_OPTS_DEVICE(T, P)                                                                                  \
     {"device", CLI_CHOICE, offsetof(T, P device), "cpu|cuda", 0, 0, CLI_SAVED, "where it runs (docs/cuda.md)"}, \
     {"precision", CLI_CHOICE, offsetof(T, P precision), "fp32|bf16", 0, 0, CLI_SAVED,                         \
-     "bf16: cuda only (fp32 master weights, gradients and AdamW state)"},                                    \
+     "bf16: bf16 weights and activations for compute, fp32 master weights, gradients and AdamW state "          \
+     "(docs/architecture.md)"},                                    \
     {"deterministic", CLI_BOOL, offsetof(T, P deterministic), 0, 0, 1, CLI_SAVED,                              \
      "bit-identical runs on cuda: handgrad's own attention kernels, not cuDNN's (the default in bf16, faster, "  \
      "with a backward that adds by atomics), and a token-embedding gradient without atomics; the cpu is always " \
@@ -102,8 +103,8 @@ int cli_shape_config(const char *cmd, const cli_shape *s, const hg_config *bare,
 /* cli_shape_config (bare: V 50257, Tmax the larger of 1024 and --ctx) and the options
  * of a run of B x T tokens on the device asked for; CLI_USAGE after printing if bad. */
 int cli_model_setup(const char *cmd, const cli_model *m, int training, hg_config *cfg, hg_options *opt);
-/* --precision bf16 without --device cuda (the CPU runs fp32 only): prints the error
- * ("handgrad CMD: ...") and returns CLI_USAGE; else 0. */
+/* --precision bf16 on a CPU without bf16 hardware: prints one note saying why it is no
+ * faster than fp32 (hg_cpu_bf16_slow). Returns 0 (CLI_USAGE is kept for refusals). */
 int cli_device_check(const char *cmd, const cli_device *d);
 /* Copies the device, precision and CUDA graphs of d into opt (part of cli_model_setup). */
 void cli_device_options(const cli_device *d, hg_options *opt);

@@ -178,7 +178,7 @@ static int parse_options(int argc, char **argv, bench_opts *o) {
 
 /* ---- one place that builds what a row runs on ---- */
 
-hg_status bench_backend_create(hg_backend **out, int threads) { return hg_backend_cpu_create(out, threads); }
+hg_status bench_backend_create(hg_backend **out, int threads) { return hg_backend_cpu_create(out, threads, HG_PRECISION_FP32); }
 
 static hg_status bench_model_create(hg_model **m, const hg_config *cfg, const hg_options *opt) {
     return hg_model_create(m, cfg, opt);

@@ -369,8 +369,8 @@ static int write_run_json(trainer *t, const char *p) {
     return s == HG_OK ? 0 : ERR("%s", hg_last_error());
 }
 
-/* What a CUDA model cannot do yet, refused before anything is read or built: bf16 on
- * the CPU; more than one rank (hg_dist_create refuses them); ZeRO-1, whose one-rank
+/* What a CUDA model cannot do yet, refused before anything is read or built (and the
+ * note on bf16 where this CPU runs it slowly): more than one rank (hg_dist_create refuses them); ZeRO-1, whose one-rank
  * collectives are host copies of the gradient and moment slices. */
 static int check_device(const trainer *t) {
     const train_opts *o = &t->o;
@@ -885,7 +885,8 @@ static int setup(trainer *t, int argc, char **argv) {
            t->resumed_from[0] ? t->resumed_from : o->init_from ? o->init_from : o->init_from_hf ? o->init_from_hf : "new");
     char where[64];
     if (mo->device == HG_DEVICE_CUDA) snprintf(where, sizeof where, "cuda, %s", o->dev.precision);
-    else snprintf(where, sizeof where, "%d thread%s", mo->threads, mo->threads == 1 ? "" : "s");
+    else snprintf(where, sizeof where, "%d thread%s%s", mo->threads, mo->threads == 1 ? "" : "s",
+                  mo->precision == HG_PRECISION_BF16 ? ", bf16" : "");
     printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %s\n",
            (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
            (long long)t->B * t->T * t->accum, (long long)t->max_steps, where);

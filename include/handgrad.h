@@ -83,6 +83,11 @@ const char *hg_status_name(hg_status s);
  * run on any x86-64 CPU. */
 const char *hg_cpu_lacks(void);
 hg_status hg_cpu_check(void);
+/* NULL where bf16 CPU models can run their matrix products on bf16 hardware (AMX-BF16 or
+ * AVX512-BF16, through oneDNN); else one line saying why bf16 is no faster than fp32
+ * here, naming the missing instruction sets (as /proc/cpuinfo spells them), or saying
+ * that HANDGRAD_BF16=portable forces the portable path. bf16 runs correctly either way. */
+const char *hg_cpu_bf16_slow(void);
 
 /* ---------------------------------------------------------------- config */
 
@@ -208,9 +213,9 @@ hg_status hg_config_get(const hg_config *cfg, const char *name, char *buf, size_
  * otherwise hg_model_create fails with HG_ERR_UNSUPPORTED and says why. */
 typedef enum hg_device { HG_DEVICE_CPU = 0, HG_DEVICE_CUDA = 1 } hg_device;
 
-/* Numerics of a model (docs/cuda.md). The CPU runs fp32 only.
+/* Numerics of a model (docs/architecture.md, docs/cuda.md).
  *  FP32: everything in fp32 (CUDA's checking mode: fp32 GEMMs, no TF32).
- *  BF16: CUDA mixed precision: weights and activations in bf16 for compute; fp32 master
+ *  BF16: mixed precision, CPU or CUDA: weights and activations in bf16 for compute; fp32 master
  *        weights, gradients, AdamW moments, LayerNorm/softmax statistics and every
  *        reduction's accumulator. The optimizer updates the fp32 masters and writes the
  *        bf16 copy (rounded to nearest, or stochastically with HG_FLAG_STOCHASTIC_ROUNDING).
@@ -237,7 +242,7 @@ typedef struct hg_options {
                      to the core count in hg_model_options) */
     uint64_t seed;/* parameter init and dropout masks */
     hg_device device;       /* HG_DEVICE_CPU (default) or HG_DEVICE_CUDA */
-    hg_precision precision; /* HG_PRECISION_FP32 (default) or, on CUDA, HG_PRECISION_BF16 */
+    hg_precision precision; /* HG_PRECISION_FP32 (default) or HG_PRECISION_BF16 */
     unsigned flags;         /* HG_FLAG_* */
     /* ZeRO-1 (handgrad_dist.h): the AdamW state covers only slice `shard` of `shards`
      * equal slices of the flat parameter buffer. 0 or 1 shards: the whole state. */

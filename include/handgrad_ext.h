@@ -38,8 +38,8 @@
  * (shapes on every pointer, who writes what). Each override names the device it is
  * for: a model on another device keeps its built-in. Memory stays planned: your kernel
  * gets the buffers the built-in would have got and must not keep pointers to them. On a
- * CUDA model in bf16 (hg_options.precision), activations and weights are bf16 though
- * typed float *; parameter gradients, the norms' statistics and lse stay fp32.
+ * model in bf16 (hg_options.precision, CPU or CUDA), activations and weights are bf16
+ * though typed float *; parameter gradients, the norms' statistics and lse stay fp32.
  */
 #ifndef HANDGRAD_EXT_H
 #define HANDGRAD_EXT_H

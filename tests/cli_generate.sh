@@ -4,7 +4,7 @@
 # (with the KV cache and without), seeds repeat, stdin and --prompt agree, long prompts
 # are cut, an export generates the same text; --num-samples, --stop and
 # --repetition-penalty do what --help says; --device cpu --precision fp32 are the
-# defaults; bad input (--device cuda without a usable GPU, bf16 on the CPU among it) fails
+# defaults; bad input (--device cuda without a usable GPU among it) fails
 # with one line naming the flag or file (usage errors with exit status 2) and leaves
 # nothing behind.
 # Usage: cli_generate.sh path/to/handgrad   (run from tests/)
@@ -189,8 +189,13 @@ for x in high 0 -1.5 100.5 nan inf 1.2x; do
   expect_usage "--repetition-penalty $x" "--repetition-penalty: '$x' is not a number in (0, 100\]" \
     "$hg" "${g[@]}" --repetition-penalty "$x"
 done
-expect_usage "bf16 on the CPU" "--precision bf16 needs --device cuda (the CPU runs fp32 only)" "$hg" "${g[@]}" \
-  --precision bf16
+# bf16 on the CPU generates, through the KV cache and without it
+for cache in "" --no-cache; do
+  "$hg" "${g[@]}" --precision bf16 --temperature 0 --max-new-tokens 8 --ignore-eot --no-echo $cache >"$work/out.txt" \
+    2>"$work/err" </dev/null || fail "bf16 on the CPU $cache: $(cat "$work/err")"
+  [[ -s "$work/out.txt" ]] || fail "bf16 on the CPU $cache: printed nothing"
+  grep -q "8 new tokens" "$work/err" || fail "bf16 on the CPU $cache: $(cat "$work/err")"
+done
 expect_usage "bad --device" "--device: 'gpu' is not cpu or cuda" "$hg" "${g[@]}" --device gpu
 # --device cuda where it cannot run: a module that loads nowhere, and this machine's GPU
 # unless it has one (a checkpoint as well as a Hugging Face folder)

@@ -7,3 +7,7 @@ add_test(NAME check_vectorized
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_vectorized.sh $<TARGET_FILE:handgrad> $<CONFIG>
                  $<BOOL:${HANDGRAD_NATIVE}> $<OR:$<BOOL:${HANDGRAD_SANITIZE}>,$<BOOL:${HANDGRAD_FUZZ}>>)
 set_tests_properties(check_vectorized PROPERTIES SKIP_RETURN_CODE 77)
+
+# The bf16 ops against the fp32 ops on the same bf16 values (then on the portable path
+# too, where this CPU has oneDNN's bf16 kernels).
+hg_test(test_ops_bf16 test_ops_bf16.c ops_util.c)

@@ -743,7 +743,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) {
         if (want_p && strcmp(want_p, pnames[k])) continue;
         hg_backend *gpu = cuda_backend_or_skip(precisions[k]), *cpu = NULL;
-        if (hg_backend_cpu_create(&cpu, 2) != HG_OK) return 1;
+        if (hg_backend_cpu_create(&cpu, 2, HG_PRECISION_FP32) != HG_OK) return 1;
         for (int g = 0; g < NGROUPS; g++) {
             if (want_g && strcmp(want_g, groups[g].name)) continue;
             printf("%s %s:\n", pnames[k], groups[g].name);

@@ -297,7 +297,7 @@ int main(void) {
     const char *verbose = getenv("HG_TEST_VERBOSE");
     ops_verbose = verbose && *verbose && *verbose != '0';
     hg_backend *bes[OPS_NBE];
-    for (int k = 0; k < OPS_NBE; k++) CHECK_OK(hg_backend_cpu_create(&bes[k], k + 1));
+    for (int k = 0; k < OPS_NBE; k++) CHECK_OK(hg_backend_cpu_create(&bes[k], k + 1, HG_PRECISION_FP32));
     if (check_failures) CHECK_DONE();
 
     test_philox();

@@ -27,8 +27,8 @@ extern "C" {
 typedef struct hg_backend_ops hg_backend_ops;
 
 /* Element types. Pointers to weights and activations are declared float * everywhere;
- * they hold elements of the backend's compute type: fp32 on the CPU, bf16 in a CUDA
- * backend with HG_PRECISION_BF16. Parameter gradients, the fp32 parameters (masters),
+ * they hold elements of the backend's compute type: fp32, or bf16 in a backend created
+ * with HG_PRECISION_BF16 (CPU or CUDA). Parameter gradients, the fp32 parameters (masters),
  * AdamW moments, LayerNorm mean/rstd, attention lse and losses are always fp32. */
 static inline size_t hg_precision_bytes(hg_precision p) { return p == HG_PRECISION_FP32 ? 4 : 2; }
 
@@ -44,9 +44,9 @@ struct hg_backend_ops {
     const char *name;
     size_t classifier_chunk_bytes; /* largest (chunk, Vp) logits buffer the classifier wants */
     void (*destroy)(hg_backend *be);
-    /* HG_OK when this backend runs every op the config needs, else the reason, naming the
-     * field (NULL: it runs every config). */
-    hg_status (*supports)(const hg_config *cfg);
+    /* HG_OK when this backend runs every op the config needs in opt's precision, else the
+     * reason, naming the field (NULL: it runs every config). */
+    hg_status (*supports)(const hg_config *cfg, const hg_options *opt);
 
     /* memory: device allocations for tables and scratch (never called inside a step) */
     void *(*alloc)(hg_backend *be, size_t bytes);
@@ -109,8 +109,9 @@ hg_status hg_backend_create(hg_backend **out, const hg_options *opt, int threads
  * (cuda_module.h). */
 hg_status hg_backend_ops_for(hg_device device, const hg_backend_ops **out);
 
-/* The CPU backend: fp32, OpenMP over `threads` threads, oneDNN for GEMMs. */
-hg_status hg_backend_cpu_create(hg_backend **out, int threads);
+/* The CPU backend: fp32 or bf16 (opt->precision), OpenMP over `threads` threads, oneDNN
+ * for GEMMs. */
+hg_status hg_backend_cpu_create(hg_backend **out, int threads, hg_precision precision);
 const hg_backend_ops *hg_backend_cpu_ops(void);
 
 

@@ -183,7 +183,7 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     int64_t N = (int64_t)opt->batch * opt->seq_len;
     const hg_backend_ops *ops;
     HG_TRY(hg_backend_ops_for(opt->device, &ops));
-    if (ops->supports) HG_TRY(ops->supports(cfg));
+    if (ops->supports) HG_TRY(ops->supports(cfg, opt));
     HG_TRY(gpt_sites_resolve(cfg, opt, threads, sites));
     hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision, .flags = opt->flags};
     size_t E = hg_precision_bytes(opt->precision);
@@ -225,8 +225,6 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
         return hg_fail(HG_ERR_INVALID, "precision must be HG_PRECISION_FP32, _BF16 or _FP16, got %d", (int)o->precision);
     if (o->precision == HG_PRECISION_FP16)
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: fp16 (with dynamic loss scaling) is not implemented; use bf16");
-    if (o->device == HG_DEVICE_CPU && o->precision != HG_PRECISION_FP32)
-        return hg_fail(HG_ERR_UNSUPPORTED, "precision: the CPU backend runs fp32 only");
     if (o->shards < 0 || o->shards > 65536) return hg_fail(HG_ERR_INVALID, "shards must be in [0, 65536], got %d", o->shards);
     if (o->shard < 0 || o->shard >= (o->shards > 1 ? o->shards : 1))
         return hg_fail(HG_ERR_INVALID, "shard must be in [0, shards=%d), got %d", o->shards > 1 ? o->shards : 1, o->shard);
@@ -296,11 +294,11 @@ float *gpt_host_begin(const hg_model *m, float *buf) {
 }
 
 hg_status gpt_host_end(hg_model *m, float *buf, float *host) {
-    if (host == buf) return HG_OK;
-    m->be->ops->upload(m->be, buf, host, m->params.bytes);
+    if (host != buf) m->be->ops->upload(m->be, buf, host, m->params.bytes);
+    /* the compute copy, whether the parameters were written in place (the CPU) or uploaded */
     if (buf == m->param) gpt_refresh_weights(m, 0, m->params.bytes / sizeof(float));
     hg_status st = m->be->ops->sync(m->be);
-    hg_aligned_free(host);
+    gpt_host_free(buf, host);
     return st;
 }
 

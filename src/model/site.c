@@ -167,6 +167,9 @@ hg_status gpt_sites_resolve(const hg_config *cfg, const hg_options *opt, int thr
         if (opt->device != HG_DEVICE_CPU)
             return hg_fail(HG_ERR_UNSUPPORTED, "%s: op '%s' has CPU kernels only; site ops run on CPU models",
                            site_fields[s], name);
+        if (opt->precision != HG_PRECISION_FP32)
+            return hg_fail(HG_ERR_UNSUPPORTED, "%s: op '%s' has fp32 kernels only; site ops run on fp32 models (precision)",
+                           site_fields[s], name);
         out->shape[s] = hg_site_shape_of(cfg, (hg_site)s, opt->batch * opt->seq_len, threads);
         HG_TRY(gpt_site_sizes(d, &out->shape[s], &out->z[s]));
         hg_site_shape one = out->shape[s];

@@ -1,24 +1,35 @@
 /* SwiGLU and ReLU^2 on the CPU, forward and backward (GELU is gelu.c). Rows split
- * statically across threads; expf vectorises through libmvec (vecmath.h). */
+ * statically across threads, each row in blocks of CPU_BLOCK columns read and written in
+ * the compute type and computed in fp32 (bf16.h); expf vectorises through libmvec
+ * (vecmath.h). */
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vecmath.h"
 
+/* Row-major (N, F) output over blocks of columns: pre's row is in_w = 2F (SwiGLU) or F
+ * wide. */
 void cpu_activation_forward(hg_backend *be, hg_mlp_kind kind, float *out, const float *pre, int N, int F) {
-    if (kind == HG_MLP_SWIGLU) {
-        #pragma omp parallel for schedule(static) num_threads(be->threads)
-        for (int n = 0; n < N; n++) {
-            const float *g = pre + (size_t)n * 2 * F, *u = g + F;
-            float *o = out + (size_t)n * F;
+    const int swiglu = kind == HG_MLP_SWIGLU, nb = (F + CPU_BLOCK - 1) / CPU_BLOCK;
+    const size_t in_w = (size_t)(swiglu ? 2 : 1) * F;
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long item = 0; item < (long)N * nb; item++) {
+        size_t n = (size_t)(item / nb), c0 = (size_t)(item % nb) * CPU_BLOCK;
+        size_t m = F - c0 < CPU_BLOCK ? F - c0 : CPU_BLOCK, at = n * F + c0;
+        float gb[CPU_BLOCK], ub[CPU_BLOCK], ob[CPU_BLOCK];
+        const float *g = cpu_view(be, pre, n * in_w + c0, m, gb);
+        float *o = cpu_out(be, out, at, ob);
+        if (swiglu) {
+            const float *u = cpu_view(be, pre, n * in_w + F + c0, m, ub);
             #pragma omp simd
-            for (int i = 0; i < F; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+            for (size_t i = 0; i < m; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        } else {
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) {
+                float r = g[i] > 0.0f ? g[i] : 0.0f * g[i]; /* 0 * NaN keeps a NaN input visible */
+                o[i] = r * r;
+            }
         }
-        return;
-    }
-    size_t n = (size_t)N * F;
-    #pragma omp parallel for simd schedule(static) num_threads(be->threads)
-    for (size_t i = 0; i < n; i++) {
-        float r = pre[i] > 0.0f ? pre[i] : 0.0f * pre[i]; /* 0 * NaN keeps a NaN input visible */
-        out[i] = r * r;
+        cpu_commit(be, out, at, o, m);
     }
 }
 
@@ -26,21 +37,30 @@ void cpu_activation_forward(hg_backend *be, hg_mlp_kind kind, float *out, const 
  * dgate = dout * u * sg (1 + g (1 - sg)), dup = dout * g sg. ReLU^2: 2 relu(x) dout. */
 void cpu_activation_backward(hg_backend *be, hg_mlp_kind kind, float *dpre, const float *pre, const float *dout,
                              int N, int F) {
-    if (kind == HG_MLP_SWIGLU) {
-        #pragma omp parallel for schedule(static) num_threads(be->threads)
-        for (int n = 0; n < N; n++) {
-            const float *g = pre + (size_t)n * 2 * F, *u = g + F, *dy = dout + (size_t)n * F;
-            float *dg = dpre + (size_t)n * 2 * F, *du = dg + F;
+    const int swiglu = kind == HG_MLP_SWIGLU, nb = (F + CPU_BLOCK - 1) / CPU_BLOCK;
+    const size_t in_w = (size_t)(swiglu ? 2 : 1) * F;
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long item = 0; item < (long)N * nb; item++) {
+        size_t n = (size_t)(item / nb), c0 = (size_t)(item % nb) * CPU_BLOCK;
+        size_t m = F - c0 < CPU_BLOCK ? F - c0 : CPU_BLOCK, at = n * in_w + c0;
+        float gb[CPU_BLOCK], yb[CPU_BLOCK], db[CPU_BLOCK];
+        const float *g = cpu_view(be, pre, at, m, gb), *dy = cpu_view(be, dout, n * F + c0, m, yb);
+        float *dg = cpu_out(be, dpre, at, db);
+        if (swiglu) {
+            float ub[CPU_BLOCK], eb[CPU_BLOCK];
+            const float *u = cpu_view(be, pre, at + F, m, ub);
+            float *du = cpu_out(be, dpre, at + F, eb);
             #pragma omp simd
-            for (int i = 0; i < F; i++) {
+            for (size_t i = 0; i < m; i++) {
                 float sg = 1.0f / (1.0f + expf(-g[i]));
                 dg[i] = dy[i] * u[i] * sg * (1.0f + g[i] * (1.0f - sg));
                 du[i] = dy[i] * g[i] * sg;
             }
+            cpu_commit(be, dpre, at + F, du, m);
+        } else {
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) dg[i] = (g[i] > 0.0f ? 2.0f * g[i] : 0.0f * g[i]) * dy[i];
         }
-        return;
+        cpu_commit(be, dpre, at, dg, m);
     }
-    size_t n = (size_t)N * F;
-    #pragma omp parallel for simd schedule(static) num_threads(be->threads)
-    for (size_t i = 0; i < n; i++) dpre[i] = (pre[i] > 0.0f ? 2.0f * pre[i] : 0.0f * pre[i]) * dout[i];
 }

@@ -1,13 +1,33 @@
-/* AdamW and the gradient norm on the CPU, one pass each over the flat buffers. */
+/* AdamW and the gradient norm on the CPU, one pass each over the flat buffers. In bf16 the
+ * pass also writes the weights' bf16 copy from the new fp32 value, rounded to nearest
+ * even, or stochastically with the CUDA backend's draws (adamw.cu): element i of the
+ * parameter buffer adds 16 bits of Philox(seed, i / 8, ROUNDING, step) below the bf16
+ * mantissa before truncation, so a CPU and a GPU run round alike. */
 #include <math.h>
 
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
+#include "core/rng.h"
 
-static void adamw_tensor(hg_backend *be, float *p, const float *g, float *m, float *v, size_t n,
-                         const hg_adamw_update *u, float wd) {
+enum { ROUND_GROUP = 8 };
+
+/* x to bf16 with 16 random bits r16 added below the mantissa (inf and NaN to nearest). */
+static inline uint16_t bf16_stochastic(float x, uint32_t r16) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return f32_to_bf16(x);
+    return (uint16_t)((u + (r16 & 0xffffu)) >> 16);
+}
+
+/* Elements [i0, i0+n) of the parameter buffer: p, g, m, v, and w (their bf16 copy, or
+ * NULL) at their first element. */
+static void adamw_tensor(hg_backend *be, float *p, const float *g, float *m, float *v, uint16_t *w, size_t i0, size_t n,
+                         const hg_adamw_args *a, float wd) {
+    const hg_adamw_update *u = &a->u;
     const float b1 = u->beta1, b2 = u->beta2, gs = u->grad_scale;
     const float decay = 1.0f - u->lr * wd;
     const float step = u->lr / u->bias_correction1, inv_sqrt_bc2 = 1.0f / sqrtf(u->bias_correction2);
+    const int round_nearest = w && !a->stochastic;
     #pragma omp parallel for simd schedule(static) num_threads(be->threads)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gs;
@@ -16,10 +36,22 @@ static void adamw_tensor(hg_backend *be, float *p, const float *g, float *m, flo
         m[i] = mi;
         v[i] = vi;
         p[i] = p[i] * decay - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + u->eps);
+        if (round_nearest) w[i] = f32_to_bf16(p[i]);
+    }
+    if (!w || round_nearest) return;
+    /* stochastic: one Philox block per group of 8 elements of the whole buffer */
+    size_t g0 = i0 / ROUND_GROUP, g1 = (i0 + n + ROUND_GROUP - 1) / ROUND_GROUP;
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (size_t gi = g0; gi < g1; gi++) {
+        hg_u32x4 r = hg_philox(a->seed, (uint32_t)gi, (uint32_t)(gi >> 32), HG_RNG_ROUNDING, a->step);
+        for (int j = 0; j < ROUND_GROUP; j++) {
+            size_t e = gi * ROUND_GROUP + (size_t)j;
+            if (e >= i0 && e < i0 + n) w[e - i0] = bf16_stochastic(p[e - i0], r.v[j / 2] >> (16 * (j % 2)));
+        }
     }
 }
 
-/* fp32 only: p is the compute copy, so a->w is NULL. */
+/* a->w: the bf16 copy (the `weights` layout) in bf16; NULL in fp32, where p is it. */
 void cpu_adamw(hg_backend *be, const hg_adamw_args *a) {
     for (int i = 0; i < a->params->count; i++) {
         const hg_tensor_spec *s = &a->params->specs[i];
@@ -28,7 +60,8 @@ void cpu_adamw(hg_backend *be, const hg_adamw_args *a) {
         if (a0 >= a1) continue;
         float wd = (s->flags & HG_SPEC_DECAY) ? a->u.weight_decay : 0.0f;
         size_t o = a0 - a->lo;
-        adamw_tensor(be, a->p + a0, a->g + o, a->m + o, a->v + o, a1 - a0, &a->u, wd);
+        uint16_t *w = a->w ? (uint16_t *)((char *)a->w + a->weights->specs[i].offset) + (a0 - t0) : NULL;
+        adamw_tensor(be, a->p + a0, a->g + o, a->m + o, a->v + o, w, a0, a1 - a0, a, wd);
     }
 }
 

@@ -39,9 +39,16 @@
  * the last.
  *
  * attention_cached (generation) is a separate, plain kernel: its queries are one row or
- * one prompt, and its keys are already stored head-major in the cache. */
+ * one prompt, and its keys are already stored head-major in the cache.
+ *
+ * In bf16, qkv, out, dout and dqkv (and the KV cache) hold bf16: every copy above
+ * converts to fp32 on the way into the panels and rows, the tiles and softmax statistics
+ * are fp32, and results are rounded once on the way out. So the bf16 op computes what the
+ * fp32 op computes on the same bf16 inputs. dK and dV, which the group's query heads
+ * add to, are summed in fp32 rows of the thread's scratch before that rounding. */
 #include <string.h>
 
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/tile.h"
 #include "backend/cpu/vecmath.h"
@@ -59,23 +66,22 @@ static size_t head_floats(const hg_attention_shape *s) { return (size_t)s->hs * 
  * the S tile, its O accumulator, the query block's q rows and two row vectors. */
 static size_t tile_floats(int hs) { return round16(2 * BQ * BK + 3 * (size_t)BK * hs); }
 
-/* m rows of hs floats: row r of src (lds apart) to row r of dst (ldd apart). */
-static inline void copy_rows(float *dst, int ldd, const float *src, int lds, int m, int hs) {
-    for (int r = 0; r < m; r++) memcpy(dst + (size_t)r * ldd, src + (size_t)r * lds, sizeof(float) * hs);
+/* m rows of hs values between fp32 rows (f, ldf apart) and rows of a buffer p starting at
+ * element `at`, ldp apart, that holds bf16 when h, else fp32: loaded from p, stored to p,
+ * or added to p. */
+static inline void load_rows(int h, float *f, int ldf, const void *p, size_t at, size_t ldp, int m, int hs) {
+    for (int r = 0; r < m; r++) elem_load(h, f + (size_t)r * ldf, p, at + r * ldp, (size_t)hs);
 }
-/* m rows of hs floats: row r of src (lds apart) added to row r of dst (ldd apart). */
-static inline void add_rows(float *dst, int ldd, const float *src, int lds, int m, int hs) {
-    for (int r = 0; r < m; r++) {
-        float *y = dst + (size_t)r * ldd;
-        const float *x = src + (size_t)r * lds;
-        #pragma omp simd
-        for (int d = 0; d < hs; d++) y[d] += x[d];
-    }
+static inline void store_rows(int h, void *p, size_t at, size_t ldp, const float *f, int ldf, int m, int hs) {
+    for (int r = 0; r < m; r++) elem_store(h, p, at + r * ldp, f + (size_t)r * ldf, (size_t)hs);
+}
+static inline void add_rows(int h, void *p, size_t at, size_t ldp, const float *f, int ldf, int m, int hs) {
+    for (int r = 0; r < m; r++) elem_accum(h, p, at + r * ldp, f + (size_t)r * ldf, (size_t)hs);
 }
 /* The tiles, and the backward's contiguous q, dO and dQ rows of one query head and its
- * row dots D. */
-static size_t thread_floats(const hg_attention_shape *s) {
-    return tile_floats(s->hs) + 3 * head_floats(s) + round16((size_t)padded_len(s->T));
+ * row dots D; in bf16 also the fp32 dK and dV rows of a kv group. */
+static size_t thread_floats(const hg_backend *be, const hg_attention_shape *s) {
+    return tile_floats(s->hs) + (cpu_bf16(be) ? 5 : 3) * head_floats(s) + round16((size_t)padded_len(s->T));
 }
 
 /* attention_cached: one row of scores per thread. */
@@ -137,13 +143,13 @@ static size_t partial_floats(const hg_attention_shape *s, int n) {
 
 size_t cpu_attention_scratch_bytes(hg_backend *be, const hg_attention_shape *s) {
     size_t heads = (size_t)s->B * hg_attention_kv_heads(s);
-    size_t blocked = 2 * heads * head_floats(s) + (size_t)be->threads * thread_floats(s) +
+    size_t blocked = 2 * heads * head_floats(s) + (size_t)be->threads * thread_floats(be, s) +
                      partial_floats(s, backward_chunks(s, be->threads));
     size_t cached = (size_t)be->threads * cached_thread_floats(s->T);
     return (blocked > cached ? blocked : cached) * sizeof(float);
 }
 
-/* dst (B*NKV, Tp/BK, hs, BK) = the kv heads of src (B,T,W) at column offset col0,
+/* dst (B*NKV, Tp/BK, hs, BK) = the kv heads of src (B,T,W, compute type) at column offset col0,
  * transposed in panels of BK time steps (key block j0's starts at j0 * hs), zero beyond
  * T: 16 x 16 blocks in registers (tile.h), the last partial block of time steps element
  * by element. A tile product reads a panel whole, 16 KB in one piece at hs = BK = 64,
@@ -158,27 +164,36 @@ static void transpose_heads(hg_backend *be, float *dst, const float *src, int co
     for (int item = 0; item < s->B * q.NKV * nkb; item++) { /* one panel each */
         int head = item / nkb, j0 = item % nkb * BK, b = head / q.NKV, h = head % q.NKV;
         int end = j0 + BK < full ? j0 + BK : full, tail = end > j0 ? end : j0;
-        const float *x = src + (size_t)b * T * ld + col0 + h * hs;
-        float *y = dst + (size_t)head * hs * Tp + (size_t)j0 * hs;
+        const size_t x = (size_t)b * T * ld + col0 + h * hs; /* element (0, 0) of the head in src */
+        float *y = dst + (size_t)head * hs * Tp + (size_t)j0 * hs, blk[16 * 16], one;
         for (int t0 = j0; t0 < end; t0 += 16)
-            for (int d0 = 0; d0 < hs; d0 += 16)
-                tile_transpose16(x + (size_t)t0 * ld + d0, ld, y + d0 * BK + t0 - j0, BK);
+            for (int d0 = 0; d0 < hs; d0 += 16) {
+                if (cpu_bf16(be)) { /* to fp32 first, 16 x 16 */
+                    load_rows(1, blk, 16, src, x + (size_t)t0 * ld + d0, (size_t)ld, 16, 16);
+                    tile_transpose16(blk, 16, y + d0 * BK + t0 - j0, BK);
+                } else {
+                    tile_transpose16(src + x + (size_t)t0 * ld + d0, ld, y + d0 * BK + t0 - j0, BK);
+                }
+            }
         for (int d = 0; d < hs; d++)
-            for (int t = tail; t < j0 + BK; t++) y[d * BK + t - j0] = t < T ? x[(size_t)t * ld + d] : 0.0f;
+            for (int t = tail; t < j0 + BK; t++) {
+                if (t < T) cpu_load(be, &one, src, x + (size_t)t * ld + d, 1);
+                y[d * BK + t - j0] = t < T ? one : 0.0f;
+            }
     }
 }
 
-/* dst (B*NKV, Tp, hs) = the kv heads of src (B,T,W) at column offset col0, in contiguous
- * rows (rows T..Tp-1 untouched). */
+/* dst (B*NKV, Tp, hs) = the kv heads of src (B,T,W, compute type) at column offset col0,
+ * in contiguous fp32 rows (rows T..Tp-1 untouched). */
 static void copy_heads(hg_backend *be, float *dst, const float *src, int col0, const hg_attention_shape *s) {
     const qkv_layout q = layout_of(s);
     int T = s->T, nkb = padded_len(T) / BK;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int item = 0; item < s->B * q.NKV * nkb; item++) { /* BK rows each */
         int head = item / nkb, j0 = item % nkb * BK, b = head / q.NKV, h = head % q.NKV;
-        const float *x = src + ((size_t)b * T + j0) * q.W + col0 + h * s->hs;
+        size_t x = ((size_t)b * T + j0) * q.W + col0 + h * s->hs;
         float *y = dst + (size_t)head * head_floats(s) + (size_t)j0 * s->hs;
-        copy_rows(y, s->hs, x, q.W, T - j0 < BK ? T - j0 : BK, s->hs);
+        load_rows(cpu_bf16(be), y, s->hs, src, x, (size_t)q.W, T - j0 < BK ? T - j0 : BK, s->hs);
     }
 }
 
@@ -241,6 +256,7 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
     const int T = s->T, hs = s->hs, C = s->NH * hs, ld = q.W, Tp = padded_len(T);
     const int heads = s->B * s->NH, nqb = query_blocks(T);
     const float scale = 1.0f / sqrtf((float)hs);
+    const int bf = cpu_bf16(be);
     const size_t kv_floats = (size_t)s->B * q.NKV * head_floats(s);
     float *KT = scratch, *Vc = KT + kv_floats, *tiles = Vc + kv_floats;
     transpose_heads(be, KT, qkv, q.k0, s);
@@ -248,13 +264,13 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
 
     #pragma omp parallel num_threads(be->threads)
     {
-        float *S = tiles + (size_t)omp_get_thread_num() * thread_floats(s);
+        float *S = tiles + (size_t)omp_get_thread_num() * thread_floats(be, s);
         float *O = S + BQ * BK, *Q = O + BQ * hs, *mx = Q + BQ * hs, *l = mx + BQ;
         #pragma omp for schedule(dynamic, 1)
         for (long item = 0; item < (long)heads * nqb; item++) {
             int head = (int)(item / nqb), qb = nqb - 1 - (int)(item % nqb);
             int b = head / s->NH, h = head % s->NH, g = h / q.rep, i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ;
-            copy_rows(Q, hs, qkv + ((size_t)b * T + i0) * ld + h * hs, ld, m, hs);
+            load_rows(bf, Q, hs, qkv, ((size_t)b * T + i0) * ld + h * hs, (size_t)ld, m, hs);
             const float *V = Vc + ((size_t)b * q.NKV + g) * hs * Tp;
             const float *KTh = KT + ((size_t)b * q.NKV + g) * hs * Tp;
             for (int r = 0; r < m; r++) mx[r] = -INFINITY, l[r] = 0.0f;
@@ -279,11 +295,12 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                     tile_gemm(m, hs, nk, S, BK, 1, V + (size_t)j0 * hs, hs, O, hs, 1);
             }
             for (int r = 0; r < m; r++) {
-                float *y = out + ((size_t)b * T + i0 + r) * C + h * hs, inv = 1.0f / l[r];
+                float *o = O + r * hs, inv = 1.0f / l[r];
                 #pragma omp simd
-                for (int d = 0; d < hs; d++) y[d] = O[r * hs + d] * inv;
+                for (int d = 0; d < hs; d++) o[d] *= inv;
                 lse[(size_t)head * T + i0 + r] = mx[r] + logf(l[r]);
             }
+            store_rows(bf, out, ((size_t)b * T + i0) * C + h * hs, (size_t)C, O, hs, m, hs);
         }
     }
     return HG_OK;
@@ -310,41 +327,49 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
     const int groups = s->B * q.NKV, nkb = last_key_block(s, T - 1) + 1;
     const int nch = backward_chunks(s, be->threads);
     const float scale = 1.0f / sqrtf((float)hs);
+    const int bf = cpu_bf16(be);
     int start[MAX_CHUNKS + 1], keys[MAX_CHUNKS];
     size_t part_off[MAX_CHUNKS], per_group = 0; /* a chunk's partials within its group's */
     chunk_bounds(s, nch, start, keys);
     for (int c = 0; c < nch - 1; c++) part_off[c] = per_group, per_group += 2 * (size_t)keys[c] * hs;
     float *KT = scratch, *VT = KT + groups * head_floats(s), *tiles = VT + groups * head_floats(s);
-    float *part = tiles + (size_t)be->threads * thread_floats(s);
+    float *part = tiles + (size_t)be->threads * thread_floats(be, s);
     transpose_heads(be, KT, qkv, q.k0, s);
     transpose_heads(be, VT, qkv, q.v0, s);
 
     #pragma omp parallel num_threads(be->threads)
     {
-        float *P = tiles + (size_t)omp_get_thread_num() * thread_floats(s);
+        float *P = tiles + (size_t)omp_get_thread_num() * thread_floats(be, s);
         float *dS = P + BQ * BK, *Kb = dS + BQ * BK, *dKb = Kb + BK * hs, *dVb = dKb + BK * hs; /* (BK, hs) */
         float *Qc = P + tile_floats(hs), *dOc = Qc + head_floats(s), *dQc = dOc + head_floats(s); /* (Tp, hs) */
         float *D = dQc + head_floats(s); /* (Tp) */
+        float *dKf = D + round16((size_t)Tp), *dVf = dKf + head_floats(s); /* bf16: a group's dK, dV (Tp, hs) */
         #pragma omp for schedule(dynamic, 1)
         for (int item = 0; item < groups * nch; item++) {
             int group = item / nch, ch = item % nch, b = group / q.NKV, g = group % q.NKV;
             int qb0 = start[ch], qb1 = start[ch + 1], qa = qb0 * BQ, qe = qb1 * BQ < T ? qb1 * BQ : T;
-            const float *Kg = qkv + (size_t)b * T * ld + q.k0 + g * hs;
+            const size_t kg = (size_t)b * T * ld + q.k0 + g * hs, vg = kg + (q.v0 - q.k0); /* elements of qkv */
             const float *KTh = KT + (size_t)group * hs * Tp, *VTh = VT + (size_t)group * hs * Tp;
-            /* where the chunk's dK and dV rows go: dqkv itself for the last chunk */
-            float *dKg = dqkv + (size_t)b * T * ld + q.k0 + g * hs, *dVg = dqkv + (size_t)b * T * ld + q.v0 + g * hs;
+            /* where the chunk's dK and dV rows go: dqkv itself for the last chunk in fp32 (in
+             * bf16 the fp32 rows dKf, dVf, rounded into dqkv after the group), a partial
+             * for the others */
+            float *dKg = dqkv + kg, *dVg = dqkv + vg;
             int ldkv = ld;
             if (ch < nch - 1) {
                 dKg = part + group * per_group + part_off[ch], dVg = dKg + (size_t)keys[ch] * hs;
                 ldkv = hs;
+            } else if (bf) {
+                dKg = dKf, dVg = dVf, ldkv = hs;
             }
             for (int h = g * q.rep; h < (g + 1) * q.rep; h++) {
-                const float *Oh = out + (size_t)b * T * C + h * hs, *lse_h = lse + ((size_t)b * s->NH + h) * T;
-                float *dQh = dqkv + (size_t)b * T * ld + h * hs;
-                copy_rows(Qc + (size_t)qa * hs, hs, qkv + ((size_t)b * T + qa) * ld + h * hs, ld, qe - qa, hs);
-                copy_rows(dOc + (size_t)qa * hs, hs, dout + ((size_t)b * T + qa) * C + h * hs, C, qe - qa, hs);
+                const float *lse_h = lse + ((size_t)b * s->NH + h) * T;
+                const size_t oh = (size_t)b * T * C + h * hs, qh = (size_t)b * T * ld + h * hs; /* elements */
+                load_rows(bf, Qc + (size_t)qa * hs, hs, qkv, qh + (size_t)qa * ld, (size_t)ld, qe - qa, hs);
+                load_rows(bf, dOc + (size_t)qa * hs, hs, dout, oh + (size_t)qa * C, (size_t)C, qe - qa, hs);
                 for (int i = qa; i < qe; i++) {
-                    const float *o = Oh + (size_t)i * C, *gr = dOc + (size_t)i * hs;
+                    /* in bf16 the row of O goes through dQc's row, unused until the key loop */
+                    const float *o = cpu_view(be, out, oh + (size_t)i * C, (size_t)hs, dQc + (size_t)i * hs);
+                    const float *gr = dOc + (size_t)i * hs;
                     float dot = 0.0f;
                     #pragma omp simd reduction(+ : dot)
                     for (int d = 0; d < hs; d++) dot += o[d] * gr[d];
@@ -352,7 +377,7 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                 }
                 for (int kb = 0; kb <= last_key_block(s, qe - 1); kb++) {
                     int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK;
-                    copy_rows(Kb, hs, Kg + (size_t)j0 * ld, ld, nk, hs);
+                    load_rows(bf, Kb, hs, qkv, kg + (size_t)j0 * ld, (size_t)ld, nk, hs);
                     memset(dKb, 0, sizeof(float) * 2 * BK * hs);
                     for (int qb = s->causal && kb > qb0 ? kb : qb0; qb < qb1; qb++) {
                         int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ, diag = s->causal && j0 == i0;
@@ -395,14 +420,18 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                     /* the group's first query head writes the key block's dK and dV rows, the
                      * others add to them */
                     if (h == g * q.rep) {
-                        copy_rows(dKg + (size_t)j0 * ldkv, ldkv, dKb, hs, nk, hs);
-                        copy_rows(dVg + (size_t)j0 * ldkv, ldkv, dVb, hs, nk, hs);
+                        store_rows(0, dKg, (size_t)j0 * ldkv, (size_t)ldkv, dKb, hs, nk, hs);
+                        store_rows(0, dVg, (size_t)j0 * ldkv, (size_t)ldkv, dVb, hs, nk, hs);
                     } else {
-                        add_rows(dKg + (size_t)j0 * ldkv, ldkv, dKb, hs, nk, hs);
-                        add_rows(dVg + (size_t)j0 * ldkv, ldkv, dVb, hs, nk, hs);
+                        add_rows(0, dKg, (size_t)j0 * ldkv, (size_t)ldkv, dKb, hs, nk, hs);
+                        add_rows(0, dVg, (size_t)j0 * ldkv, (size_t)ldkv, dVb, hs, nk, hs);
                     }
                 }
-                copy_rows(dQh + (size_t)qa * ld, ld, dQc + (size_t)qa * hs, hs, qe - qa, hs);
+                store_rows(bf, dqkv, qh + (size_t)qa * ld, (size_t)ld, dQc + (size_t)qa * hs, hs, qe - qa, hs);
+            }
+            if (bf && ch == nch - 1) {
+                store_rows(1, dqkv, kg, (size_t)ld, dKf, hs, T, hs);
+                store_rows(1, dqkv, vg, (size_t)ld, dVf, hs, T, hs);
             }
         }
         if (nch > 1) { /* each key block's dK and dV: the other chunks' partials, in order */
@@ -410,11 +439,12 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
             for (int item = 0; item < groups * nkb; item++) {
                 int group = item / nkb, b = group / q.NKV, g = group % q.NKV, j0 = item % nkb * BK;
                 int nk = T - j0 < BK ? T - j0 : BK;
-                float *dK = dqkv + ((size_t)b * T + j0) * ld + q.k0 + g * hs, *dV = dK + (q.v0 - q.k0);
+                size_t dk = ((size_t)b * T + j0) * ld + q.k0 + g * hs, dv = dk + (q.v0 - q.k0);
                 for (int c = 0; c < nch - 1; c++) {
                     if (keys[c] <= j0) continue; /* its queries do not see the block */
                     const float *pK = part + group * per_group + part_off[c] + (size_t)j0 * hs;
-                    add_rows(dK, ld, pK, hs, nk, hs), add_rows(dV, ld, pK + (size_t)keys[c] * hs, hs, nk, hs);
+                    add_rows(bf, dqkv, dk, (size_t)ld, pK, hs, nk, hs);
+                    add_rows(bf, dqkv, dv, (size_t)ld, pK + (size_t)keys[c] * hs, hs, nk, hs);
                 }
             }
         }
@@ -429,26 +459,27 @@ hg_status cpu_attention_cached(hg_backend *be, float *out, float *kcache, float 
                                const hg_kv_shape *s, void *scratch) {
     const int n = s->n, hs = s->hs, NH = s->NH, NKV = s->NKV ? s->NKV : NH, C = NH * hs, Tc = s->Tc;
     const int ld = (NH + 2 * NKV) * hs, rep = NH / NKV;
+    const size_t E = hg_precision_bytes(be->precision);
     const float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel num_threads(be->threads)
     {
         #pragma omp for schedule(static)
         for (long item = 0; item < (long)NKV * n; item++) {
             int g = (int)(item / n), i = (int)(item % n);
-            const float *row = qkv + (size_t)i * ld + C + g * hs;
-            size_t at = ((size_t)g * Tc + s->pos0 + i) * hs;
-            memcpy(kcache + at, row, sizeof(float) * hs);
-            memcpy(vcache + at, row + NKV * hs, sizeof(float) * hs);
+            size_t row = (size_t)i * ld + C + g * hs, at = ((size_t)g * Tc + s->pos0 + i) * hs;
+            memcpy(cpu_elems(be, kcache, at), cpu_elems(be, qkv, row), E * hs);
+            memcpy(cpu_elems(be, vcache, at), cpu_elems(be, qkv, row + (size_t)NKV * hs), E * hs);
         }
         float *sc = (float *)scratch + (size_t)omp_get_thread_num() * cached_thread_floats(Tc);
+        float qb[CPU_ROWBUF(be, hs)], kb[CPU_ROWBUF(be, hs)], ob[hs];
         #pragma omp for schedule(dynamic, 1)
         for (long item = 0; item < (long)NH * n; item++) {
             int h = (int)(item / n), i = n - 1 - (int)(item % n), len = s->pos0 + i + 1;
-            const float *q = qkv + (size_t)i * ld + h * hs;
-            const float *K = kcache + (size_t)(h / rep) * Tc * hs, *V = vcache + (size_t)(h / rep) * Tc * hs;
+            const float *q = cpu_view(be, qkv, (size_t)i * ld + h * hs, (size_t)hs, qb);
+            const size_t K = (size_t)(h / rep) * Tc * hs; /* the kv head's first row, in elements */
             float mx = -INFINITY, sum = 0.0f;
             for (int j = 0; j < len; j++) {
-                const float *k = K + (size_t)j * hs;
+                const float *k = cpu_view(be, kcache, K + (size_t)j * hs, (size_t)hs, kb);
                 float dot = 0.0f;
                 #pragma omp simd reduction(+ : dot)
                 for (int d = 0; d < hs; d++) dot += q[d] * k[d];
@@ -461,16 +492,17 @@ hg_status cpu_attention_cached(hg_backend *be, float *out, float *kcache, float 
                 sc[j] = p;
                 sum += p;
             }
-            float *o = out + (size_t)i * C + h * hs, inv = 1.0f / sum;
+            float *o = ob, inv = 1.0f / sum;
             memset(o, 0, sizeof(float) * hs);
             for (int j = 0; j < len; j++) {
-                const float *v = V + (size_t)j * hs;
+                const float *v = cpu_view(be, vcache, K + (size_t)j * hs, (size_t)hs, kb);
                 float p = sc[j];
                 #pragma omp simd
                 for (int d = 0; d < hs; d++) o[d] += p * v[d];
             }
             #pragma omp simd
             for (int d = 0; d < hs; d++) o[d] *= inv;
+            cpu_store(be, out, (size_t)i * C + h * hs, o, (size_t)hs);
         }
     }
     return HG_OK;

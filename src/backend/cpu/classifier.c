@@ -1,60 +1,75 @@
 /* The lm_head and cross-entropy on the CPU, on one chunk of rows.
  *
- * Forward: logits = x @ wte^T (oneDNN), then per row the log-sum-exp and the loss, and,
- * when training, the softmax gradient written over the logits in place. Backward:
- * dx = dlogits @ wte and dwte += dlogits^T @ x (oneDNN). Only one (chunk, Vp) buffer
- * exists; normalised probabilities are never stored. Padded vocabulary columns
- * (>= V) score nothing and get zero gradient. */
+ * Forward: logits = x @ wte^T (oneDNN) into the scratch, in the compute type (bf16 in
+ * bf16, from fp32 accumulators, as PyTorch's autocast gives its lm_head), then per row
+ * the log-sum-exp and the loss in fp32, and, when training, the softmax gradient written
+ * over the logits in place. Backward: dx = dlogits @ wte and dwte += dlogits^T @ x
+ * (oneDNN; dwte fp32). Only one (chunk, Vp) buffer exists; normalised probabilities are
+ * never stored. Padded vocabulary columns (>= V) score nothing and get zero gradient. */
 #include <string.h>
 
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vecmath.h"
 
-/* Loss of one row of logits; when training, its gradient over the row in place: the
- * exponentials are written once and scaled by dscale / sum afterwards. */
-static float row_loss(float *z, int V, int Vp, int target, float dscale, int backward) {
-    float mx = -INFINITY; /* a compare, not fmaxf, which would stay a scalar call */
-    #pragma omp simd reduction(max : mx)
-    for (int c = 0; c < V; c++) mx = z[c] > mx ? z[c] : mx;
-    float zt = target >= 0 ? z[target] : 0.0f, sum = 0.0f;
-    if (backward && target >= 0) {
-        #pragma omp simd reduction(+ : sum)
-        for (int c = 0; c < V; c++) {
-            float e = expf(z[c] - mx);
-            z[c] = e;
-            sum += e;
+/* Loss of row r of logits z (V scores of Vp), blocks of CPU_BLOCK read as fp32: the
+ * running maximum and sum of exponentials in one pass (the sum rescaled when the maximum
+ * moves); then, when training, the gradient (softmax - onehot) * dscale over the row in
+ * place. logits: the row copied out in fp32, or NULL. */
+static float row_loss(hg_backend *be, float *z, size_t r, int V, int Vp, int target, float dscale, int backward,
+                      float *logits) {
+    const size_t row = r * (size_t)Vp;
+    float mx = -INFINITY, sum = 0.0f, buf[CPU_BLOCK];
+    for (int c0 = 0; c0 < V; c0 += CPU_BLOCK) {
+        int m = V - c0 < CPU_BLOCK ? V - c0 : CPU_BLOCK;
+        const float *x = cpu_view(be, z, row + c0, (size_t)m, buf);
+        if (logits) memcpy(logits + c0, x, sizeof(float) * (size_t)m);
+        float bmax = -INFINITY, bsum = 0.0f; /* a compare, not fmaxf, which would stay a scalar call */
+        #pragma omp simd reduction(max : bmax)
+        for (int c = 0; c < m; c++) bmax = x[c] > bmax ? x[c] : bmax;
+        if (bmax > mx) sum *= expf(mx - bmax), mx = bmax;
+        #pragma omp simd reduction(+ : bsum)
+        for (int c = 0; c < m; c++) bsum += expf(x[c] - mx);
+        sum += bsum;
+    }
+    float zt = 0.0f;
+    if (target >= 0) cpu_load(be, &zt, z, row + (size_t)target, 1);
+    if (backward) {
+        /* an ignored target (-1): zero gradient */
+        const float scale = dscale / sum;
+        const int live = target >= 0 ? V : 0;
+        for (int c0 = 0; c0 < Vp; c0 += CPU_BLOCK) {
+            int m = Vp - c0 < CPU_BLOCK ? Vp - c0 : CPU_BLOCK;
+            float *x = cpu_inout(be, z, row + c0, (size_t)m, buf);
+            #pragma omp simd
+            for (int c = 0; c < m; c++) x[c] = c0 + c < live ? expf(x[c] - mx) * scale : 0.0f;
+            if (target >= c0 && target < c0 + m) x[target - c0] -= dscale;
+            cpu_commit(be, z, row + c0, x, (size_t)m);
         }
-        float scale = dscale / sum;
-        #pragma omp simd
-        for (int c = 0; c < V; c++) z[c] *= scale;
-        for (int c = V; c < Vp; c++) z[c] = 0.0f;
-        z[target] -= dscale;
-    } else {
-        #pragma omp simd reduction(+ : sum)
-        for (int c = 0; c < V; c++) sum += expf(z[c] - mx);
-        if (backward) memset(z, 0, sizeof(float) * (size_t)Vp); /* an ignored target */
     }
     return target >= 0 ? mx + logf(sum) - zt : 0.0f;
 }
 
 hg_status cpu_classifier_forward(hg_backend *be, const hg_classifier_args *a) {
-    const int C = a->C, V = a->V, Vp = a->Vp, backward = a->dx != NULL;
+    const int C = a->C, V = a->V, Vp = a->Vp, backward = a->dx != NULL, h = cpu_bf16(be);
     float *z = a->scratch;
-    cpu_gemm_desc fwd = {.M = a->N, .N = Vp, .K = C, .trans_b = 1, .lda = C, .ldb = C, .ldc = Vp};
+    cpu_gemm_desc fwd = {.M = a->N, .N = Vp, .K = C, .trans_b = 1, .lda = C, .ldb = C, .ldc = Vp, .bf16_in = h, .bf16_out = h};
     HG_TRY(cpu_gemm(be, &fwd, a->x, a->wte, NULL, z));
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int r = 0; r < a->N; r++) {
-        float *zr = z + (size_t)r * Vp;
-        if (a->logits) memcpy(a->logits + (size_t)r * V, zr, sizeof(float) * (size_t)V);
-        if (a->targets) a->losses[r] = row_loss(zr, V, Vp, a->targets[r], a->dscale, backward);
+        float *logits = a->logits ? a->logits + (size_t)r * V : NULL;
+        if (a->targets)
+            a->losses[r] = row_loss(be, z, (size_t)r, V, Vp, a->targets[r], a->dscale, backward, logits);
+        else if (logits)
+            cpu_load(be, logits, z, (size_t)r * Vp, (size_t)V);
     }
     return HG_OK;
 }
 
 hg_status cpu_classifier_backward(hg_backend *be, const hg_classifier_args *a) {
-    const int C = a->C, Vp = a->Vp;
-    cpu_gemm_desc dx = {.M = a->N, .N = C, .K = Vp, .lda = Vp, .ldb = C, .ldc = C};
+    const int C = a->C, Vp = a->Vp, h = cpu_bf16(be);
+    cpu_gemm_desc dx = {.M = a->N, .N = C, .K = Vp, .lda = Vp, .ldb = C, .ldc = C, .bf16_in = h, .bf16_out = h};
     HG_TRY(cpu_gemm(be, &dx, a->scratch, a->wte, NULL, a->dx));
-    cpu_gemm_desc dw = {.M = Vp, .N = C, .K = a->N, .trans_a = 1, .lda = Vp, .ldb = C, .ldc = C, .accumulate = 1};
+    cpu_gemm_desc dw = {.M = Vp, .N = C, .K = a->N, .trans_a = 1, .lda = Vp, .ldb = C, .ldc = C, .accumulate = 1, .bf16_in = h};
     return cpu_gemm(be, &dw, a->scratch, a->x, NULL, a->dwte);
 }

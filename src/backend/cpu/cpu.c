@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 #include "core/error.h"
 #include "core/table.h"
@@ -55,8 +56,21 @@ static size_t cpu_mem_available(hg_backend *be) {
 }
 
 static void cpu_to_compute(hg_backend *be, void *dst, const float *src, size_t n) {
-    (void)be;
-    memcpy(dst, src, n * sizeof(float));
+    long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long b = 0; b < blocks; b++) {
+        size_t at = (size_t)b * CPU_BLOCK;
+        cpu_store(be, dst, at, src + at, n - at < CPU_BLOCK ? n - at : CPU_BLOCK);
+    }
+}
+
+/* fp32 runs every config. bf16 converts a norm's rows on each thread's stack, so d_model
+ * has a bound there. */
+static hg_status cpu_supports(const hg_config *c, const hg_options *o) {
+    if (o->precision == HG_PRECISION_BF16 && c->d_model > CPU_BF16_ROW_MAX)
+        return hg_fail(HG_ERR_UNSUPPORTED, "d_model: the CPU's bf16 kernels take d_model up to %d, this model's is %d; use fp32",
+                       CPU_BF16_ROW_MAX, c->d_model);
+    return HG_OK;
 }
 
 /* Each chunk's dwte += dlogits^T x reads and writes all of dwte, so larger chunks cost
@@ -68,6 +82,7 @@ static const hg_backend_ops cpu_ops = {
     .name = "cpu",
     .classifier_chunk_bytes = CLASSIFIER_CHUNK_BYTES,
     .destroy = cpu_destroy,
+    .supports = cpu_supports,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .mem_available = cpu_mem_available,
@@ -109,7 +124,9 @@ static const hg_backend_ops cpu_ops = {
 
 const hg_backend_ops *hg_backend_cpu_ops(void) { return &cpu_ops; }
 
-hg_status hg_backend_cpu_create(hg_backend **out, int threads) {
+hg_status hg_backend_cpu_create(hg_backend **out, int threads, hg_precision precision) {
+    if (precision != HG_PRECISION_FP32 && precision != HG_PRECISION_BF16)
+        return hg_fail(HG_ERR_UNSUPPORTED, "precision: the CPU backend runs fp32 and bf16");
     hg_backend *be = calloc(1, sizeof *be);
     cpu_state *s = calloc(1, sizeof *s);
     if (!be || !s) {
@@ -119,7 +136,7 @@ hg_status hg_backend_cpu_create(hg_backend **out, int threads) {
     }
     be->ops = &cpu_ops;
     be->threads = threads;
-    be->precision = HG_PRECISION_FP32;
+    be->precision = precision;
     be->impl = s;
     hg_status st = cpu_gemm_cache_create(&s->gemm);
     if (st != HG_OK) {
@@ -128,6 +145,18 @@ hg_status hg_backend_cpu_create(hg_backend **out, int threads) {
     }
     *out = be;
     return HG_OK;
+}
+
+const char *hg_cpu_bf16_slow(void) {
+    const char *e = getenv("HANDGRAD_BF16");
+    if (e && !strcmp(e, "portable"))
+        return "HANDGRAD_BF16=portable: bf16 runs on the portable path (fp32 products of bf16 values), no faster than fp32";
+    if (!cpu_bf16_gemm_native())
+        return "this CPU lacks amx_bf16 and avx512_bf16 (and oneDNN has no bf16 kernels for it): bf16 runs on the "
+               "portable path (fp32 products of bf16 values), no faster than fp32";
+    if (!__builtin_cpu_supports("amx-bf16") && !__builtin_cpu_supports("avx512bf16"))
+        return "this CPU lacks amx_bf16 and avx512_bf16: oneDNN emulates bf16 products with AVX-512, no faster than fp32";
+    return NULL;
 }
 
 /* STREAM's triad a = b + s c over three 64 MiB arrays, far larger than any cache, each

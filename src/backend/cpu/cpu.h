@@ -9,18 +9,23 @@
 
 /* C (M,N) = op(A) @ op(B) (+ bias (N)) (+ C when accumulate), row-major.
  * A is (M,K) with row stride lda, or stored (K,M) when trans_a; B is (K,N) with row
- * stride ldb, or stored (N,K) when trans_b; C has row stride ldc. */
+ * stride ldb, or stored (N,K) when trans_b; C has row stride ldc.
+ * bf16_in: A, B and the bias hold bf16 (else fp32); bf16_out: C holds bf16 (else fp32).
+ * Products accumulate in fp32 either way. */
 typedef struct cpu_gemm_desc {
     int M, N, K;
     int trans_a, trans_b;
     int lda, ldb, ldc;
     int bias;
     int accumulate;
+    int bf16_in, bf16_out;
 } cpu_gemm_desc;
 
 /* Runs a GEMM through a cached oneDNN matmul primitive. The first call with a new
  * descriptor creates the primitive (this allocates); later calls allocate nothing of
- * handgrad's own. */
+ * handgrad's own. A bf16 product runs on oneDNN's bf16 kernels where this CPU has them
+ * (AVX512-BF16, AMX), else on the portable path: its bf16 operands converted to fp32 in
+ * buffers owned by the cache, an fp32 product, and C rounded back. */
 hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const float *B,
                    const float *bias, float *C);
 
@@ -30,6 +35,13 @@ int cpu_gemm_packs(hg_backend *be, const cpu_gemm_desc *d);
 
 /* The best median GFLOP/s of large oneDNN sgemm calls on the current threads. */
 hg_status cpu_sgemm_peak(double *gflops);
+/* The same for bf16 products (fp32 accumulation, bf16 out) through cpu_gemm's path on
+ * this CPU: oneDNN's bf16 kernels, or the portable path where it has none. */
+hg_status cpu_bf16_gemm_peak(int threads, double *gflops);
+
+/* Whether bf16 products run on oneDNN's bf16 kernels on this CPU (1), or on the portable
+ * path (0): asked of oneDNN once, or forced to 0 by HANDGRAD_BF16=portable. */
+int cpu_bf16_gemm_native(void);
 
 /* GEMM state kept by the backend. */
 typedef struct cpu_gemm_cache cpu_gemm_cache;

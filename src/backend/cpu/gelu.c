@@ -1,5 +1,8 @@
-/* GELU (tanh approximation) on the CPU, forward and backward. tanhf vectorises through
- * glibc's libmvec under `omp simd` (vecmath.h; checked in tests/check_vectorized.sh). */
+/* GELU (tanh approximation) on the CPU, forward and backward, in blocks of CPU_BLOCK
+ * elements (read and written in the compute type, computed in fp32: bf16.h). tanhf
+ * vectorises through glibc's libmvec under `omp simd` (vecmath.h; checked in
+ * tests/check_vectorized.sh). */
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vecmath.h"
 
@@ -7,20 +10,34 @@
 #define GELU_A 0.044715f
 
 void cpu_gelu_forward(hg_backend *be, float *out, const float *inp, size_t n) {
-    #pragma omp parallel for simd schedule(static) num_threads(be->threads)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x)));
+    long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long blk = 0; blk < blocks; blk++) {
+        size_t at = (size_t)blk * CPU_BLOCK, m = n - at < CPU_BLOCK ? n - at : CPU_BLOCK;
+        float xb[CPU_BLOCK], ob[CPU_BLOCK];
+        const float *x = cpu_view(be, inp, at, m, xb);
+        float *o = cpu_out(be, out, at, ob);
+        #pragma omp simd
+        for (size_t i = 0; i < m; i++) o[i] = 0.5f * x[i] * (1.0f + tanhf(GELU_K * (x[i] + GELU_A * x[i] * x[i] * x[i])));
+        cpu_commit(be, out, at, o, m);
     }
 }
 
 void cpu_gelu_backward(hg_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
-    #pragma omp parallel for simd schedule(static) num_threads(be->threads)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float th = tanhf(GELU_K * (x + GELU_A * x * x * x));
-        float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-        dinp[i] = grad * dout[i];
+    long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long blk = 0; blk < blocks; blk++) {
+        size_t at = (size_t)blk * CPU_BLOCK, m = n - at < CPU_BLOCK ? n - at : CPU_BLOCK;
+        float xb[CPU_BLOCK], gb[CPU_BLOCK], ob[CPU_BLOCK];
+        const float *x = cpu_view(be, inp, at, m, xb), *dy = cpu_view(be, dout, at, m, gb);
+        float *dx = cpu_out(be, dinp, at, ob);
+        #pragma omp simd
+        for (size_t i = 0; i < m; i++) {
+            float th = tanhf(GELU_K * (x[i] + GELU_A * x[i] * x[i] * x[i]));
+            float sech2 = 1.0f - th * th;
+            float grad = 0.5f * (1.0f + th) + 0.5f * x[i] * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x[i] * x[i]);
+            dx[i] = grad * dy[i];
+        }
+        cpu_commit(be, dinp, at, dx, m);
     }
 }

@@ -21,12 +21,21 @@
  * or narrower products (K = 768 or 1024, or M = 256) came out level or slower packed,
  * within the VM's noise. Where oneDNN reads B plain (its AVX2 kernels), nothing is
  * packed. The packed B lives in one buffer owned by the cache, like the scratchpad.
+ *
+ * bf16 products (bf16_in) hand oneDNN bf16 A and B with fp32 accumulation, and C in bf16
+ * or fp32; the bias goes in as fp32 (converted into a cache buffer, N values). Where
+ * oneDNN has no bf16 matmul for this CPU (before AVX-512: oneDNN 2.6 reports
+ * "unimplemented" on AVX2), or HANDGRAD_BF16=portable asks, the entry is portable: A, B
+ * (and C when it accumulates) are converted to fp32 in cache buffers, the fp32 primitive
+ * runs, and a bf16 C is rounded back. The portable path gives the same products up to
+ * fp32 summation order, which is what lets CI check the bf16 numerics on any CPU.
  */
 #include <dnnl.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 #include "core/error.h"
 #include "core/table.h"
@@ -50,6 +59,7 @@ typedef struct gemm_prim {
 typedef struct gemm_entry {
     cpu_gemm_desc desc;
     int block_n, nfull, rem; /* nfull blocks of block_n columns, then one of rem */
+    int portable;            /* bf16 operands staged in fp32 around fp32 primitives */
     gemm_prim full, tail;
 } gemm_entry;
 
@@ -60,7 +70,12 @@ struct cpu_gemm_cache {
     int count, cap;
     void *scratch, *packed; /* the scratchpad (matmuls' and reorders'), the packed B */
     size_t scratch_bytes, packed_bytes;
+    /* fp32 copies: of a bf16 bias, and of the portable path's A, B and C */
+    void *stage[4];
+    size_t stage_bytes[4];
 };
+
+enum { STAGE_BIAS, STAGE_A, STAGE_B, STAGE_C };
 
 #define DNNL_TRY(call, what)                                                                  \
     do {                                                                                      \
@@ -81,7 +96,11 @@ hg_status cpu_gemm_cache_create(cpu_gemm_cache **out) {
     return HG_OK;
 }
 
-size_t cpu_gemm_scratch_bytes(const cpu_gemm_cache *c) { return c->scratch_bytes + c->packed_bytes; }
+size_t cpu_gemm_scratch_bytes(const cpu_gemm_cache *c) {
+    size_t n = c->scratch_bytes + c->packed_bytes;
+    for (int i = 0; i < 4; i++) n += c->stage_bytes[i];
+    return n;
+}
 
 static void prim_free(gemm_prim *p) {
     if (p->prim) dnnl_primitive_destroy(p->prim);
@@ -101,15 +120,17 @@ void cpu_gemm_cache_free(cpu_gemm_cache *c) {
     free(c->entries);
     hg_aligned_free(c->scratch);
     hg_aligned_free(c->packed);
+    for (int i = 0; i < 4; i++) hg_aligned_free(c->stage[i]);
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->engine) dnnl_engine_destroy(c->engine);
     free(c);
 }
 
 /* A memory descriptor for a rows x cols view with the given strides. */
-static dnnl_status_t md_strided(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+static dnnl_status_t md_strided(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
+                                int bf16) {
     dnnl_dims_t dims = {rows, cols}, strides = {s0, s1};
-    return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, bf16 ? dnnl_bf16 : dnnl_f32, strides);
 }
 
 /* Grows buffer *buf of *bytes to at least need bytes (its contents are not kept). */
@@ -130,7 +151,7 @@ static dnnl_status_t pd_create(cpu_gemm_cache *c, dnnl_primitive_desc_t *pd, con
                                const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *c_md, int any_b) {
     dnnl_memory_desc_t b_any;
     dnnl_dims_t b_dims = {d->K, n};
-    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&b_any, 2, b_dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&b_any, 2, b_dims, d->bf16_in ? dnnl_bf16 : dnnl_f32, dnnl_format_tag_any);
     dnnl_matmul_desc_t desc;
     if (st == dnnl_success)
         st = dnnl_matmul_desc_init(&desc, a_md, any_b ? &b_any : b_md, d->bias ? bias_md : NULL, c_md);
@@ -178,10 +199,13 @@ static hg_status pack_create(cpu_gemm_cache *c, gemm_prim *p, const dnnl_memory_
  * where that is a blocked layout that fits GEMM_MAX_PACKED_BYTES (else B is read as it is). */
 static hg_status prim_create(cpu_gemm_cache *c, gemm_prim *p, const cpu_gemm_desc *d, int n, int pack) {
     dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
-    DNNL_TRY(d->trans_a ? md_strided(&a_md, d->M, d->K, 1, d->lda) : md_strided(&a_md, d->M, d->K, d->lda, 1), "A descriptor");
-    DNNL_TRY(d->trans_b ? md_strided(&b_md, d->K, n, 1, d->ldb) : md_strided(&b_md, d->K, n, d->ldb, 1), "B descriptor");
-    DNNL_TRY(md_strided(&c_md, d->M, n, d->ldc, 1), "C descriptor");
-    DNNL_TRY(md_strided(&bias_md, 1, n, n, 1), "bias descriptor");
+    const int in = d->bf16_in, out = d->bf16_out;
+    DNNL_TRY(d->trans_a ? md_strided(&a_md, d->M, d->K, 1, d->lda, in) : md_strided(&a_md, d->M, d->K, d->lda, 1, in),
+             "A descriptor");
+    DNNL_TRY(d->trans_b ? md_strided(&b_md, d->K, n, 1, d->ldb, in) : md_strided(&b_md, d->K, n, d->ldb, 1, in),
+             "B descriptor");
+    DNNL_TRY(md_strided(&c_md, d->M, n, d->ldc, 1, out), "C descriptor");
+    DNNL_TRY(md_strided(&bias_md, 1, n, n, 1, 0), "bias descriptor");
 
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t st = pd_create(c, &pd, d, n, &a_md, &b_md, &bias_md, &c_md, pack);
@@ -225,6 +249,27 @@ static gemm_entry *entry_lookup(const cpu_gemm_cache *c, const cpu_gemm_desc *d)
     return NULL;
 }
 
+/* Elements a strided view spans in memory: rows of cols, ld apart. */
+static size_t span(int rows, int cols, int ld) { return rows ? (size_t)(rows - 1) * (size_t)ld + (size_t)cols : 0; }
+static size_t span_a(const cpu_gemm_desc *d) { return d->trans_a ? span(d->K, d->M, d->lda) : span(d->M, d->K, d->lda); }
+static size_t span_b(const cpu_gemm_desc *d) { return d->trans_b ? span(d->N, d->K, d->ldb) : span(d->K, d->N, d->ldb); }
+
+/* Sizes the fp32 copies entry e needs (at its creation, never inside a step). */
+static hg_status stage_create(cpu_gemm_cache *c, const gemm_entry *e) {
+    const cpu_gemm_desc *d = &e->desc;
+    if (d->bias && d->bf16_in) HG_TRY(grow(&c->stage[STAGE_BIAS], &c->stage_bytes[STAGE_BIAS], sizeof(float) * d->N, "bias"));
+    if (!e->portable) return HG_OK;
+    HG_TRY(grow(&c->stage[STAGE_A], &c->stage_bytes[STAGE_A], sizeof(float) * span_a(d), "fp32 A"));
+    HG_TRY(grow(&c->stage[STAGE_B], &c->stage_bytes[STAGE_B], sizeof(float) * span_b(d), "fp32 B"));
+    if (d->bf16_out) HG_TRY(grow(&c->stage[STAGE_C], &c->stage_bytes[STAGE_C], sizeof(float) * span(d->M, d->N, d->ldc), "fp32 C"));
+    return HG_OK;
+}
+
+static int force_portable(void) {
+    const char *e = getenv("HANDGRAD_BF16");
+    return e && !strcmp(e, "portable");
+}
+
 static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entry **out) {
     if ((*out = entry_lookup(c, d))) return HG_OK;
     if (c->count == c->cap) {
@@ -245,8 +290,13 @@ static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entr
     e->rem = d->N - e->nfull * e->block_n;
     /* deep products with B read whole and not transposed (see the top of the file) */
     int pack = nsplit == 1 && !d->trans_b && d->K >= GEMM_PACK_MIN_K && d->M >= GEMM_PACK_MIN_M;
-    hg_status s = prim_create(c, &e->full, d, e->block_n, pack);
-    if (s == HG_OK && e->rem) s = prim_create(c, &e->tail, d, e->rem, 0);
+    /* a bf16 product: oneDNN's bf16 kernels where it has them, else the portable path */
+    cpu_gemm_desc run = *d;
+    e->portable = (d->bf16_in || d->bf16_out) && !cpu_bf16_gemm_native();
+    if (e->portable) run.bf16_in = run.bf16_out = 0;
+    hg_status s = prim_create(c, &e->full, &run, e->block_n, pack);
+    if (s == HG_OK && e->rem) s = prim_create(c, &e->tail, &run, e->rem, 0);
+    if (s == HG_OK) s = stage_create(c, e);
     if (s != HG_OK) {
         prim_free(&e->full);
         prim_free(&e->tail);
@@ -257,8 +307,8 @@ static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entr
     return HG_OK;
 }
 
-static hg_status prim_run(cpu_gemm_cache *c, gemm_prim *p, const float *A, const float *B,
-                          const float *bias, float *C) {
+static hg_status prim_run(cpu_gemm_cache *c, gemm_prim *p, const void *A, const void *B,
+                          const float *bias, void *C) {
     if (p->pack) {
         dnnl_memory_set_data_handle(p->b_plain, (void *)B);
         dnnl_memory_set_data_handle(p->wei, c->packed);
@@ -283,17 +333,65 @@ static hg_status prim_run(cpu_gemm_cache *c, gemm_prim *p, const float *A, const
     return HG_OK;
 }
 
-static hg_status gemm_blocks(cpu_gemm_cache *c, const cpu_gemm_desc *d, const float *A, const float *B,
-                             const float *bias, float *C) {
-    gemm_entry *e = NULL;
-    HG_TRY(entry_find(c, d, &e));
+/* n bf16 values to fp32 and back, over the backend's threads. */
+static void to_f32(hg_backend *be, float *dst, const void *src, size_t n) {
+    long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long b = 0; b < blocks; b++) {
+        size_t at = (size_t)b * CPU_BLOCK;
+        elem_load(1, dst + at, src, at, n - at < CPU_BLOCK ? n - at : CPU_BLOCK);
+    }
+}
+static void to_bf16(hg_backend *be, void *dst, const float *src, size_t n) {
+    long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long b = 0; b < blocks; b++) {
+        size_t at = (size_t)b * CPU_BLOCK;
+        elem_store(1, dst, at, src + at, n - at < CPU_BLOCK ? n - at : CPU_BLOCK);
+    }
+}
+
+/* The column blocks of entry e; eb and ec: bytes of an element of B and of C. */
+static hg_status gemm_blocks(cpu_gemm_cache *c, const gemm_entry *e, const void *A, const void *B,
+                             const float *bias, void *C, size_t eb, size_t ec) {
+    const cpu_gemm_desc *d = &e->desc;
     for (int blk = 0; blk <= e->nfull; blk++) {
-        gemm_prim *p = blk < e->nfull ? &e->full : &e->tail;
+        gemm_prim *p = blk < e->nfull ? (gemm_prim *)&e->full : (gemm_prim *)&e->tail;
         if (blk == e->nfull && !e->rem) break;
         size_t c0 = (size_t)blk * (size_t)e->block_n;
-        const float *Bb = d->trans_b ? B + c0 * (size_t)d->ldb : B + c0;
-        HG_TRY(prim_run(c, p, A, Bb, bias ? bias + c0 : NULL, C + c0));
+        const char *Bb = (const char *)B + eb * (d->trans_b ? c0 * (size_t)d->ldb : c0);
+        HG_TRY(prim_run(c, p, A, Bb, bias ? bias + c0 : NULL, (char *)C + ec * c0));
     }
+    return HG_OK;
+}
+
+/* The product with its bf16 operands staged: bias to fp32 for oneDNN; on the portable
+ * path also A, B and C to fp32 around the fp32 primitives, and C back to bf16. */
+static hg_status gemm_run(hg_backend *be, const cpu_gemm_desc *d, const void *A, const void *B,
+                          const void *bias, void *C) {
+    cpu_gemm_cache *c = cpu_of(be)->gemm;
+    gemm_entry *e = NULL;
+    HG_TRY(entry_find(c, d, &e));
+    if (!d->bf16_in && !d->bf16_out) return gemm_blocks(c, e, A, B, bias, C, 4, 4);
+    const float *bias32 = bias;
+    if (bias && d->bf16_in) {
+        to_f32(be, c->stage[STAGE_BIAS], bias, (size_t)d->N);
+        bias32 = c->stage[STAGE_BIAS];
+    }
+    if (!e->portable) return gemm_blocks(c, e, A, B, bias32, C, d->bf16_in ? 2 : 4, d->bf16_out ? 2 : 4);
+    if (d->bf16_in) {
+        to_f32(be, c->stage[STAGE_A], A, span_a(d));
+        to_f32(be, c->stage[STAGE_B], B, span_b(d));
+        A = c->stage[STAGE_A], B = c->stage[STAGE_B];
+    }
+    void *C32 = C;
+    size_t nc = span(d->M, d->N, d->ldc);
+    if (d->bf16_out) {
+        C32 = c->stage[STAGE_C];
+        if (d->accumulate) to_f32(be, C32, C, nc);
+    }
+    HG_TRY(gemm_blocks(c, e, A, B, bias32, C32, 4, 4));
+    if (d->bf16_out) to_bf16(be, C, C32, nc);
     return HG_OK;
 }
 
@@ -303,7 +401,7 @@ hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const
                    const float *bias, float *C) {
     int saved = omp_get_max_threads();
     omp_set_num_threads(be->threads);
-    hg_status st = gemm_blocks(cpu_of(be)->gemm, d, A, B, bias, C);
+    hg_status st = gemm_run(be, d, A, B, bias, C);
     omp_set_num_threads(saved);
     return st;
 }
@@ -311,6 +409,28 @@ hg_status cpu_gemm(hg_backend *be, const cpu_gemm_desc *d, const float *A, const
 int cpu_gemm_packs(hg_backend *be, const cpu_gemm_desc *d) {
     const gemm_entry *e = entry_lookup(cpu_of(be)->gemm, d);
     return e && e->full.pack;
+}
+
+/* A 64 x 64 bf16 product: whether oneDNN has bf16 matmul kernels for this CPU. */
+static int probe_bf16(void) {
+    dnnl_engine_t eng = NULL;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) return 0;
+    dnnl_memory_desc_t a, b, c;
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = md_strided(&a, 64, 64, 64, 1, 1) == dnnl_success && md_strided(&b, 64, 64, 64, 1, 1) == dnnl_success &&
+             md_strided(&c, 64, 64, 64, 1, 1) == dnnl_success &&
+             dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(eng);
+    return ok;
+}
+
+int cpu_bf16_gemm_native(void) {
+    static int native = -1; /* probed once; every thread finds the same answer */
+    if (native < 0) native = probe_bf16();
+    return native && !force_portable();
 }
 
 /* ---- the sgemm ceiling ---- */
@@ -355,4 +475,41 @@ hg_status cpu_sgemm_peak(double *gflops) {
     hg_aligned_free(A), hg_aligned_free(B), hg_aligned_free(C);
     *gflops = best;
     return HG_OK;
+}
+
+/* Median GFLOP/s of cpu_gemm on a bf16 (M,N,K) product, NN layout, bf16 out. */
+static double bf16_rate(hg_backend *be, int M, int N, int K, const void *A, const void *B, void *C, hg_status *st) {
+    enum { REPS = 5 };
+    double t[REPS];
+    cpu_gemm_desc d = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .bf16_in = 1, .bf16_out = 1};
+    *st = cpu_gemm(be, &d, A, B, NULL, C); /* creates the primitive; warm-up */
+    for (int r = 0; r < REPS && *st == HG_OK; r++) {
+        double t0 = hg_now();
+        *st = cpu_gemm(be, &d, A, B, NULL, C);
+        t[r] = hg_now() - t0;
+    }
+    if (*st != HG_OK) return 0.0;
+    qsort(t, REPS, sizeof t[0], cmp_double);
+    return 2.0 * M * N * K / t[REPS / 2] / 1e9;
+}
+
+hg_status cpu_bf16_gemm_peak(int threads, double *gflops) {
+    static const int shapes[][3] = {{2048, 2048, 2048}, {1024, 3072, 768}, {1024, 768, 3072}};
+    size_t na = 2048 * 3072, nb = 3072 * 2048, nc = 2048 * 3072;
+    hg_backend *be = NULL;
+    HG_TRY(hg_backend_cpu_create(&be, threads > 0 ? threads : omp_get_num_procs(), HG_PRECISION_BF16));
+    uint16_t *A = hg_aligned_alloc(na * 2), *B = hg_aligned_alloc(nb * 2), *C = hg_aligned_alloc(nc * 2);
+    hg_status st = A && B && C ? HG_OK : hg_fail(HG_ERR_NOMEM, "out of memory for the bf16 GEMM peak measurement");
+    uint32_t x = 12345;
+    for (size_t i = 0; st == HG_OK && i < na; i++) A[i] = f32_to_bf16((float)((x = x * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f);
+    for (size_t i = 0; st == HG_OK && i < nb; i++) B[i] = f32_to_bf16((float)((x = x * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f);
+    double best = 0;
+    for (size_t s = 0; st == HG_OK && s < sizeof shapes / sizeof shapes[0]; s++) {
+        double r = bf16_rate(be, shapes[s][0], shapes[s][1], shapes[s][2], A, B, C, &st);
+        if (r > best) best = r;
+    }
+    hg_aligned_free(A), hg_aligned_free(B), hg_aligned_free(C);
+    be->ops->destroy(be);
+    if (st == HG_OK) *gflops = best;
+    return st;
 }

@@ -1,10 +1,14 @@
 /* LayerNorm and RMSNorm on the CPU: forward, forward fused with the residual add, and a
  * one-pass backward per row. Rows are independent and split statically across threads.
  * One code path serves both norms: RMSNorm is LayerNorm with the mean taken as 0 and no
- * bias; a norm without affine parameters reads no weight. */
+ * bias; a norm without affine parameters reads no weight. Rows and weights are read and
+ * written in the compute type and normalised in fp32 (bf16.h): in bf16 a thread converts
+ * the weights once and each row into buffers of C floats on its stack (C is at most
+ * CPU_BF16_ROW_MAX there); statistics and parameter gradients are fp32. */
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 
 /* Normalises one row x (C) into out, returning its mean (0 for RMSNorm) and rstd. */
@@ -37,27 +41,47 @@ static inline void norm_row(float *out, float *mean, float *rstd, const float *x
 
 void cpu_layernorm_forward(hg_backend *be, float *out, float *mean, float *rstd, const float *inp,
                            const float *w, const float *b, int N, int C, const hg_norm_spec *ns) {
-    #pragma omp parallel for schedule(static) num_threads(be->threads)
-    for (int n = 0; n < N; n++)
-        norm_row(out + (size_t)n * C, ns->rms ? NULL : &mean[n], &rstd[n], inp + (size_t)n * C, w, b, C, ns);
+    #pragma omp parallel num_threads(be->threads)
+    {
+        float wbuf[CPU_ROWBUF(be, C)], bbuf[CPU_ROWBUF(be, C)], xb[CPU_ROWBUF(be, C)], ob[CPU_ROWBUF(be, C)];
+        const float *wf = cpu_view(be, w, 0, (size_t)C, wbuf), *bf = cpu_view(be, b, 0, (size_t)C, bbuf);
+        #pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            size_t at = (size_t)n * C;
+            float *o = cpu_out(be, out, at, ob);
+            norm_row(o, ns->rms ? NULL : &mean[n], &rstd[n], cpu_view(be, inp, at, (size_t)C, xb), wf, bf, C, ns);
+            cpu_commit(be, out, at, o, (size_t)C);
+        }
+    }
 }
 
+/* The residual sum is formed in fp32 and normalised from that, before it is rounded to
+ * the compute type for res_out. */
 void cpu_residual_layernorm_forward(hg_backend *be, float *res_out, float *out, float *mean,
                                     float *rstd, const float *res_in, const float *delta,
                                     const float *w, const float *b, int N, int C,
                                     const hg_dropout *drop, const hg_norm_spec *ns) {
     int dropping = hg_dropout_on(drop);
-    #pragma omp parallel for schedule(static) num_threads(be->threads)
-    for (int n = 0; n < N; n++) {
-        size_t o = (size_t)n * C;
-        float *r = res_out + o;
-        if (dropping) {
-            for (int i = 0; i < C; i++) r[i] = res_in[o + i] + delta[o + i] * hg_dropout_scale(drop, o + i);
-        } else {
-            #pragma omp simd
-            for (int i = 0; i < C; i++) r[i] = res_in[o + i] + delta[o + i];
+    #pragma omp parallel num_threads(be->threads)
+    {
+        float wbuf[CPU_ROWBUF(be, C)], bbuf[CPU_ROWBUF(be, C)], xb[CPU_ROWBUF(be, C)], db[CPU_ROWBUF(be, C)];
+        float rb[CPU_ROWBUF(be, C)], ob[CPU_ROWBUF(be, C)];
+        const float *wf = cpu_view(be, w, 0, (size_t)C, wbuf), *bf = cpu_view(be, b, 0, (size_t)C, bbuf);
+        #pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            size_t o = (size_t)n * C;
+            const float *x = cpu_view(be, res_in, o, (size_t)C, xb), *dl = cpu_view(be, delta, o, (size_t)C, db);
+            float *r = cpu_out(be, res_out, o, rb), *y = cpu_out(be, out, o, ob);
+            if (dropping) {
+                for (int i = 0; i < C; i++) r[i] = x[i] + dl[i] * hg_dropout_scale(drop, o + i);
+            } else {
+                #pragma omp simd
+                for (int i = 0; i < C; i++) r[i] = x[i] + dl[i];
+            }
+            norm_row(y, ns->rms ? NULL : &mean[n], &rstd[n], r, wf, bf, C, ns);
+            cpu_commit(be, res_out, o, r, (size_t)C);
+            cpu_commit(be, out, o, y, (size_t)C);
         }
-        norm_row(out + o, ns->rms ? NULL : &mean[n], &rstd[n], r, w, b, C, ns);
     }
 }
 
@@ -104,12 +128,18 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
         #pragma omp single
         nt_used = nt;
+        float wbuf[CPU_ROWBUF(be, C)], yb[CPU_ROWBUF(be, C)], xb[CPU_ROWBUF(be, C)], dxb[CPU_ROWBUF(be, C)];
+        const float *wf = cpu_view(be, w, 0, (size_t)C, wbuf);
         float *pw = scratch + (size_t)t * 2 * C, *pb = pw + C;
         for (int i = 0; i < C; i++) pw[i] = pb[i] = 0.0f;
         int per = (N + nt - 1) / nt, n0 = t * per, n1 = n0 + per < N ? n0 + per : N;
-        for (int n = n0; n < n1; n++)
-            norm_row_backward(dinp + (size_t)n * C, pw, pb, dout + (size_t)n * C, inp + (size_t)n * C, w,
+        for (int n = n0; n < n1; n++) {
+            size_t at = (size_t)n * C;
+            float *dx = cpu_inout(be, dinp, at, (size_t)C, dxb);
+            norm_row_backward(dx, pw, pb, cpu_view(be, dout, at, (size_t)C, yb), cpu_view(be, inp, at, (size_t)C, xb), wf,
                               rms ? 0.0f : mean[n], rstd[n], C, rms, 0);
+            cpu_commit(be, dinp, at, dx, (size_t)C);
+        }
     }
     add_partials(dw, scratch, nt_used, 2 * (size_t)C, C);
     add_partials(db, scratch + C, nt_used, 2 * (size_t)C, C);
@@ -121,17 +151,21 @@ void cpu_head_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, 
     const int H = s->NH + s->NKV, hs = s->hs;
     const size_t W = (size_t)(s->NH + 2 * s->NKV) * hs, QK = (size_t)H * hs;
     const hg_norm_spec ns = {1, s->eps};
-    #pragma omp parallel for schedule(static) num_threads(be->threads)
-    for (int n = 0; n < s->N; n++) {
-        float *row = qkv + (size_t)n * W;
-        const float *x = row; /* normalised in place when raw is not kept */
-        if (raw) {
-            memcpy(raw + (size_t)n * QK, row, QK * sizeof(float));
-            x = raw + (size_t)n * QK;
+    #pragma omp parallel num_threads(be->threads)
+    {
+        float qb[CPU_ROWBUF(be, hs)], kb[CPU_ROWBUF(be, hs)], xb[CPU_ROWBUF(be, hs)], ob[CPU_ROWBUF(be, hs)];
+        const float *wqf = cpu_view(be, wq, 0, (size_t)hs, qb), *wkf = cpu_view(be, wk, 0, (size_t)hs, kb);
+        #pragma omp for schedule(static)
+        for (int n = 0; n < s->N; n++) {
+            if (raw) memcpy(cpu_elems(be, raw, (size_t)n * QK), cpu_elems(be, qkv, (size_t)n * W), QK * hg_precision_bytes(be->precision));
+            for (int h = 0; h < H; h++) {
+                size_t at = (size_t)n * W + (size_t)h * hs;
+                const float *x = cpu_view(be, qkv, at, (size_t)hs, xb); /* normalised in place */
+                float *o = cpu_out(be, qkv, at, ob);
+                norm_row(o, NULL, &rstd[(size_t)n * H + h], x, h < s->NH ? wqf : wkf, NULL, hs, &ns);
+                cpu_commit(be, qkv, at, o, (size_t)hs);
+            }
         }
-        for (int h = 0; h < H; h++)
-            norm_row(row + (size_t)h * hs, NULL, &rstd[(size_t)n * H + h], x + (size_t)h * hs, h < s->NH ? wq : wk,
-                     NULL, hs, &ns);
     }
 }
 
@@ -146,14 +180,18 @@ void cpu_head_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk,
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
         #pragma omp single
         nt_used = nt;
+        float qb[CPU_ROWBUF(be, hs)], kb[CPU_ROWBUF(be, hs)], xb[CPU_ROWBUF(be, hs)], db[CPU_ROWBUF(be, hs)];
+        const float *wqf = cpu_view(be, wq, 0, (size_t)hs, qb), *wkf = cpu_view(be, wk, 0, (size_t)hs, kb);
         float *pq = scratch + (size_t)t * 2 * hs, *pk = pq + hs;
         for (int i = 0; i < 2 * hs; i++) pq[i] = 0.0f;
         int per = (N + nt - 1) / nt, n0 = t * per, n1 = n0 + per < N ? n0 + per : N;
         for (int n = n0; n < n1; n++)
             for (int h = 0; h < H; h++) {
-                float *d = dqkv + (size_t)n * W + (size_t)h * hs;
-                norm_row_backward(d, h < s->NH ? pq : pk, NULL, d, raw + (size_t)n * QK + (size_t)h * hs,
-                                  h < s->NH ? wq : wk, 0.0f, rstd[(size_t)n * H + h], hs, 1, 1);
+                size_t at = (size_t)n * W + (size_t)h * hs;
+                float *d = cpu_inout(be, dqkv, at, (size_t)hs, db);
+                norm_row_backward(d, h < s->NH ? pq : pk, NULL, d, cpu_view(be, raw, (size_t)n * QK + (size_t)h * hs, (size_t)hs, xb),
+                                  h < s->NH ? wqf : wkf, 0.0f, rstd[(size_t)n * H + h], hs, 1, 1);
+                cpu_commit(be, dqkv, at, d, (size_t)hs);
             }
     }
     add_partials(dwq, scratch, nt_used, 2 * (size_t)hs, hs);
@@ -167,6 +205,14 @@ size_t cpu_layernorm_scratch_bytes(hg_backend *be, int N, int C) {
 
 void cpu_dropout_backward(hg_backend *be, float *dbranch, const float *dres, size_t n,
                           const hg_dropout *drop) {
+    long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
     #pragma omp parallel for schedule(static) num_threads(be->threads)
-    for (size_t i = 0; i < n; i++) dbranch[i] = dres[i] * hg_dropout_scale(drop, i);
+    for (long blk = 0; blk < blocks; blk++) {
+        size_t at = (size_t)blk * CPU_BLOCK, m = n - at < CPU_BLOCK ? n - at : CPU_BLOCK;
+        float xb[CPU_BLOCK], ob[CPU_BLOCK];
+        const float *x = cpu_view(be, dres, at, m, xb);
+        float *o = cpu_out(be, dbranch, at, ob);
+        for (size_t i = 0; i < m; i++) o[i] = x[i] * hg_dropout_scale(drop, at + i);
+        cpu_commit(be, dbranch, at, o, m);
+    }
 }
