@@ -331,7 +331,7 @@ def part_train(args, ceiling):
                 st = by_pass["step"]
                 r = {"train_step": {"mean_s": st["mean_s"], "std_s": st["std_s"]},
                      "tokens_per_s": B * args.ctx / st["mean_s"],
-                     "flops_per_step": st["gflop"] * 1e9, "gemm_peak_gflops": st.get("sgemm_peak_gflops"),
+                     "flops_per_step": st["gflop"] * 1e9, "gemm_peak_gflops": st.get("gemm_peak_gflops", st.get("sgemm_peak_gflops")),
                      "forward_ms": by_pass.get("forward", {}).get("mean_s", 0) * 1e3,
                      "backward_ms": by_pass.get("backward", {}).get("mean_s", 0) * 1e3}
             else:

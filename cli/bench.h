@@ -48,11 +48,15 @@ typedef struct bench_stat {
 
 bench_stat bench_stats(const double *x, int n);
 
-/* The sgemm ceiling on `threads` threads (hg_sgemm_peak_gflops), measured when first
- * asked for in this run and kept, so runs whose rows are all skipped never pay for it.
- * Prints the error and returns 1 on failure. */
+/* The GEMM ceiling of opt's device, threads and precision (hg_gemm_peak_gflops): the
+ * sgemm, a CPU model's bf16 GEMM in bf16 (the sgemm of the same threads is measured
+ * beside it), or the GPU's; measured when first asked for in this run and kept, so runs
+ * whose rows are all skipped never pay for it. Prints the error and returns 1 on failure. */
 int bench_peak(const hg_options *opt, double *gflops);
-/* Prints "sgemm peak in this run: X GFLOP/s on N threads, ..." for the table footer. */
+/* The kind of that ceiling, for JSON: "sgemm", "bf16" or "cuda". */
+const char *bench_peak_kind(const hg_options *opt);
+/* Prints "sgemm peak in this run: X GFLOP/s on N threads, ...; bf16 GEMM peak ..." for
+ * the table footer. */
 void bench_print_peaks(void);
 /* At the end of a run longer than 30 s, measures the peaks again and warns on stderr
  * when one moved by more than 10%: something else ran, and the shares are unreliable. */
@@ -103,7 +107,7 @@ int bench_write_plot(const char *dir, const char *file, const svg_plot *p);
 
 /* The CPU backend for the attention sweep. Model and backend construction for every
  * mode is here (cmd_bench.c), in one place. */
-hg_status bench_backend_create(hg_backend **out, int threads);
+hg_status bench_backend_create(hg_backend **out, int threads, hg_precision precision);
 int bench_attention(const bench_opts *o);
 
 #endif

@@ -37,11 +37,22 @@ static void fill_uniform(float *x, size_t n, uint64_t *state) {
     *state = s;
 }
 
+/* n values of the backend's compute type at p, uniform as fill_uniform draws them. */
+static void fill_compute(hg_backend *be, float *p, size_t n, uint64_t *state) {
+    float tmp[4096];
+    for (size_t at = 0; at < n; at += 4096) {
+        size_t m = n - at < 4096 ? n - at : 4096;
+        fill_uniform(tmp, m, state);
+        be->ops->to_compute(be, (char *)p + at * hg_precision_bytes(be->precision), tmp, m);
+    }
+}
+
 static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t baseline) {
     hg_attention_shape s = {o->m.batch, c->T, o->heads, c->hs, o->causal, 0};
     size_t C = (size_t)o->heads * c->hs, nqkv = (size_t)o->m.batch * c->T * 3 * C, nout = (size_t)o->m.batch * c->T * C;
     size_t nlse = (size_t)o->m.batch * o->heads * c->T, scratch = be->ops->attention_scratch_bytes(be, &s);
-    c->op_bytes = sizeof(float) * (2 * nqkv + 2 * nout + nlse) + scratch;
+    const size_t E = hg_precision_bytes(be->precision); /* q, k, v, out and their gradients */
+    c->op_bytes = E * (2 * nqkv + 2 * nout) + sizeof(float) * nlse + scratch;
     c->need = c->op_bytes + baseline + ATTENTION_ALLOWANCE;
     c->avail = hg_memory_available();
     double fwd = 4.0 * o->m.batch * o->heads * (double)c->T * c->T * c->hs * (o->causal ? 0.5 : 1.0);
@@ -52,18 +63,19 @@ static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t bas
     }
     hg_options popt = hg_options_default();
     popt.threads = c->threads;
+    popt.precision = be->precision;
     if (bench_peak(&popt, &c->peak)) return 1;
     bench_reset_peak_rss();
-    float *qkv = hg_aligned_alloc(nqkv * 4), *dqkv = hg_aligned_alloc(nqkv * 4), *out = hg_aligned_alloc(nout * 4);
-    float *dout = hg_aligned_alloc(nout * 4), *lse = hg_aligned_alloc(nlse * 4), *work = hg_aligned_alloc(scratch);
+    float *qkv = hg_aligned_alloc(nqkv * E), *dqkv = hg_aligned_alloc(nqkv * E), *out = hg_aligned_alloc(nout * E);
+    float *dout = hg_aligned_alloc(nout * E), *lse = hg_aligned_alloc(nlse * 4), *work = hg_aligned_alloc(scratch);
     double *t = malloc(sizeof(double) * 2 * (size_t)o->steps);
     int rc = 0;
     if (!qkv || !dqkv || !out || !dout || !lse || !work || !t) {
         c->skipped = 1; /* the estimate said it fits; memory went elsewhere */
     } else {
         uint64_t state = o->m.seed * 0x9E3779B97F4A7C15ull + (uint64_t)c->T * 131 + (uint64_t)c->hs;
-        fill_uniform(qkv, nqkv, &state);
-        fill_uniform(dout, nout, &state);
+        fill_compute(be, qkv, nqkv, &state);
+        fill_compute(be, dout, nout, &state);
         for (int i = 0; i < o->warmup + o->steps && !rc; i++) {
             double t0 = hg_now();
             rc = be->ops->attention_forward(be, out, lse, qkv, &s, work) != HG_OK;
@@ -120,7 +132,8 @@ static void print_cell(const bench_opts *o, const att_cell *c, int *header) {
     rec_num(&r, "forward_tflops", ftf * run);
     rec_num(&r, "backward_tflops", btf * run);
     rec_num(&r, "tflops", tf * run);
-    rec_num(&r, "sgemm_peak_gflops", c->peak);
+    rec_str(&r, "precision", o->m.dev.precision);
+    rec_num(&r, "gemm_peak_gflops", c->peak);
     rec_num(&r, "peak_fraction", frac * run);
     rec_int(&r, "op_bytes", (long long)c->op_bytes);
     if (c->skipped) rec_null(&r, "peak_rss_bytes");
@@ -192,8 +205,8 @@ int bench_attention(const bench_opts *o) {
         return 1;
     }
     if (o->format == OUT_TABLE) {
-        printf("handgrad bench --attention: batch %d, %d head%s, %s, warmup %d, steps %d\n", o->m.batch, o->heads,
-               o->heads > 1 ? "s" : "", o->causal ? "causal" : "not causal", o->warmup, o->steps);
+        printf("handgrad bench --attention: batch %d, %d head%s, %s, %s, warmup %d, steps %d\n", o->m.batch, o->heads,
+               o->heads > 1 ? "s" : "", o->causal ? "causal" : "not causal", o->m.dev.precision, o->warmup, o->steps);
         printf("TFLOP/s counted as FlashAttention does (forward 4BT^2d%s, backward 2.5x); %% peak is forward+backward\n",
                o->causal ? "/2" : "");
         printf("%8s %6s %3s %10s %8s %10s %8s %7s %7s %8s %9s %9s\n", "Head dim", "Ctx", "Thr", "Fwd (ms)", "Std",
@@ -201,7 +214,7 @@ int bench_attention(const bench_opts *o) {
     }
     for (int k = 0; k < o->threads.n && !rc; k++) {
         hg_backend *be;
-        if (bench_backend_create(&be, o->threads.v[k]) != HG_OK) {
+        if (bench_backend_create(&be, o->threads.v[k], strcmp(o->m.dev.precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16) != HG_OK) {
             rc = cli_fail("bench");
             break;
         }

@@ -18,47 +18,75 @@ bench_stat bench_stats(const double *x, int n) {
     return s;
 }
 
+/* Ceilings measured in this run, by (device, threads, precision): the sgemm, or the bf16
+ * GEMM of a CPU model in bf16; a CUDA model's is its device's GEMM (threads -1). */
 static struct {
-    int threads;
+    hg_options opt; /* device, threads and precision */
     double gflops, when;
 } peaks[BENCH_MAX_LIST];
 static int npeaks;
 
+static int cuda_peak(const hg_options *o) { return o->device == HG_DEVICE_CUDA; }
+static int bf16_peak(const hg_options *o) { return !cuda_peak(o) && o->precision == HG_PRECISION_BF16; }
+
+static int peak_measure(const hg_options *opt, double *gflops) {
+    if (hg_gemm_peak_gflops(opt, gflops) == HG_OK) return 0;
+    fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
+    return 1;
+}
+
+const char *bench_peak_kind(const hg_options *opt) { return cuda_peak(opt) ? "cuda" : bf16_peak(opt) ? "bf16" : "sgemm"; }
+
 int bench_peak(const hg_options *opt, double *gflops) {
-    /* a CUDA model's ceiling is its device's GEMM, measured once and keyed as thread -1 */
-    int threads = opt->device == HG_DEVICE_CUDA ? -1 : opt->threads;
+    hg_options key = hg_options_default();
+    key.device = opt->device, key.precision = opt->precision, key.threads = cuda_peak(opt) ? -1 : opt->threads;
+    if (!cuda_peak(opt) && !bf16_peak(opt)) key.precision = HG_PRECISION_FP32;
     for (int i = 0; i < npeaks; i++)
-        if (peaks[i].threads == threads) {
+        if (peaks[i].opt.device == key.device && peaks[i].opt.threads == key.threads &&
+            peaks[i].opt.precision == key.precision) {
             *gflops = peaks[i].gflops;
             return 0;
         }
-    if ((threads < 0 ? hg_gemm_peak_gflops(opt, gflops) : hg_sgemm_peak_gflops(threads, gflops)) != HG_OK) {
-        fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
-        return 1;
+    /* a bf16 row is shown against its own ceiling, with the sgemm's beside it */
+    double sgemm;
+    if (bf16_peak(&key)) {
+        hg_options f = key;
+        f.precision = HG_PRECISION_FP32;
+        if (bench_peak(&f, &sgemm)) return 1;
     }
-    if (npeaks < BENCH_MAX_LIST) peaks[npeaks].threads = threads, peaks[npeaks].when = hg_now(), peaks[npeaks++].gflops = *gflops;
+    if (peak_measure(&key, gflops)) return 1;
+    if (npeaks < BENCH_MAX_LIST) peaks[npeaks].opt = key, peaks[npeaks].when = hg_now(), peaks[npeaks++].gflops = *gflops;
     return 0;
 }
 
 void bench_check_peaks(void) {
     for (int i = 0; i < npeaks; i++) {
         double now;
-        if (peaks[i].threads < 0 || hg_now() - peaks[i].when < 30 || hg_sgemm_peak_gflops(peaks[i].threads, &now) != HG_OK)
+        if (cuda_peak(&peaks[i].opt) || hg_now() - peaks[i].when < 30 || hg_gemm_peak_gflops(&peaks[i].opt, &now) != HG_OK)
             continue;
         if (fabs(now - peaks[i].gflops) > 0.1 * peaks[i].gflops)
-            fprintf(stderr, "handgrad bench: the sgemm peak on %d threads moved from %.1f to %.1f GFLOP/s during the "
-                    "run: the machine is busy, so the %% of peak figures are unreliable\n", peaks[i].threads,
-                    peaks[i].gflops, now);
+            fprintf(stderr, "handgrad bench: the %s peak on %d threads moved from %.1f to %.1f GFLOP/s during the "
+                    "run: the machine is busy, so the %% of peak figures are unreliable\n",
+                    bf16_peak(&peaks[i].opt) ? "bf16 GEMM" : "sgemm", peaks[i].opt.threads, peaks[i].gflops, now);
     }
 }
 
 void bench_print_peaks(void) {
     if (!npeaks) return;
-    printf("sgemm peak in this run:");
     int cpu = 0;
-    for (int i = 0; i < npeaks; i++)
-        if (peaks[i].threads < 0) printf("%s %.1f GFLOP/s GEMM on the GPU", i ? "," : "", peaks[i].gflops);
-        else printf("%s %.1f GFLOP/s on %d thread%s", i ? "," : "", peaks[i].gflops, peaks[i].threads, peaks[i].threads > 1 ? "s" : ""), cpu = 1;
+    for (int kind = 0; kind < 3; kind++) { /* sgemm, bf16 GEMM, GPU */
+        const char *title[] = {"sgemm peak in this run:", "bf16 GEMM peak in this run:", "GEMM peak in this run:"};
+        int first = 1;
+        for (int i = 0; i < npeaks; i++) {
+            const hg_options *o = &peaks[i].opt;
+            if ((cuda_peak(o) ? 2 : bf16_peak(o) ? 1 : 0) != kind) continue;
+            printf("%s%s %.1f GFLOP/s", first ? (kind ? "; " : "") : ",", first ? title[kind] : "", peaks[i].gflops);
+            if (kind == 2) printf(" on the GPU");
+            else printf(" on %d thread%s", o->threads, o->threads > 1 ? "s" : ""), cpu = 1;
+            if (kind == 1 && first && hg_cpu_bf16_slow()) printf(" (portable or emulated: no bf16 hardware)");
+            first = 0;
+        }
+    }
     if (cpu) printf("; CPU attention tiles: %s", tile_active()->name);
     printf("\n");
 }

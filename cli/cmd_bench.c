@@ -178,7 +178,9 @@ static int parse_options(int argc, char **argv, bench_opts *o) {
 
 /* ---- one place that builds what a row runs on ---- */
 
-hg_status bench_backend_create(hg_backend **out, int threads) { return hg_backend_cpu_create(out, threads, HG_PRECISION_FP32); }
+hg_status bench_backend_create(hg_backend **out, int threads, hg_precision precision) {
+    return hg_backend_cpu_create(out, threads, precision);
+}
 
 static hg_status bench_model_create(hg_model **m, const hg_config *cfg, const hg_options *opt) {
     return hg_model_create(m, cfg, opt);
@@ -214,9 +216,11 @@ typedef struct model_row {
     double params;       /* parameter count, for the plots */
     int ctx, threads, pass, training;
     bench_stat t, fb;    /* t: this pass; fb: forward+backward (backward rows) */
-    double gflop, peak;  /* per call; the sgemm ceiling for these threads */
+    double gflop, peak;  /* per call; the GEMM ceiling of the device, threads and precision */
+    double sgemm;        /* the sgemm ceiling of these threads (CPU; = peak in fp32) */
+    const char *peak_kind; /* bench_peak_kind */
     size_t estimate, rss, avail;
-    int skipped;
+    int skipped, bf16;
 } model_row;
 
 static const char *pass_name(int pass) {
@@ -267,7 +271,10 @@ static void print_model_row(const bench_opts *o, const model_case *mc, const mod
     rec_num(&rec, "tokens_per_s", tps * run);
     rec_num(&rec, "gflop", r->gflop);
     rec_num(&rec, "gflops", gflops * run);
-    rec_num(&rec, "sgemm_peak_gflops", r->peak);
+    rec_str(&rec, "precision", r->bf16 ? "bf16" : "fp32");
+    rec_str(&rec, "gemm_peak", r->peak_kind);
+    rec_num(&rec, "gemm_peak_gflops", r->peak);
+    rec_num(&rec, "sgemm_peak_gflops", r->sgemm);
     rec_num(&rec, "peak_fraction", gflops / r->peak * run);
     rec_int(&rec, "estimate_bytes", (long long)r->estimate);
     if (r->skipped) rec_null(&rec, "peak_rss_bytes");
@@ -330,8 +337,12 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
     int trains = (o->passes & (PASS_BACKWARD | PASS_STEP)) && need_train <= avail;
     int infer = !trains && (o->passes & PASS_FORWARD) && need_infer <= avail;
     model_row base = {.params = (double)hg_config_param_count(&mc->cfg, 0), .ctx = T, .threads = threads,
-                      .training = trains, .peak = NAN, .avail = avail};
+                      .training = trains, .peak = NAN, .sgemm = NAN, .peak_kind = bench_peak_kind(&opt), .avail = avail,
+                      .bf16 = opt.precision == HG_PRECISION_BF16};
     if ((trains || infer) && bench_peak(&opt, &base.peak)) return 1;
+    hg_options fp32 = opt;
+    fp32.precision = HG_PRECISION_FP32;
+    if ((trains || infer) && bench_peak(&fp32, &base.sgemm)) return 1;
     double flop = hg_train_flops(&mc->cfg, o->m.batch, T) / 1e9;
     model_row *r0 = rows + *n;
     for (int p = PASS_FORWARD; p <= PASS_STEP; p <<= 1) {

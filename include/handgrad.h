@@ -365,7 +365,9 @@ typedef struct hg_param_info {
     int ndim;
     int64_t shape[HG_MAX_DIMS];
     int64_t numel;
-    float *data;       /* row-major, shape as above (the fp32 master weights) */
+    float *data;       /* row-major, shape as above (the fp32 master weights; a bf16
+                          model computes from a bf16 copy of them, which hg_param_write
+                          refreshes and a store through this pointer does not) */
     float *grad;       /* same layout; NULL in an inference model */
     float *adam_m;     /* AdamW first moment; NULL in an inference model, and with
                           shards > 1 (see hg_dist_optimizer_get) */

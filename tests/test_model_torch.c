@@ -5,6 +5,16 @@
  * d_model/n_head, tied) by tools/gen_llama_fixture.py. The model's config
  * comes from the fixture's metadata through hg_config_set, field by field.
  *
+ * Then each fixture again with the CPU in bf16 (bf16 weights and activations, fp32
+ * masters and gradients), against the same float64 reference:
+ *   loss, and the loss of each of the ten AdamW steps   1e-2 relative
+ *   gradients            per tensor: cosine similarity with the reference >= 0.999
+ *                        (the key slice of c_attn.bias left out as below)
+ *   the ten losses       at most twice as far from the reference as PyTorch's bf16
+ *                        autocast from the same initialisation (worst step against worst
+ *                        step, plus 1e-3 of the loss), where tests/fixtures/autocast.json
+ *                        has that run (tools/gen_autocast_reference.py).
+ *
  * Tolerances (fp32 engine against a float64 reference; the fixture's own float32 PyTorch
  * run agrees with float64 to ~5e-7, see its self-check):
  *   loss                 1e-5 relative
@@ -87,7 +97,7 @@ static void read_config(hg_st_file *f, hg_config *cfg) {
     cJSON_Delete(c);
 }
 
-static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T) {
+static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T, hg_precision precision) {
     read_config(f, cfg);
     *B = atoi(hg_st_metadata(f, "batch"));
     *T = atoi(hg_st_metadata(f, "seq_len"));
@@ -95,6 +105,7 @@ static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T) {
     o.batch = *B;
     o.seq_len = *T;
     o.threads = 2;
+    o.precision = precision;
     hg_model *m = NULL;
     CHECK_OK(hg_model_create(&m, cfg, &o));
     if (!m) exit(1);
@@ -108,7 +119,10 @@ static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T) {
         snprintf(name, sizeof name, "param.%s", p.name);
         const hg_st_tensor *t = hg_st_find(f, name);
         CHECK(t != NULL);
-        if (t) CHECK_OK(hg_st_read_f32(f, t, p.data, p.numel));
+        float *host = malloc(sizeof(float) * (size_t)p.numel);
+        if (t && host && hg_st_read_f32(f, t, host, p.numel) == HG_OK) CHECK_OK(hg_param_write(m, i, HG_PARAM_DATA, host));
+        else CHECK(!"fixture parameter read");
+        free(host);
     }
     return m;
 }
@@ -120,7 +134,7 @@ static void check_fixture(const char *path) {
     if (!f) return;
     hg_config cfg;
     int B, T;
-    hg_model *m = load_model(f, &cfg, &B, &T);
+    hg_model *m = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32);
     const int N = B * T, V = cfg.vocab_size;
     double *tokd = read_f64(f, "tokens", N), *tgtd = read_f64(f, "targets", N);
     int32_t *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
@@ -164,7 +178,7 @@ static void check_fixture(const char *path) {
     cJSON_Delete(aj);
     double *losses = read_f64(f, "adamw.losses", 10), *norms = read_f64(f, "adamw.grad_norms", 10);
     hg_model_free(m);
-    m = load_model(f, &cfg, &B, &T);
+    m = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32);
     for (int k = 0; k < 10; k++) {
         float l = NAN, gn = NAN;
         CHECK_OK(hg_zero_grad(m));
@@ -199,11 +213,109 @@ static void check_fixture(const char *path) {
     hg_st_close(f);
 }
 
+/* The worst |loss[k] - ref[k]| over the ten steps of PyTorch's bf16 autocast run of this
+ * fixture (tests/fixtures/autocast.json), or -1 when the file has none. */
+static double autocast_deviation(const char *path, const double *ref) {
+    FILE *fp = fopen("fixtures/autocast.json", "rb");
+    if (!fp) return -1.0;
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    cJSON *j = cJSON_Parse(buf);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "fixtures"), base);
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, "losses");
+    double worst = -1.0;
+    if (cJSON_GetArraySize(l) == 10) {
+        worst = 0.0;
+        for (int k = 0; k < 10; k++) worst = fmax(worst, fabs(cJSON_GetArrayItem(l, k)->valuedouble - ref[k]));
+    }
+    cJSON_Delete(j);
+    return worst;
+}
+
+/* Cosine similarity of got and want over n elements, skipping [skip0, skip1). */
+static double cosine(const float *got, const double *want, int64_t n, int64_t skip0, int64_t skip1) {
+    double gw = 0, gg = 0, ww = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i >= skip0 && i < skip1) continue;
+        gw += got[i] * want[i], gg += (double)got[i] * got[i], ww += want[i] * want[i];
+    }
+    return gg > 0 && ww > 0 ? gw / sqrt(gg * ww) : (gg == ww ? 1.0 : 0.0);
+}
+
+static void check_fixture_bf16(const char *path) {
+    printf("%s in bf16\n", path);
+    hg_st_file *f;
+    CHECK_OK(hg_st_open(&f, path));
+    if (!f) return;
+    hg_config cfg;
+    int B, T;
+    hg_model *m = load_model(f, &cfg, &B, &T, HG_PRECISION_BF16);
+    const int N = B * T;
+    const int verbose = getenv("HG_TEST_VERBOSE") != NULL;
+    double *tokd = read_f64(f, "tokens", N), *tgtd = read_f64(f, "targets", N), *want_loss = read_f64(f, "loss", 1);
+    int32_t *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)tokd[i], tgt[i] = (int32_t)tgtd[i];
+    float loss = NAN;
+    CHECK_OK(hg_forward_backward(m, tok, tgt, B, T, 1.0f, &loss));
+    CHECK_CLOSE(loss, want_loss[0], 1e-2, 0);
+    for (int i = 0; i < hg_param_count(m); i++) {
+        hg_param_info p;
+        CHECK_OK(hg_param_at(m, i, &p));
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", p.name);
+        double *want = read_f64(f, name, p.numel);
+        int64_t k0 = 0, k1 = 0; /* the key slice of c_attn.bias without rotary: true gradient 0 */
+        if (strstr(p.name, "attn.c_attn.bias") && cfg.position == HG_POS_LEARNED) {
+            int64_t QD = (int64_t)cfg.n_head * (p.numel / (cfg.n_head + 2 * (cfg.n_kv_head ? cfg.n_kv_head : cfg.n_head)));
+            k0 = QD, k1 = QD + (p.numel - QD) / 2;
+        }
+        double c = cosine(p.grad, want, p.numel, k0, k1);
+        if (verbose) printf("  %-48s cosine %.6f\n", name, c);
+        if (!(c >= 0.999)) {
+            fprintf(stderr, "%s in bf16: cosine similarity %.6f with the reference (want >= 0.999)\n", name, c);
+            check_failures++;
+        }
+        free(want);
+    }
+    cJSON *aj = cJSON_Parse(hg_st_metadata(f, "adamw"));
+    hg_adamw a = {(float)meta_num(aj, "lr"), (float)meta_num(aj, "beta1"), (float)meta_num(aj, "beta2"),
+                  (float)meta_num(aj, "eps"), (float)meta_num(aj, "weight_decay"), (float)meta_num(aj, "grad_clip")};
+    cJSON_Delete(aj);
+    double *losses = read_f64(f, "adamw.losses", 10), worst = 0.0;
+    hg_model_free(m);
+    m = load_model(f, &cfg, &B, &T, HG_PRECISION_BF16);
+    for (int k = 0; k < 10; k++) {
+        float l = NAN, gn = NAN;
+        CHECK_OK(hg_zero_grad(m));
+        CHECK_OK(hg_forward_backward(m, tok, tgt, B, T, 1.0f, &l));
+        CHECK_OK(hg_optimizer_step(m, &a, &gn));
+        CHECK_CLOSE(l, losses[k], 1e-2, 0);
+        worst = fmax(worst, fabs(l - losses[k]));
+    }
+    double ac = autocast_deviation(path, losses);
+    printf("  ten bf16 steps: worst |loss - float64| %.3g (%.2g relative); PyTorch bf16 autocast's %s%.3g\n", worst,
+           worst / losses[0], ac < 0 ? "(not in fixtures/autocast.json) " : "", ac);
+    if (ac >= 0 && !(worst <= 2.0 * ac + 1e-3 * losses[0])) {
+        fprintf(stderr, "%s in bf16: worst step %.3g from the float64 losses, over twice autocast's %.3g\n", path, worst, ac);
+        check_failures++;
+    }
+    free(losses), free(tokd), free(tgtd), free(want_loss), free(tok), free(tgt);
+    hg_model_free(m);
+    hg_st_close(f);
+}
+
 int main(void) {
     check_fixture("fixtures/gpt2_odd.safetensors");
     check_fixture("fixtures/gpt2_tiny.safetensors");
     check_fixture("fixtures/llama_gqa.safetensors");
     check_fixture("fixtures/qwen2_bias.safetensors");
     check_fixture("fixtures/qwen3_qknorm.safetensors");
+    static const char *const bf16[] = {"fixtures/gpt2_odd.safetensors", "fixtures/gpt2_tiny.safetensors",
+                                       "fixtures/llama_gqa.safetensors", "fixtures/qwen2_bias.safetensors",
+                                       "fixtures/qwen3_qknorm.safetensors"};
+    for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++) check_fixture_bf16(bf16[i]);
     CHECK_DONE();
 }

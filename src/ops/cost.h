@@ -14,8 +14,9 @@
 #define HG_OPS_COST_H
 
 /* Work of one call: FLOPs executed (recomputation included) and bytes moved, each tensor
- * read or written counted once at 4 bytes an element (a bf16 CUDA model moves about
- * half of the activation bytes). */
+ * read or written counted once at 4 bytes an element (a bf16 model, on the CPU or CUDA,
+ * moves about half of the activation bytes, so its memory-bound rates read high by up
+ * to 2x). */
 typedef struct hg_op_cost {
     double flops, bytes;
 } hg_op_cost;
