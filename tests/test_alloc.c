@@ -1,5 +1,5 @@
-/* A training step allocates nothing, profiled or not, and neither does generating a
- * token through the KV cache: malloc and friends are interposed and counted across
+/* A training step allocates nothing, profiled or not, in fp32 and in bf16, and neither
+ * does generating a token through the KV cache: malloc and friends are interposed and counted across
  * steady-state steps (after one warm-up step has created the GEMM primitives).
  *
  * oneDNN's C API builds a small argument map inside every dnnl_primitive_execute call
@@ -41,8 +41,8 @@ static int generate(hg_model *m, float *logits, int V) {
 }
 
 /* Training steps (with dropout) and generation of one architecture allocate nothing. */
-static void check_preset(const char *preset) {
-    printf("%s\n", preset);
+static void check_preset(const char *preset, hg_precision precision) {
+    printf("%s%s\n", preset, precision == HG_PRECISION_BF16 ? " in bf16" : "");
     hg_config cfg;
     CHECK_OK(hg_config_preset(preset, &cfg));
     cfg.dropout = 0.1f;
@@ -52,6 +52,7 @@ static void check_preset(const char *preset) {
     o.seq_len = 37;
     o.threads = 2;
     o.seed = 7;
+    o.precision = precision;
     hg_model *m = NULL;
     CHECK_OK(hg_model_create(&m, &cfg, &o));
     if (!m) return;
@@ -108,9 +109,12 @@ static void check_preset(const char *preset) {
 }
 
 int main(void) {
-    check_preset("odd");        /* GPT-2 */
-    check_preset("llama-tiny"); /* RMSNorm, RoPE, SwiGLU, GQA, untied */
-    check_preset("qwen2-tiny"); /* the same with a q/k/v bias, tied */
-    check_preset("qwen3-tiny"); /* q/k norm, head_dim above d_model/n_head */
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        hg_precision p = bf16 ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
+        check_preset("odd", p);        /* GPT-2 */
+        check_preset("llama-tiny", p); /* RMSNorm, RoPE, SwiGLU, GQA, untied */
+        check_preset("qwen2-tiny", p); /* the same with a q/k/v bias, tied */
+        check_preset("qwen3-tiny", p); /* q/k norm, head_dim above d_model/n_head */
+    }
     CHECK_DONE();
 }

@@ -12,8 +12,9 @@
  *                        (the key slice of c_attn.bias left out as below)
  *   the ten losses       at most twice as far from the reference as PyTorch's bf16
  *                        autocast from the same initialisation (worst step against worst
- *                        step, plus 1e-3 of the loss), where tests/fixtures/autocast.json
- *                        has that run (tools/gen_autocast_reference.py).
+ *                        step, plus 1e-5 of the loss), from tests/fixtures/autocast.json
+ *                        (tools/gen_autocast_reference.py); measured 2026-11-27 on the
+ *                        portable path: 0.96-1.37 times autocast's.
  *
  * Tolerances (fp32 engine against a float64 reference; the fixture's own float32 PyTorch
  * run agrees with float64 to ~5e-7, see its self-check):
@@ -294,11 +295,13 @@ static void check_fixture_bf16(const char *path) {
         CHECK_OK(hg_optimizer_step(m, &a, &gn));
         CHECK_CLOSE(l, losses[k], 1e-2, 0);
         worst = fmax(worst, fabs(l - losses[k]));
+        if (verbose) printf("  step %d: loss - float64 %.2e\n", k, l - losses[k]);
     }
     double ac = autocast_deviation(path, losses);
-    printf("  ten bf16 steps: worst |loss - float64| %.3g (%.2g relative); PyTorch bf16 autocast's %s%.3g\n", worst,
-           worst / losses[0], ac < 0 ? "(not in fixtures/autocast.json) " : "", ac);
-    if (ac >= 0 && !(worst <= 2.0 * ac + 1e-3 * losses[0])) {
+    printf("  ten bf16 steps: worst |loss - float64| %.3g (%.2g relative), %.2f times PyTorch bf16 autocast's %.3g\n",
+           worst, worst / losses[0], worst / ac, ac);
+    CHECK(ac >= 0); /* every fixture has its autocast run */
+    if (ac >= 0 && !(worst <= 2.0 * ac + 1e-5 * losses[0])) {
         fprintf(stderr, "%s in bf16: worst step %.3g from the float64 losses, over twice autocast's %.3g\n", path, worst, ac);
         check_failures++;
     }

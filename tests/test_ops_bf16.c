@@ -3,8 +3,11 @@
  * Every op runs on a bf16 backend (inputs as bf16) and on an fp32 backend (the same
  * values, rounded to bf16 and held in fp32). The fp32 ops are held to float64 references
  * by test_ops; here the bf16 op must give what the fp32 op gives, up to rounding its
- * results to bf16. Outputs are poisoned with NaN before each call; outputs that
- * accumulate are prefilled with the same bf16 values on both sides.
+ * results to bf16. The residual stream, its gradient and the norms' weights are fp32 on
+ * both sides (the CPU's residual type), and so are the fp32 results, which must then
+ * agree to summation order.
+ * Outputs are poisoned with NaN before each call; outputs that accumulate are prefilled
+ * with the same values on both sides.
  *
  * Tolerances, with u = 2^-8 the unit roundoff of bf16's 8-bit significand (rounding to
  * nearest moves a value by at most u |value|):
@@ -151,15 +154,14 @@ static void test_encoder(float p) {
     trng r = trng_seed(10);
     int32_t tok[N];
     for (int n = 0; n < N; n++) tok[n] = n % 5 ? trng_int(&r, V) : 3; /* colliding ids */
-    uint16_t *wte_b, *wpe_b, *dout_b;
-    float *wte = rvec(V * C, &r, -1, 1, &wte_b), *wpe = rvec(TMAX * C, &r, -1, 1, &wpe_b);
-    float *dout = rvec(N * C, &r, -1, 1, &dout_b);
-    float *want = fvec(N * C);
-    uint16_t *got = bvec(N * C);
-    poison(want, N * C), bpoison(got, N * C);
+    uint16_t *wte_b, *wpe_b;
+    float *wte = rvec(V * C, &r, -1, 1, &wte_b), *wpe = rvec(TMAX * C, &r, -1, 1, &wpe_b), *dout = fvec(N * C);
+    fill(dout, N * C, &r, -1, 1);
+    float *want = fvec(N * C), *got = fvec(N * C); /* the residual stream: fp32 */
+    poison(want, N * C), poison(got, N * C);
     F->ops->encoder_forward(F, want, tok, wte, wpe, B, T, C, &drop);
-    H->ops->encoder_forward(H, (float *)got, tok, (float *)wte_b, (float *)wpe_b, B, T, C, &drop);
-    check_failures += close_bf(p > 0 ? "encoder forward, dropout" : "encoder forward", got, want, N * C, 1, 0);
+    H->ops->encoder_forward(H, got, tok, (float *)wte_b, (float *)wpe_b, B, T, C, &drop);
+    check_failures += close_f(p > 0 ? "encoder forward, dropout" : "encoder forward", got, want, N * C, 0.0);
     /* backward: fp32 gradients prefilled alike */
     float *dte[2], *dpe[2];
     for (int k = 0; k < 2; k++) {
@@ -168,10 +170,10 @@ static void test_encoder(float p) {
         fill(dte[k], V * C, &q, -1, 1), fill(dpe[k], TMAX * C, &q, -1, 1);
     }
     F->ops->encoder_backward(F, dte[0], dpe[0], dout, tok, B, T, C, &drop);
-    H->ops->encoder_backward(H, dte[1], dpe[1], (float *)dout_b, tok, B, T, C, &drop);
+    H->ops->encoder_backward(H, dte[1], dpe[1], dout, tok, B, T, C, &drop);
     check_failures += close_f("encoder backward dwte", dte[1], dte[0], V * C, 1.0);
     check_failures += close_f("encoder backward dwpe", dpe[1], dpe[0], TMAX * C, 1.0);
-    free(wte), free(wpe), free(dout), free(want), free(got), free(wte_b), free(wpe_b), free(dout_b);
+    free(wte), free(wpe), free(dout), free(want), free(got), free(wte_b), free(wpe_b);
     for (int k = 0; k < 2; k++) free(dte[k]), free(dpe[k]);
 }
 
@@ -206,12 +208,17 @@ static void test_elementwise(void) {
         H->ops->activation_backward(H, k, (float *)got, (float *)x_b, (float *)dy_b, N, F1);
         check_failures += close_bf(name[kind][1], got, want, npre, 1, 0);
     }
-    /* dropout backward */
-    const hg_dropout drop = {.p = 0.25f, .seed = 3, .step = 1, .site = 4};
-    poison(want, n), bpoison(got, n);
-    F->ops->dropout_backward(F, want, dy, n, &drop);
-    H->ops->dropout_backward(H, (float *)got, (float *)dy_b, n, &drop);
-    check_failures += close_bf("dropout backward", got, want, n, 1, 0);
+    /* dropout backward, from the fp32 residual gradient; with p = 0 a conversion */
+    float *dres = fvec(n);
+    fill(dres, n, &r, -1, 1);
+    for (int on = 0; on < 2; on++) {
+        const hg_dropout drop = {.p = on ? 0.25f : 0.0f, .seed = 3, .step = 1, .site = 4};
+        poison(want, n), bpoison(got, n);
+        F->ops->dropout_backward(F, want, dres, n, &drop);
+        H->ops->dropout_backward(H, (float *)got, dres, n, &drop);
+        check_failures += close_bf(on ? "dropout backward" : "dropout backward, p = 0", got, want, n, 1, 0);
+    }
+    free(dres);
     free(x), free(dy), free(want), free(got), free(x_b), free(dy_b);
 }
 
@@ -242,40 +249,41 @@ static void test_rope(void) {
 
 /* ---- norms ---- */
 
+/* The residual stream (x, res_in, res_out, dinp) and the weights are fp32 on both sides;
+ * d (the branch output), out and dout are bf16 on the bf16 side. */
 static void test_norm(int rms, int affine, float drop_p) {
     enum { N = 45, C = 160 };
     const hg_norm_spec ns = {rms, 1e-5f};
     const hg_dropout drop = {.p = drop_p, .seed = 9, .step = 4, .site = 3};
     trng r = trng_seed(40 + (uint64_t)rms * 2 + (uint64_t)affine);
-    uint16_t *x_b, *d_b, *w_b, *b_b, *dy_b, *pre_b;
-    float *x = rvec(N * C, &r, -2, 2, &x_b), *d = rvec(N * C, &r, -1, 1, &d_b), *w = rvec(C, &r, 0.5, 1.5, &w_b);
-    float *b = rvec(C, &r, -0.5, 0.5, &b_b), *dy = rvec(N * C, &r, -1, 1, &dy_b), *pre = rvec(N * C, &r, -1, 1, &pre_b);
-    const float *wf = affine ? w : NULL, *bf = affine && !rms ? b : NULL;
-    const float *wh = affine ? (float *)w_b : NULL, *bh = affine && !rms ? (float *)b_b : NULL;
-    float *want = fvec(N * C), *res = fvec(N * C), *mean[2], *rstd[2];
-    uint16_t *got = bvec(N * C), *res_b = bvec(N * C);
+    uint16_t *d_b, *dy_b;
+    float *x = fvec(N * C), *d = rvec(N * C, &r, -1, 1, &d_b), *w = fvec(C), *b = fvec(C);
+    float *dy = rvec(N * C, &r, -1, 1, &dy_b), *pre = fvec(N * C);
+    fill(x, N * C, &r, -2, 2), fill(pre, N * C, &r, -1, 1), fill(w, C, &r, 0.5, 1.5), fill(b, C, &r, -0.5, 0.5);
+    const float *wf = affine ? w : NULL, *bf = affine && !rms ? b : NULL, *wh = wf, *bh = bf;
+    float *want = fvec(N * C), *res[2] = {fvec(N * C), fvec(N * C)}, *mean[2], *rstd[2];
+    uint16_t *got = bvec(N * C);
     for (int k = 0; k < 2; k++) mean[k] = fvec(N), rstd[k] = fvec(N);
     char name[96];
     const char *kind = rms ? "rmsnorm" : "layernorm";
 
     poison(want, N * C), bpoison(got, N * C);
     F->ops->layernorm_forward(F, want, mean[0], rstd[0], x, wf, bf, N, C, &ns);
-    H->ops->layernorm_forward(H, (float *)got, mean[1], rstd[1], (float *)x_b, wh, bh, N, C, &ns);
+    H->ops->layernorm_forward(H, (float *)got, mean[1], rstd[1], x, wh, bh, N, C, &ns);
     snprintf(name, sizeof name, "%s forward%s", kind, affine ? "" : " (no affine)");
     check_failures += close_bf(name, got, want, N * C, 1, 0);
     check_failures += close_f("norm rstd", rstd[1], rstd[0], N, 0.0);
     if (!rms) check_failures += close_f("norm mean", mean[1], mean[0], N, 1.0);
 
-    poison(want, N * C), bpoison(got, N * C), poison(res, N * C), bpoison(res_b, N * C);
-    F->ops->residual_layernorm_forward(F, res, want, mean[0], rstd[0], x, d, wf, bf, N, C, &drop, &ns);
-    H->ops->residual_layernorm_forward(H, (float *)res_b, (float *)got, mean[1], rstd[1], (float *)x_b, (float *)d_b, wh,
-                                       bh, N, C, &drop, &ns);
+    poison(want, N * C), bpoison(got, N * C), poison(res[0], N * C), poison(res[1], N * C);
+    F->ops->residual_layernorm_forward(F, res[0], want, mean[0], rstd[0], x, d, wf, bf, N, C, &drop, &ns);
+    H->ops->residual_layernorm_forward(H, res[1], (float *)got, mean[1], rstd[1], x, (float *)d_b, wh, bh, N, C, &drop, &ns);
     snprintf(name, sizeof name, "residual+%s forward%s", kind, drop_p > 0 ? ", dropout" : "");
     check_failures += close_bf(name, got, want, N * C, 1, 0);
-    check_failures += close_bf("residual sum", res_b, res, N * C, 1, 0);
+    check_failures += close_f("residual sum", res[1], res[0], N * C, 0.0);
     check_failures += close_f("residual norm rstd", rstd[1], rstd[0], N, 0.0);
 
-    /* backward: dinp accumulates into the same bf16 prefill; dw, db fp32 */
+    /* backward: dinp (fp32) accumulates into the same prefill; dw, db fp32 */
     float *dw[2], *db[2];
     for (int k = 0; k < 2; k++) {
         trng q = trng_seed(41);
@@ -283,18 +291,18 @@ static void test_norm(int rms, int affine, float drop_p) {
         fill(dw[k], C, &q, -1, 1), fill(db[k], C, &q, -1, 1);
     }
     float *scratch = fvec(F->ops->layernorm_scratch_bytes(F, N, C) / 4);
-    memcpy(want, pre, N * C * 4), memcpy(got, pre_b, N * C * 2);
-    F->ops->layernorm_forward(F, res, mean[0], rstd[0], x, wf, bf, N, C, &ns);
-    F->ops->layernorm_backward(F, want, affine ? dw[0] : NULL, affine && !rms ? db[0] : NULL, dy, x, wf, mean[0], rstd[0],
+    memcpy(res[0], pre, N * C * 4), memcpy(res[1], pre, N * C * 4);
+    F->ops->layernorm_forward(F, want, mean[0], rstd[0], x, wf, bf, N, C, &ns);
+    F->ops->layernorm_backward(F, res[0], affine ? dw[0] : NULL, affine && !rms ? db[0] : NULL, dy, x, wf, mean[0], rstd[0],
                                N, C, scratch, &ns);
-    H->ops->layernorm_backward(H, (float *)got, affine ? dw[1] : NULL, affine && !rms ? db[1] : NULL, (float *)dy_b,
-                               (float *)x_b, wh, mean[0], rstd[0], N, C, scratch, &ns);
+    H->ops->layernorm_backward(H, res[1], affine ? dw[1] : NULL, affine && !rms ? db[1] : NULL, (float *)dy_b, x, wh,
+                               mean[0], rstd[0], N, C, scratch, &ns);
     snprintf(name, sizeof name, "%s backward dinp (accumulated)", kind);
-    check_failures += close_bf(name, got, want, N * C, 1, 0);
+    check_failures += close_f(name, res[1], res[0], N * C, 1.0);
     if (affine) check_failures += close_f("norm backward dw", dw[1], dw[0], C, (double)N);
     if (affine && !rms) check_failures += close_f("norm backward db", db[1], db[0], C, (double)N);
-    free(x), free(d), free(w), free(b), free(dy), free(pre), free(want), free(res), free(got), free(res_b), free(scratch);
-    free(x_b), free(d_b), free(w_b), free(b_b), free(dy_b), free(pre_b);
+    free(x), free(d), free(w), free(b), free(dy), free(pre), free(want), free(res[0]), free(res[1]), free(got), free(scratch);
+    free(d_b), free(dy_b);
     for (int k = 0; k < 2; k++) free(mean[k]), free(rstd[k]), free(dw[k]), free(db[k]);
 }
 
@@ -303,16 +311,16 @@ static void test_head_norm(void) {
     const int H2 = s.NH + s.NKV, W = (s.NH + 2 * s.NKV) * s.hs;
     const size_t n = (size_t)s.N * W, nraw = (size_t)s.N * H2 * s.hs;
     trng r = trng_seed(50);
-    uint16_t *x_b, *wq_b, *wk_b, *dy_b;
-    float *x = rvec(n, &r, -2, 2, &x_b), *wq = rvec(s.hs, &r, 0.5, 1.5, &wq_b), *wk = rvec(s.hs, &r, 0.5, 1.5, &wk_b);
-    float *dy = rvec(n, &r, -1, 1, &dy_b);
+    uint16_t *x_b, *dy_b;
+    float *x = rvec(n, &r, -2, 2, &x_b), *wq = fvec(s.hs), *wk = fvec(s.hs), *dy = rvec(n, &r, -1, 1, &dy_b);
+    fill(wq, s.hs, &r, 0.5, 1.5), fill(wk, s.hs, &r, 0.5, 1.5); /* norm weights: fp32 */
     float *want = fvec(n), *raw = fvec(nraw), *rstd[2];
     uint16_t *got = bvec(n), *raw_b = bvec(nraw);
     for (int k = 0; k < 2; k++) rstd[k] = fvec((size_t)s.N * H2);
     memcpy(want, x, n * 4), memcpy(got, x_b, n * 2);
     poison(raw, nraw), bpoison(raw_b, nraw);
     F->ops->head_norm_forward(F, want, raw, rstd[0], wq, wk, &s);
-    H->ops->head_norm_forward(H, (float *)got, (float *)raw_b, rstd[1], (float *)wq_b, (float *)wk_b, &s);
+    H->ops->head_norm_forward(H, (float *)got, (float *)raw_b, rstd[1], wq, wk, &s);
     check_failures += close_bf("qk norm forward", got, want, n, 1, 0);
     check_failures += close_bf("qk norm raw copy", raw_b, raw, nraw, 0, 0);
     check_failures += close_f("qk norm rstd", rstd[1], rstd[0], (size_t)s.N * H2, 0.0);
@@ -325,12 +333,12 @@ static void test_head_norm(void) {
     float *scratch = fvec(F->ops->layernorm_scratch_bytes(F, s.N, s.hs) / 4);
     memcpy(want, dy, n * 4), memcpy(got, dy_b, n * 2);
     F->ops->head_norm_backward(F, want, dwq[0], dwk[0], raw, rstd[0], wq, wk, &s, scratch);
-    H->ops->head_norm_backward(H, (float *)got, dwq[1], dwk[1], (float *)raw_b, rstd[0], (float *)wq_b, (float *)wk_b, &s, scratch);
+    H->ops->head_norm_backward(H, (float *)got, dwq[1], dwk[1], (float *)raw_b, rstd[0], wq, wk, &s, scratch);
     check_failures += close_bf("qk norm backward", got, want, n, 1, 0);
     check_failures += close_f("qk norm backward dwq", dwq[1], dwq[0], s.hs, (double)s.N * s.NH);
     check_failures += close_f("qk norm backward dwk", dwk[1], dwk[0], s.hs, (double)s.N * s.NKV);
     free(x), free(wq), free(wk), free(dy), free(want), free(raw), free(got), free(raw_b), free(scratch);
-    free(x_b), free(wq_b), free(wk_b), free(dy_b);
+    free(x_b), free(dy_b);
     for (int k = 0; k < 2; k++) free(rstd[k]), free(dwq[k]), free(dwk[k]);
 }
 

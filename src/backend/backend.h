@@ -28,7 +28,10 @@ typedef struct hg_backend_ops hg_backend_ops;
 
 /* Element types. Pointers to weights and activations are declared float * everywhere;
  * they hold elements of the backend's compute type: fp32, or bf16 in a backend created
- * with HG_PRECISION_BF16 (CPU or CUDA). Parameter gradients, the fp32 parameters (masters),
+ * with HG_PRECISION_BF16 (CPU or CUDA). The residual stream, its gradient and the
+ * norms' weights and biases (the arguments the op contracts call residual-typed) hold the
+ * backend's residual type: the compute type, or fp32 in a backend with residual_fp32 (the
+ * CPU, as under PyTorch's autocast). Parameter gradients, the fp32 parameters (masters),
  * AdamW moments, LayerNorm mean/rstd, attention lse and losses are always fp32. */
 static inline size_t hg_precision_bytes(hg_precision p) { return p == HG_PRECISION_FP32 ? 4 : 2; }
 
@@ -43,6 +46,8 @@ struct hg_backend {
 struct hg_backend_ops {
     const char *name;
     size_t classifier_chunk_bytes; /* largest (chunk, Vp) logits buffer the classifier wants */
+    /* 1: the residual type is fp32 whatever the compute type; 0: it is the compute type. */
+    int residual_fp32;
     void (*destroy)(hg_backend *be);
     /* HG_OK when this backend runs every op the config needs in opt's precision, else the
      * reason, naming the field (NULL: it runs every config). */
@@ -99,6 +104,11 @@ struct hg_backend_ops {
     hg_adamw_fn *adamw;
     hg_sumsq_fn *sumsq;
 };
+
+/* The residual type of a backend (or of a probe with ops and precision set). */
+static inline hg_precision hg_residual_precision(const hg_backend *be) {
+    return be->ops->residual_fp32 ? HG_PRECISION_FP32 : be->precision;
+}
 
 /* The backend for opt->device and opt->precision: the CPU, or CUDA when this build has it
  * and a usable GPU is present (HG_ERR_UNSUPPORTED otherwise, saying why). */

@@ -51,26 +51,27 @@ static int add_site_params(hg_table *t, const gpt_sites *st, hg_site s, int laye
 }
 
 /* The parameter table from the description, in the order gpt_role documents, with E-byte
- * elements (4 for the fp32 buffers; the compute type's size for the weight copy). The
+ * elements (4 for the fp32 buffers; the compute type's size for the weight copy) and
+ * En-byte norm weights and biases (the residual type's in the weight copy). The
  * embedding and output matrices reserve Vp rows for the classifier's padded vocabulary. */
-static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *t, size_t E) {
+static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *t, size_t E, size_t En) {
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C;
     int nw = gpt_has_norm_weight(c), nb = gpt_has_norm_bias(c), qn = c->qk_norm && nw;
     int ok = add_param(t, -1, R_WTE, "wte.weight", 2, d.V, C, (int64_t)d.Vp * C, E);
     if (c->position == HG_POS_LEARNED) ok = ok && add_param(t, -1, R_WPE, "wpe.weight", 2, c->max_seq_len, C, 0, E);
     for (int l = 0; ok && l < d.L; l++) {
-        ok = (!nw || add_param(t, l, R_LN1_W, "ln_1.weight", 1, C, 1, 0, E)) &&
-             (!nb || add_param(t, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0, E)) &&
+        ok = (!nw || add_param(t, l, R_LN1_W, "ln_1.weight", 1, C, 1, 0, En)) &&
+             (!nb || add_param(t, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0, En)) &&
              add_param(t, l, R_QKV_W, "attn.c_attn.weight", 2, C, d.QKV, 0, E) &&
              (c->omit & HG_OMIT_QKV_BIAS || add_param(t, l, R_QKV_B, "attn.c_attn.bias", 1, d.QKV, 1, 0, E)) &&
-             (!qn || add_param(t, l, R_QNORM_W, "attn.q_norm.weight", 1, d.hs, 1, 0, E)) &&
-             (!qn || add_param(t, l, R_KNORM_W, "attn.k_norm.weight", 1, d.hs, 1, 0, E)) &&
+             (!qn || add_param(t, l, R_QNORM_W, "attn.q_norm.weight", 1, d.hs, 1, 0, En)) &&
+             (!qn || add_param(t, l, R_KNORM_W, "attn.k_norm.weight", 1, d.hs, 1, 0, En)) &&
              add_param(t, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0, E) &&
              (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0, E)) &&
              add_site_params(t, st, HG_SITE_ATTN_PROJ, l, R_SITE_ATTN, E) &&
-             (!nw || add_param(t, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0, E)) &&
-             (!nb || add_param(t, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0, E)) &&
+             (!nw || add_param(t, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0, En)) &&
+             (!nb || add_param(t, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0, En)) &&
              add_param(t, l, R_FC_W, "mlp.c_fc.weight", 2, C, d.FI, 0, E) &&
              (c->omit & HG_OMIT_MLP_BIAS || add_param(t, l, R_FC_B, "mlp.c_fc.bias", 1, d.FI, 1, 0, E)) &&
              add_site_params(t, st, HG_SITE_MLP_ACT, l, R_SITE_MLP, E) &&
@@ -78,8 +79,8 @@ static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *
              (c->omit & HG_OMIT_MLP_BIAS || add_param(t, l, R_FCPROJ_B, "mlp.c_proj.bias", 1, C, 1, 0, E));
     }
     ok = ok && add_site_params(t, st, HG_SITE_FINAL_NORM, -1, R_SITE_FINAL, E);
-    ok = ok && (!nw || add_param(t, -1, R_LNF_W, "ln_f.weight", 1, C, 1, 0, E));
-    ok = ok && (!nb || add_param(t, -1, R_LNF_B, "ln_f.bias", 1, C, 1, 0, E));
+    ok = ok && (!nw || add_param(t, -1, R_LNF_W, "ln_f.weight", 1, C, 1, 0, En));
+    ok = ok && (!nb || add_param(t, -1, R_LNF_B, "ln_f.bias", 1, C, 1, 0, En));
     if (c->untied) ok = ok && add_param(t, -1, R_LM_HEAD, "lm_head.weight", 2, d.V, C, (int64_t)d.Vp * C, E);
     return ok;
 }
@@ -102,11 +103,11 @@ gpt_param_map gpt_param_map_of(const hg_table *t) {
     return pm;
 }
 
-/* The activation table; its order must match enum gpt_act. E is the compute type's size;
- * statistics, ids, losses and the rotary table are 4 bytes; the two op scratches are
- * sized in bytes. */
+/* The activation table; its order must match enum gpt_act. E is the compute type's size,
+ * Er the residual type's (the residual stream and its gradient); statistics, ids, losses
+ * and the rotary table are 4 bytes; the two op scratches are sized in bytes. */
 static int build_act_table(const hg_config *c, const hg_options *o, const gpt_sites *st, hg_table *t, size_t E,
-                           size_t attention_scratch, size_t reduce_scratch, int chunk) {
+                           size_t Er, size_t attention_scratch, size_t reduce_scratch, int chunk) {
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C, L = d.L, N = (int64_t)o->batch * o->seq_len;
     int64_t layers = o->training ? L : 1, bw = o->training ? 1 : 0, ln = c->norm == HG_NORM_LAYERNORM;
@@ -114,7 +115,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     int ok = 1;
     ok &= add(t, "tokens", 1, N, 1, 0, 1, 4, 0) == A_TOKENS;
     ok &= add(t, "targets", 1, N, 1, 0, 1, 4, 0) == A_TARGETS;
-    ok &= add(t, "residual", 2, N, C, 0, o->training ? L + 1 : 2, E, 0) == A_RESIDUAL;
+    ok &= add(t, "residual", 2, N, C, 0, o->training ? L + 1 : 2, Er, 0) == A_RESIDUAL;
     ok &= add(t, "ln1", 2, N, C, 0, layers, E, 0) == A_LN1;
     ok &= add(t, "ln1.mean", 1, ln * N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
     ok &= add(t, "ln1.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
@@ -123,7 +124,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ok &= add(t, "qk_rstd", 2, qn * N, d.NH + d.NKV, 0, layers, 4, 0) == A_QK_RSTD;
     ok &= add(t, "atty", 2, N, d.QD, 0, layers, E, 0) == A_ATTY;
     ok &= add(t, "lse", 2, d.NH, N, 0, layers, 4, 0) == A_LSE;
-    ok &= add(t, "residual2", 2, N, C, 0, layers, E, 0) == A_RESIDUAL2;
+    ok &= add(t, "residual2", 2, N, C, 0, layers, Er, 0) == A_RESIDUAL2;
     ok &= add(t, "ln2", 2, N, C, 0, layers, E, 0) == A_LN2;
     ok &= add(t, "ln2.mean", 1, ln * N, 1, 0, layers, 4, 0) == A_LN2_MEAN;
     ok &= add(t, "ln2.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN2_RSTD;
@@ -138,8 +139,9 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ok &= add(t, "scratch.act", 2, N, d.F, 0, 1, E, 0) == S_ACT;
     ok &= add(t, "scratch.logits", 2, chunk, d.Vp, 0, 1, E, 0) == S_LOGITS;
     ok &= add(t, "scratch.attention", 1, (int64_t)attention_scratch, 1, 0, 1, 1, 0) == S_ATTENTION;
-    ok &= add(t, "scratch.dresidual", 2, bw * N, C, 0, 1, E, 0) == S_DRES;
-    ok &= add(t, "scratch.dbranch", 2, c->dropout > 0 ? bw * N : 0, C, 0, 1, E, 0) == S_DBRANCH;
+    ok &= add(t, "scratch.dresidual", 2, bw * N, C, 0, 1, Er, 0) == S_DRES;
+    /* a branch's gradient apart from dres: under dropout, or in the compute type */
+    ok &= add(t, "scratch.dbranch", 2, c->dropout > 0 || Er != E ? bw * N : 0, C, 0, 1, E, 0) == S_DBRANCH;
     ok &= add(t, "scratch.dln", 2, bw * N, C, 0, 1, E, 0) == S_DLN;
     ok &= add(t, "scratch.datty", 2, bw * N, d.QD, 0, 1, E, 0) == S_DATTY;
     ok &= add(t, "scratch.dwide", 2, bw * N, wide, 0, 1, E, 0) == S_DWIDE;
@@ -186,7 +188,7 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     if (ops->supports) HG_TRY(ops->supports(cfg, opt));
     HG_TRY(gpt_sites_resolve(cfg, opt, threads, sites));
     hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision, .flags = opt->flags};
-    size_t E = hg_precision_bytes(opt->precision);
+    size_t E = hg_precision_bytes(opt->precision), Er = hg_precision_bytes(hg_residual_precision(&probe));
     *chunk = classifier_chunk(cfg, N, ops->classifier_chunk_bytes, E);
     gpt_dims d = gpt_dims_of(cfg);
     hg_attention_shape as = {opt->batch, opt->seq_len, d.NH, d.hs, 1, d.NKV};
@@ -196,8 +198,8 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     hg_table_init(params);
     hg_table_init(weights);
     hg_table_init(acts);
-    if (!build_param_table(cfg, sites, params, 4) || !build_param_table(cfg, sites, weights, E) ||
-        !build_act_table(cfg, opt, sites, acts, E, att, red, *chunk)) {
+    if (!build_param_table(cfg, sites, params, 4, 4) || !build_param_table(cfg, sites, weights, E, Er) ||
+        !build_act_table(cfg, opt, sites, acts, E, Er, att, red, *chunk)) {
         hg_table_free(params);
         hg_table_free(weights);
         hg_table_free(acts);
@@ -280,9 +282,13 @@ void gpt_refresh_weights(hg_model *m, size_t lo, size_t n) {
     if (m->weight == (void *)m->param) return;
     for (int i = 0; i < m->params.count; i++) {
         size_t t0 = m->params.specs[i].offset / sizeof(float), t1 = t0 + (size_t)m->params.specs[i].alloc;
-        size_t a = t0 > lo ? t0 : lo, b = t1 < lo + n ? t1 : lo + n;
-        if (a < b)
-            m->be->ops->to_compute(m->be, gpt_elems(m, gpt_weight(m, i), a - t0), m->param + a, b - a);
+        size_t a = t0 > lo ? t0 : lo, b = t1 < lo + n ? t1 : lo + n, E = m->weights.specs[i].elem_size;
+        if (a >= b) continue;
+        char *w = (char *)gpt_weight(m, i) + (a - t0) * E;
+        /* a tensor the copy keeps in fp32 (a norm's, with residual_fp32: the CPU, where
+         * param is host memory) */
+        if (E == sizeof(float)) m->be->ops->upload(m->be, w, m->param + a, (b - a) * E);
+        else m->be->ops->to_compute(m->be, w, m->param + a, b - a);
     }
 }
 

@@ -154,10 +154,12 @@ hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *log
     return HG_OK;
 }
 
-/* The gradient reaching a dropped-out branch: dres itself when dropout is off. */
+/* The gradient reaching a branch, in the compute type: dres itself when dropout is off
+ * and the residual type is the compute type, else dropout'(dres) (with p = 0, a copy
+ * into the compute type) in S_DBRANCH. */
 static const float *branch_grad(hg_model *m, int layer, const float *dres, uint32_t site) {
     hg_dropout d = dropout_site(m, site);
-    if (!hg_dropout_on(&d)) return dres;
+    if (!hg_dropout_on(&d) && hg_residual_precision(m->be) == m->be->precision) return dres;
     float *out = gpt_act(m, S_DBRANCH, 0);
     op_dropout_backward(m, layer, out, dres, (size_t)m->B * m->T * m->d.C, &d);
     return out;
@@ -175,7 +177,7 @@ hg_status gpt_backward_body(hg_model *m) {
      * before it, ln_f's gradient goes to the op's output and the op's to the residual */
     const int final = site_on(m, HG_SITE_FINAL_NORM);
     float *dnorm_in = final ? gpt_act(m, S_SITE_GRAD, 0) : dres;
-    op_zero(m, OP_ZERO_DRES, L - 1, dnorm_in, hg_precision_bytes(m->be->precision) * (size_t)N * C);
+    op_zero(m, OP_ZERO_DRES, L - 1, dnorm_in, hg_precision_bytes(hg_residual_precision(m->be)) * (size_t)N * C);
     op_layernorm_backward(m, L - 1, dnorm_in, G(-1, R_LNF_W), G(-1, R_LNF_B), dln,
                           gpt_act(m, final ? A_SITE_OUT : A_RESIDUAL, final ? 0 : L), P(-1, R_LNF_W),
                           norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);

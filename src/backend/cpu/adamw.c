@@ -20,7 +20,7 @@ static inline uint16_t bf16_stochastic(float x, uint32_t r16) {
 }
 
 /* Elements [i0, i0+n) of the parameter buffer: p, g, m, v, and w (their bf16 copy, or
- * NULL) at their first element. */
+ * NULL: none, or one kept in fp32, which the caller copies) at their first element. */
 static void adamw_tensor(hg_backend *be, float *p, const float *g, float *m, float *v, uint16_t *w, size_t i0, size_t n,
                          const hg_adamw_args *a, float wd) {
     const hg_adamw_update *u = &a->u;
@@ -51,7 +51,8 @@ static void adamw_tensor(hg_backend *be, float *p, const float *g, float *m, flo
     }
 }
 
-/* a->w: the bf16 copy (the `weights` layout) in bf16; NULL in fp32, where p is it. */
+/* a->w: the compute copy (the `weights` layout) in bf16, whose norm tensors are fp32
+ * (residual_fp32); NULL in fp32, where p is it. */
 void cpu_adamw(hg_backend *be, const hg_adamw_args *a) {
     for (int i = 0; i < a->params->count; i++) {
         const hg_tensor_spec *s = &a->params->specs[i];
@@ -60,8 +61,11 @@ void cpu_adamw(hg_backend *be, const hg_adamw_args *a) {
         if (a0 >= a1) continue;
         float wd = (s->flags & HG_SPEC_DECAY) ? a->u.weight_decay : 0.0f;
         size_t o = a0 - a->lo;
-        uint16_t *w = a->w ? (uint16_t *)((char *)a->w + a->weights->specs[i].offset) + (a0 - t0) : NULL;
-        adamw_tensor(be, a->p + a0, a->g + o, a->m + o, a->v + o, w, a0, a1 - a0, a, wd);
+        char *w = a->w ? (char *)a->w + a->weights->specs[i].offset : NULL;
+        int w32 = w && a->weights->specs[i].elem_size == sizeof(float);
+        adamw_tensor(be, a->p + a0, a->g + o, a->m + o, a->v + o, w && !w32 ? (uint16_t *)w + (a0 - t0) : NULL, a0,
+                     a1 - a0, a, wd);
+        if (w32) memcpy((float *)w + (a0 - t0), a->p + a0, (a1 - a0) * sizeof(float));
     }
 }
 

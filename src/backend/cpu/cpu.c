@@ -81,6 +81,11 @@ static hg_status cpu_supports(const hg_config *c, const hg_options *o) {
 static const hg_backend_ops cpu_ops = {
     .name = "cpu",
     .classifier_chunk_bytes = CLASSIFIER_CHUNK_BYTES,
+    /* The residual stream, its gradient and the norms' weights stay fp32 in bf16 too, as
+     * under PyTorch's autocast: the residual's sums are not rounded to 8 bits layer after
+     * layer, and a norm weight near 1 keeps updates smaller than bf16's step there
+     * (2^-7) (docs/architecture.md). */
+    .residual_fp32 = 1,
     .destroy = cpu_destroy,
     .supports = cpu_supports,
     .alloc = cpu_alloc,

@@ -1,7 +1,7 @@
 /* Token and position embeddings on the CPU, forward and backward. wpe and dwpe are NULL
- * for a model without learned positions. Rows are read and written in the compute type
- * in blocks of CPU_BLOCK channels and computed in fp32 (bf16.h); dwte and dwpe are fp32
- * gradients. */
+ * for a model without learned positions. wte and wpe are read in the compute type in
+ * blocks of CPU_BLOCK channels (bf16.h); out and dout, the residual stream, are fp32 (the
+ * CPU's residual type), as are the gradients dwte and dwpe. */
 #include <string.h>
 
 #include "backend/cpu/bf16.h"
@@ -14,10 +14,10 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
     for (long item = 0; item < (long)B * T * nb; item++) {
         size_t n = (size_t)(item / nb), c0 = (size_t)(item % nb) * CPU_BLOCK, at = n * C + c0;
         size_t m = C - c0 < CPU_BLOCK ? C - c0 : CPU_BLOCK;
-        float eb[CPU_BLOCK], pb[CPU_BLOCK], ob[CPU_BLOCK];
+        float eb[CPU_BLOCK], pb[CPU_BLOCK];
         const float *te = cpu_view(be, wte, (size_t)tokens[n] * C + c0, m, eb);
         const float *pe = cpu_view(be, wpe, (n % (size_t)T) * C + c0, m, pb);
-        float *o = cpu_out(be, out, at, ob);
+        float *o = out + at;
         if (pe) {
             #pragma omp simd
             for (size_t i = 0; i < m; i++) o[i] = te[i] + pe[i];
@@ -26,7 +26,6 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
         }
         if (dropping)
             for (size_t i = 0; i < m; i++) o[i] *= hg_dropout_scale(drop, at + i);
-        cpu_commit(be, out, at, o, m);
     }
 }
 
@@ -40,27 +39,23 @@ void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float 
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
         int per = ((C + 15) / 16 + nt - 1) / nt * 16;
         int c0 = t * per, c1 = c0 + per < C ? c0 + per : C;
-        for (int b0 = c0; b0 < c1; b0 += CPU_BLOCK) {
-            int w = c1 - b0 < CPU_BLOCK ? c1 - b0 : CPU_BLOCK;
-            float gb[CPU_BLOCK];
-            for (int n = 0; n < B * T; n++) {
-                const float *g = cpu_view(be, dout, (size_t)n * C + b0, (size_t)w, gb);
-                float *te = dwte + (size_t)tokens[n] * C + b0, *pe = dwpe ? dwpe + (size_t)(n % T) * C + b0 : NULL;
-                if (dropping) {
-                    for (int i = 0; i < w; i++) {
-                        float gi = g[i] * hg_dropout_scale(drop, (size_t)n * C + b0 + i);
-                        te[i] += gi;
-                        if (pe) pe[i] += gi;
-                    }
-                } else if (!pe) {
-                    #pragma omp simd
-                    for (int i = 0; i < w; i++) te[i] += g[i];
-                } else {
-                    #pragma omp simd
-                    for (int i = 0; i < w; i++) {
-                        te[i] += g[i];
-                        pe[i] += g[i];
-                    }
+        for (int n = 0; n < B * T; n++) {
+            const float *g = dout + (size_t)n * C;
+            float *te = dwte + (size_t)tokens[n] * C, *pe = dwpe ? dwpe + (size_t)(n % T) * C : NULL;
+            if (dropping) {
+                for (int i = c0; i < c1; i++) {
+                    float gi = g[i] * hg_dropout_scale(drop, (size_t)n * C + i);
+                    te[i] += gi;
+                    if (pe) pe[i] += gi;
+                }
+            } else if (!pe) {
+                #pragma omp simd
+                for (int i = c0; i < c1; i++) te[i] += g[i];
+            } else {
+                #pragma omp simd
+                for (int i = c0; i < c1; i++) {
+                    te[i] += g[i];
+                    pe[i] += g[i];
                 }
             }
         }

@@ -1,10 +1,12 @@
 /* LayerNorm and RMSNorm on the CPU: forward, forward fused with the residual add, and a
  * one-pass backward per row. Rows are independent and split statically across threads.
  * One code path serves both norms: RMSNorm is LayerNorm with the mean taken as 0 and no
- * bias; a norm without affine parameters reads no weight. Rows and weights are read and
- * written in the compute type and normalised in fp32 (bf16.h): in bf16 a thread converts
- * the weights once and each row into buffers of C floats on its stack (C is at most
- * CPU_BF16_ROW_MAX there); statistics and parameter gradients are fp32. */
+ * bias; a norm without affine parameters reads no weight. The residual stream (inp of
+ * the norms, res_in and res_out, dinp of the backward) and the norms' weights and biases
+ * are fp32, the CPU's residual type; outputs, the branch output delta and dout are in the
+ * compute type, read and written in rows converted on the thread's stack in bf16 (bf16.h;
+ * C is at most CPU_BF16_ROW_MAX there) and normalised in fp32. Statistics and parameter
+ * gradients are fp32. */
 #include <math.h>
 #include <string.h>
 
@@ -43,20 +45,17 @@ void cpu_layernorm_forward(hg_backend *be, float *out, float *mean, float *rstd,
                            const float *w, const float *b, int N, int C, const hg_norm_spec *ns) {
     #pragma omp parallel num_threads(be->threads)
     {
-        float wbuf[CPU_ROWBUF(be, C)], bbuf[CPU_ROWBUF(be, C)], xb[CPU_ROWBUF(be, C)], ob[CPU_ROWBUF(be, C)];
-        const float *wf = cpu_view(be, w, 0, (size_t)C, wbuf), *bf = cpu_view(be, b, 0, (size_t)C, bbuf);
+        float ob[CPU_ROWBUF(be, C)];
         #pragma omp for schedule(static)
         for (int n = 0; n < N; n++) {
             size_t at = (size_t)n * C;
             float *o = cpu_out(be, out, at, ob);
-            norm_row(o, ns->rms ? NULL : &mean[n], &rstd[n], cpu_view(be, inp, at, (size_t)C, xb), wf, bf, C, ns);
+            norm_row(o, ns->rms ? NULL : &mean[n], &rstd[n], inp + at, w, b, C, ns);
             cpu_commit(be, out, at, o, (size_t)C);
         }
     }
 }
 
-/* The residual sum is formed in fp32 and normalised from that, before it is rounded to
- * the compute type for res_out. */
 void cpu_residual_layernorm_forward(hg_backend *be, float *res_out, float *out, float *mean,
                                     float *rstd, const float *res_in, const float *delta,
                                     const float *w, const float *b, int N, int C,
@@ -64,22 +63,19 @@ void cpu_residual_layernorm_forward(hg_backend *be, float *res_out, float *out, 
     int dropping = hg_dropout_on(drop);
     #pragma omp parallel num_threads(be->threads)
     {
-        float wbuf[CPU_ROWBUF(be, C)], bbuf[CPU_ROWBUF(be, C)], xb[CPU_ROWBUF(be, C)], db[CPU_ROWBUF(be, C)];
-        float rb[CPU_ROWBUF(be, C)], ob[CPU_ROWBUF(be, C)];
-        const float *wf = cpu_view(be, w, 0, (size_t)C, wbuf), *bf = cpu_view(be, b, 0, (size_t)C, bbuf);
+        float db[CPU_ROWBUF(be, C)], ob[CPU_ROWBUF(be, C)];
         #pragma omp for schedule(static)
         for (int n = 0; n < N; n++) {
             size_t o = (size_t)n * C;
-            const float *x = cpu_view(be, res_in, o, (size_t)C, xb), *dl = cpu_view(be, delta, o, (size_t)C, db);
-            float *r = cpu_out(be, res_out, o, rb), *y = cpu_out(be, out, o, ob);
+            const float *x = res_in + o, *dl = cpu_view(be, delta, o, (size_t)C, db);
+            float *r = res_out + o, *y = cpu_out(be, out, o, ob);
             if (dropping) {
                 for (int i = 0; i < C; i++) r[i] = x[i] + dl[i] * hg_dropout_scale(drop, o + i);
             } else {
                 #pragma omp simd
                 for (int i = 0; i < C; i++) r[i] = x[i] + dl[i];
             }
-            norm_row(y, ns->rms ? NULL : &mean[n], &rstd[n], r, wf, bf, C, ns);
-            cpu_commit(be, res_out, o, r, (size_t)C);
+            norm_row(y, ns->rms ? NULL : &mean[n], &rstd[n], r, w, b, C, ns);
             cpu_commit(be, out, o, y, (size_t)C);
         }
     }
@@ -128,17 +124,14 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
         #pragma omp single
         nt_used = nt;
-        float wbuf[CPU_ROWBUF(be, C)], yb[CPU_ROWBUF(be, C)], xb[CPU_ROWBUF(be, C)], dxb[CPU_ROWBUF(be, C)];
-        const float *wf = cpu_view(be, w, 0, (size_t)C, wbuf);
+        float yb[CPU_ROWBUF(be, C)];
         float *pw = scratch + (size_t)t * 2 * C, *pb = pw + C;
         for (int i = 0; i < C; i++) pw[i] = pb[i] = 0.0f;
         int per = (N + nt - 1) / nt, n0 = t * per, n1 = n0 + per < N ? n0 + per : N;
         for (int n = n0; n < n1; n++) {
             size_t at = (size_t)n * C;
-            float *dx = cpu_inout(be, dinp, at, (size_t)C, dxb);
-            norm_row_backward(dx, pw, pb, cpu_view(be, dout, at, (size_t)C, yb), cpu_view(be, inp, at, (size_t)C, xb), wf,
-                              rms ? 0.0f : mean[n], rstd[n], C, rms, 0);
-            cpu_commit(be, dinp, at, dx, (size_t)C);
+            norm_row_backward(dinp + at, pw, pb, cpu_view(be, dout, at, (size_t)C, yb), inp + at, w, rms ? 0.0f : mean[n],
+                              rstd[n], C, rms, 0);
         }
     }
     add_partials(dw, scratch, nt_used, 2 * (size_t)C, C);
@@ -153,8 +146,7 @@ void cpu_head_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, 
     const hg_norm_spec ns = {1, s->eps};
     #pragma omp parallel num_threads(be->threads)
     {
-        float qb[CPU_ROWBUF(be, hs)], kb[CPU_ROWBUF(be, hs)], xb[CPU_ROWBUF(be, hs)], ob[CPU_ROWBUF(be, hs)];
-        const float *wqf = cpu_view(be, wq, 0, (size_t)hs, qb), *wkf = cpu_view(be, wk, 0, (size_t)hs, kb);
+        float xb[CPU_ROWBUF(be, hs)], ob[CPU_ROWBUF(be, hs)];
         #pragma omp for schedule(static)
         for (int n = 0; n < s->N; n++) {
             if (raw) memcpy(cpu_elems(be, raw, (size_t)n * QK), cpu_elems(be, qkv, (size_t)n * W), QK * hg_precision_bytes(be->precision));
@@ -162,7 +154,7 @@ void cpu_head_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, 
                 size_t at = (size_t)n * W + (size_t)h * hs;
                 const float *x = cpu_view(be, qkv, at, (size_t)hs, xb); /* normalised in place */
                 float *o = cpu_out(be, qkv, at, ob);
-                norm_row(o, NULL, &rstd[(size_t)n * H + h], x, h < s->NH ? wqf : wkf, NULL, hs, &ns);
+                norm_row(o, NULL, &rstd[(size_t)n * H + h], x, h < s->NH ? wq : wk, NULL, hs, &ns);
                 cpu_commit(be, qkv, at, o, (size_t)hs);
             }
         }
@@ -180,8 +172,7 @@ void cpu_head_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk,
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
         #pragma omp single
         nt_used = nt;
-        float qb[CPU_ROWBUF(be, hs)], kb[CPU_ROWBUF(be, hs)], xb[CPU_ROWBUF(be, hs)], db[CPU_ROWBUF(be, hs)];
-        const float *wqf = cpu_view(be, wq, 0, (size_t)hs, qb), *wkf = cpu_view(be, wk, 0, (size_t)hs, kb);
+        float xb[CPU_ROWBUF(be, hs)], db[CPU_ROWBUF(be, hs)];
         float *pq = scratch + (size_t)t * 2 * hs, *pk = pq + hs;
         for (int i = 0; i < 2 * hs; i++) pq[i] = 0.0f;
         int per = (N + nt - 1) / nt, n0 = t * per, n1 = n0 + per < N ? n0 + per : N;
@@ -190,7 +181,7 @@ void cpu_head_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk,
                 size_t at = (size_t)n * W + (size_t)h * hs;
                 float *d = cpu_inout(be, dqkv, at, (size_t)hs, db);
                 norm_row_backward(d, h < s->NH ? pq : pk, NULL, d, cpu_view(be, raw, (size_t)n * QK + (size_t)h * hs, (size_t)hs, xb),
-                                  h < s->NH ? wqf : wkf, 0.0f, rstd[(size_t)n * H + h], hs, 1, 1);
+                                  h < s->NH ? wq : wk, 0.0f, rstd[(size_t)n * H + h], hs, 1, 1);
                 cpu_commit(be, dqkv, at, d, (size_t)hs);
             }
     }
@@ -203,16 +194,20 @@ size_t cpu_layernorm_scratch_bytes(hg_backend *be, int N, int C) {
     return (size_t)be->threads * 2 * (size_t)C * sizeof(float);
 }
 
+/* dres is fp32 (the residual type), dbranch the compute type; with dropout off (p = 0),
+ * dbranch is dres in the compute type. */
 void cpu_dropout_backward(hg_backend *be, float *dbranch, const float *dres, size_t n,
                           const hg_dropout *drop) {
+    const int dropping = hg_dropout_on(drop);
     long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (long blk = 0; blk < blocks; blk++) {
         size_t at = (size_t)blk * CPU_BLOCK, m = n - at < CPU_BLOCK ? n - at : CPU_BLOCK;
-        float xb[CPU_BLOCK], ob[CPU_BLOCK];
-        const float *x = cpu_view(be, dres, at, m, xb);
-        float *o = cpu_out(be, dbranch, at, ob);
-        for (size_t i = 0; i < m; i++) o[i] = x[i] * hg_dropout_scale(drop, at + i);
+        float ob[CPU_BLOCK], *o = cpu_out(be, dbranch, at, ob);
+        if (dropping)
+            for (size_t i = 0; i < m; i++) o[i] = dres[at + i] * hg_dropout_scale(drop, at + i);
+        else
+            memcpy(o, dres + at, m * sizeof(float));
         cpu_commit(be, dbranch, at, o, m);
     }
 }

@@ -247,6 +247,7 @@ static hg_status cuda_supports(const hg_config *c, const hg_options *) {
 static const hg_backend_ops cuda_ops = {
     .name = "cuda",
     .classifier_chunk_bytes = CUDA_CLASSIFIER_CHUNK_BYTES,
+    .residual_fp32 = 0, /* the residual stream and the norms' weights in the compute type */
     .destroy = cuda_destroy,
     .supports = cuda_supports,
     .alloc = cuda_alloc,
