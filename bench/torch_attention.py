@@ -3,7 +3,8 @@ printing a row in the schema of `handgrad bench --attention --json`.
 
 impl "naive" spells attention out (scores, causal mask, softmax, weighted sum), storing the
 (B, NH, T, T) matrices; "sdpa" is F.scaled_dot_product_attention (torch >= 2.0), whose CPU
-kernel is blockwise. Inputs are (B, NH, T, d) q, k, v uniform in [-1, 1), as handgrad's.
+kernel is blockwise. Inputs are (B, NH, T, d) q, k, v uniform in [-1, 1), as handgrad's, in
+fp32 or (--precision bf16) bf16.
 A cell whose naive score matrices cannot fit (three (B, NH, T, T) fp32 matrices live at
 once in the backward) reports OOM without running; others run under the memory guard,
 which turns an allocation failure into OOM.
@@ -34,6 +35,7 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="dtype of q, k, v and dout")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if min(args.head_dim, args.ctx, args.batch, args.heads, args.threads, args.steps) < 1 or args.warmup < 0:
@@ -66,8 +68,9 @@ def run(args, torch, row):
     if args.impl == "sdpa" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
         raise RuntimeError(f"torch {torch.__version__} has no scaled_dot_product_attention")
     g = torch.Generator().manual_seed(args.seed)
-    q, k, v = (torch.rand(B, NH, T, d, generator=g).mul_(2).sub_(1).requires_grad_() for _ in range(3))
-    dout = torch.rand(B, NH, T, d, generator=g).mul_(2).sub_(1)
+    dt = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    q, k, v = (torch.rand(B, NH, T, d, generator=g).mul_(2).sub_(1).to(dt).requires_grad_() for _ in range(3))
+    dout = torch.rand(B, NH, T, d, generator=g).mul_(2).sub_(1).to(dt)
     attn = attention_fn(torch, args.impl, args.causal, T)
     state = {}
 
@@ -103,6 +106,7 @@ def main():
     row = {"kind": "attention", "impl": f"torch-{args.impl}", "torch_version": torch.__version__,
            "head_dim": args.head_dim, "heads": args.heads, "batch": args.batch, "ctx": args.ctx,
            "threads": args.threads, "causal": args.causal, "warmup": args.warmup, "steps": args.steps,
+           "precision": args.precision,
            "oom": False, "note": "", "forward_gflop": fwd_gflop, "backward_gflop": 2.5 * fwd_gflop}
     status = 0
     try:

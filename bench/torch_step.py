@@ -1,5 +1,7 @@
 """Times forward, backward and a training step of GPT-2 or the CS336 Transformer in PyTorch on the CPU,
 printing rows in the schema of `handgrad bench --json` (one JSON object per pass).
+--precision bf16 runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16)
+(fp32 parameters and optimizer, bf16 products), the mixed precision a PyTorch user turns on.
 
 Two architectures: GPT-2 (tools/torch_gpt2.py; presets small ... 2.7B, tiny, odd) and the
 CS336 "basics" Transformer (tools/torch_cs336.py: RMSNorm, RoPE, SwiGLU, no biases, untied
@@ -72,6 +74,8 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--pass", dest="passes", default="forward,backward,step")
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: forward and loss under torch.autocast(\"cpu\", dtype=torch.bfloat16), fp32 parameters")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="JSON lines only")
     args = ap.parse_args()
@@ -146,7 +150,11 @@ def run(args, torch, rows):
     model = GPT(cfg, attn_impl="sdpa" if sdpa else "math")
     tokens = torch.randint(0, args.vocab, (B, T))
     targets = torch.randint(0, args.vocab, (B, T))
-    fwd = torch.compile(model) if args.mode == "compile" else model
+    compiled = torch.compile(model) if args.mode == "compile" else model
+
+    def fwd(x, y):  # mixed precision as a PyTorch user turns it on: autocast around the forward
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            return compiled(x, y)
 
     def forward():
         fwd(tokens, targets)
@@ -193,7 +201,8 @@ def main():
 
     rows = {p: {"kind": "model", "impl": f"torch-{args.mode}", "torch_version": torch.__version__,
                 "model": args.model_name, "batch": args.batch, "ctx": args.ctx, "threads": args.threads,
-                "pass": p, "warmup": args.warmup, "steps": args.steps, "oom": False, "note": ""}
+                "pass": p, "warmup": args.warmup, "steps": args.steps, "precision": args.precision, "oom": False,
+                "note": ""}
             for p in args.passes}
     status = 0
     try:
