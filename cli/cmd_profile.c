@@ -166,9 +166,10 @@ static void layer_times(const prof_run *r, double *fwd, double *bwd) {
 static void print_tables(const prof_run *r, op_row *rows, int nrows) {
     const int L = r->cfg.n_layer;
     totals t = totals_of(r);
-    printf("handgrad profile: %s, batch %d, ctx %d, %d threads, warmup %d, %d profiled steps\n\n", r->preset, r->B,
-           r->T, r->threads, r->warmup, r->steps);
-    printf("ceilings, measured after the steps: GEMM peak %.1f GF/s", r->peak_gflops);
+    printf("handgrad profile: %s, batch %d, ctx %d, %d threads, %s, warmup %d, %d profiled steps\n\n", r->preset, r->B,
+           r->T, r->threads, r->opt.precision == HG_PRECISION_BF16 ? "bf16" : "fp32", r->warmup, r->steps);
+    printf("ceilings, measured after the steps: %sGEMM peak %.1f GF/s",
+           r->opt.precision == HG_PRECISION_BF16 ? "bf16 " : "", r->peak_gflops);
     if (r->bandwidth_gbps > 0) printf(", memory bandwidth %.1f GB/s (triad)", r->bandwidth_gbps);
     printf("; Ceil%%: an op's rate as a share of the one its kind is bound by\n");
     const char *att = hg_model_attention_kernels(r->m);

@@ -209,8 +209,8 @@ static void test_norm(hg_backend *cpu, hg_backend *gpu, int C, const hg_norm_spe
  * not) and backward. Written 2026-11-24 after the day's GPU time: cuda_supports refuses
  * qk_norm until this group has passed on a GPU. ---- */
 
-static void test_head_norm(hg_backend *cpu, hg_backend *gpu, int N, int NH, int NKV, int hs, int has_w) {
-    const hg_head_norm_shape s = {N, NH, NKV, hs, 1e-6f};
+static void test_qk_norm(hg_backend *cpu, hg_backend *gpu, int N, int NH, int NKV, int hs, int has_w) {
+    const hg_qk_norm_shape s = {N, NH, NKV, hs, 1e-6f};
     const size_t W = (size_t)(NH + 2 * NKV) * hs, n = (size_t)N * W, QK = (size_t)N * (NH + NKV) * hs, H = (size_t)N * (NH + NKV);
     trng r = trng_seed(91 + (uint64_t)(NH * 10 + NKV + hs + has_w));
     float *qkv = rvec(gpu, n, &r, -1.5, 2.5), *dq = rvec(gpu, n, &r, -1, 1);
@@ -218,18 +218,18 @@ static void test_head_norm(hg_backend *cpu, hg_backend *gpu, int N, int NH, int 
     float *dw0 = rvec(gpu, 2 * (size_t)hs, &r, -1, 1);
     float *out = copy_of(qkv, n), *raw = fvec(QK), *rstd = fvec(H), *din = copy_of(dq, n), *dw = copy_of(dw0, 2 * (size_t)hs);
     float *scr = fvec(cpu->ops->layernorm_scratch_bytes(cpu, N, hs) / sizeof(float));
-    cpu->ops->head_norm_forward(cpu, out, raw, rstd, wq, wk, &s);
-    cpu->ops->head_norm_backward(cpu, din, has_w ? dw : NULL, has_w ? dw + hs : NULL, raw, rstd, wq, wk, &s, scr);
+    cpu->ops->qk_norm_forward(cpu, out, raw, rstd, wq, wk, &s);
+    cpu->ops->qk_norm_backward(cpu, din, has_w ? dw : NULL, has_w ? dw + hs : NULL, raw, rstd, wq, wk, &s, scr);
 
     void *g_out = dev_from(gpu, qkv, n, 1), *g_in = dev_from(gpu, qkv, n, 1), *g_raw = dev_poison(gpu, QK, 1);
     void *g_rstd = dev_poison(gpu, H, 0), *g_rstd2 = dev_poison(gpu, H, 0), *g_d = dev_from(gpu, dq, n, 1);
     void *g_wq = has_w ? dev_from(gpu, wq, hs, 1) : NULL, *g_wk = has_w ? dev_from(gpu, wk, hs, 1) : NULL;
     float *g_dw = dev_from(gpu, dw0, 2 * (size_t)hs, 0);
     void *g_scr = dev_poison(gpu, gpu->ops->layernorm_scratch_bytes(gpu, N, hs) / sizeof(float), 0);
-    gpu->ops->head_norm_forward(gpu, g_out, g_raw, g_rstd, g_wq, g_wk, &s);
-    gpu->ops->head_norm_forward(gpu, g_in, NULL, g_rstd2, g_wq, g_wk, &s); /* in place, raw not kept */
+    gpu->ops->qk_norm_forward(gpu, g_out, g_raw, g_rstd, g_wq, g_wk, &s);
+    gpu->ops->qk_norm_forward(gpu, g_in, NULL, g_rstd2, g_wq, g_wk, &s); /* in place, raw not kept */
     /* backward from the CPU's raw and rstd, so only the backward is under test */
-    gpu->ops->head_norm_backward(gpu, g_d, has_w ? g_dw : NULL, has_w ? g_dw + hs : NULL, dev_from(gpu, raw, QK, 1),
+    gpu->ops->qk_norm_backward(gpu, g_d, has_w ? g_dw : NULL, has_w ? g_dw + hs : NULL, dev_from(gpu, raw, QK, 1),
                                  dev_from(gpu, rstd, H, 0), g_wq, g_wk, &s, g_scr);
     sync_or_fail(gpu, "qk_norm");
     printf("  qk_norm N=%d NH=%d NKV=%d hs=%d, %s\n", N, NH, NKV, hs, has_w ? "wq and wk" : "no weights");
@@ -630,10 +630,10 @@ static void g_norm(hg_backend *cpu, hg_backend *gpu) {
     test_norm(cpu, gpu, 768, &RMS, NORM_W);
 }
 
-static void g_head_norm(hg_backend *cpu, hg_backend *gpu) {
-    test_head_norm(cpu, gpu, 37, 4, 2, 32, 1); /* Qwen3's: a weight per q and per k */
-    test_head_norm(cpu, gpu, 19, 3, 1, 128, 1);
-    test_head_norm(cpu, gpu, 23, 2, 2, 64, 0);
+static void g_qk_norm(hg_backend *cpu, hg_backend *gpu) {
+    test_qk_norm(cpu, gpu, 37, 4, 2, 32, 1); /* Qwen3's: a weight per q and per k */
+    test_qk_norm(cpu, gpu, 19, 3, 1, 128, 1);
+    test_qk_norm(cpu, gpu, 23, 2, 2, 64, 0);
 }
 
 static void g_matmul(hg_backend *cpu, hg_backend *gpu) {
@@ -714,7 +714,7 @@ static void g_cached(hg_backend *cpu, hg_backend *gpu) {
 static const struct {
     const char *name;
     void (*run)(hg_backend *cpu, hg_backend *gpu);
-} groups[] = {{"encoder", g_encoder},     {"norm", g_norm},           {"head_norm", g_head_norm},
+} groups[] = {{"encoder", g_encoder},     {"norm", g_norm},           {"qk_norm", g_qk_norm},
               {"matmul", g_matmul},       {"activation", g_activation}, {"rope", g_rope},
               {"attention", g_attention}, {"attention_own", g_attention_own}, {"classifier", g_classifier},
               {"adamw", g_adamw}, {"attention_cached", g_cached}};

@@ -128,6 +128,33 @@ static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T, hg_pr
     return m;
 }
 
+/* The fixture's batch as int32 ids (the caller frees both). */
+static void read_batch(hg_st_file *f, int N, int32_t **tok, int32_t **tgt) {
+    double *tokd = read_f64(f, "tokens", N), *tgtd = read_f64(f, "targets", N);
+    *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) (*tok)[i] = (int32_t)tokd[i], (*tgt)[i] = (int32_t)tgtd[i];
+    free(tokd), free(tgtd);
+}
+
+/* The fixture's AdamW settings (its metadata's "adamw" object). */
+static hg_adamw read_adamw(hg_st_file *f) {
+    cJSON *aj = cJSON_Parse(hg_st_metadata(f, "adamw"));
+    CHECK(aj != NULL);
+    hg_adamw a = {(float)meta_num(aj, "lr"), (float)meta_num(aj, "beta1"), (float)meta_num(aj, "beta2"),
+                  (float)meta_num(aj, "eps"), (float)meta_num(aj, "weight_decay"), (float)meta_num(aj, "grad_clip")};
+    cJSON_Delete(aj);
+    return a;
+}
+
+/* [*k0, *k1): the key slice of a c_attn.bias without rotary embeddings, whose true
+ * gradient is 0 (see the top); empty for any other tensor. */
+static void key_bias_slice(const hg_config *cfg, const hg_param_info *p, int64_t *k0, int64_t *k1) {
+    *k0 = *k1 = 0;
+    if (!strstr(p->name, "attn.c_attn.bias") || cfg->position != HG_POS_LEARNED) return;
+    int64_t QD = (int64_t)cfg->n_head * (p->numel / (cfg->n_head + 2 * (cfg->n_kv_head ? cfg->n_kv_head : cfg->n_head)));
+    *k0 = QD, *k1 = QD + (p->numel - QD) / 2;
+}
+
 static void check_fixture(const char *path) {
     printf("%s\n", path);
     hg_st_file *f;
@@ -137,9 +164,8 @@ static void check_fixture(const char *path) {
     int B, T;
     hg_model *m = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32);
     const int N = B * T, V = cfg.vocab_size;
-    double *tokd = read_f64(f, "tokens", N), *tgtd = read_f64(f, "targets", N);
-    int32_t *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
-    for (int i = 0; i < N; i++) tok[i] = (int32_t)tokd[i], tgt[i] = (int32_t)tgtd[i];
+    int32_t *tok, *tgt;
+    read_batch(f, N, &tok, &tgt);
     double *want_logits = read_f64(f, "logits", (int64_t)N * V), *want_loss = read_f64(f, "loss", 1);
 
     /* forward: loss and logits (logits poisoned first so an unwritten element shows) */
@@ -172,11 +198,7 @@ static void check_fixture(const char *path) {
     }
 
     /* ten AdamW steps on the same batch */
-    cJSON *aj = cJSON_Parse(hg_st_metadata(f, "adamw"));
-    CHECK(aj != NULL);
-    hg_adamw a = {(float)meta_num(aj, "lr"), (float)meta_num(aj, "beta1"), (float)meta_num(aj, "beta2"),
-                  (float)meta_num(aj, "eps"), (float)meta_num(aj, "weight_decay"), (float)meta_num(aj, "grad_clip")};
-    cJSON_Delete(aj);
+    hg_adamw a = read_adamw(f);
     double *losses = read_f64(f, "adamw.losses", 10), *norms = read_f64(f, "adamw.grad_norms", 10);
     hg_model_free(m);
     m = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32);
@@ -197,11 +219,11 @@ static void check_fixture(const char *path) {
         double *want = read_f64(f, name, p.numel);
         snprintf(name, sizeof name, "param.%s", p.name);
         double *init = read_f64(f, name, p.numel);
-        if (strstr(p.name, "attn.c_attn.bias") && cfg.position == HG_POS_LEARNED) {
-            int64_t QD = (int64_t)cfg.n_head * (p.numel / (cfg.n_head + 2 * (cfg.n_kv_head ? cfg.n_kv_head : cfg.n_head)));
-            int64_t KVD = (p.numel - QD) / 2; /* q | k | v: compare q and v only */
-            compare(p.name, p.data, want, init, QD, 1e-3, 0);
-            compare(p.name, p.data + QD + KVD, want + QD + KVD, init + QD + KVD, KVD, 1e-3, 0);
+        int64_t k0, k1;
+        key_bias_slice(&cfg, &p, &k0, &k1);
+        if (k1 > k0) { /* q | k | v: compare q and v only */
+            compare(p.name, p.data, want, init, k0, 1e-3, 0);
+            compare(p.name, p.data + k1, want + k1, init + k1, p.numel - k1, 1e-3, 0);
         } else {
             compare(p.name, p.data, want, init, p.numel, 1e-3, 0);
         }
@@ -209,7 +231,7 @@ static void check_fixture(const char *path) {
         free(init);
     }
     free(losses), free(norms), free(logits), free(want_logits), free(want_loss);
-    free(tokd), free(tgtd), free(tok), free(tgt);
+    free(tok), free(tgt);
     hg_model_free(m);
     hg_st_close(f);
 }
@@ -256,9 +278,9 @@ static void check_fixture_bf16(const char *path) {
     hg_model *m = load_model(f, &cfg, &B, &T, HG_PRECISION_BF16);
     const int N = B * T;
     const int verbose = getenv("HG_TEST_VERBOSE") != NULL;
-    double *tokd = read_f64(f, "tokens", N), *tgtd = read_f64(f, "targets", N), *want_loss = read_f64(f, "loss", 1);
-    int32_t *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
-    for (int i = 0; i < N; i++) tok[i] = (int32_t)tokd[i], tgt[i] = (int32_t)tgtd[i];
+    double *want_loss = read_f64(f, "loss", 1);
+    int32_t *tok, *tgt;
+    read_batch(f, N, &tok, &tgt);
     float loss = NAN;
     CHECK_OK(hg_forward_backward(m, tok, tgt, B, T, 1.0f, &loss));
     CHECK_CLOSE(loss, want_loss[0], 1e-2, 0);
@@ -268,11 +290,8 @@ static void check_fixture_bf16(const char *path) {
         char name[160];
         snprintf(name, sizeof name, "grad.%s", p.name);
         double *want = read_f64(f, name, p.numel);
-        int64_t k0 = 0, k1 = 0; /* the key slice of c_attn.bias without rotary: true gradient 0 */
-        if (strstr(p.name, "attn.c_attn.bias") && cfg.position == HG_POS_LEARNED) {
-            int64_t QD = (int64_t)cfg.n_head * (p.numel / (cfg.n_head + 2 * (cfg.n_kv_head ? cfg.n_kv_head : cfg.n_head)));
-            k0 = QD, k1 = QD + (p.numel - QD) / 2;
-        }
+        int64_t k0, k1;
+        key_bias_slice(&cfg, &p, &k0, &k1);
         double c = cosine(p.grad, want, p.numel, k0, k1);
         if (verbose) printf("  %-48s cosine %.6f\n", name, c);
         if (!(c >= 0.999)) {
@@ -281,10 +300,7 @@ static void check_fixture_bf16(const char *path) {
         }
         free(want);
     }
-    cJSON *aj = cJSON_Parse(hg_st_metadata(f, "adamw"));
-    hg_adamw a = {(float)meta_num(aj, "lr"), (float)meta_num(aj, "beta1"), (float)meta_num(aj, "beta2"),
-                  (float)meta_num(aj, "eps"), (float)meta_num(aj, "weight_decay"), (float)meta_num(aj, "grad_clip")};
-    cJSON_Delete(aj);
+    hg_adamw a = read_adamw(f);
     double *losses = read_f64(f, "adamw.losses", 10), worst = 0.0;
     hg_model_free(m);
     m = load_model(f, &cfg, &B, &T, HG_PRECISION_BF16);
@@ -305,7 +321,7 @@ static void check_fixture_bf16(const char *path) {
         fprintf(stderr, "%s in bf16: worst step %.3g from the float64 losses, over twice autocast's %.3g\n", path, worst, ac);
         check_failures++;
     }
-    free(losses), free(tokd), free(tgtd), free(want_loss), free(tok), free(tgt);
+    free(losses), free(want_loss), free(tok), free(tgt);
     hg_model_free(m);
     hg_st_close(f);
 }

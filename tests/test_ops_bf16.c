@@ -306,8 +306,8 @@ static void test_norm(int rms, int affine, float drop_p) {
     for (int k = 0; k < 2; k++) free(mean[k]), free(rstd[k]), free(dw[k]), free(db[k]);
 }
 
-static void test_head_norm(void) {
-    const hg_head_norm_shape s = {.N = 23, .NH = 4, .NKV = 2, .hs = 32, .eps = 1e-6f};
+static void test_qk_norm(void) {
+    const hg_qk_norm_shape s = {.N = 23, .NH = 4, .NKV = 2, .hs = 32, .eps = 1e-6f};
     const int H2 = s.NH + s.NKV, W = (s.NH + 2 * s.NKV) * s.hs;
     const size_t n = (size_t)s.N * W, nraw = (size_t)s.N * H2 * s.hs;
     trng r = trng_seed(50);
@@ -319,8 +319,8 @@ static void test_head_norm(void) {
     for (int k = 0; k < 2; k++) rstd[k] = fvec((size_t)s.N * H2);
     memcpy(want, x, n * 4), memcpy(got, x_b, n * 2);
     poison(raw, nraw), bpoison(raw_b, nraw);
-    F->ops->head_norm_forward(F, want, raw, rstd[0], wq, wk, &s);
-    H->ops->head_norm_forward(H, (float *)got, (float *)raw_b, rstd[1], wq, wk, &s);
+    F->ops->qk_norm_forward(F, want, raw, rstd[0], wq, wk, &s);
+    H->ops->qk_norm_forward(H, (float *)got, (float *)raw_b, rstd[1], wq, wk, &s);
     check_failures += close_bf("qk norm forward", got, want, n, 1, 0);
     check_failures += close_bf("qk norm raw copy", raw_b, raw, nraw, 0, 0);
     check_failures += close_f("qk norm rstd", rstd[1], rstd[0], (size_t)s.N * H2, 0.0);
@@ -332,8 +332,8 @@ static void test_head_norm(void) {
     }
     float *scratch = fvec(F->ops->layernorm_scratch_bytes(F, s.N, s.hs) / 4);
     memcpy(want, dy, n * 4), memcpy(got, dy_b, n * 2);
-    F->ops->head_norm_backward(F, want, dwq[0], dwk[0], raw, rstd[0], wq, wk, &s, scratch);
-    H->ops->head_norm_backward(H, (float *)got, dwq[1], dwk[1], (float *)raw_b, rstd[0], wq, wk, &s, scratch);
+    F->ops->qk_norm_backward(F, want, dwq[0], dwk[0], raw, rstd[0], wq, wk, &s, scratch);
+    H->ops->qk_norm_backward(H, (float *)got, dwq[1], dwk[1], (float *)raw_b, rstd[0], wq, wk, &s, scratch);
     check_failures += close_bf("qk norm backward", got, want, n, 1, 0);
     check_failures += close_f("qk norm backward dwq", dwq[1], dwq[0], s.hs, (double)s.N * s.NH);
     check_failures += close_f("qk norm backward dwk", dwk[1], dwk[0], s.hs, (double)s.N * s.NKV);
@@ -592,7 +592,7 @@ static void run_all(void) {
     test_norm(0, 1, 0.2f);
     test_norm(1, 1, 0.0f);
     test_norm(0, 0, 0.0f);
-    test_head_norm();
+    test_qk_norm();
     test_matmul(37, 96, 160, 1);
     test_matmul(64, 256, 48, 0);
     test_matmul(300, 64, 1600, 1); /* N cut into column blocks */

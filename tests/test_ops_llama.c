@@ -589,9 +589,9 @@ static void head_rows(double *rows, float *x, int N, int NH, int NKV, int hs, in
 /* Forward against ref_norm_row per head and backward against ref_norm_backward per head
  * group, the reference against finite differences; raw kept bitwise, v untouched, raw
  * NULL giving the same bits, dwq/dwk accumulated (or left alone when NULL). */
-static void test_head_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int hs, int has_w, uint64_t seed) {
+static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int hs, int has_w, uint64_t seed) {
     const hg_norm_spec ns = {1, 1e-6f};
-    const hg_head_norm_shape s = {N, NH, NKV, hs, ns.eps};
+    const hg_qk_norm_shape s = {N, NH, NKV, hs, ns.eps};
     const hg_rope_shape rows_shape = {1, N, 0, NH, NKV, hs}; /* for check_v_untouched */
     const int H = NH + NKV, W = (NH + 2 * NKV) * hs, QK = H * hs;
     trng r = trng_seed(seed);
@@ -658,7 +658,7 @@ static void test_head_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int
             memcpy(out[run], qkv, sizeof(float) * N * W);
             poison(rstd[run], (size_t)N * H);
             if (run < 2) poison(raw[run], (size_t)N * QK);
-            be->ops->head_norm_forward(be, out[run], run < 2 ? raw[run] : NULL, rstd[run], w[0], w[1], &s);
+            be->ops->qk_norm_forward(be, out[run], run < 2 ? raw[run] : NULL, rstd[run], w[0], w[1], &s);
         }
         snprintf(name, sizeof name, "%s out", tag);
         check_failures += check_bitwise(name, out[0], out[1], (size_t)N * W) + check_bitwise(name, out[0], out[2], (size_t)N * W);
@@ -685,7 +685,7 @@ static void test_head_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int
             memcpy(d[run], R, sizeof(float) * N * W);
             for (int g = 0; g < 2; g++) memcpy(dw[run][g], pre_dw[g], sizeof(float) * hs);
             poison(scr, nscr);
-            be->ops->head_norm_backward(be, d[run], w[0] ? dw[run][0] : NULL, w[1] ? dw[run][1] : NULL, raw[0], rstd[0],
+            be->ops->qk_norm_backward(be, d[run], w[0] ? dw[run][0] : NULL, w[1] ? dw[run][1] : NULL, raw[0], rstd[0],
                                         w[0], w[1], &s, scr);
         }
         snprintf(name, sizeof name, "%s backward", tag);
@@ -725,8 +725,8 @@ int test_ops_llama(hg_backend *bes[OPS_NBE]) {
     test_norm(bes, ln5, 0, 0, 1203);  /* LayerNorm without affine parameters */
     test_residual_rmsnorm(bes, rms6, 0.0f);
     test_residual_rmsnorm(bes, rms5, 0.3f);
-    test_head_norm(bes, 37, 4, 2, 32, 1, 1210); /* Qwen3's: a weight per q and per k */
-    test_head_norm(bes, 5, 3, 1, 16, 0, 1211);  /* multi-query, without weights */
+    test_qk_norm(bes, 37, 4, 2, 32, 1, 1210); /* Qwen3's: a weight per q and per k */
+    test_qk_norm(bes, 5, 3, 1, 16, 0, 1211);  /* multi-query, without weights */
 
     test_rope(bes, 2, 37, 0, 6, 2, 16, 10000.0f);
     test_rope(bes, 2, 37, 211, 6, 2, 32, 10000.0f);  /* a later chunk of the sequences */

@@ -82,8 +82,8 @@ struct hg_backend_ops {
     hg_residual_layernorm_forward_fn *residual_layernorm_forward;
     hg_layernorm_backward_fn *layernorm_backward;
     hg_layernorm_scratch_fn *layernorm_scratch_bytes;
-    hg_head_norm_forward_fn *head_norm_forward;
-    hg_head_norm_backward_fn *head_norm_backward;
+    hg_qk_norm_forward_fn *qk_norm_forward;
+    hg_qk_norm_backward_fn *qk_norm_backward;
     hg_dropout_backward_fn *dropout_backward;
     hg_matmul_forward_fn *matmul_forward;
     hg_matmul_backward_fn *matmul_backward;

@@ -71,28 +71,28 @@ static inline void op_layernorm_backward(hg_model *m, int layer, float *dinp, fl
 }
 
 /* The q/k norm of block `layer` on qkv: forward, or with dqkv its backward in place. */
-static inline hg_head_norm_shape gpt_head_norm_shape(const hg_model *m) {
-    hg_head_norm_shape s = {m->B * m->T, m->d.NH, m->d.NKV, m->d.hs, gpt_norm_eps(&m->cfg)};
+static inline hg_qk_norm_shape gpt_qk_norm_shape(const hg_model *m) {
+    hg_qk_norm_shape s = {m->B * m->T, m->d.NH, m->d.NKV, m->d.hs, gpt_norm_eps(&m->cfg)};
     return s;
 }
 
-static inline void op_head_norm_forward(hg_model *m, int layer, float *qkv, float *raw, float *rstd, const float *wq,
+static inline void op_qk_norm_forward(hg_model *m, int layer, float *qkv, float *raw, float *rstd, const float *wq,
                                         const float *wk) {
-    hg_head_norm_shape s = gpt_head_norm_shape(m);
+    hg_qk_norm_shape s = gpt_qk_norm_shape(m);
     double t0 = prof_begin(m);
-    m->be->ops->head_norm_forward(m->be, qkv, raw, rstd, wq, wk, &s);
+    m->be->ops->qk_norm_forward(m->be, qkv, raw, rstd, wq, wk, &s);
     PROF_OP(m, t0, .kind = OP_QK_NORM_FWD, .layer = layer, .dims = {s.N, s.NH + s.NKV, s.hs},
-            .cost = hg_head_norm_cost(&s, 0), .touch = {qkv, raw, rstd});
+            .cost = hg_qk_norm_cost(&s, 0), .touch = {qkv, raw, rstd});
 }
 
-static inline void op_head_norm_backward(hg_model *m, int layer, float *dqkv, float *dwq, float *dwk,
+static inline void op_qk_norm_backward(hg_model *m, int layer, float *dqkv, float *dwq, float *dwk,
                                          const float *raw, const float *rstd, const float *wq, const float *wk,
                                          float *scratch) {
-    hg_head_norm_shape s = gpt_head_norm_shape(m);
+    hg_qk_norm_shape s = gpt_qk_norm_shape(m);
     double t0 = prof_begin(m);
-    m->be->ops->head_norm_backward(m->be, dqkv, dwq, dwk, raw, rstd, wq, wk, &s, scratch);
+    m->be->ops->qk_norm_backward(m->be, dqkv, dwq, dwk, raw, rstd, wq, wk, &s, scratch);
     PROF_OP(m, t0, .kind = OP_QK_NORM_BWD, .layer = layer, .dims = {s.N, s.NH + s.NKV, s.hs},
-            .cost = hg_head_norm_cost(&s, 1), .touch = {dqkv, raw, rstd});
+            .cost = hg_qk_norm_cost(&s, 1), .touch = {dqkv, raw, rstd});
 }
 
 /* kind: OP_ROPE_FWD on qkv, or OP_ROPE_BWD on dqkv. */

@@ -25,20 +25,20 @@ typedef void hg_dropout_backward_fn(hg_backend *be, float *dbranch, const float 
  * projection, over its hs elements, in place; q heads scaled by wq (hs), k heads by wk
  * (hs) (NULL: 1); v untouched. Row layout as in ops/attention.h: W = (NH + 2 NKV) hs,
  * q heads then k heads then v heads. */
-typedef struct hg_head_norm_shape {
+typedef struct hg_qk_norm_shape {
     int N, NH, NKV, hs;
     float eps;
-} hg_head_norm_shape;
+} hg_qk_norm_shape;
 /* qkv (N,W): q and k heads normalised in place. raw (N, (NH+NKV) hs): the q|k part as it
  * was, kept for backward (NULL: not kept); rstd (N, NH+NKV), head-major within a row. */
-typedef void hg_head_norm_forward_fn(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq,
-                                     const float *wk, const hg_head_norm_shape *s);
+typedef void hg_qk_norm_forward_fn(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq,
+                                     const float *wk, const hg_qk_norm_shape *s);
 /* dqkv (N,W): its q and k parts, gradients wrt the normalised heads, turned in place into
  * gradients wrt raw; v's part untouched. dwq, dwk (hs) += (NULL exactly when wq, wk are).
  * scratch: layernorm_scratch_bytes(N, hs) bytes. */
-typedef void hg_head_norm_backward_fn(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw,
+typedef void hg_qk_norm_backward_fn(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw,
                                       const float *rstd, const float *wq, const float *wk,
-                                      const hg_head_norm_shape *s, float *scratch);
+                                      const hg_qk_norm_shape *s, float *scratch);
 
 #define HG_NORM_OPS(X)                                                  \
     X(LAYERNORM_FWD, "layernorm forward", FORWARD, MEMORY)              \
@@ -67,7 +67,7 @@ static inline hg_op_cost hg_norm_backward_cost(int N, int C) {
 }
 /* q and k elements: forward reads them and writes them and raw; backward reads dqkv and
  * raw and writes dqkv. */
-static inline hg_op_cost hg_head_norm_cost(const hg_head_norm_shape *s, int backward) {
+static inline hg_op_cost hg_qk_norm_cost(const hg_qk_norm_shape *s, int backward) {
     double n = (double)s->N * (s->NH + s->NKV) * s->hs;
     hg_op_cost c = {(backward ? 8.0 : 4.0) * n, HG_COST_F4 * (3.0 * n + (double)s->N * (s->NH + s->NKV))};
     return c;

@@ -104,8 +104,8 @@ static const hg_backend_ops cpu_ops = {
     .residual_layernorm_forward = cpu_residual_layernorm_forward,
     .layernorm_backward = cpu_layernorm_backward,
     .layernorm_scratch_bytes = cpu_layernorm_scratch_bytes,
-    .head_norm_forward = cpu_head_norm_forward,
-    .head_norm_backward = cpu_head_norm_backward,
+    .qk_norm_forward = cpu_qk_norm_forward,
+    .qk_norm_backward = cpu_qk_norm_backward,
     .dropout_backward = cpu_dropout_backward,
     .matmul_forward = cpu_matmul_forward,
     .matmul_backward = cpu_matmul_backward,
@@ -153,8 +153,7 @@ hg_status hg_backend_cpu_create(hg_backend **out, int threads, hg_precision prec
 }
 
 const char *hg_cpu_bf16_slow(void) {
-    const char *e = getenv("HANDGRAD_BF16");
-    if (e && !strcmp(e, "portable"))
+    if (cpu_bf16_portable_forced())
         return "HANDGRAD_BF16=portable: bf16 runs on the portable path (fp32 products of bf16 values), no faster than fp32";
     if (!cpu_bf16_gemm_native())
         return "this CPU lacks amx_bf16 and avx512_bf16 (and oneDNN has no bf16 kernels for it): bf16 runs on the "

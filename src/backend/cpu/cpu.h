@@ -40,8 +40,10 @@ hg_status cpu_sgemm_peak(double *gflops);
 hg_status cpu_bf16_gemm_peak(int threads, double *gflops);
 
 /* Whether bf16 products run on oneDNN's bf16 kernels on this CPU (1), or on the portable
- * path (0): asked of oneDNN once, or forced to 0 by HANDGRAD_BF16=portable. */
+ * path (0): asked of oneDNN once, or forced to 0 by HANDGRAD_BF16=portable (which
+ * cpu_bf16_portable_forced reports). A product oneDNN refuses in bf16 runs portable. */
 int cpu_bf16_gemm_native(void);
+int cpu_bf16_portable_forced(void);
 
 /* GEMM state kept by the backend. */
 typedef struct cpu_gemm_cache cpu_gemm_cache;
@@ -63,8 +65,8 @@ hg_layernorm_forward_fn cpu_layernorm_forward;
 hg_residual_layernorm_forward_fn cpu_residual_layernorm_forward;
 hg_layernorm_backward_fn cpu_layernorm_backward;
 hg_layernorm_scratch_fn cpu_layernorm_scratch_bytes;
-hg_head_norm_forward_fn cpu_head_norm_forward;
-hg_head_norm_backward_fn cpu_head_norm_backward;
+hg_qk_norm_forward_fn cpu_qk_norm_forward;
+hg_qk_norm_backward_fn cpu_qk_norm_backward;
 hg_dropout_backward_fn cpu_dropout_backward;
 hg_matmul_forward_fn cpu_matmul_forward;
 hg_matmul_backward_fn cpu_matmul_backward;

@@ -265,9 +265,19 @@ static hg_status stage_create(cpu_gemm_cache *c, const gemm_entry *e) {
     return HG_OK;
 }
 
-static int force_portable(void) {
+int cpu_bf16_portable_forced(void) {
     const char *e = getenv("HANDGRAD_BF16");
     return e && !strcmp(e, "portable");
+}
+
+/* e's primitives, in fp32 when it is portable. */
+static hg_status entry_prims(cpu_gemm_cache *c, gemm_entry *e, int pack) {
+    cpu_gemm_desc run = e->desc;
+    if (e->portable) run.bf16_in = run.bf16_out = 0;
+    hg_status s = prim_create(c, &e->full, &run, e->block_n, pack);
+    if (s == HG_OK && e->rem) s = prim_create(c, &e->tail, &run, e->rem, 0);
+    if (s != HG_OK) prim_free(&e->full), prim_free(&e->tail);
+    return s;
 }
 
 static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entry **out) {
@@ -290,12 +300,15 @@ static hg_status entry_find(cpu_gemm_cache *c, const cpu_gemm_desc *d, gemm_entr
     e->rem = d->N - e->nfull * e->block_n;
     /* deep products with B read whole and not transposed (see the top of the file) */
     int pack = nsplit == 1 && !d->trans_b && d->K >= GEMM_PACK_MIN_K && d->M >= GEMM_PACK_MIN_M;
-    /* a bf16 product: oneDNN's bf16 kernels where it has them, else the portable path */
-    cpu_gemm_desc run = *d;
-    e->portable = (d->bf16_in || d->bf16_out) && !cpu_bf16_gemm_native();
-    if (e->portable) run.bf16_in = run.bf16_out = 0;
-    hg_status s = prim_create(c, &e->full, &run, e->block_n, pack);
-    if (s == HG_OK && e->rem) s = prim_create(c, &e->tail, &run, e->rem, 0);
+    /* a bf16 product: oneDNN's bf16 kernels where it has them, else (or where it refuses
+     * this one) the portable path */
+    const int bf16 = d->bf16_in || d->bf16_out;
+    e->portable = bf16 && !cpu_bf16_gemm_native();
+    hg_status s = entry_prims(c, e, pack);
+    if (s != HG_OK && bf16 && !e->portable) {
+        e->portable = 1;
+        s = entry_prims(c, e, pack);
+    }
     if (s == HG_OK) s = stage_create(c, e);
     if (s != HG_OK) {
         prim_free(&e->full);
@@ -430,7 +443,7 @@ static int probe_bf16(void) {
 int cpu_bf16_gemm_native(void) {
     static int native = -1; /* probed once; every thread finds the same answer */
     if (native < 0) native = probe_bf16();
-    return native && !force_portable();
+    return native && !cpu_bf16_portable_forced();
 }
 
 /* ---- the sgemm ceiling ---- */

@@ -139,8 +139,8 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
 }
 
 /* Rows split statically across threads; within a row, NH q heads then NKV k heads. */
-void cpu_head_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
-                           const hg_head_norm_shape *s) {
+void cpu_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
+                           const hg_qk_norm_shape *s) {
     const int H = s->NH + s->NKV, hs = s->hs;
     const size_t W = (size_t)(s->NH + 2 * s->NKV) * hs, QK = (size_t)H * hs;
     const hg_norm_spec ns = {1, s->eps};
@@ -162,8 +162,8 @@ void cpu_head_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, 
 }
 
 /* Per thread, partial sums of dwq then dwk (hs each) in scratch, added in thread order. */
-void cpu_head_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd,
-                            const float *wq, const float *wk, const hg_head_norm_shape *s, float *scratch) {
+void cpu_qk_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd,
+                            const float *wq, const float *wk, const hg_qk_norm_shape *s, float *scratch) {
     const int H = s->NH + s->NKV, hs = s->hs, N = s->N;
     const size_t W = (size_t)(s->NH + 2 * s->NKV) * hs, QK = (size_t)H * hs;
     int nt_used = 1;

@@ -161,8 +161,8 @@ struct ln_param_terms {
 
 template <typename T>
 __global__ void __launch_bounds__(32 * LN_WARPS)
-    head_norm_forward_kernel(T *qkv /* (N,W) */, T *raw /* (N,(NH+NKV) hs) or NULL */, float *rstd /* (N, NH+NKV) */,
-                             const T *wq /* (hs) or NULL */, const T *wk /* (hs) or NULL */, hg_head_norm_shape s) {
+    qk_norm_forward_kernel(T *qkv /* (N,W) */, T *raw /* (N,(NH+NKV) hs) or NULL */, float *rstd /* (N, NH+NKV) */,
+                             const T *wq /* (hs) or NULL */, const T *wk /* (hs) or NULL */, hg_qk_norm_shape s) {
     const int H = s.NH + s.NKV, hs = s.hs;
     const long long r = (long long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
     if (r >= (long long)s.N * H) return;
@@ -183,8 +183,8 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
 /* d (one head of dqkv) = rstd (g - xhat mean(g xhat)), g = d w, in place. */
 template <typename T>
 __global__ void __launch_bounds__(32 * LN_WARPS)
-    head_norm_backward_kernel(T *dqkv /* (N,W) */, const T *raw /* (N,(NH+NKV) hs) */, const float *rstd /* (N, NH+NKV) */,
-                              const T *wq, const T *wk, hg_head_norm_shape s) {
+    qk_norm_backward_kernel(T *dqkv /* (N,W) */, const T *raw /* (N,(NH+NKV) hs) */, const float *rstd /* (N, NH+NKV) */,
+                              const T *wq, const T *wk, hg_qk_norm_shape s) {
     const int H = s.NH + s.NKV, hs = s.hs;
     const long long r = (long long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
     if (r >= (long long)s.N * H) return;
@@ -204,10 +204,10 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
 /* (dy xhat, 0) at (m, c) for the q heads (m = n NH + h) or the k heads (m = n NKV + h):
  * the terms of dwq or dwk. */
 template <typename T>
-struct head_norm_terms {
+struct qk_norm_terms {
     const T *dqkv, *raw;
     const float *rstd;
-    hg_head_norm_shape s;
+    hg_qk_norm_shape s;
     int k; /* 0: q heads, 1: k heads */
     __device__ float2 operator()(int m, int c) const {
         const int per = k ? s.NKV : s.NH, n = m / per, h = m % per + (k ? s.NH : 0), H = s.NH + s.NKV;
@@ -273,30 +273,30 @@ extern "C" void cuda_layernorm_backward(hg_backend *be, float *dinp, float *dw, 
                              "layernorm_backward (dw, db)"));
 }
 
-static unsigned head_blocks(const hg_head_norm_shape *s) {
+static unsigned head_blocks(const hg_qk_norm_shape *s) {
     return (unsigned)(((long long)s->N * (s->NH + s->NKV) + LN_WARPS - 1) / LN_WARPS);
 }
 
-extern "C" void cuda_head_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
-                                       const hg_head_norm_shape *s) {
+extern "C" void cuda_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
+                                       const hg_qk_norm_shape *s) {
     CUDA_OP("qk_norm_forward");
-    CUDA_DISPATCH(be, head_norm_forward_kernel<T><<<head_blocks(s), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
+    CUDA_DISPATCH(be, qk_norm_forward_kernel<T><<<head_blocks(s), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
                           (T *)qkv, (T *)raw, rstd, (const T *)wq, (const T *)wk, *s));
-    cuda_launched(be, "head_norm_forward_kernel");
+    cuda_launched(be, "qk_norm_forward_kernel");
 }
 
 /* dwq, dwk first (they read dqkv as it comes in), then dqkv in place. */
-extern "C" void cuda_head_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd,
-                                        const float *wq, const float *wk, const hg_head_norm_shape *s, float *scratch) {
+extern "C" void cuda_qk_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd,
+                                        const float *wq, const float *wk, const hg_qk_norm_shape *s, float *scratch) {
     CUDA_OP("qk_norm_backward");
     CUDA_DISPATCH(be, {
-        const head_norm_terms<T> q = {(const T *)dqkv, (const T *)raw, rstd, *s, 0}, k = {(const T *)dqkv, (const T *)raw, rstd, *s, 1};
+        const qk_norm_terms<T> q = {(const T *)dqkv, (const T *)raw, rstd, *s, 0}, k = {(const T *)dqkv, (const T *)raw, rstd, *s, 1};
         if (dwq && colsum(be, dwq, NULL, (float2 *)scratch, s->N * s->NH, s->hs, q, "qk_norm_backward (dwq)") != HG_OK) return;
         if (dwk && colsum(be, dwk, NULL, (float2 *)scratch, s->N * s->NKV, s->hs, k, "qk_norm_backward (dwk)") != HG_OK) return;
-        head_norm_backward_kernel<T><<<head_blocks(s), 32 * LN_WARPS, 0, cuda_stream(be)>>>((T *)dqkv, (const T *)raw, rstd,
+        qk_norm_backward_kernel<T><<<head_blocks(s), 32 * LN_WARPS, 0, cuda_stream(be)>>>((T *)dqkv, (const T *)raw, rstd,
                                                                                            (const T *)wq, (const T *)wk, *s);
     });
-    cuda_launched(be, "head_norm_backward_kernel");
+    cuda_launched(be, "qk_norm_backward_kernel");
 }
 
 extern "C" void cuda_dropout_backward(hg_backend *be, float *dbranch, const float *dres, size_t n, const hg_dropout *drop) {
