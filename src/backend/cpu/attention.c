@@ -353,14 +353,14 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
             /* where the chunk's dK and dV rows go: dqkv itself for the last chunk in fp32 (in
              * bf16 the fp32 rows dKf, dVf, rounded into dqkv after the group), a partial
              * for the others */
-            float *dKg = dqkv + kg, *dVg = dqkv + vg;
-            int ldkv = ld;
-            if (ch < nch - 1) {
+            float *dKg, *dVg;
+            int ldkv = hs;
+            if (ch < nch - 1)
                 dKg = part + group * per_group + part_off[ch], dVg = dKg + (size_t)keys[ch] * hs;
-                ldkv = hs;
-            } else if (bf) {
-                dKg = dKf, dVg = dVf, ldkv = hs;
-            }
+            else if (bf)
+                dKg = dKf, dVg = dVf;
+            else
+                dKg = dqkv + kg, dVg = dqkv + vg, ldkv = ld;
             for (int h = g * q.rep; h < (g + 1) * q.rep; h++) {
                 const float *lse_h = lse + ((size_t)b * s->NH + h) * T;
                 const size_t oh = (size_t)b * T * C + h * hs, qh = (size_t)b * T * ld + h * hs; /* elements */

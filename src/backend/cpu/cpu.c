@@ -1,6 +1,9 @@
 /* The CPU backend: its op table, memory and state. */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
@@ -152,13 +155,26 @@ hg_status hg_backend_cpu_create(hg_backend **out, int threads, hg_precision prec
     return HG_OK;
 }
 
+/* Whether the CPU has AMX-BF16 (CPUID leaf 7.0, EDX bit 22) or AVX512-BF16 (leaf 7.1, EAX
+ * bit 5), asked of CPUID itself: not every compiler's __builtin_cpu_supports knows them. */
+static int cpu_has_bf16_products(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    int amx = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1);
+    int avx512 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
+    return amx || avx512;
+#else
+    return 0;
+#endif
+}
+
 const char *hg_cpu_bf16_slow(void) {
     if (cpu_bf16_portable_forced())
         return "HANDGRAD_BF16=portable: bf16 runs on the portable path (fp32 products of bf16 values), no faster than fp32";
     if (!cpu_bf16_gemm_native())
         return "this CPU lacks amx_bf16 and avx512_bf16 (and oneDNN has no bf16 kernels for it): bf16 runs on the "
                "portable path (fp32 products of bf16 values), no faster than fp32";
-    if (!__builtin_cpu_supports("amx-bf16") && !__builtin_cpu_supports("avx512bf16"))
+    if (!cpu_has_bf16_products())
         return "this CPU lacks amx_bf16 and avx512_bf16: oneDNN emulates bf16 products with AVX-512, no faster than fp32";
     return NULL;
 }
