@@ -214,7 +214,8 @@ int bench_attention(const bench_opts *o) {
     }
     for (int k = 0; k < o->threads.n && !rc; k++) {
         hg_backend *be;
-        if (bench_backend_create(&be, o->threads.v[k], strcmp(o->m.dev.precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16) != HG_OK) {
+        hg_precision p = strcmp(o->m.dev.precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
+        if (bench_backend_create(&be, o->threads.v[k], p) != HG_OK) {
             rc = cli_fail("bench");
             break;
         }

@@ -185,7 +185,8 @@ const char *hg_config_preset_name(int i);
 /* Checks every field; the message names the first bad one. */
 hg_status hg_config_validate(const hg_config *cfg);
 /* Number of parameters, counting V rows of the embedding and output matrices (not the
- * padded rows) and a tied output layer once; a site op's count when it is registered. */
+ * padded rows) and a tied output layer once; a site op's count when it is registered.
+ * Read off the parameter table a model of cfg builds; -1 when out of memory. */
 int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding);
 
 /* The config's fields by name: one table drives validation, checkpoint metadata, the

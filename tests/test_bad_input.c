@@ -7,6 +7,7 @@
 #include "check.h"
 #include "core/isa.h"
 #include "handgrad.h"
+#include "model/gpt.h"
 
 /* The call fails with `want` and its message contains `field`. */
 #define CHECK_FAILS(call, want, field)                                                          \
@@ -199,8 +200,47 @@ static void bad_calls(void) {
     hg_model_free(m);
 }
 
+/* A fused matmul+GELU entry for the table below (never called). */
+static hg_status fused_gelu(hg_backend *be, float *out, float *pre, const float *inp, const float *w,
+                            const float *bias, int M, int K, int N) {
+    (void)be, (void)out, (void)pre, (void)inp, (void)w, (void)bias, (void)M, (void)K, (void)N;
+    return HG_ERR_UNSUPPORTED;
+}
+
+/* Refusals derived from the op table (gpt_check_ops): a backend table without a kernel a
+ * config needs, or without its precision, refuses the model naming the field. */
+static void missing_ops(void) {
+    hg_config gpt2, llama;
+    CHECK_OK(hg_config_preset("tiny", &gpt2));
+    CHECK_OK(hg_config_preset("llama-tiny", &llama));
+    hg_options o = hg_options_default();
+    o.batch = 2, o.seq_len = 8;
+    hg_backend_ops ops = *hg_backend_cpu_ops();
+    CHECK_OK(gpt_check_ops(&gpt2, &o, &ops));
+    CHECK_OK(gpt_check_ops(&llama, &o, &ops));
+    ops.rope_backward = NULL; /* needed in training only */
+    CHECK_FAILS(gpt_check_ops(&llama, &o, &ops), HG_ERR_UNSUPPORTED, "position: the cpu backend has no rope_backward");
+    CHECK_OK(gpt_check_ops(&gpt2, &o, &ops));
+    o.training = 0;
+    CHECK_OK(gpt_check_ops(&llama, &o, &ops));
+    ops.attention_cached = NULL; /* a KV-cache model: inference with batch 1 */
+    CHECK_OK(gpt_check_ops(&llama, &o, &ops));
+    o.batch = 1;
+    CHECK_FAILS(gpt_check_ops(&llama, &o, &ops), HG_ERR_UNSUPPORTED, "batch: the cpu backend has no attention_cached");
+    ops = *hg_backend_cpu_ops(), o = hg_options_default();
+    ops.gelu_forward = NULL; /* a fused matmul+GELU does its work */
+    CHECK_FAILS(gpt_check_ops(&gpt2, &o, &ops), HG_ERR_UNSUPPORTED, "mlp: the cpu backend has no gelu_forward");
+    ops.matmul_gelu_forward = fused_gelu;
+    CHECK_OK(gpt_check_ops(&gpt2, &o, &ops));
+    ops = *hg_backend_cpu_ops();
+    ops.precisions = 1u << HG_PRECISION_FP32;
+    o.precision = HG_PRECISION_BF16;
+    CHECK_FAILS(gpt_check_ops(&gpt2, &o, &ops), HG_ERR_UNSUPPORTED, "precision: the cpu backend has no kernels in bf16");
+}
+
 int main(void) {
     bad_configs();
+    missing_ops();
     refuses_what_does_not_fit();
     bad_calls();
     cpu_check();

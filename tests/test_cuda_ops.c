@@ -230,7 +230,7 @@ static void test_qk_norm(hg_backend *cpu, hg_backend *gpu, int N, int NH, int NK
     gpu->ops->qk_norm_forward(gpu, g_in, NULL, g_rstd2, g_wq, g_wk, &s); /* in place, raw not kept */
     /* backward from the CPU's raw and rstd, so only the backward is under test */
     gpu->ops->qk_norm_backward(gpu, g_d, has_w ? g_dw : NULL, has_w ? g_dw + hs : NULL, dev_from(gpu, raw, QK, 1),
-                                 dev_from(gpu, rstd, H, 0), g_wq, g_wk, &s, g_scr);
+                               dev_from(gpu, rstd, H, 0), g_wq, g_wk, &s, g_scr);
     sync_or_fail(gpu, "qk_norm");
     printf("  qk_norm N=%d NH=%d NKV=%d hs=%d, %s\n", N, NH, NKV, hs, has_w ? "wq and wk" : "no weights");
     check(gpu, "qk_norm_forward qkv (v untouched)", g_out, out, n, 1, tol(gpu, 1e-5, 1e-2));

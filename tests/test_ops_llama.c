@@ -686,7 +686,7 @@ static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int h
             for (int g = 0; g < 2; g++) memcpy(dw[run][g], pre_dw[g], sizeof(float) * hs);
             poison(scr, nscr);
             be->ops->qk_norm_backward(be, d[run], w[0] ? dw[run][0] : NULL, w[1] ? dw[run][1] : NULL, raw[0], rstd[0],
-                                        w[0], w[1], &s, scr);
+                                      w[0], w[1], &s, scr);
         }
         snprintf(name, sizeof name, "%s backward", tag);
         check_failures += check_bitwise(name, d[0], d[1], (size_t)N * W) + check_finite(name, d[0], (size_t)N * W);

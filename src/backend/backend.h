@@ -48,9 +48,13 @@ struct hg_backend_ops {
     size_t classifier_chunk_bytes; /* largest (chunk, Vp) logits buffer the classifier wants */
     /* 1: the residual type is fp32 whatever the compute type; 0: it is the compute type. */
     int residual_fp32;
+    /* The compute types the kernels take: bit (1u << p) for each hg_precision p. */
+    unsigned precisions;
     void (*destroy)(hg_backend *be);
-    /* HG_OK when this backend runs every op the config needs in opt's precision, else the
-     * reason, naming the field (NULL: it runs every config). */
+    /* Limits of the kernels beyond the entries the table has (which ops a config needs and
+     * whether they are here is checked by the model: gpt_check_ops): HG_OK when the kernels
+     * take cfg's shapes in opt's precision, else the reason, naming the field (NULL: no
+     * limits). */
     hg_status (*supports)(const hg_config *cfg, const hg_options *opt);
 
     /* memory: device allocations for tables and scratch (never called inside a step) */

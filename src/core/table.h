@@ -22,8 +22,17 @@ extern "C" {
 
 #define HG_ALIGN 64 /* bytes: a cache line, and an AVX-512 vector */
 
+/* What a parameter is, for the code that treats kinds of parameters alike (init, AdamW,
+ * the weight copy's element types, counts): set by the model when it builds its table. */
 enum {
-    HG_SPEC_DECAY = 1u << 0, /* parameter gets AdamW weight decay */
+    HG_SPEC_DECAY = 1u << 0,    /* gets AdamW weight decay (the matrices) */
+    HG_SPEC_NORM = 1u << 1,     /* a norm's weight or bias: in the residual type in the weight
+                                   copy (backend.h); weights initialised to 1 */
+    HG_SPEC_BIAS = 1u << 2,     /* initialised to 0 */
+    HG_SPEC_RESIDUAL = 1u << 3, /* a projection into the residual stream: init scaled by 1/sqrt(2L) */
+    HG_SPEC_SITE = 1u << 4,     /* a site op's: initialised by the op, its FLOPs not counted */
+    HG_SPEC_LOOKUP = 1u << 5,   /* read by row lookup only (wpe; wte when untied): no FLOPs */
+    HG_SPEC_POSITION = 1u << 6, /* the learned position embedding */
 };
 
 typedef struct hg_tensor_spec {

@@ -327,29 +327,6 @@ gpt_dims gpt_dims_of(const hg_config *c) {
 float gpt_norm_eps(const hg_config *c) { return c->norm_eps > 0.0f ? c->norm_eps : 1e-5f; }
 float gpt_rope_theta(const hg_config *c) { return c->rope_theta > 0.0f ? c->rope_theta : 10000.0f; }
 
-int64_t hg_config_param_count(const hg_config *c, int with_position_embedding) {
-    gpt_dims d = gpt_dims_of(c);
-    int64_t C = d.C, n_norm = gpt_has_norm_weight(c) + gpt_has_norm_bias(c);
-    int64_t per_layer = 2 * n_norm * C + C * d.QKV + (int64_t)d.QD * C + C * d.FI + (int64_t)d.F * C;
-    if (c->qk_norm && gpt_has_norm_weight(c)) per_layer += 2 * (int64_t)d.hs;
-    if (!(c->omit & HG_OMIT_QKV_BIAS)) per_layer += d.QKV;
-    if (!(c->omit & HG_OMIT_PROJ_BIAS)) per_layer += C;
-    if (!(c->omit & HG_OMIT_MLP_BIAS)) per_layer += d.FI + C;
-    int64_t n = (int64_t)d.V * C * (c->untied ? 2 : 1) + d.L * per_layer + n_norm * C;
-    if (with_position_embedding && c->position == HG_POS_LEARNED) n += (int64_t)c->max_seq_len * C;
-    return n + gpt_site_param_count(c);
-}
-
-/* An untied model's token embedding is a lookup: its rows cost no FLOPs. */
-double hg_train_flops(const hg_config *c, int B, int T) {
-    double tokens = (double)B * T;
-    /* a site op's FLOPs are its own: not counted */
-    double n = (double)(hg_config_param_count(c, 0) - gpt_site_param_count(c)) -
-               (c->untied ? (double)c->vocab_size * c->d_model : 0.0);
-    gpt_dims d = gpt_dims_of(c);
-    return 6.0 * n * tokens + 12.0 * c->n_layer * (double)d.QD * (double)T * tokens;
-}
-
 int gpt_same_architecture(const hg_config *a, const hg_config *b, char *why, size_t size) {
     char va[64], vb[64];
     for (int i = 0; i < NFIELDS; i++) {

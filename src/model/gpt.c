@@ -23,21 +23,45 @@ static int add(hg_table *t, const char *name, int ndim, int64_t d0, int64_t d1, 
     return hg_table_add(t, name, ndim, shape, alloc, copies, elem, flags);
 }
 
-/* Adds parameter `name` (prefixed "h.{layer}." for a block's) with shape (d0) or (d0, d1)
- * and its role; a matrix gets weight decay. alloc: elements reserved (0: numel). */
-static int add_param(hg_table *t, int layer, gpt_role role, const char *name, int ndim, int64_t d0, int64_t d1,
-                     int64_t alloc, size_t E) {
+/* What each role's tensors are (core/table.h); every matrix also gets HG_SPEC_DECAY, and
+ * an untied wte HG_SPEC_LOOKUP. Init, AdamW, the weight copy and the counts read these. */
+static const unsigned role_flags[GPT_ROLES] = {
+    [R_WPE] = HG_SPEC_POSITION | HG_SPEC_LOOKUP,
+    [R_SITE_FINAL] = HG_SPEC_SITE, [R_SITE_ATTN] = HG_SPEC_SITE, [R_SITE_MLP] = HG_SPEC_SITE,
+    [R_LN1_W] = HG_SPEC_NORM, [R_LN2_W] = HG_SPEC_NORM, [R_LNF_W] = HG_SPEC_NORM,
+    [R_QNORM_W] = HG_SPEC_NORM, [R_KNORM_W] = HG_SPEC_NORM,
+    [R_LN1_B] = HG_SPEC_NORM | HG_SPEC_BIAS, [R_LN2_B] = HG_SPEC_NORM | HG_SPEC_BIAS,
+    [R_LNF_B] = HG_SPEC_NORM | HG_SPEC_BIAS,
+    [R_QKV_B] = HG_SPEC_BIAS, [R_PROJ_B] = HG_SPEC_BIAS, [R_FC_B] = HG_SPEC_BIAS, [R_FCPROJ_B] = HG_SPEC_BIAS,
+    [R_PROJ_W] = HG_SPEC_RESIDUAL, [R_FCPROJ_W] = HG_SPEC_RESIDUAL,
+};
+
+/* Element sizes of a parameter table: E bytes, and En for the norms' tensors (4 and 4 for
+ * the fp32 buffers; the compute and the residual type's for the weight copy). */
+typedef struct param_elems {
+    size_t E, En;
+} param_elems;
+
+/* Adds parameter `name` (prefixed "h.{layer}." for a block's) with shape (d0) or (d0, d1),
+ * its role and the role's flags (plus `extra`). alloc: elements reserved (0: numel). */
+static int add_param_flags(hg_table *t, param_elems pe, int layer, gpt_role role, const char *name, int ndim,
+                           int64_t d0, int64_t d1, int64_t alloc, unsigned extra) {
     char full[80];
     if (layer >= 0) snprintf(full, sizeof full, "h.%d.%s", layer, name);
     else snprintf(full, sizeof full, "%s", name);
     HG_ASSERT(strlen(full) < sizeof t->specs->name); /* the longest, a site op's "h.4095.<31>.<23>", fits */
-    int i = add(t, full, ndim, d0, d1, alloc, 1, E, ndim == 2 ? HG_SPEC_DECAY : 0);
+    unsigned flags = role_flags[role] | extra | (ndim == 2 ? HG_SPEC_DECAY : 0);
+    int i = add(t, full, ndim, d0, d1, alloc, 1, flags & HG_SPEC_NORM ? pe.En : pe.E, flags);
     if (i >= 0) t->specs[i].layer = layer, t->specs[i].role = role;
     return i >= 0;
 }
+static int add_param(hg_table *t, param_elems pe, int layer, gpt_role role, const char *name, int ndim, int64_t d0,
+                     int64_t d1, int64_t alloc) {
+    return add_param_flags(t, pe, layer, role, name, ndim, d0, d1, alloc, 0);
+}
 
 /* Site s's op parameters in block `layer` (-1: model-wide), named "[h.{l}.]{op}.{param}". */
-static int add_site_params(hg_table *t, const gpt_sites *st, hg_site s, int layer, gpt_role role, size_t E) {
+static int add_site_params(hg_table *t, param_elems pe, const gpt_sites *st, hg_site s, int layer, gpt_role role) {
     if (!st->on[s]) return 1;
     const gpt_site_def *d = &st->def[s];
     int ok = 1;
@@ -45,44 +69,72 @@ static int add_site_params(hg_table *t, const gpt_sites *st, hg_site s, int laye
         char name[64];
         snprintf(name, sizeof name, "%s.%s", d->name, d->param_name[i]);
         const int64_t *sh = st->z[s].param[i];
-        ok = add_param(t, layer, role, name, sh[1] ? 2 : 1, sh[0], sh[1] ? sh[1] : 1, 0, E);
+        ok = add_param(t, pe, layer, role, name, sh[1] ? 2 : 1, sh[0], sh[1] ? sh[1] : 1, 0);
     }
     return ok;
 }
 
-/* The parameter table from the description, in the order gpt_role documents, with E-byte
- * elements (4 for the fp32 buffers; the compute type's size for the weight copy) and
- * En-byte norm weights and biases (the residual type's in the weight copy). The
- * embedding and output matrices reserve Vp rows for the classifier's padded vocabulary. */
-static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *t, size_t E, size_t En) {
+/* The parameter table from the description, in the order gpt_role documents. The
+ * embedding and output matrices reserve Vp rows for the classifier's padded vocabulary.
+ * The one place that says which parameters a config has: the model's tables, the counts
+ * (hg_config_param_count, hg_train_flops) and the Hugging Face names all follow it. */
+static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *t, param_elems pe) {
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C;
     int nw = gpt_has_norm_weight(c), nb = gpt_has_norm_bias(c), qn = c->qk_norm && nw;
-    int ok = add_param(t, -1, R_WTE, "wte.weight", 2, d.V, C, (int64_t)d.Vp * C, E);
-    if (c->position == HG_POS_LEARNED) ok = ok && add_param(t, -1, R_WPE, "wpe.weight", 2, c->max_seq_len, C, 0, E);
+    int ok = add_param_flags(t, pe, -1, R_WTE, "wte.weight", 2, d.V, C, (int64_t)d.Vp * C, c->untied ? HG_SPEC_LOOKUP : 0);
+    if (c->position == HG_POS_LEARNED) ok = ok && add_param(t, pe, -1, R_WPE, "wpe.weight", 2, c->max_seq_len, C, 0);
     for (int l = 0; ok && l < d.L; l++) {
-        ok = (!nw || add_param(t, l, R_LN1_W, "ln_1.weight", 1, C, 1, 0, En)) &&
-             (!nb || add_param(t, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0, En)) &&
-             add_param(t, l, R_QKV_W, "attn.c_attn.weight", 2, C, d.QKV, 0, E) &&
-             (c->omit & HG_OMIT_QKV_BIAS || add_param(t, l, R_QKV_B, "attn.c_attn.bias", 1, d.QKV, 1, 0, E)) &&
-             (!qn || add_param(t, l, R_QNORM_W, "attn.q_norm.weight", 1, d.hs, 1, 0, En)) &&
-             (!qn || add_param(t, l, R_KNORM_W, "attn.k_norm.weight", 1, d.hs, 1, 0, En)) &&
-             add_param(t, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0, E) &&
-             (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0, E)) &&
-             add_site_params(t, st, HG_SITE_ATTN_PROJ, l, R_SITE_ATTN, E) &&
-             (!nw || add_param(t, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0, En)) &&
-             (!nb || add_param(t, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0, En)) &&
-             add_param(t, l, R_FC_W, "mlp.c_fc.weight", 2, C, d.FI, 0, E) &&
-             (c->omit & HG_OMIT_MLP_BIAS || add_param(t, l, R_FC_B, "mlp.c_fc.bias", 1, d.FI, 1, 0, E)) &&
-             add_site_params(t, st, HG_SITE_MLP_ACT, l, R_SITE_MLP, E) &&
-             add_param(t, l, R_FCPROJ_W, "mlp.c_proj.weight", 2, d.F, C, 0, E) &&
-             (c->omit & HG_OMIT_MLP_BIAS || add_param(t, l, R_FCPROJ_B, "mlp.c_proj.bias", 1, C, 1, 0, E));
+        ok = (!nw || add_param(t, pe, l, R_LN1_W, "ln_1.weight", 1, C, 1, 0)) &&
+             (!nb || add_param(t, pe, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0)) &&
+             add_param(t, pe, l, R_QKV_W, "attn.c_attn.weight", 2, C, d.QKV, 0) &&
+             (c->omit & HG_OMIT_QKV_BIAS || add_param(t, pe, l, R_QKV_B, "attn.c_attn.bias", 1, d.QKV, 1, 0)) &&
+             (!qn || add_param(t, pe, l, R_QNORM_W, "attn.q_norm.weight", 1, d.hs, 1, 0)) &&
+             (!qn || add_param(t, pe, l, R_KNORM_W, "attn.k_norm.weight", 1, d.hs, 1, 0)) &&
+             add_param(t, pe, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0) &&
+             (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, pe, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0)) &&
+             add_site_params(t, pe, st, HG_SITE_ATTN_PROJ, l, R_SITE_ATTN) &&
+             (!nw || add_param(t, pe, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0)) &&
+             (!nb || add_param(t, pe, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0)) &&
+             add_param(t, pe, l, R_FC_W, "mlp.c_fc.weight", 2, C, d.FI, 0) &&
+             (c->omit & HG_OMIT_MLP_BIAS || add_param(t, pe, l, R_FC_B, "mlp.c_fc.bias", 1, d.FI, 1, 0)) &&
+             add_site_params(t, pe, st, HG_SITE_MLP_ACT, l, R_SITE_MLP) &&
+             add_param(t, pe, l, R_FCPROJ_W, "mlp.c_proj.weight", 2, d.F, C, 0) &&
+             (c->omit & HG_OMIT_MLP_BIAS || add_param(t, pe, l, R_FCPROJ_B, "mlp.c_proj.bias", 1, C, 1, 0));
     }
-    ok = ok && add_site_params(t, st, HG_SITE_FINAL_NORM, -1, R_SITE_FINAL, E);
-    ok = ok && (!nw || add_param(t, -1, R_LNF_W, "ln_f.weight", 1, C, 1, 0, En));
-    ok = ok && (!nb || add_param(t, -1, R_LNF_B, "ln_f.bias", 1, C, 1, 0, En));
-    if (c->untied) ok = ok && add_param(t, -1, R_LM_HEAD, "lm_head.weight", 2, d.V, C, (int64_t)d.Vp * C, E);
+    ok = ok && add_site_params(t, pe, st, HG_SITE_FINAL_NORM, -1, R_SITE_FINAL);
+    ok = ok && (!nw || add_param(t, pe, -1, R_LNF_W, "ln_f.weight", 1, C, 1, 0));
+    ok = ok && (!nb || add_param(t, pe, -1, R_LNF_B, "ln_f.bias", 1, C, 1, 0));
+    if (c->untied) ok = ok && add_param(t, pe, -1, R_LM_HEAD, "lm_head.weight", 2, d.V, C, (int64_t)d.Vp * C);
     return ok;
+}
+
+/* Elements of cfg's parameters whose flags have none of `skip` (its registered site
+ * ops' included); -1 when out of memory. */
+static int64_t param_numel(const hg_config *cfg, unsigned skip) {
+    gpt_sites st;
+    gpt_sites_registered(cfg, &st);
+    hg_table t;
+    hg_table_init(&t);
+    int64_t n = -1;
+    if (build_param_table(cfg, &st, &t, (param_elems){4, 4})) {
+        n = 0;
+        for (int i = 0; i < t.count; i++)
+            if (!(t.specs[i].flags & skip)) n += t.specs[i].numel;
+    }
+    hg_table_free(&t);
+    return n;
+}
+
+int64_t hg_config_param_count(const hg_config *c, int with_position_embedding) {
+    return param_numel(c, with_position_embedding ? 0 : HG_SPEC_POSITION);
+}
+
+/* A lookup's rows (wpe, an untied wte) cost no FLOPs; a site op's FLOPs are its own. */
+double hg_train_flops(const hg_config *c, int B, int T) {
+    double tokens = (double)B * T, n = (double)param_numel(c, HG_SPEC_LOOKUP | HG_SPEC_SITE);
+    gpt_dims d = gpt_dims_of(c);
+    return 6.0 * n * tokens + 12.0 * c->n_layer * (double)d.QD * (double)T * tokens;
 }
 
 gpt_param_map gpt_param_map_of(const hg_table *t) {
@@ -180,11 +232,77 @@ static int classifier_chunk(const hg_config *c, int64_t N, size_t budget, size_t
 
 static int resolve_threads(const hg_options *o) { return o->threads > 0 ? o->threads : omp_get_num_procs(); }
 
+/* The op entries a config needs, each with the config field (or option) that needs it:
+ * the first missing one refuses the model, naming it. */
+typedef struct op_need {
+    const char *field; /* what to change: a config field or an option */
+    size_t entry, alt; /* offsetof(hg_backend_ops, entry), and of an entry that does its work
+                          fused (0: none) */
+    const char *op;
+    int (*when)(const hg_config *c, const hg_options *o);
+} op_need;
+
+static int always(const hg_config *c, const hg_options *o) { return (void)c, (void)o, 1; }
+static int training(const hg_config *c, const hg_options *o) { return (void)c, o->training; }
+static int kv_cache(const hg_config *c, const hg_options *o) { return (void)c, gpt_has_kv(o); }
+static int qk_norm(const hg_config *c, const hg_options *o) { return (void)o, c->qk_norm != 0; }
+static int qk_norm_training(const hg_config *c, const hg_options *o) { return c->qk_norm && o->training; }
+static int rope(const hg_config *c, const hg_options *o) { return (void)o, c->position == HG_POS_ROPE; }
+static int rope_training(const hg_config *c, const hg_options *o) { return c->position == HG_POS_ROPE && o->training; }
+static int gated(const hg_config *c, const hg_options *o) { return (void)o, c->mlp != HG_MLP_GELU; }
+static int gated_training(const hg_config *c, const hg_options *o) { return c->mlp != HG_MLP_GELU && o->training; }
+static int gelu(const hg_config *c, const hg_options *o) { return (void)o, c->mlp == HG_MLP_GELU; }
+static int gelu_training(const hg_config *c, const hg_options *o) { return c->mlp == HG_MLP_GELU && o->training; }
+static int dropout(const hg_config *c, const hg_options *o) { return c->dropout > 0 && o->training; }
+
+#define NEED(field, entry, when) {field, offsetof(hg_backend_ops, entry), 0, #entry, when}
+#define NEED_OR(field, entry, alt, when) {field, offsetof(hg_backend_ops, entry), offsetof(hg_backend_ops, alt), #entry, when}
+static const op_need op_needs[] = {
+    NEED("device", encoder_forward, always),         NEED("device", encoder_backward, training),
+    NEED("device", layernorm_forward, always),       NEED("device", residual_layernorm_forward, always),
+    NEED("device", layernorm_backward, training),    NEED("device", layernorm_scratch_bytes, always),
+    NEED("device", matmul_forward, always),          NEED("device", matmul_backward, training),
+    NEED("device", attention_forward, always),       NEED("device", attention_backward, training),
+    NEED("device", attention_scratch_bytes, always), NEED("device", classifier_forward, always),
+    NEED("device", classifier_backward, training),   NEED("device", adamw, training),
+    NEED("device", sumsq, training),                 NEED("batch", attention_cached, kv_cache),
+    NEED("qk_norm", qk_norm_forward, qk_norm),       NEED("qk_norm", qk_norm_backward, qk_norm_training),
+    NEED("position", rope_forward, rope),            NEED("position", rope_backward, rope_training),
+    NEED("mlp", activation_forward, gated),          NEED("mlp", activation_backward, gated_training),
+    NEED_OR("mlp", gelu_forward, matmul_gelu_forward, gelu),
+    NEED_OR("mlp", gelu_backward, matmul_gelu_backward, gelu_training),
+    NEED("dropout", dropout_backward, dropout),
+};
+#undef NEED
+#undef NEED_OR
+
+static int has_entry(const hg_backend_ops *ops, size_t entry) {
+    return entry && *(void *const *)((const char *)ops + entry) != NULL;
+}
+
+hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops) {
+    if (!(ops->precisions >> opt->precision & 1))
+        return hg_fail(HG_ERR_UNSUPPORTED, "precision: the %s backend has no kernels in %s", ops->name,
+                       opt->precision == HG_PRECISION_BF16 ? "bf16" : opt->precision == HG_PRECISION_FP16 ? "fp16" : "fp32");
+    /* a backend that keeps the residual stream in fp32 converts each branch's gradient */
+    if (ops->residual_fp32 && opt->precision != HG_PRECISION_FP32 && opt->training && !ops->dropout_backward)
+        return hg_fail(HG_ERR_UNSUPPORTED, "precision: the %s backend has no dropout_backward kernel, which converts "
+                       "the residual gradient in training", ops->name);
+    for (size_t i = 0; i < sizeof op_needs / sizeof op_needs[0]; i++) {
+        const op_need *n = &op_needs[i];
+        if (!n->when(cfg, opt) || has_entry(ops, n->entry) || has_entry(ops, n->alt)) continue;
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s: the %s backend has no %s kernel, which this model needs", n->field,
+                       ops->name, n->op);
+    }
+    return HG_OK;
+}
+
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
                            hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites) {
     int64_t N = (int64_t)opt->batch * opt->seq_len;
     const hg_backend_ops *ops;
     HG_TRY(hg_backend_ops_for(opt->device, &ops));
+    HG_TRY(gpt_check_ops(cfg, opt, ops));
     if (ops->supports) HG_TRY(ops->supports(cfg, opt));
     HG_TRY(gpt_sites_resolve(cfg, opt, threads, sites));
     hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision, .flags = opt->flags};
@@ -198,7 +316,8 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     hg_table_init(params);
     hg_table_init(weights);
     hg_table_init(acts);
-    if (!build_param_table(cfg, sites, params, 4, 4) || !build_param_table(cfg, sites, weights, E, Er) ||
+    if (!build_param_table(cfg, sites, params, (param_elems){4, 4}) ||
+        !build_param_table(cfg, sites, weights, (param_elems){E, Er}) ||
         !build_act_table(cfg, opt, sites, acts, E, Er, att, red, *chunk)) {
         hg_table_free(params);
         hg_table_free(weights);
@@ -344,13 +463,10 @@ static hg_status init_params(hg_model *m) {
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
         float *p = gpt_param(m, host, i);
-        int r = s->role;
-        if (gpt_is_site_role(r)) continue;
+        if (s->flags & HG_SPEC_SITE) continue;
         const uint32_t at = stream++;
-        int is_bias = r == R_LN1_B || r == R_LN2_B || r == R_LNF_B || r == R_QKV_B || r == R_PROJ_B || r == R_FC_B ||
-                      r == R_FCPROJ_B;
-        int is_norm = r == R_LN1_W || r == R_LN2_W || r == R_LNF_W || r == R_QNORM_W || r == R_KNORM_W;
-        float std = r == R_PROJ_W || r == R_FCPROJ_W ? proj_std : 0.02f;
+        int is_bias = (s->flags & HG_SPEC_BIAS) != 0, is_norm = (s->flags & HG_SPEC_NORM) && !is_bias;
+        float std = s->flags & HG_SPEC_RESIDUAL ? proj_std : 0.02f;
         uint64_t seed = m->opt.seed;
         #pragma omp parallel for schedule(static) num_threads(m->threads)
         for (int64_t j = 0; j < s->numel; j++)

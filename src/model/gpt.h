@@ -45,11 +45,10 @@ typedef enum gpt_role {
 } gpt_role;
 #define GPT_FIRST_LAYER_ROLE R_LN1_W
 
-/* The role of site s's op parameters, and whether role r is one. */
+/* The role of site s's op parameters. */
 static inline gpt_role gpt_site_role(hg_site s) {
     return s == HG_SITE_ATTN_PROJ ? R_SITE_ATTN : s == HG_SITE_MLP_ACT ? R_SITE_MLP : R_SITE_FINAL;
 }
-static inline int gpt_is_site_role(int r) { return r == R_SITE_ATTN || r == R_SITE_MLP || r == R_SITE_FINAL; }
 
 /* Where each role sits in a parameter table: model-wide roles at their index, block roles
  * at layer0 + layer * per_layer + at[role]; -1 where the config omits it. A role with
@@ -137,8 +136,9 @@ int gpt_op_name_ok(const char *s, size_t cap);
 /* Looks up the ops cfg names in the registry and sizes them for opt's shape; refuses an
  * unregistered op, one registered for another site, and a device other than the CPU. */
 hg_status gpt_sites_resolve(const hg_config *cfg, const hg_options *opt, int threads, gpt_sites *out);
-/* Parameters of the registered ops cfg names (0 for one not registered). */
-int64_t gpt_site_param_count(const hg_config *cfg);
+/* The ops cfg names that are registered for their sites, sized for one row (enough for
+ * their parameters; an op not registered is left off, as is one whose sizes fail). */
+void gpt_sites_registered(const hg_config *cfg, gpt_sites *out);
 /* Runs the model hooks (hg_add_model_hook, src/ext/override.c) on a model just built. */
 hg_status gpt_run_model_hooks(hg_model *m);
 
@@ -178,6 +178,10 @@ struct hg_model {
     int kv_len;                 /* positions held in the KV cache */
 };
 
+/* HG_OK when the backend table ops has every kernel cfg and opt need (in opt's
+ * precision), else HG_ERR_UNSUPPORTED naming the config field or option that needs the
+ * first missing one. Called by gpt_build_tables before the backend's own limits. */
+hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops);
 /* Builds the tables for (cfg, opt) without allocating, with the site ops in sites. */
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
                            hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites);

@@ -77,7 +77,7 @@ static inline hg_qk_norm_shape gpt_qk_norm_shape(const hg_model *m) {
 }
 
 static inline void op_qk_norm_forward(hg_model *m, int layer, float *qkv, float *raw, float *rstd, const float *wq,
-                                        const float *wk) {
+                                      const float *wk) {
     hg_qk_norm_shape s = gpt_qk_norm_shape(m);
     double t0 = prof_begin(m);
     m->be->ops->qk_norm_forward(m->be, qkv, raw, rstd, wq, wk, &s);
@@ -86,8 +86,8 @@ static inline void op_qk_norm_forward(hg_model *m, int layer, float *qkv, float 
 }
 
 static inline void op_qk_norm_backward(hg_model *m, int layer, float *dqkv, float *dwq, float *dwk,
-                                         const float *raw, const float *rstd, const float *wq, const float *wk,
-                                         float *scratch) {
+                                       const float *raw, const float *rstd, const float *wq, const float *wk,
+                                       float *scratch) {
     hg_qk_norm_shape s = gpt_qk_norm_shape(m);
     double t0 = prof_begin(m);
     m->be->ops->qk_norm_backward(m->be, dqkv, dwq, dwk, raw, rstd, wq, wk, &s, scratch);

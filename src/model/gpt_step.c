@@ -91,7 +91,7 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
         HG_TRY(op_matmul_forward(m, OP_C_ATTN_FWD, l, qkv, ln1, P(l, R_QKV_W), P(l, R_QKV_B), N, C, m->d.QKV));
         if (m->cfg.qk_norm)
             op_qk_norm_forward(m, l, qkv, m->opt.training ? gpt_act(m, A_QK_RAW, l) : NULL,
-                                 gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W));
+                               gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W));
         if (rope) op_rope(m, OP_ROPE_FWD, l, qkv, rope, &rs);
         if (kv_pos < 0) {
             HG_TRY(op_attention_forward(m, l, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
@@ -204,7 +204,7 @@ hg_status gpt_backward_body(hg_model *m) {
         if (rope) op_rope(m, OP_ROPE_BWD, l, dwide, rope, &rs);
         if (m->cfg.qk_norm)
             op_qk_norm_backward(m, l, dwide, G(l, R_QNORM_W), G(l, R_KNORM_W), gpt_act(m, A_QK_RAW, l),
-                                  gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W), reduce);
+                                gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W), reduce);
         HG_TRY(op_matmul_backward(m, OP_C_ATTN_BWD, l, dln, G(l, R_QKV_W), G(l, R_QKV_B), dwide, gpt_act(m, A_LN1, l),
                                   P(l, R_QKV_W), N, C, m->d.QKV));
         op_layernorm_backward(m, l, dres, G(l, R_LN1_W), G(l, R_LN1_B), dln, gpt_act(m, A_RESIDUAL, l), P(l, R_LN1_W),

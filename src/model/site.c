@@ -183,19 +183,14 @@ hg_status gpt_sites_resolve(const hg_config *cfg, const hg_options *opt, int thr
     return HG_OK;
 }
 
-int64_t gpt_site_param_count(const hg_config *cfg) {
-    int64_t n = 0;
+void gpt_sites_registered(const hg_config *cfg, gpt_sites *out) {
+    memset(out, 0, sizeof *out);
     for (int s = 0; s < HG_SITES; s++) {
-        gpt_site_def d;
-        hg_site_sizes z;
-        if (!*cfg->site_op[s] || !reg_get(cfg->site_op[s], &d) || d.op.site != (hg_site)s) continue;
-        hg_site_shape sh = hg_site_shape_of(cfg, (hg_site)s, 1, 1);
-        if (gpt_site_sizes(&d, &sh, &z) != HG_OK) continue;
-        int64_t one = 0; /* one block's, or the final site's */
-        for (int i = 0; i < d.op.n_params; i++) one += z.param[i][0] * (z.param[i][1] ? z.param[i][1] : 1);
-        n += s == HG_SITE_FINAL_NORM ? one : one * cfg->n_layer;
+        gpt_site_def *d = &out->def[s];
+        if (!*cfg->site_op[s] || !reg_get(cfg->site_op[s], d) || d->op.site != (hg_site)s) continue;
+        out->shape[s] = hg_site_shape_of(cfg, (hg_site)s, 1, 1);
+        out->on[s] = gpt_site_sizes(d, &out->shape[s], &out->z[s]) == HG_OK;
     }
-    return n;
 }
 
 /* ---- one call from the step ---- */

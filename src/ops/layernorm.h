@@ -32,13 +32,13 @@ typedef struct hg_qk_norm_shape {
 /* qkv (N,W): q and k heads normalised in place. raw (N, (NH+NKV) hs): the q|k part as it
  * was, kept for backward (NULL: not kept); rstd (N, NH+NKV), head-major within a row. */
 typedef void hg_qk_norm_forward_fn(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq,
-                                     const float *wk, const hg_qk_norm_shape *s);
+                                   const float *wk, const hg_qk_norm_shape *s);
 /* dqkv (N,W): its q and k parts, gradients wrt the normalised heads, turned in place into
  * gradients wrt raw; v's part untouched. dwq, dwk (hs) += (NULL exactly when wq, wk are).
  * scratch: layernorm_scratch_bytes(N, hs) bytes. */
 typedef void hg_qk_norm_backward_fn(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw,
-                                      const float *rstd, const float *wq, const float *wk,
-                                      const hg_qk_norm_shape *s, float *scratch);
+                                    const float *rstd, const float *wq, const float *wk,
+                                    const hg_qk_norm_shape *s, float *scratch);
 
 #define HG_NORM_OPS(X)                                                  \
     X(LAYERNORM_FWD, "layernorm forward", FORWARD, MEMORY)              \

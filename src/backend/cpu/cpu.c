@@ -89,6 +89,7 @@ static const hg_backend_ops cpu_ops = {
      * layer, and a norm weight near 1 keeps updates smaller than bf16's step there
      * (2^-7) (docs/architecture.md). */
     .residual_fp32 = 1,
+    .precisions = 1u << HG_PRECISION_FP32 | 1u << HG_PRECISION_BF16,
     .destroy = cpu_destroy,
     .supports = cpu_supports,
     .alloc = cpu_alloc,

@@ -140,7 +140,7 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
 
 /* Rows split statically across threads; within a row, NH q heads then NKV k heads. */
 void cpu_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
-                           const hg_qk_norm_shape *s) {
+                         const hg_qk_norm_shape *s) {
     const int H = s->NH + s->NKV, hs = s->hs;
     const size_t W = (size_t)(s->NH + 2 * s->NKV) * hs, QK = (size_t)H * hs;
     const hg_norm_spec ns = {1, s->eps};
@@ -149,7 +149,8 @@ void cpu_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, co
         float xb[CPU_ROWBUF(be, hs)], ob[CPU_ROWBUF(be, hs)];
         #pragma omp for schedule(static)
         for (int n = 0; n < s->N; n++) {
-            if (raw) memcpy(cpu_elems(be, raw, (size_t)n * QK), cpu_elems(be, qkv, (size_t)n * W), QK * hg_precision_bytes(be->precision));
+            if (raw) /* the q|k part as it was */
+                memcpy(cpu_elems(be, raw, (size_t)n * QK), cpu_elems(be, qkv, (size_t)n * W), QK * hg_precision_bytes(be->precision));
             for (int h = 0; h < H; h++) {
                 size_t at = (size_t)n * W + (size_t)h * hs;
                 const float *x = cpu_view(be, qkv, at, (size_t)hs, xb); /* normalised in place */
@@ -163,7 +164,7 @@ void cpu_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, co
 
 /* Per thread, partial sums of dwq then dwk (hs each) in scratch, added in thread order. */
 void cpu_qk_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd,
-                            const float *wq, const float *wk, const hg_qk_norm_shape *s, float *scratch) {
+                          const float *wq, const float *wk, const hg_qk_norm_shape *s, float *scratch) {
     const int H = s->NH + s->NKV, hs = s->hs, N = s->N;
     const size_t W = (size_t)(s->NH + 2 * s->NKV) * hs, QK = (size_t)H * hs;
     int nt_used = 1;

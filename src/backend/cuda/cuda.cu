@@ -248,6 +248,7 @@ static const hg_backend_ops cuda_ops = {
     .name = "cuda",
     .classifier_chunk_bytes = CUDA_CLASSIFIER_CHUNK_BYTES,
     .residual_fp32 = 0, /* the residual stream and the norms' weights in the compute type */
+    .precisions = 1u << HG_PRECISION_FP32 | 1u << HG_PRECISION_BF16,
     .destroy = cuda_destroy,
     .supports = cuda_supports,
     .alloc = cuda_alloc,

@@ -162,7 +162,7 @@ struct ln_param_terms {
 template <typename T>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     qk_norm_forward_kernel(T *qkv /* (N,W) */, T *raw /* (N,(NH+NKV) hs) or NULL */, float *rstd /* (N, NH+NKV) */,
-                             const T *wq /* (hs) or NULL */, const T *wk /* (hs) or NULL */, hg_qk_norm_shape s) {
+                           const T *wq /* (hs) or NULL */, const T *wk /* (hs) or NULL */, hg_qk_norm_shape s) {
     const int H = s.NH + s.NKV, hs = s.hs;
     const long long r = (long long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
     if (r >= (long long)s.N * H) return;
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
 template <typename T>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     qk_norm_backward_kernel(T *dqkv /* (N,W) */, const T *raw /* (N,(NH+NKV) hs) */, const float *rstd /* (N, NH+NKV) */,
-                              const T *wq, const T *wk, hg_qk_norm_shape s) {
+                            const T *wq, const T *wk, hg_qk_norm_shape s) {
     const int H = s.NH + s.NKV, hs = s.hs;
     const long long r = (long long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
     if (r >= (long long)s.N * H) return;
@@ -278,7 +278,7 @@ static unsigned head_blocks(const hg_qk_norm_shape *s) {
 }
 
 extern "C" void cuda_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
-                                       const hg_qk_norm_shape *s) {
+                                     const hg_qk_norm_shape *s) {
     CUDA_OP("qk_norm_forward");
     CUDA_DISPATCH(be, qk_norm_forward_kernel<T><<<head_blocks(s), 32 * LN_WARPS, 0, cuda_stream(be)>>>(
                           (T *)qkv, (T *)raw, rstd, (const T *)wq, (const T *)wk, *s));
@@ -287,7 +287,7 @@ extern "C" void cuda_qk_norm_forward(hg_backend *be, float *qkv, float *raw, flo
 
 /* dwq, dwk first (they read dqkv as it comes in), then dqkv in place. */
 extern "C" void cuda_qk_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd,
-                                        const float *wq, const float *wk, const hg_qk_norm_shape *s, float *scratch) {
+                                      const float *wq, const float *wk, const hg_qk_norm_shape *s, float *scratch) {
     CUDA_OP("qk_norm_backward");
     CUDA_DISPATCH(be, {
         const qk_norm_terms<T> q = {(const T *)dqkv, (const T *)raw, rstd, *s, 0}, k = {(const T *)dqkv, (const T *)raw, rstd, *s, 1};
