@@ -18,7 +18,7 @@ static const char about[] =
     "each: its backward against finite differences of its forward, with poisoned outputs and a check "
     "that parameter gradients accumulate. Exit 1 if one fails.\n"
     "The ops get the model's shapes: C = d_model, and at the MLP site the widths (FI, F) of its mlp "
-    "(FI = 2F for swiglu).\n";
+    "(FI = 2F for swiglu and geglu).\n";
 
 typedef struct ops_args {
     cli_shape shape;

@@ -120,7 +120,10 @@ typedef enum hg_mlp_kind {
     HG_MLP_GELU = 0,   /* proj(gelu_tanh(fc(x))) */
     HG_MLP_SWIGLU = 1, /* proj(silu(gate(x)) * up(x)); fc holds gate | up, width 2F */
     HG_MLP_RELU2 = 2,  /* proj(relu(fc(x))^2) */
+    HG_MLP_GEGLU = 3,  /* proj(gelu_tanh(gate(x)) * up(x)) (Gemma); fc holds gate | up, width 2F */
 } hg_mlp_kind;
+/* Whether an MLP kind is gated: its first linear is gate | up, 2F wide. */
+static inline int hg_mlp_gated(hg_mlp_kind k) { return k == HG_MLP_SWIGLU || k == HG_MLP_GEGLU; }
 /* hg_config.omit: parameters the blocks do without. */
 enum {
     HG_OMIT_QKV_BIAS = 1u << 0,    /* the q, k, v projection's bias */

@@ -320,8 +320,8 @@ static void test_gelu(hg_backend *cpu, hg_backend *gpu) {
 /* ---- SwiGLU and ReLU^2 ---- */
 
 static void test_activation(hg_backend *cpu, hg_backend *gpu, hg_mlp_kind kind, int N, int F) {
-    const int swiglu = kind == HG_MLP_SWIGLU;
-    const size_t no = (size_t)N * F, np = swiglu ? 2 * no : no;
+    const int gated = hg_mlp_gated(kind);
+    const size_t no = (size_t)N * F, np = gated ? 2 * no : no;
     trng r = trng_seed(45 + (uint64_t)kind);
     /* gates far enough out that the sigmoid saturates on some elements */
     float *pre = rvec(gpu, np, &r, -6, 6), *dout = rvec(gpu, no, &r, -1, 1), *out = fvec(no), *dpre = fvec(np);
@@ -330,11 +330,11 @@ static void test_activation(hg_backend *cpu, hg_backend *gpu, hg_mlp_kind kind, 
     void *d_pre = dev_from(gpu, pre, np, 1), *d_out = dev_poison(gpu, no, 1), *d_dpre = dev_poison(gpu, np, 1);
     gpu->ops->activation_forward(gpu, kind, d_out, d_pre, N, F);
     gpu->ops->activation_backward(gpu, kind, d_dpre, d_pre, dev_from(gpu, dout, no, 1), N, F);
-    const char *name = swiglu ? "swiglu" : "relu2";
+    const char *name = kind == HG_MLP_SWIGLU ? "swiglu" : kind == HG_MLP_GEGLU ? "geglu" : "relu2";
     sync_or_fail(gpu, name);
     printf("  %s N=%d F=%d\n", name, N, F);
     check(gpu, op_name("%s_forward", name), d_out, out, no, 1, tol(gpu, 1e-6, 1e-2));
-    check(gpu, op_name(swiglu ? "%s_backward dgate | dup" : "%s_backward", name), d_dpre, dpre, np, 1, tol(gpu, 1e-6, 1e-2));
+    check(gpu, op_name(gated ? "%s_backward dgate | dup" : "%s_backward", name), d_dpre, dpre, np, 1, tol(gpu, 1e-6, 1e-2));
     dev_free_all(gpu);
     free(pre), free(dout), free(out), free(dpre);
 }
@@ -646,6 +646,7 @@ static void g_matmul(hg_backend *cpu, hg_backend *gpu) {
 
 static void g_activation(hg_backend *cpu, hg_backend *gpu) {
     test_activation(cpu, gpu, HG_MLP_SWIGLU, 111, 173);
+    test_activation(cpu, gpu, HG_MLP_GEGLU, 111, 173);
     test_activation(cpu, gpu, HG_MLP_RELU2, 111, 173);
 }
 

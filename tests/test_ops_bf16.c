@@ -194,11 +194,12 @@ static void test_elementwise(void) {
     F->ops->gelu_backward(F, want, x, dy, n);
     H->ops->gelu_backward(H, (float *)got, (float *)x_b, (float *)dy_b, n);
     check_failures += close_bf("gelu backward", got, want, n, 1, 0);
-    /* SwiGLU (pre 2F wide) and ReLU^2 */
-    for (int kind = 0; kind < 2; kind++) {
-        hg_mlp_kind k = kind ? HG_MLP_RELU2 : HG_MLP_SWIGLU;
-        size_t npre = kind ? n : 2 * n;
-        const char *name[2][2] = {{"swiglu forward", "swiglu backward"}, {"relu2 forward", "relu2 backward"}};
+    /* SwiGLU and GeGLU (pre 2F wide), ReLU^2 */
+    for (int kind = 0; kind < 3; kind++) {
+        hg_mlp_kind k = kind == 2 ? HG_MLP_RELU2 : kind ? HG_MLP_GEGLU : HG_MLP_SWIGLU;
+        size_t npre = hg_mlp_gated(k) ? 2 * n : n;
+        const char *name[3][2] = {{"swiglu forward", "swiglu backward"}, {"geglu forward", "geglu backward"},
+                                  {"relu2 forward", "relu2 backward"}};
         poison(want, n), bpoison(got, n);
         F->ops->activation_forward(F, k, want, x, N, F1);
         H->ops->activation_forward(H, k, (float *)got, (float *)x_b, N, F1);

@@ -384,7 +384,7 @@ static void test_rope(hg_backend *bes[OPS_NBE], int B, int T, int pos0, int NH, 
     free(rt), free(cs), free(x), free(y), free(xd), free(yd), free(fx), free(by), free(fscale), free(bscale), free(pscale);
 }
 
-/* ---- SwiGLU and ReLU^2 ---- */
+/* ---- SwiGLU, GeGLU and ReLU^2 ---- */
 
 typedef struct act_ctx {
     double *pre;
@@ -402,58 +402,69 @@ static double act_loss(void *v, size_t i) {
     }
     size_t n = i / (2 * (size_t)c->F), j = i % (2 * (size_t)c->F) % (size_t)c->F;
     const double *g = c->pre + n * 2 * c->F;
-    return ref_silu(g[j]) * g[c->F + j] * c->R[n * c->F + j];
+    double a = c->kind == HG_MLP_GEGLU ? ref_gelu(g[j]) : ref_silu(g[j]);
+    return a * g[c->F + j] * c->R[n * c->F + j];
 }
 
-static void test_swiglu(hg_backend *bes[OPS_NBE]) {
+/* The gated activations: kind HG_MLP_SWIGLU or HG_MLP_GEGLU. */
+static void test_gated(hg_backend *bes[OPS_NBE], hg_mlp_kind kind) {
     enum { N = 74, F = 171, NP = N * 2 * F, NO = N * F }; /* F: no multiple of a vector width */
-    trng r = trng_seed(1500);
+    const int geglu = kind == HG_MLP_GEGLU;
+    const char *kname = geglu ? "geglu" : "swiglu";
+    trng r = trng_seed(1500 + (uint64_t)geglu);
     float *pre = fvec(NP), *R = fvec(NO);
     fill(pre, NP, &r, -6, 6), fill(R, NO, &r, -1, 1);
-    /* gates at 0, -0, the ends of the range, and near -1.2785 where silu' = 0 */
-    static const float special[] = {0.0f, -0.0f, 6.0f, -6.0f, -1.2784645f, 1e-3f};
+    /* gates at 0, -0, the ends of the range, and near where the gate's derivative is 0:
+     * -1.2785 for silu, -0.7518 for GELU's tanh form */
+    const float special[] = {0.0f, -0.0f, 6.0f, -6.0f, geglu ? -0.75179f : -1.2784645f, 1e-3f};
     memcpy(pre, special, sizeof special);
     double *pd = dvec(NP), *Rd = dvec(NO), *want = dvec(NO), *g = dvec(NP), *gscale = dvec(NP), *fd = dvec(NP);
+    double *oscale = dvec(NO);
     widen(pd, pre, NP), widen(Rd, R, NO);
     for (int n = 0; n < N; n++)
         for (int j = 0; j < F; j++) {
             size_t ig = (size_t)n * 2 * F + j, iu = ig + F, o = (size_t)n * F + j;
             double x = pd[ig], u = pd[iu], sg = 1.0 / (1.0 + exp(-x));
-            want[o] = ref_silu(x) * u;
-            g[ig] = Rd[o] * u * ref_silu_grad(x);
-            g[iu] = Rd[o] * ref_silu(x);
-            /* dgate = dy u sg (1 + g (1 - sg)): the terms' size is |dy u| sg (1 + |g|);
-             * it cancels near g = -1.28, and 1 - sg cancels for g >> 0 */
-            gscale[ig] = fabs(Rd[o] * u) * sg * (1.0 + fabs(x));
-            gscale[iu] = fabs(g[iu]);
+            double a = geglu ? ref_gelu(x) : ref_silu(x), da = geglu ? ref_gelu_grad(x) : ref_silu_grad(x);
+            want[o] = a * u;
+            g[ig] = Rd[o] * u * da;
+            g[iu] = Rd[o] * a;
+            /* dgate = dy u sg (1 + g (1 - sg)) for silu: the terms' size is |dy u| sg (1 + |g|);
+             * it cancels near g = -1.28, and 1 - sg cancels for g >> 0. GELU's derivative,
+             * 0.5 (1 + th) + 0.5 g sech^2 k (1 + 3 a g^2), has terms of size up to 1 + |g| */
+            gscale[ig] = fabs(Rd[o] * u) * (geglu ? 1.0 : sg) * (1.0 + fabs(x));
+            /* GELU's 0.5 x (1 + tanh(...)) cancels for x << 0: its terms' size is |x| */
+            gscale[iu] = geglu ? fabs(Rd[o] * x) : fabs(g[iu]);
+            oscale[o] = geglu ? fabs(x * u) : fabs(want[o]);
         }
-    act_ctx ctx = {pd, Rd, F, HG_MLP_SWIGLU};
+    act_ctx ctx = {pd, Rd, F, kind};
     for (size_t i = 0; i < NP; i++) fd[i] = fd_central(pd, i, FD_H, act_loss, &ctx);
-    check_failures += check_grad_d("swiglu ref dpre vs fd", g, fd, NULL, NP, gscale, 0, FD_TOL);
+    char name[96];
+    snprintf(name, sizeof name, "%s ref dpre vs fd", kname);
+    check_failures += check_grad_d(name, g, fd, NULL, NP, gscale, 0, FD_TOL);
 
     float *out[2] = {fvec(NO), fvec(NO)}, *dpre[2] = {fvec(NP), fvec(NP)};
     for (int k = 0; k < OPS_NBE; k++) {
         hg_backend *be = bes[k];
         use_backend(be);
-        char name[96];
         for (int run = 0; run < 2; run++) {
             poison(out[run], NO), poison(dpre[run], NP);
-            be->ops->activation_forward(be, HG_MLP_SWIGLU, out[run], pre, N, F);
-            be->ops->activation_backward(be, HG_MLP_SWIGLU, dpre[run], pre, R, N, F);
+            be->ops->activation_forward(be, kind, out[run], pre, N, F);
+            be->ops->activation_backward(be, kind, dpre[run], pre, R, N, F);
         }
-        snprintf(name, sizeof name, "swiglu threads=%d out", be->threads);
+        snprintf(name, sizeof name, "%s threads=%d out", kname, be->threads);
         check_failures += check_bitwise(name, out[0], out[1], NO) + check_finite(name, out[0], NO);
         /* g / (1 + expf(-g)) * u: expf within a few u, then an add, a divide and a
-         * multiply, all relative: 8u of |out| */
-        check_failures += check_vec(name, out[0], want, NULL, NO, 8 * U32, 0.0);
-        snprintf(name, sizeof name, "swiglu threads=%d dpre", be->threads);
+         * multiply, all relative: 8u of |out|; GELU's tanhf form 8u of |g u|, as GELU's */
+        check_failures += check_vec(name, out[0], want, oscale, NO, 8 * U32, 0.0);
+        snprintf(name, sizeof name, "%s threads=%d dpre", kname, be->threads);
         check_failures += check_bitwise(name, dpre[0], dpre[1], NP) + check_finite(name, dpre[0], NP);
         /* ~8 roundings after expf, against the terms' size: 16u, as GELU's backward */
         check_failures += check_grad(name, dpre[0], NULL, g, NULL, NP, gscale, 0, 16 * U32);
         check_failures += check_grad(name, dpre[0], NULL, fd, NULL, NP, gscale, 0, 16 * U32);
     }
     for (int run = 0; run < 2; run++) free(out[run]), free(dpre[run]);
-    free(pre), free(R), free(pd), free(Rd), free(want), free(g), free(gscale), free(fd);
+    free(pre), free(R), free(pd), free(Rd), free(want), free(g), free(gscale), free(fd), free(oscale);
 }
 
 static void test_relu2(hg_backend *bes[OPS_NBE]) {
@@ -732,7 +743,8 @@ int test_ops_llama(hg_backend *bes[OPS_NBE]) {
     test_rope(bes, 2, 37, 211, 6, 2, 32, 10000.0f);  /* a later chunk of the sequences */
     test_rope(bes, 3, 1, 4000, 4, 1, 32, 500000.0f); /* one generated row, Llama 3's theta */
 
-    test_swiglu(bes);
+    test_gated(bes, HG_MLP_SWIGLU);
+    test_gated(bes, HG_MLP_GEGLU);
     test_relu2(bes);
 
     test_gqa_groups(bes, 2, 37, 6, 2, 16, 1);  /* one partial block */

@@ -92,7 +92,7 @@ typedef struct field {
 static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
 static const char *const position_names[] = {"learned", "rope", NULL};
 static const char *const rope_scaling_names[] = {"none", "llama3", NULL};
-static const char *const mlp_names[] = {"gelu", "swiglu", "relu2", NULL};
+static const char *const mlp_names[] = {"gelu", "swiglu", "relu2", "geglu", NULL};
 
 #define OFF(f) offsetof(hg_config, f)
 /* Limits keep every derived size inside int and int64 arithmetic. */
@@ -117,7 +117,7 @@ static const field fields[] = {
     {"rope_low_freq_factor", F_FLOAT, OFF(rope_low_freq_factor), 0, 1e6, 0, NULL, "llama3: low band edge"},
     {"rope_high_freq_factor", F_FLOAT, OFF(rope_high_freq_factor), 0, 1e6, 0, NULL, "llama3: high band edge"},
     {"rope_original_max_len", F_INT, OFF(rope_original_max_len), 0, 1 << 24, 0, NULL, "llama3: the base model's context"},
-    {"mlp", F_ENUM, OFF(mlp), 0, 2, 0, mlp_names, "gelu, swiglu or relu2"},
+    {"mlp", F_ENUM, OFF(mlp), 0, 3, 0, mlp_names, "gelu, swiglu, relu2 or geglu"},
     {"qkv_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_QKV_BIAS, NULL, "the q/k/v projection has a bias"},
     {"proj_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_PROJ_BIAS, NULL, "the attention output projection has a bias"},
     {"mlp_bias", F_KEEP, OFF(omit), 0, 1, HG_OMIT_MLP_BIAS, NULL, "the MLP linears have biases"},
@@ -320,7 +320,7 @@ gpt_dims gpt_dims_of(const hg_config *c) {
     d.KVD = d.NKV * d.hs;
     d.QKV = d.QD + 2 * d.KVD;
     d.F = c->d_ff ? c->d_ff : 4 * c->d_model;
-    d.FI = c->mlp == HG_MLP_SWIGLU ? 2 * d.F : d.F;
+    d.FI = hg_mlp_gated(c->mlp) ? 2 * d.F : d.F;
     return d;
 }
 

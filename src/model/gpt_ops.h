@@ -110,8 +110,9 @@ static inline void op_rope(hg_model *m, prof_kind kind, int layer, float *qkv, c
 static inline void op_activation_forward(hg_model *m, int recompute, int layer, float *out, const float *pre, int N,
                                          int F) {
     hg_mlp_kind mk = m->cfg.mlp;
-    prof_kind kind = mk == HG_MLP_SWIGLU ? (recompute ? OP_SWIGLU_RECOMPUTE : OP_SWIGLU_FWD)
-                                         : (recompute ? OP_RELU2_RECOMPUTE : OP_RELU2_FWD);
+    prof_kind kind = mk == HG_MLP_SWIGLU   ? (recompute ? OP_SWIGLU_RECOMPUTE : OP_SWIGLU_FWD)
+                     : mk == HG_MLP_GEGLU ? (recompute ? OP_GEGLU_RECOMPUTE : OP_GEGLU_FWD)
+                                          : (recompute ? OP_RELU2_RECOMPUTE : OP_RELU2_FWD);
     double t0 = prof_begin(m);
     m->be->ops->activation_forward(m->be, mk, out, pre, N, F);
     PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {N, F}, .cost = hg_activation_forward_cost(mk, N, F),
@@ -123,7 +124,8 @@ static inline void op_activation_backward(hg_model *m, int layer, float *dpre, c
     hg_mlp_kind mk = m->cfg.mlp;
     double t0 = prof_begin(m);
     m->be->ops->activation_backward(m->be, mk, dpre, pre, dout, N, F);
-    PROF_OP(m, t0, .kind = mk == HG_MLP_SWIGLU ? OP_SWIGLU_BWD : OP_RELU2_BWD, .layer = layer, .dims = {N, F},
+    PROF_OP(m, t0, .kind = mk == HG_MLP_SWIGLU ? OP_SWIGLU_BWD : mk == HG_MLP_GEGLU ? OP_GEGLU_BWD : OP_RELU2_BWD,
+            .layer = layer, .dims = {N, F},
             .cost = hg_activation_backward_cost(mk, N, F), .touch = {dpre, pre, dout});
 }
 

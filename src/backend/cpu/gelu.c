@@ -6,9 +6,6 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vecmath.h"
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_A 0.044715f
-
 void cpu_gelu_forward(hg_backend *be, float *out, const float *inp, size_t n) {
     long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
     #pragma omp parallel for schedule(static) num_threads(be->threads)
@@ -18,7 +15,7 @@ void cpu_gelu_forward(hg_backend *be, float *out, const float *inp, size_t n) {
         const float *x = cpu_view(be, inp, at, m, xb);
         float *o = cpu_out(be, out, at, ob);
         #pragma omp simd
-        for (size_t i = 0; i < m; i++) o[i] = 0.5f * x[i] * (1.0f + tanhf(GELU_K * (x[i] + GELU_A * x[i] * x[i] * x[i])));
+        for (size_t i = 0; i < m; i++) o[i] = hg_gelu(x[i]);
         cpu_commit(be, out, at, o, m);
     }
 }
@@ -32,12 +29,7 @@ void cpu_gelu_backward(hg_backend *be, float *dinp, const float *inp, const floa
         const float *x = cpu_view(be, inp, at, m, xb), *dy = cpu_view(be, dout, at, m, gb);
         float *dx = cpu_out(be, dinp, at, ob);
         #pragma omp simd
-        for (size_t i = 0; i < m; i++) {
-            float th = tanhf(GELU_K * (x[i] + GELU_A * x[i] * x[i] * x[i]));
-            float sech2 = 1.0f - th * th;
-            float grad = 0.5f * (1.0f + th) + 0.5f * x[i] * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x[i] * x[i]);
-            dx[i] = grad * dy[i];
-        }
+        for (size_t i = 0; i < m; i++) dx[i] = hg_gelu_grad(x[i]) * dy[i];
         cpu_commit(be, dinp, at, dx, m);
     }
 }

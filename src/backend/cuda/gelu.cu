@@ -3,16 +3,6 @@
  * full precision (no fast-math), so fp32 mode tracks the CPU closely. */
 #include "backend/cuda/cuda.h"
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_A 0.044715f
-
-__device__ __forceinline__ float gelu_f(float x) { return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x))); }
-
-__device__ __forceinline__ float gelu_grad_f(float x) {
-    float th = tanhf(GELU_K * (x + GELU_A * x * x * x));
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-}
-
 /* n/VW groups of VW elements (VW: 1 or VEC16(T), cuda.h). */
 template <typename T, int VW>
 __global__ void gelu_forward_kernel(T *out, const T *inp, size_t n) {
