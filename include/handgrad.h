@@ -171,6 +171,8 @@ typedef struct hg_config {
     int qk_norm;             /* 1: each q and k head is RMS-normalised (norm_eps, a weight
                                 of hs per q and per k unless norm_weight is off) before
                                 the rotary embedding, as in Qwen3 */
+    float logit_softcap;     /* > 0: logits = c tanh(logits / c) before the softmax, c this
+                                value (Gemma 2's final_logit_softcapping); 0: none */
     char site_op[HG_SITES][HG_OP_NAME_MAX]; /* the registered op at each site, by name;
                                                "" for none (the built-in path) */
 } hg_config;

@@ -1,12 +1,15 @@
 /* The whole model's gradient against central differences of its own loss, for each MLP
- * kind (GELU, SwiGLU, ReLU^2, GeGLU) on a small CPU model in fp32: the wiring of the
- * step around each op (whose kernels test_ops holds to float64 references) checked end
- * to end, including kinds no PyTorch fixture covers yet (GeGLU).
+ * kind (GELU, SwiGLU, ReLU^2, GeGLU) and with the logits soft-capped, on a small CPU
+ * model in fp32: the wiring of the step around each op (whose kernels test_ops holds to
+ * float64 references) checked end to end, including what no PyTorch fixture covers yet
+ * (GeGLU, the soft cap). With the cap, the logits handed out must be capped too.
  *
  * The loss is fp32, so a difference with step h carries ~|L| 2^-24 / h of rounding: with
  * h = 1e-2 and L ~ 4, about 4e-5; the h^2 truncation is smaller for these smooth
- * functions. Each sampled gradient element must be within 2e-3 of the difference, plus
- * 2e-3 of the largest sampled gradient (elements near 0 carry the absolute noise). */
+ * functions. A cap of 0.15 bends the loss sharply (tanh(z / c)'s third derivative is
+ * ~2 / c^3 = 600), so there h = 2e-3: truncation 25x smaller, rounding 2e-4. Each sampled
+ * gradient element must be within 2e-3 of the difference, plus 2e-3 of the largest
+ * sampled gradient (elements near 0 carry the absolute noise). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +23,13 @@ static double loss_of(hg_model *m, const int32_t *tok, const int32_t *tgt, int B
     return l;
 }
 
-static void check_kind(const char *mlp) {
+static void check_kind(const char *mlp, float softcap) {
     enum { B = 2, T = 8, SAMPLES = 24 };
     hg_config c;
     CHECK_OK(hg_config_preset("tiny", &c));
     c.n_layer = 2, c.d_model = 32, c.n_head = 2, c.d_ff = 48, c.vocab_size = 64, c.max_seq_len = 16;
     CHECK_OK(hg_config_set(&c, "mlp", mlp));
+    c.logit_softcap = softcap;
     hg_options o = hg_options_default();
     o.batch = B, o.seq_len = T, o.threads = 2, o.seed = 11;
     hg_model *m = NULL;
@@ -34,11 +38,20 @@ static void check_kind(const char *mlp) {
     int32_t tok[B * T], tgt[B * T];
     for (int i = 0; i < B * T; i++) tok[i] = (i * 37 + 5) % 64, tgt[i] = (i * 11 + 3) % 64;
     float l0 = NAN;
+    if (softcap > 0) { /* the logits are capped: inside (-cap, cap), and not all tiny */
+        float logits[B * T * 64], big = 0.0f;
+        CHECK_OK(hg_forward(m, tok, tgt, B, T, &l0, logits));
+        for (int i = 0; i < B * T * 64; i++) {
+            CHECK(fabsf(logits[i]) < softcap);
+            big = fmaxf(big, fabsf(logits[i]));
+        }
+        CHECK(big > 0.3f * softcap); /* the cap bends them: tanh(0.3) is 3% below 0.3 */
+    }
     CHECK_OK(hg_zero_grad(m));
     CHECK_OK(hg_forward_backward(m, tok, tgt, B, T, 1.0f, &l0));
     /* samples spread over every tensor: element (s * 7919) mod numel of tensor s mod count */
     double g[SAMPLES], fd[SAMPLES], gmax = 0.0;
-    const double h = 1e-2;
+    const double h = softcap > 0 ? 2e-3 : 1e-2;
     for (int s = 0; s < SAMPLES; s++) {
         const int k = s % hg_param_count(m);
         hg_param_info p;
@@ -67,15 +80,16 @@ static void check_kind(const char *mlp) {
             fprintf(stderr, "mlp %s sample %d: gradient %.6g, central difference %.6g\n", mlp, s, g[s], fd[s]);
             bad++;
         }
-    printf("mlp %s: %d samples, largest gradient %.3g, %d outside\n", mlp, SAMPLES, gmax, bad);
+    printf("mlp %s, logit cap %g: %d samples, largest gradient %.3g, %d outside\n", mlp, softcap, SAMPLES, gmax, bad);
     check_failures += bad;
     hg_model_free(m);
 }
 
 int main(void) {
-    check_kind("gelu");
-    check_kind("swiglu");
-    check_kind("relu2");
-    check_kind("geglu");
+    check_kind("gelu", 0.0f);
+    check_kind("swiglu", 0.0f);
+    check_kind("relu2", 0.0f);
+    check_kind("geglu", 0.0f);
+    check_kind("geglu", 0.15f); /* Gemma 2's shape of head: a cap near the logits' size */
     CHECK_DONE();
 }

@@ -456,7 +456,7 @@ static void test_attention(int B, int T, int NH, int NKV, int hs, int causal, in
 
 /* ---- classifier ---- */
 
-static void test_classifier(int N, int V, int Vp) {
+static void test_classifier(int N, int V, int Vp, float softcap) {
     const int C = 64;
     trng r = trng_seed(80);
     uint16_t *x_b, *wte_b;
@@ -474,7 +474,8 @@ static void test_classifier(int N, int V, int Vp) {
     poison(logits[0], (size_t)N * V), poison(logits[1], (size_t)N * V), poison(loss[0], N), poison(loss[1], N);
     poison(dx, (size_t)N * C), bpoison(dx_b, (size_t)N * C);
     hg_classifier_args a = {.N = N, .C = C, .V = V, .Vp = Vp, .x = x, .wte = wte, .targets = tg, .losses = loss[0],
-                            .logits = logits[0], .dscale = 0.37f, .dx = dx, .dwte = dw[0], .scratch = sf};
+                            .logits = logits[0], .softcap = softcap, .dscale = 0.37f, .dx = dx, .dwte = dw[0],
+                            .scratch = sf};
     hg_classifier_args b = a;
     b.x = (float *)x_b, b.wte = (float *)wte_b, b.losses = loss[1], b.logits = logits[1], b.dx = (float *)dx_b;
     b.dwte = dw[1], b.scratch = (float *)sh;
@@ -489,7 +490,11 @@ static void test_classifier(int N, int V, int Vp) {
     int bad = 0;
     for (size_t i = 0; i < (size_t)N * V; i++) bad += lb[i] != f32_to_bf16(logits[1][i]) || isnan(logits[1][i]);
     CHECK(bad == 0); /* the fp32 logits handed out are the bf16 ones */
-    check_failures += close_bf("classifier logits", lb, logits[0], (size_t)N * V, 1, 64 * 5.9604644775390625e-08);
+    /* capped, the product is rounded, capped (|d cap tanh(z / cap) / dz| <= 1, so the
+     * rounding moves the capped value by at most u |z|, |z| <= 3 |logit| here) and rounded
+     * again: 4u */
+    check_failures += close_bf(softcap > 0 ? "classifier logits, capped" : "classifier logits", lb, logits[0],
+                               (size_t)N * V, softcap > 0 ? 4 : 1, 64 * 5.9604644775390625e-08);
     double zmax = 0.0;
     for (int n = 0; n < N; n++) {
         double m = max_abs(logits[0] + (size_t)n * V, V);
@@ -601,7 +606,8 @@ static void run_all(void) {
     test_attention(4, 70, 4, 2, 32, 1, 0);  /* grouped-query */
     test_attention(1, 150, 2, 1, 16, 1, 1); /* one kv head: the backward in query chunks; cached */
     test_attention(1, 65, 2, 0, 128, 0, 1); /* not causal */
-    test_classifier(37, 500, 512);
+    test_classifier(37, 500, 512, 0.0f);
+    test_classifier(37, 500, 512, 3.0f); /* soft-capped logits */
     test_adamw(0);
     test_adamw(1);
 }

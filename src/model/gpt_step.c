@@ -139,7 +139,7 @@ hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *log
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         hg_classifier_args a = {
             .N = N - r0 < m->chunk ? N - r0 : m->chunk, .C = C, .V = V, .Vp = m->d.Vp,
-            .x = gpt_elems(m, x, (size_t)r0 * C), .wte = gpt_weight(m, head_index(m)),
+            .x = gpt_elems(m, x, (size_t)r0 * C), .wte = gpt_weight(m, head_index(m)), .softcap = m->cfg.logit_softcap,
             .targets = targets ? targets + r0 : NULL, .losses = losses ? losses + r0 : NULL,
             .logits = logits ? logits + (size_t)r0 * V : NULL, .scratch = gpt_act(m, S_LOGITS, 0),
         };
@@ -394,6 +394,7 @@ hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits
         .N = 1, .C = C, .V = m->d.V, .Vp = m->d.Vp,
         .x = gpt_elems(m, gpt_act(m, A_LNF, 0), (size_t)(n - 1) * C),
         .wte = gpt_weight(m, head_index(m)), .logits = logits, .scratch = gpt_act(m, S_LOGITS, 0),
+        .softcap = m->cfg.logit_softcap,
     };
     HG_TRY(op_classifier_forward(m, &a));
     HG_TRY(m->be->ops->sync(m->be));

@@ -21,7 +21,10 @@ typedef struct hg_classifier_args {
     const int32_t *targets;/* (N) or NULL; -1 is ignored */
     float *losses;         /* (N) out: per-row loss, 0 where ignored; NULL without targets */
     float *logits;         /* (N, V) fp32 out, in host memory on every backend, or NULL */
-    /* backward, when dx != NULL: dlogits = (softmax - onehot) * dscale on rows with a target */
+    float softcap;         /* > 0: the logits are softcap tanh(z / softcap) of the product z,
+                              in the scratch and in `logits` alike; 0: z itself */
+    /* backward, when dx != NULL: dlogits = (softmax - onehot) * dscale on rows with a target,
+     * times the cap's derivative 1 - (logit / softcap)^2 where there is one */
     float dscale;
     float *dx;             /* (N, C) written */
     float *dwte;           /* (Vp, C) accumulated */

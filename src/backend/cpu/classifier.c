@@ -12,14 +12,28 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vecmath.h"
 
+/* Row r of z (V scores of Vp) capped in place: cap tanh(z / cap). */
+static void row_softcap(hg_backend *be, float *z, size_t r, int V, int Vp, float cap) {
+    float buf[CPU_BLOCK];
+    for (int c0 = 0; c0 < V; c0 += CPU_BLOCK) {
+        int m = V - c0 < CPU_BLOCK ? V - c0 : CPU_BLOCK;
+        float *x = cpu_inout(be, z, r * (size_t)Vp + c0, (size_t)m, buf);
+        #pragma omp simd
+        for (int c = 0; c < m; c++) x[c] = cap * tanhf(x[c] / cap);
+        cpu_commit(be, z, r * (size_t)Vp + c0, x, (size_t)m);
+    }
+}
+
 /* Loss of row r of logits z (V scores of Vp), blocks of CPU_BLOCK read as fp32: the
  * running maximum and sum of exponentials in one pass (the sum rescaled when the maximum
  * moves); then, when training, the gradient (softmax - onehot) * dscale over the row in
- * place. logits: the row copied out in fp32, or NULL. */
+ * place, times 1 - (z / cap)^2 where the logits were capped (cap > 0). logits: the row
+ * copied out in fp32, or NULL. */
 static float row_loss(hg_backend *be, float *z, size_t r, int V, int Vp, int target, float dscale, int backward,
-                      float *logits) {
+                      float cap, float *logits) {
     const size_t row = r * (size_t)Vp;
     float mx = -INFINITY, sum = 0.0f, buf[CPU_BLOCK];
+    if (cap > 0) row_softcap(be, z, r, V, Vp, cap);
     for (int c0 = 0; c0 < V; c0 += CPU_BLOCK) {
         int m = V - c0 < CPU_BLOCK ? V - c0 : CPU_BLOCK;
         const float *x = cpu_view(be, z, row + c0, (size_t)m, buf);
@@ -41,9 +55,18 @@ static float row_loss(hg_backend *be, float *z, size_t r, int V, int Vp, int tar
         for (int c0 = 0; c0 < Vp; c0 += CPU_BLOCK) {
             int m = Vp - c0 < CPU_BLOCK ? Vp - c0 : CPU_BLOCK;
             float *x = cpu_inout(be, z, row + c0, (size_t)m, buf);
-            #pragma omp simd
-            for (int c = 0; c < m; c++) x[c] = c0 + c < live ? expf(x[c] - mx) * scale : 0.0f;
-            if (target >= c0 && target < c0 + m) x[target - c0] -= dscale;
+            if (cap > 0) {
+                const float inv = 1.0f / cap;
+                #pragma omp simd
+                for (int c = 0; c < m; c++) {
+                    float t = x[c] * inv, d = expf(x[c] - mx) * scale - (c0 + c == target ? dscale : 0.0f);
+                    x[c] = c0 + c < live ? d * (1.0f - t * t) : 0.0f;
+                }
+            } else {
+                #pragma omp simd
+                for (int c = 0; c < m; c++) x[c] = c0 + c < live ? expf(x[c] - mx) * scale : 0.0f;
+                if (target >= c0 && target < c0 + m) x[target - c0] -= dscale;
+            }
             cpu_commit(be, z, row + c0, x, (size_t)m);
         }
     }
@@ -58,10 +81,12 @@ hg_status cpu_classifier_forward(hg_backend *be, const hg_classifier_args *a) {
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int r = 0; r < a->N; r++) {
         float *logits = a->logits ? a->logits + (size_t)r * V : NULL;
-        if (a->targets)
-            a->losses[r] = row_loss(be, z, (size_t)r, V, Vp, a->targets[r], a->dscale, backward, logits);
-        else if (logits)
+        if (a->targets) {
+            a->losses[r] = row_loss(be, z, (size_t)r, V, Vp, a->targets[r], a->dscale, backward, a->softcap, logits);
+        } else if (logits) {
+            if (a->softcap > 0) row_softcap(be, z, (size_t)r, V, Vp, a->softcap);
             cpu_load(be, logits, z, (size_t)r * Vp, (size_t)V);
+        }
     }
     return HG_OK;
 }

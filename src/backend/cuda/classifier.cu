@@ -25,7 +25,8 @@ __device__ __forceinline__ void lse_combine(float &m, float &s, float m2, float 
 /* VW: 1 or VEC16(T) (16-byte loads and stores of the row; cuda.h). */
 template <typename T, int VW>
 __global__ void __launch_bounds__(CE_THREADS)
-    cross_entropy_kernel(T *logits, float *losses, const int32_t *targets, int V, int Vp, float dscale, int backward) {
+    cross_entropy_kernel(T *logits, float *losses, const int32_t *targets, int V, int Vp, float dscale, int backward,
+                         float cap) {
     __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
     T *z = logits + (size_t)blockIdx.x * Vp;
     int target = targets[blockIdx.x];
@@ -55,9 +56,21 @@ __global__ void __launch_bounds__(CE_THREADS)
 #pragma unroll
         for (int j = 0; j < VW; j++) {
             int cj = c + j;
-            f[j] = target >= 0 && cj < V ? (__expf(f[j] - lse) - (cj == target ? 1.0f : 0.0f)) * dscale : 0.0f;
+            /* capped logits (cap > 0): times the cap's derivative 1 - (logit / cap)^2 */
+            float d = cap > 0.0f ? 1.0f - (f[j] / cap) * (f[j] / cap) : 1.0f;
+            f[j] = target >= 0 && cj < V ? (__expf(f[j] - lse) - (cj == target ? 1.0f : 0.0f)) * dscale * d : 0.0f;
         }
         store_v(z + c, f);
+    }
+}
+
+/* The first V of each row of a (rows, Vp) chunk capped in place: cap tanh(z / cap). */
+template <typename T>
+__global__ void softcap_kernel(T *z, int rows, int V, int Vp, float cap) {
+    const size_t n = (size_t)rows * V;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        T *p = z + i / V * Vp + i % V;
+        *p = from_f<T>(cap * tanhf(to_f(*p) / cap));
     }
 }
 
@@ -83,11 +96,17 @@ extern "C" hg_status cuda_classifier_forward(hg_backend *be, const hg_classifier
     const int C = a->C, V = a->V, Vp = a->Vp;
     cuda_gemm_desc fwd = {a->N, Vp, C, 0, 1, C, C, Vp, 0, 0, EPI_NONE};
     HG_TRY(cuda_gemm(be, &fwd, a->x, a->wte, a->scratch, NULL, NULL));
+    if (a->softcap > 0) {
+        const size_t n = (size_t)a->N * V;
+        CUDA_DISPATCH(be, softcap_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)a->scratch, a->N, V, Vp,
+                                                                                          a->softcap));
+        HG_TRY(cuda_launched(be, "softcap_kernel"));
+    }
     if (a->logits) HG_TRY(copy_logits(be, a->logits, a->scratch, a->N, V, Vp));
     if (!a->targets) return HG_OK;
     CUDA_DISPATCH(be, auto k = cuda_vec16_ok<T>(Vp, {a->scratch}) ? cross_entropy_kernel<T, VEC16(T)> : cross_entropy_kernel<T, 1>;
                   k<<<a->N, CE_THREADS, 0, cuda_stream(be)>>>((T *)a->scratch, a->losses, a->targets, V, Vp, a->dscale,
-                                                              a->dx != NULL));
+                                                              a->dx != NULL, a->softcap));
     return cuda_launched(be, "cross_entropy_kernel");
 }
 
