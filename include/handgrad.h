@@ -173,6 +173,8 @@ typedef struct hg_config {
                                 the rotary embedding, as in Qwen3 */
     float logit_softcap;     /* > 0: logits = c tanh(logits / c) before the softmax, c this
                                 value (Gemma 2's final_logit_softcapping); 0: none */
+    float embed_scale;       /* > 0: token embeddings times this on the way in (Gemma's
+                                sqrt(d_model)); 0: 1 */
     char site_op[HG_SITES][HG_OP_NAME_MAX]; /* the registered op at each site, by name;
                                                "" for none (the built-in path) */
 } hg_config;

@@ -11,11 +11,11 @@ double ref_dropout_scale(const hg_dropout *d, uint64_t i) {
 }
 
 void ref_encoder_forward(double *out, const int32_t *tokens, const double *wte, const double *wpe,
-                         int B, int T, int C, const hg_dropout *drop) {
+                         int B, int T, int C, double scale, const hg_dropout *drop) {
     for (int n = 0; n < B * T; n++)
         for (int c = 0; c < C; c++) {
             size_t i = (size_t)n * C + c;
-            out[i] = (wte[(size_t)tokens[n] * C + c] + wpe[(size_t)(n % T) * C + c]) * ref_dropout_scale(drop, i);
+            out[i] = (scale * wte[(size_t)tokens[n] * C + c] + wpe[(size_t)(n % T) * C + c]) * ref_dropout_scale(drop, i);
         }
 }
 

@@ -15,9 +15,9 @@
 /* 0 or 1/(1-p) for element i: the kernel's mask (hg_dropout_scale), the scale in double. */
 double ref_dropout_scale(const hg_dropout *d, uint64_t i);
 
-/* out (B,T,C) = dropout(wte[tokens] + wpe[t]). */
+/* out (B,T,C) = dropout(scale * wte[tokens] + wpe[t]). */
 void ref_encoder_forward(double *out, const int32_t *tokens, const double *wte, const double *wpe,
-                         int B, int T, int C, const hg_dropout *drop);
+                         int B, int T, int C, double scale, const hg_dropout *drop);
 
 /* One row of LayerNorm or RMSNorm (ns->rms) with epsilon ns->eps (taken as the fp32
  * value the kernels add, widened): out (C), mean (0 for RMSNorm), rstd of x (C). w and b

@@ -90,14 +90,14 @@ static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p) {
     for (int i = 0; i < N; i++) tok[i] = trng_int(&r, V);
     hg_dropout drop = {p, 7, 3, 0};
     float *out = fvec((size_t)N * C), *dwte = copy_of(dwte0, (size_t)V * C), *dwpe = copy_of(dwpe0, (size_t)Tmax * C);
-    cpu->ops->encoder_forward(cpu, out, tok, wte, wpe, B, T, C, &drop);
-    cpu->ops->encoder_backward(cpu, dwte, dwpe, dout, tok, B, T, C, &drop);
+    cpu->ops->encoder_forward(cpu, out, tok, wte, wpe, B, T, C, 1.7f, &drop);
+    cpu->ops->encoder_backward(cpu, dwte, dwpe, dout, tok, B, T, C, 1.7f, &drop);
 
     void *d_tok = dev_bytes(gpu, tok, sizeof(int32_t) * N), *d_out = dev_poison(gpu, (size_t)N * C, 1);
     void *d_dwte = dev_from(gpu, dwte0, (size_t)V * C, 0), *d_dwpe = dev_from(gpu, dwpe0, (size_t)Tmax * C, 0);
     gpu->ops->encoder_forward(gpu, d_out, d_tok, dev_from(gpu, wte, (size_t)V * C, 1), dev_from(gpu, wpe, (size_t)Tmax * C, 1), B,
-                              T, C, &drop);
-    gpu->ops->encoder_backward(gpu, d_dwte, d_dwpe, dev_from(gpu, dout, (size_t)N * C, 1), d_tok, B, T, C, &drop);
+                              T, C, 1.7f, &drop);
+    gpu->ops->encoder_backward(gpu, d_dwte, d_dwpe, dev_from(gpu, dout, (size_t)N * C, 1), d_tok, B, T, C, 1.7f, &drop);
     sync_or_fail(gpu, "encoder");
     char name[64];
     snprintf(name, sizeof name, "encoder_forward p=%.1f", (double)p);
@@ -126,12 +126,12 @@ static void test_encoder_ordered(hg_backend *cpu, hg_backend *gpu) {
     for (int i = 0; i < N; i++) tok[i] = i % 2 ? 3 : trng_int(&r, V);
     hg_dropout drop = {0.1f, 9, 2, 0};
     float *dwte = copy_of(dwte0, (size_t)V * C), *first = fvec((size_t)V * C), *second = fvec((size_t)V * C);
-    cpu->ops->encoder_backward(cpu, dwte, NULL, dout, tok, B, T, C, &drop);
+    cpu->ops->encoder_backward(cpu, dwte, NULL, dout, tok, B, T, C, 1.0f, &drop);
     void *d_tok = dev_bytes(gpu, tok, sizeof(int32_t) * N), *d_dout = dev_from(gpu, dout, (size_t)N * C, 1);
     float *runs[2] = {first, second};
     for (int k = 0; k < 2; k++) {
         void *d_dwte = dev_from(gpu, dwte0, (size_t)V * C, 0);
-        gpu->ops->encoder_backward(gpu, d_dwte, NULL, d_dout, d_tok, B, T, C, &drop);
+        gpu->ops->encoder_backward(gpu, d_dwte, NULL, d_dout, d_tok, B, T, C, 1.0f, &drop);
         sync_or_fail(gpu, "encoder backward (ordered)");
         dev_to_host(gpu, runs[k], d_dwte, (size_t)V * C, 0);
         if (k == 0) check_acc(gpu, "encoder_backward dwte (ordered, increment)", d_dwte, dwte, dwte0, (size_t)V * C, 0, 1e-5);

@@ -1,5 +1,6 @@
 /* The whole model's gradient against central differences of its own loss, for each MLP
- * kind (GELU, SwiGLU, ReLU^2, GeGLU) and with the logits soft-capped, on a small CPU
+ * kind (GELU, SwiGLU, ReLU^2, GeGLU) and with the logits soft-capped and the embeddings
+ * scaled, on a small CPU
  * model in fp32: the wiring of the step around each op (whose kernels test_ops holds to
  * float64 references) checked end to end, including what no PyTorch fixture covers yet
  * (GeGLU, the soft cap). With the cap, the logits handed out must be capped too.
@@ -23,13 +24,13 @@ static double loss_of(hg_model *m, const int32_t *tok, const int32_t *tgt, int B
     return l;
 }
 
-static void check_kind(const char *mlp, float softcap) {
+static void check_kind(const char *mlp, float softcap, float embed_scale) {
     enum { B = 2, T = 8, SAMPLES = 24 };
     hg_config c;
     CHECK_OK(hg_config_preset("tiny", &c));
     c.n_layer = 2, c.d_model = 32, c.n_head = 2, c.d_ff = 48, c.vocab_size = 64, c.max_seq_len = 16;
     CHECK_OK(hg_config_set(&c, "mlp", mlp));
-    c.logit_softcap = softcap;
+    c.logit_softcap = softcap, c.embed_scale = embed_scale;
     hg_options o = hg_options_default();
     o.batch = B, o.seq_len = T, o.threads = 2, o.seed = 11;
     hg_model *m = NULL;
@@ -80,16 +81,17 @@ static void check_kind(const char *mlp, float softcap) {
             fprintf(stderr, "mlp %s sample %d: gradient %.6g, central difference %.6g\n", mlp, s, g[s], fd[s]);
             bad++;
         }
-    printf("mlp %s, logit cap %g: %d samples, largest gradient %.3g, %d outside\n", mlp, softcap, SAMPLES, gmax, bad);
+    printf("mlp %s, logit cap %g, embedding scale %g: %d samples, largest gradient %.3g, %d outside\n", mlp, softcap, embed_scale, SAMPLES, gmax, bad);
     check_failures += bad;
     hg_model_free(m);
 }
 
 int main(void) {
-    check_kind("gelu", 0.0f);
-    check_kind("swiglu", 0.0f);
-    check_kind("relu2", 0.0f);
-    check_kind("geglu", 0.0f);
-    check_kind("geglu", 0.15f); /* Gemma 2's shape of head: a cap near the logits' size */
+    check_kind("gelu", 0.0f, 0.0f);
+    check_kind("swiglu", 0.0f, 0.0f);
+    check_kind("relu2", 0.0f, 0.0f);
+    check_kind("geglu", 0.0f, 0.0f);
+    /* Gemma 2's shape of head: a cap near the logits' size, embeddings times sqrt(C) */
+    check_kind("geglu", 0.15f, 5.656854f);
     CHECK_DONE();
 }

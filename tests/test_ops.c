@@ -50,6 +50,7 @@ typedef struct enc_ctx {
     double *wte, *wpe, *out;
     const double *R;
     int B, T, C;
+    float scale;
     const hg_dropout *drop;
 } enc_ctx;
 
@@ -57,13 +58,14 @@ typedef struct enc_ctx {
 static double enc_loss(void *vctx, size_t i) {
     enc_ctx *c = vctx;
     (void)i;
-    ref_encoder_forward(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C, c->drop);
+    ref_encoder_forward(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C, c->scale, c->drop);
     double L = 0.0;
     for (size_t j = 0; j < (size_t)c->B * c->T * c->C; j++) L += c->out[j] * c->R[j];
     return L;
 }
 
-static void test_encoder(hg_backend *bes[OPS_NBE], float p) {
+/* scale: the token embeddings' (1, or Gemma's sqrt(C)). */
+static void test_encoder(hg_backend *bes[OPS_NBE], float p, float scale) {
     enum { B = 2, T = 37, C = 96, V = 1000, Vp = 1024, TMAX = 64, N = B * T };
     const hg_dropout drop = {.p = p, .seed = 0x5eedull, .step = 3, .site = 0};
     trng r = trng_seed(100 + (p > 0));
@@ -79,7 +81,7 @@ static void test_encoder(hg_backend *bes[OPS_NBE], float p) {
     fill(pre_te, Vp * C, &r, -1, 1), fill(pre_pe, TMAX * C, &r, -1, 1);
     double *wte_d = dvec(Vp * C), *wpe_d = dvec(TMAX * C), *R_d = dvec(N * C), *out_ref = dvec(N * C);
     widen(wte_d, wte, Vp * C), widen(wpe_d, wpe, TMAX * C), widen(R_d, R, N * C);
-    ref_encoder_forward(out_ref, tok, wte_d, wpe_d, B, T, C, &drop);
+    ref_encoder_forward(out_ref, tok, wte_d, wpe_d, B, T, C, scale, &drop);
 
     /* analytic gradients, and which rows of dwte a token touches */
     double *gte = calloc(Vp * C, sizeof(double)), *gpe = calloc(TMAX * C, sizeof(double));
@@ -88,7 +90,7 @@ static void test_encoder(hg_backend *bes[OPS_NBE], float p) {
         used[tok[n]] = 1;
         for (int c = 0; c < C; c++) {
             double g = R_d[n * C + c] * ref_dropout_scale(&drop, (size_t)n * C + c);
-            gte[tok[n] * C + c] += g;
+            gte[tok[n] * C + c] += scale * g;
             gpe[(n % T) * C + c] += g;
         }
     }
@@ -99,14 +101,14 @@ static void test_encoder(hg_backend *bes[OPS_NBE], float p) {
     for (int j = 0; j < NTE; j++) ite[j] = (size_t)tok[trng_int(&r, N)] * C + trng_int(&r, C);
     size_t *ipe = sample_indices(T * C, NPE, 7, &kpe);
     double *scratch = dvec(N * C), fte[NTE], fpe[NPE];
-    enc_ctx ctx = {tok, wte_d, wpe_d, scratch, R_d, B, T, C, &drop};
+    enc_ctx ctx = {tok, wte_d, wpe_d, scratch, R_d, B, T, C, scale, &drop};
     for (int j = 0; j < NTE; j++) fte[j] = fd_central(wte_d, ite[j], FD_H, enc_loss, &ctx);
     for (size_t j = 0; j < kpe; j++) fpe[j] = fd_central(wpe_d, ipe[j], FD_H, enc_loss, &ctx);
     double ste = rms(fte, NTE), spe = rms(fpe, kpe);
     char tag[96], name[160];
-    snprintf(name, sizeof name, "encoder p=%g ref dwte vs fd", p);
+    snprintf(name, sizeof name, "encoder p=%g scale=%g ref dwte vs fd", p, scale);
     check_failures += check_grad_d(name, gte, fte, ite, NTE, NULL, ste, FD_TOL);
-    snprintf(name, sizeof name, "encoder p=%g ref dwpe vs fd", p);
+    snprintf(name, sizeof name, "encoder p=%g scale=%g ref dwpe vs fd", p, scale);
     check_failures += check_grad_d(name, gpe, fpe, ipe, kpe, NULL, spe, FD_TOL);
 
     float *out[2] = {fvec(N * C), fvec(N * C)}, *dte[2] = {fvec(Vp * C), fvec(Vp * C)};
@@ -116,20 +118,21 @@ static void test_encoder(hg_backend *bes[OPS_NBE], float p) {
         use_backend(be);
         for (int run = 0; run < 2; run++) {
             poison(out[run], N * C);
-            be->ops->encoder_forward(be, out[run], tok, wte, wpe, B, T, C, &drop);
+            be->ops->encoder_forward(be, out[run], tok, wte, wpe, B, T, C, scale, &drop);
             memcpy(dte[run], pre_te, sizeof(float) * Vp * C);
             memcpy(dpe[run], pre_pe, sizeof(float) * TMAX * C);
-            be->ops->encoder_backward(be, dte[run], dpe[run], R, tok, B, T, C, &drop);
+            be->ops->encoder_backward(be, dte[run], dpe[run], R, tok, B, T, C, scale, &drop);
         }
-        snprintf(tag, sizeof tag, "encoder p=%g threads=%d", p, be->threads);
+        snprintf(tag, sizeof tag, "encoder p=%g scale=%g threads=%d", p, scale, be->threads);
         snprintf(name, sizeof name, "%s out", tag);
         check_failures += check_bitwise(name, out[0], out[1], N * C);
         check_failures += check_bitwise(name, dte[0], dte[1], Vp * C);
         check_failures += check_bitwise(name, dpe[0], dpe[1], TMAX * C);
         check_failures += check_finite(name, out[0], N * C);
-        /* one fp32 add and one multiply by the fp32 scale 1/(1-p): within 3u of the
-         * double result (a dropped element is exactly 0) */
-        check_failures += check_vec(name, out[0], out_ref, NULL, N * C, 3 * U32, 0.0);
+        /* the embedding scale's multiply, one fp32 add and one multiply by the fp32 scale
+         * 1/(1-p): within 3u of the double result's terms (a dropped element is exactly 0;
+         * with a scale the sum may cancel, so the terms' size is the scale) */
+        check_failures += check_vec(name, out[0], out_ref, NULL, N * C, 3 * U32, scale != 1.0f ? 8 * U32 * scale : 0.0);
         /* dwte, dwpe: fp32 sums of at most N terms of size <= |R|/(1-p) < 1.5 in token
          * order; typical rounding ~sqrt(k) u |term|, so 1e-6 of (rms + |g|) holds with
          * margin and any lost, doubled or unscaled term (error >= 0.1) fails */
@@ -301,8 +304,9 @@ int main(void) {
     if (check_failures) CHECK_DONE();
 
     test_philox();
-    test_encoder(bes, 0.0f);
-    test_encoder(bes, 0.3f);
+    test_encoder(bes, 0.0f, 1.0f);
+    test_encoder(bes, 0.3f, 1.0f);
+    test_encoder(bes, 0.0f, 9.797959f); /* Gemma's sqrt(C) = sqrt(96) */
     check_failures += test_ops_layernorm(bes);
     test_gelu(bes);
     test_adamw(bes, 0.05f, 0.1f, 0.37f, 3);

@@ -124,6 +124,7 @@ static const field fields[] = {
     {"tied", F_BOOL, OFF(untied), 0, 1, 1, NULL, "the output layer is the token embedding"},
     {"qk_norm", F_BOOL, OFF(qk_norm), 0, 1, 0, NULL, "q and k heads RMS-normalised before the rotary embedding"},
     {"logit_softcap", F_FLOAT, OFF(logit_softcap), 0, 1e4, 0, NULL, "logits = c tanh(logits / c) with c this value (0: none)"},
+    {"embed_scale", F_FLOAT, OFF(embed_scale), 0, 1e4, 0, NULL, "token embeddings times this on the way in (0: 1)"},
     {"op_attn_proj", F_OP, OFF(site_op[HG_SITE_ATTN_PROJ]), 0, 0, 0, NULL, "registered op after attn.c_proj, or none"},
     {"op_mlp_act", F_OP, OFF(site_op[HG_SITE_MLP_ACT]), 0, 0, 0, NULL, "registered op as the MLP activation, or none"},
     {"op_final_norm", F_OP, OFF(site_op[HG_SITE_FINAL_NORM]), 0, 0, 0, NULL, "registered op before ln_f, or none"},

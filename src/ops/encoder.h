@@ -9,15 +9,16 @@
 
 typedef struct hg_backend hg_backend;
 
-/* out (B,T,C) = dropout(wte[tokens[b,t]] + wpe[t]); tokens (B,T), wte (Vp,C), wpe (Tmax,C)
- * or NULL (no learned positions: the wpe term is left out). */
+/* out (B,T,C) = dropout(scale * wte[tokens[b,t]] + wpe[t]); tokens (B,T), wte (Vp,C), wpe
+ * (Tmax,C) or NULL (no learned positions: the wpe term is left out); scale is 1, or the
+ * config's embed_scale (Gemma's sqrt(C)). out is residual-typed (backend.h). */
 typedef void hg_encoder_forward_fn(hg_backend *be, float *out, const int32_t *tokens,
-                                   const float *wte, const float *wpe, int B, int T, int C,
+                                   const float *wte, const float *wpe, int B, int T, int C, float scale,
                                    const hg_dropout *drop);
-/* dwte (Vp,C) += scatter of dropout'(dout) by token; dwpe (Tmax,C) += sum over b (dwpe
- * NULL exactly when wpe is). */
+/* dwte (Vp,C) += scale * scatter of dropout'(dout) by token; dwpe (Tmax,C) += sum over b
+ * of dropout'(dout) (dwpe NULL exactly when wpe is). dout is residual-typed. */
 typedef void hg_encoder_backward_fn(hg_backend *be, float *dwte, float *dwpe, const float *dout,
-                                    const int32_t *tokens, int B, int T, int C,
+                                    const int32_t *tokens, int B, int T, int C, float scale,
                                     const hg_dropout *drop);
 
 #define HG_ENCODER_OPS(X)                                   \

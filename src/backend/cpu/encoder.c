@@ -2,13 +2,11 @@
  * for a model without learned positions. wte and wpe are read in the compute type in
  * blocks of CPU_BLOCK channels (bf16.h); out and dout, the residual stream, are fp32 (the
  * CPU's residual type), as are the gradients dwte and dwpe. */
-#include <string.h>
-
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 
 void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const float *wte,
-                         const float *wpe, int B, int T, int C, const hg_dropout *drop) {
+                         const float *wpe, int B, int T, int C, float scale, const hg_dropout *drop) {
     int dropping = hg_dropout_on(drop), nb = (C + CPU_BLOCK - 1) / CPU_BLOCK;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (long item = 0; item < (long)B * T * nb; item++) {
@@ -20,9 +18,10 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
         float *o = out + at;
         if (pe) {
             #pragma omp simd
-            for (size_t i = 0; i < m; i++) o[i] = te[i] + pe[i];
+            for (size_t i = 0; i < m; i++) o[i] = scale * te[i] + pe[i];
         } else {
-            memcpy(o, te, sizeof(float) * m);
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) o[i] = scale * te[i];
         }
         if (dropping)
             for (size_t i = 0; i < m; i++) o[i] *= hg_dropout_scale(drop, at + i);
@@ -32,7 +31,7 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
 /* Each thread owns a range of channels and walks every token in order: a scatter-add
  * into wte with no races and a fixed summation order. */
 void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float *dout,
-                          const int32_t *tokens, int B, int T, int C, const hg_dropout *drop) {
+                          const int32_t *tokens, int B, int T, int C, float scale, const hg_dropout *drop) {
     int dropping = hg_dropout_on(drop);
     #pragma omp parallel num_threads(be->threads)
     {
@@ -45,16 +44,16 @@ void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float 
             if (dropping) {
                 for (int i = c0; i < c1; i++) {
                     float gi = g[i] * hg_dropout_scale(drop, (size_t)n * C + i);
-                    te[i] += gi;
+                    te[i] += scale * gi;
                     if (pe) pe[i] += gi;
                 }
             } else if (!pe) {
                 #pragma omp simd
-                for (int i = c0; i < c1; i++) te[i] += g[i];
+                for (int i = c0; i < c1; i++) te[i] += scale * g[i];
             } else {
                 #pragma omp simd
                 for (int i = c0; i < c1; i++) {
-                    te[i] += g[i];
+                    te[i] += scale * g[i];
                     pe[i] += g[i];
                 }
             }

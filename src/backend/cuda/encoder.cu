@@ -10,12 +10,12 @@
 
 template <typename T>
 __global__ void encoder_forward_kernel(T *out, const int32_t *tokens, const T *wte, const T *wpe, int BT, int T_, int C,
-                                       hg_dropout drop) {
+                                       float scale, hg_dropout drop) {
     size_t n = (size_t)BT * C;
     int dropping = hg_dropout_on(&drop);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / C, c = i % C;
-        float v = to_f(wte[(size_t)tokens[r] * C + c]);
+        float v = scale * to_f(wte[(size_t)tokens[r] * C + c]);
         if (wpe) v += to_f(wpe[(r % T_) * C + c]);
         if (dropping) v *= hg_dropout_scale(&drop, i);
         out[i] = from_f<T>(v);
@@ -23,14 +23,15 @@ __global__ void encoder_forward_kernel(T *out, const int32_t *tokens, const T *w
 }
 
 template <typename T>
-__global__ void encoder_backward_wte_kernel(float *dwte, const T *dout, const int32_t *tokens, int BT, int C, hg_dropout drop) {
+__global__ void encoder_backward_wte_kernel(float *dwte, const T *dout, const int32_t *tokens, int BT, int C, float scale,
+                                            hg_dropout drop) {
     size_t n = (size_t)BT * C;
     int dropping = hg_dropout_on(&drop);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / C, c = i % C;
         float g = to_f(dout[i]);
         if (dropping) g *= hg_dropout_scale(&drop, i);
-        atomicAdd(&dwte[(size_t)tokens[r] * C + c], g);
+        atomicAdd(&dwte[(size_t)tokens[r] * C + c], scale * g);
     }
 }
 
@@ -42,7 +43,7 @@ __global__ void encoder_backward_wte_kernel(float *dwte, const T *dout, const in
 template <typename T>
 __global__ void __launch_bounds__(256) encoder_backward_wte_ordered_kernel(float *dwte, const T *dout,
                                                                            const int32_t *tokens, int BT, int C,
-                                                                           hg_dropout drop) {
+                                                                           float scale, hg_dropout drop) {
     __shared__ int rows[ORDERED_LIST];
     __shared__ int warp_count[8];
     const int r = blockIdx.x, id = tokens[r], lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(256) encoder_backward_wte_ordered_kernel(float
                 const float g = to_f(dout[i]);
                 s += dropping ? g * hg_dropout_scale(&drop, i) : g;
             }
-            dwte[(size_t)id * C + c] += s;
+            dwte[(size_t)id * C + c] += scale * s;
         }
         __syncthreads(); /* the list is rewritten next round */
     }
@@ -96,25 +97,25 @@ __global__ void encoder_backward_wpe_kernel(float *dwpe, const T *dout, int B, i
 }
 
 extern "C" void cuda_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
-                                     int T_, int C, const hg_dropout *drop) {
+                                     int T_, int C, float scale, const hg_dropout *drop) {
     CUDA_OP("encoder_forward");
     size_t n = (size_t)B * T_ * C;
     CUDA_DISPATCH(be, encoder_forward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>(
-                          (T *)out, tokens, (const T *)wte, (const T *)wpe, B * T_, T_, C, cuda_dropout(drop)));
+                          (T *)out, tokens, (const T *)wte, (const T *)wpe, B * T_, T_, C, scale, cuda_dropout(drop)));
     cuda_launched(be, "encoder_forward_kernel");
 }
 
 extern "C" void cuda_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
-                                      int T_, int C, const hg_dropout *drop) {
+                                      int T_, int C, float scale, const hg_dropout *drop) {
     CUDA_OP("encoder_backward");
     hg_dropout d = cuda_dropout(drop);
     if (be->flags & HG_FLAG_DETERMINISTIC) {
         CUDA_DISPATCH(be, encoder_backward_wte_ordered_kernel<T><<<B * T_, 256, 0, cuda_stream(be)>>>(
-                              dwte, (const T *)dout, tokens, B * T_, C, d));
+                              dwte, (const T *)dout, tokens, B * T_, C, scale, d));
         if (cuda_launched(be, "encoder_backward_wte_ordered_kernel") != HG_OK) return;
     } else {
         CUDA_DISPATCH(be, encoder_backward_wte_kernel<T><<<cuda_grid(be, (size_t)B * T_ * C), 256, 0, cuda_stream(be)>>>(
-                              dwte, (const T *)dout, tokens, B * T_, C, d));
+                              dwte, (const T *)dout, tokens, B * T_, C, scale, d));
         if (cuda_launched(be, "encoder_backward_wte_kernel") != HG_OK) return;
     }
     if (!dwpe) return;
