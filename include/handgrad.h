@@ -175,6 +175,9 @@ typedef struct hg_config {
                                 value (Gemma 2's final_logit_softcapping); 0: none */
     float embed_scale;       /* > 0: token embeddings times this on the way in (Gemma's
                                 sqrt(d_model)); 0: 1 */
+    int rotary_dim;          /* HG_POS_ROPE: the rotary embedding turns the first rotary_dim
+                                (even, <= the head size) dimensions of each q and k head and
+                                passes the rest (Phi's partial_rotary_factor); 0: all */
     char site_op[HG_SITES][HG_OP_NAME_MAX]; /* the registered op at each site, by name;
                                                "" for none (the built-in path) */
 } hg_config;

@@ -166,10 +166,10 @@ void ref_rope_table(float *cos_sin, int Tmax, int hs, float theta) {
 }
 
 void ref_rope(double *qkv, const float *cos_sin, const hg_rope_shape *s, int inverse) {
-    const int hs = s->hs, half = hs / 2, W = (s->NH + 2 * s->NKV) * hs;
+    const int hs = s->hs, rot = s->rot ? s->rot : hs, half = rot / 2, W = (s->NH + 2 * s->NKV) * hs;
     for (int b = 0; b < s->B; b++)
         for (int t = 0; t < s->T; t++) {
-            const float *row = cos_sin + (size_t)(s->pos0 + t) * hs;
+            const float *row = cos_sin + (size_t)(s->pos0 + t) * rot;
             double *x = qkv + ((size_t)b * s->T + t) * W;
             for (int h = 0; h < s->NH + s->NKV; h++) /* the q heads, then the k heads */
                 for (int i = 0; i < half; i++) {

@@ -60,6 +60,10 @@ static void bad_configs(void) {
     c = good, c.n_head = 7;
     o.threads = 1;
     CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "n_head");
+    c = good, c.rotary_dim = 8; /* a partial rotary embedding without rope */
+    CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "rotary_dim");
+    c.position = HG_POS_ROPE, c.rotary_dim = 7; /* odd */
+    CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "rotary_dim");
     o.device = (hg_device)7;
     CHECK_FAILS(hg_model_create(&m, &good, &o), HG_ERR_INVALID, "device");
     o.device = HG_DEVICE_CPU, o.precision = HG_PRECISION_FP16;

@@ -357,20 +357,20 @@ static float *rope_table(int Tmax, int hs) {
 
 /* In place on QKV rows at positions pos0 .. pos0+T-1, forward on one buffer and backward
  * on another; the comparison covers the v heads, which must come back untouched. */
-static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, int NH, int NKV, int hs) {
-    hg_rope_shape s = {B, T, pos0, NH, NKV, hs};
-    const int Tmax = pos0 + T + 3;
+static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, int NH, int NKV, int hs, int rot) {
+    hg_rope_shape s = {B, T, pos0, NH, NKV, hs, rot};
+    const int Tmax = pos0 + T + 3, R = hg_rope_dims(&s);
     const size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
     trng r = trng_seed(47 + (uint64_t)(pos0 + NKV));
-    float *qkv = rvec(gpu, n, &r, -2, 2), *dqkv = rvec(gpu, n, &r, -1, 1), *cs = rope_table(Tmax, hs);
-    void *d_qkv = dev_from(gpu, qkv, n, 1), *d_dqkv = dev_from(gpu, dqkv, n, 1), *d_cs = dev_from(gpu, cs, (size_t)Tmax * hs, 0);
+    float *qkv = rvec(gpu, n, &r, -2, 2), *dqkv = rvec(gpu, n, &r, -1, 1), *cs = rope_table(Tmax, R);
+    void *d_qkv = dev_from(gpu, qkv, n, 1), *d_dqkv = dev_from(gpu, dqkv, n, 1), *d_cs = dev_from(gpu, cs, (size_t)Tmax * R, 0);
     cpu->ops->rope_forward(cpu, qkv, cs, &s);
     cpu->ops->rope_backward(cpu, dqkv, cs, &s);
     gpu->ops->rope_forward(gpu, d_qkv, d_cs, &s);
     gpu->ops->rope_backward(gpu, d_dqkv, d_cs, &s);
     sync_or_fail(gpu, "rope");
     char name[96];
-    snprintf(name, sizeof name, "rope_forward B=%d T=%d pos0=%d NH=%d NKV=%d hs=%d", B, T, pos0, NH, NKV, hs);
+    snprintf(name, sizeof name, "rope_forward B=%d T=%d pos0=%d NH=%d NKV=%d hs=%d rot=%d", B, T, pos0, NH, NKV, hs, R);
     check(gpu, name, d_qkv, qkv, n, 1, tol(gpu, 1e-6, 1e-2));
     check(gpu, "rope_backward", d_dqkv, dqkv, n, 1, tol(gpu, 1e-6, 1e-2));
     dev_free_all(gpu);
@@ -651,9 +651,10 @@ static void g_activation(hg_backend *cpu, hg_backend *gpu) {
 }
 
 static void g_rope(hg_backend *cpu, hg_backend *gpu) {
-    test_rope(cpu, gpu, 2, 37, 0, 3, 3, 32);
-    test_rope(cpu, gpu, 1, 5, 20, 4, 2, 64);
-    test_rope(cpu, gpu, 3, 19, 0, 2, 1, 128);
+    test_rope(cpu, gpu, 2, 37, 0, 3, 3, 32, 0);
+    test_rope(cpu, gpu, 1, 5, 20, 4, 2, 64, 0);
+    test_rope(cpu, gpu, 3, 19, 0, 2, 1, 128, 0);
+    test_rope(cpu, gpu, 2, 37, 3, 4, 2, 64, 26); /* partial: 26 of 64 dims turn */
 }
 
 static void attention_shapes(hg_backend *cpu, hg_backend *gpu) {

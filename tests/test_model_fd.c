@@ -1,16 +1,16 @@
 /* The whole model's gradient against central differences of its own loss, for each MLP
- * kind (GELU, SwiGLU, ReLU^2, GeGLU) and with the logits soft-capped and the embeddings
- * scaled, on a small CPU
+ * kind (GELU, SwiGLU, ReLU^2, GeGLU), with the logits soft-capped and the embeddings
+ * scaled, and with a partial rotary embedding, on a small CPU
  * model in fp32: the wiring of the step around each op (whose kernels test_ops holds to
  * float64 references) checked end to end, including what no PyTorch fixture covers yet
  * (GeGLU, the soft cap). With the cap, the logits handed out must be capped too.
  *
- * The loss is fp32, so a difference with step h carries ~|L| 2^-24 / h of rounding: with
- * h = 1e-2 and L ~ 4, about 4e-5; the h^2 truncation is smaller for these smooth
- * functions. A cap of 0.15 bends the loss sharply (tanh(z / c)'s third derivative is
- * ~2 / c^3 = 600), so there h = 2e-3: truncation 25x smaller, rounding 2e-4. Each sampled
- * gradient element must be within 2e-3 of the difference, plus 2e-3 of the largest
- * sampled gradient (elements near 0 carry the absolute noise). */
+ * The loss is fp32, so a difference with step h = 2e-3 carries ~|L| 2^-24 / h ~ 1e-4 of
+ * rounding (L ~ 4); its h^2 truncation is below that even where the loss bends sharply
+ * (a cap of 0.15: tanh(z / c)'s third derivative is ~2 / c^3 = 600; an RMSNorm weight's
+ * effect through the rotary embedding; h = 1e-2 missed one of 24 samples there by 0.5%).
+ * Each sampled gradient element must be within 2e-3 of the difference, plus 2e-3 of the
+ * largest sampled gradient (elements near 0 carry the absolute noise). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +24,14 @@ static double loss_of(hg_model *m, const int32_t *tok, const int32_t *tgt, int B
     return l;
 }
 
-static void check_kind(const char *mlp, float softcap, float embed_scale) {
+static void check_kind(const char *mlp, float softcap, float embed_scale, int rotary_dim) {
     enum { B = 2, T = 8, SAMPLES = 24 };
     hg_config c;
     CHECK_OK(hg_config_preset("tiny", &c));
     c.n_layer = 2, c.d_model = 32, c.n_head = 2, c.d_ff = 48, c.vocab_size = 64, c.max_seq_len = 16;
     CHECK_OK(hg_config_set(&c, "mlp", mlp));
     c.logit_softcap = softcap, c.embed_scale = embed_scale;
+    if (rotary_dim) c.position = HG_POS_ROPE, c.norm = HG_NORM_RMSNORM, c.rotary_dim = rotary_dim;
     hg_options o = hg_options_default();
     o.batch = B, o.seq_len = T, o.threads = 2, o.seed = 11;
     hg_model *m = NULL;
@@ -52,7 +53,7 @@ static void check_kind(const char *mlp, float softcap, float embed_scale) {
     CHECK_OK(hg_forward_backward(m, tok, tgt, B, T, 1.0f, &l0));
     /* samples spread over every tensor: element (s * 7919) mod numel of tensor s mod count */
     double g[SAMPLES], fd[SAMPLES], gmax = 0.0;
-    const double h = softcap > 0 ? 2e-3 : 1e-2;
+    const double h = 2e-3;
     for (int s = 0; s < SAMPLES; s++) {
         const int k = s % hg_param_count(m);
         hg_param_info p;
@@ -81,17 +82,20 @@ static void check_kind(const char *mlp, float softcap, float embed_scale) {
             fprintf(stderr, "mlp %s sample %d: gradient %.6g, central difference %.6g\n", mlp, s, g[s], fd[s]);
             bad++;
         }
-    printf("mlp %s, logit cap %g, embedding scale %g: %d samples, largest gradient %.3g, %d outside\n", mlp, softcap, embed_scale, SAMPLES, gmax, bad);
+    printf("mlp %s, logit cap %g, embedding scale %g, rotary dims %d: %d samples, largest gradient %.3g, %d outside\n", mlp, softcap, embed_scale, rotary_dim, SAMPLES, gmax, bad);
     check_failures += bad;
     hg_model_free(m);
 }
 
 int main(void) {
-    check_kind("gelu", 0.0f, 0.0f);
-    check_kind("swiglu", 0.0f, 0.0f);
-    check_kind("relu2", 0.0f, 0.0f);
-    check_kind("geglu", 0.0f, 0.0f);
+    check_kind("gelu", 0.0f, 0.0f, 0);
+    check_kind("swiglu", 0.0f, 0.0f, 0);
+    check_kind("relu2", 0.0f, 0.0f, 0);
+    check_kind("geglu", 0.0f, 0.0f, 0);
     /* Gemma 2's shape of head: a cap near the logits' size, embeddings times sqrt(C) */
-    check_kind("geglu", 0.15f, 5.656854f);
+    check_kind("geglu", 0.15f, 5.656854f, 0);
+    /* Phi's partial rotary embedding: 6 of the 16 dims of each head turn */
+    check_kind("gelu", 0.0f, 0.0f, 6);
+    check_kind("gelu", 0.0f, 0.0f, 16);
     CHECK_DONE();
 }

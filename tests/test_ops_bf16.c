@@ -223,16 +223,17 @@ static void test_elementwise(void) {
     free(x), free(dy), free(want), free(got), free(x_b), free(dy_b);
 }
 
-static void test_rope(void) {
-    const hg_rope_shape s = {.B = 2, .T = 19, .pos0 = 3, .NH = 4, .NKV = 2, .hs = 32};
-    const int W = (s.NH + 2 * s.NKV) * s.hs, TMAX = 32;
+/* rot: the rotated dims (0: all). */
+static void test_rope(int rot) {
+    const hg_rope_shape s = {.B = 2, .T = 19, .pos0 = 3, .NH = 4, .NKV = 2, .hs = 32, .rot = rot};
+    const int W = (s.NH + 2 * s.NKV) * s.hs, TMAX = 32, R = hg_rope_dims(&s);
     const size_t n = (size_t)s.B * s.T * W;
     trng r = trng_seed(30);
-    float *cs = fvec((size_t)TMAX * s.hs);
+    float *cs = fvec((size_t)TMAX * R);
     for (int p = 0; p < TMAX; p++)
-        for (int i = 0; i < s.hs / 2; i++) {
-            double a = p * pow(10000.0, -2.0 * i / s.hs);
-            cs[p * s.hs + i] = (float)cos(a), cs[p * s.hs + s.hs / 2 + i] = (float)sin(a);
+        for (int i = 0; i < R / 2; i++) {
+            double a = p * pow(10000.0, -2.0 * i / R);
+            cs[p * R + i] = (float)cos(a), cs[p * R + R / 2 + i] = (float)sin(a);
         }
     uint16_t *x_b;
     float *x = rvec(n, &r, -2, 2, &x_b);
@@ -593,7 +594,8 @@ static void run_all(void) {
     test_encoder(0.0f);
     test_encoder(0.3f);
     test_elementwise();
-    test_rope();
+    test_rope(0);
+    test_rope(12); /* partial */
     test_norm(0, 1, 0.0f);
     test_norm(0, 1, 0.2f);
     test_norm(1, 1, 0.0f);

@@ -286,14 +286,19 @@ static void test_residual_rmsnorm(hg_backend *bes[OPS_NBE], hg_norm_spec ns, flo
 
 /* Rounding scale of each rotated element: |x_i c| + |x_partner s| of its pair (one
  * product each, one add); 0 for the v columns, which must come back unchanged. */
+/* Whether column j of a QKV row is rotated: in a q or k head, among its first r dims. */
+static int rope_turns(const hg_rope_shape *s, int j) {
+    return j < (s->NH + s->NKV) * s->hs && j % s->hs < hg_rope_dims(s);
+}
+
 static void rope_scale(double *scale, const double *x, const float *cs, const hg_rope_shape *s) {
-    const int hs = s->hs, half = hs / 2, W = (s->NH + 2 * s->NKV) * hs, rot = (s->NH + s->NKV) * hs;
+    const int hs = s->hs, rot = hg_rope_dims(s), half = rot / 2, W = (s->NH + 2 * s->NKV) * hs;
     for (int n = 0; n < s->B * s->T; n++) {
-        const float *row = cs + (size_t)(s->pos0 + n % s->T) * hs;
+        const float *row = cs + (size_t)(s->pos0 + n % s->T) * rot;
         const double *xr = x + (size_t)n * W;
         double *sr = scale + (size_t)n * W;
         for (int j = 0; j < W; j++) {
-            if (j >= rot) {
+            if (!rope_turns(s, j)) {
                 sr[j] = 0.0;
                 continue;
             }
@@ -304,22 +309,25 @@ static void rope_scale(double *scale, const double *x, const float *cs, const hg
 }
 
 /* Counts the v columns of a that differ bitwise from b's. */
+/* The columns rope does not turn (v, and the q and k dims past r) are a's as they were in b. */
 static int check_v_untouched(const char *what, const float *a, const float *b, const hg_rope_shape *s) {
-    const int W = (s->NH + 2 * s->NKV) * s->hs, rot = (s->NH + s->NKV) * s->hs;
+    const int W = (s->NH + 2 * s->NKV) * s->hs;
     int bad = 0;
     for (int n = 0; n < s->B * s->T; n++)
-        bad += memcmp(a + (size_t)n * W + rot, b + (size_t)n * W + rot, sizeof(float) * (W - rot)) != 0;
-    if (bad) fprintf(stderr, "%s: v columns changed in %d rows\n", what, bad);
+        for (int j = 0; j < W; j++)
+            bad += !rope_turns(s, j) && memcmp(a + (size_t)n * W + j, b + (size_t)n * W + j, sizeof(float)) != 0;
+    if (bad) fprintf(stderr, "%s: %d elements rope does not turn changed\n", what, bad);
     return bad;
 }
 
-static void test_rope(hg_backend *bes[OPS_NBE], int B, int T, int pos0, int NH, int NKV, int hs, float theta) {
-    const hg_rope_shape s = {B, T, pos0, NH, NKV, hs};
-    const int W = (NH + 2 * NKV) * hs, Tmax = pos0 + T; /* the table has exactly the rows used */
+/* rot: the rotated dims of a head (0: all hs; fewer: a partial rotary embedding). */
+static void test_rope(hg_backend *bes[OPS_NBE], int B, int T, int pos0, int NH, int NKV, int hs, float theta, int rot) {
+    const hg_rope_shape s = {B, T, pos0, NH, NKV, hs, rot};
+    const int W = (NH + 2 * NKV) * hs, Tmax = pos0 + T, R = hg_rope_dims(&s); /* the table has exactly the rows used */
     const size_t NQ = (size_t)B * T * W;
-    trng r = trng_seed(1400 + (uint64_t)pos0 + (uint64_t)hs);
-    float *cs = fvec((size_t)Tmax * hs), *x = fvec(NQ), *y = fvec(NQ);
-    ref_rope_table(cs, Tmax, hs, theta);
+    trng r = trng_seed(1400 + (uint64_t)pos0 + (uint64_t)hs + (uint64_t)rot);
+    float *cs = fvec((size_t)Tmax * R), *x = fvec(NQ), *y = fvec(NQ);
+    ref_rope_table(cs, Tmax, R, theta);
     fill(x, NQ, &r, -2, 2), fill(y, NQ, &r, -1, 1);
     double *xd = dvec(NQ), *yd = dvec(NQ), *fx = dvec(NQ), *by = dvec(NQ), *fscale = dvec(NQ), *bscale = dvec(NQ);
     double *pscale = dvec(NQ);
@@ -331,16 +339,17 @@ static void test_rope(hg_backend *bes[OPS_NBE], int B, int T, int pos0, int NH, 
     rope_scale(bscale, yd, cs, &s);
     /* the round trip's scale: |x_i| + |x_partner| of each rotated element */
     for (size_t i = 0; i < NQ; i++) {
-        int j = (int)(i % W), half = hs / 2;
+        int j = (int)(i % W), half = R / 2;
         size_t partner = j % hs < half ? i + half : i - half;
-        pscale[i] = j >= (NH + NKV) * hs ? 0.0 : fabs(xd[i]) + fabs(xd[partner]);
+        pscale[i] = rope_turns(&s, j) ? fabs(xd[i]) + fabs(xd[partner]) : 0.0;
     }
     char tag[128], name[192];
     float *fwd[2] = {fvec(NQ), fvec(NQ)}, *bwd[2] = {fvec(NQ), fvec(NQ)}, *rt = fvec(NQ);
     for (int k = 0; k < OPS_NBE; k++) {
         hg_backend *be = bes[k];
         use_backend(be);
-        snprintf(tag, sizeof tag, "rope B=%d T=%d pos0=%d NH=%d NKV=%d hs=%d threads=%d", B, T, pos0, NH, NKV, hs, be->threads);
+        snprintf(tag, sizeof tag, "rope B=%d T=%d pos0=%d NH=%d NKV=%d hs=%d rot=%d threads=%d", B, T, pos0, NH, NKV, hs, R,
+                 be->threads);
         for (int run = 0; run < 2; run++) {
             memcpy(fwd[run], x, sizeof(float) * NQ), memcpy(bwd[run], y, sizeof(float) * NQ);
             be->ops->rope_forward(be, fwd[run], cs, &s);
@@ -603,7 +612,7 @@ static void head_rows(double *rows, float *x, int N, int NH, int NKV, int hs, in
 static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int hs, int has_w, uint64_t seed) {
     const hg_norm_spec ns = {1, 1e-6f};
     const hg_qk_norm_shape s = {N, NH, NKV, hs, ns.eps};
-    const hg_rope_shape rows_shape = {1, N, 0, NH, NKV, hs}; /* for check_v_untouched */
+    const hg_rope_shape rows_shape = {1, N, 0, NH, NKV, hs, 0}; /* for check_v_untouched */
     const int H = NH + NKV, W = (NH + 2 * NKV) * hs, QK = H * hs;
     trng r = trng_seed(seed);
     float *qkv = fvec((size_t)N * W), *R = fvec((size_t)N * W), *w[2] = {NULL, NULL}, *pre_dw[2];
@@ -739,9 +748,10 @@ int test_ops_llama(hg_backend *bes[OPS_NBE]) {
     test_qk_norm(bes, 37, 4, 2, 32, 1, 1210); /* Qwen3's: a weight per q and per k */
     test_qk_norm(bes, 5, 3, 1, 16, 0, 1211);  /* multi-query, without weights */
 
-    test_rope(bes, 2, 37, 0, 6, 2, 16, 10000.0f);
-    test_rope(bes, 2, 37, 211, 6, 2, 32, 10000.0f);  /* a later chunk of the sequences */
-    test_rope(bes, 3, 1, 4000, 4, 1, 32, 500000.0f); /* one generated row, Llama 3's theta */
+    test_rope(bes, 2, 37, 0, 6, 2, 16, 10000.0f, 0);
+    test_rope(bes, 2, 37, 211, 6, 2, 32, 10000.0f, 0);  /* a later chunk of the sequences */
+    test_rope(bes, 3, 1, 4000, 4, 1, 32, 500000.0f, 0); /* one generated row, Llama 3's theta */
+    test_rope(bes, 2, 37, 5, 6, 2, 32, 10000.0f, 10);   /* partial: 10 of 32 dims turn (Phi-2's 0.4 is 32 of 80) */
 
     test_gated(bes, HG_MLP_SWIGLU);
     test_gated(bes, HG_MLP_GEGLU);

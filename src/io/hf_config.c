@@ -329,6 +329,10 @@ hg_status hg_hf_config_load(const char *path, hg_config *cfg) {
 const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     for (int s = 0; s < HG_SITES; s++)
         if (c->site_op[s][0]) return hg_site_field((hg_site)s); /* an op of one's own: no HF class has it */
+    /* the Gemma and Phi switches: none of the classes written here has them */
+    if (c->logit_softcap > 0) return "logit_softcap";
+    if (c->embed_scale > 0) return "embed_scale";
+    if (c->rotary_dim) return "rotary_dim";
     gpt_dims d = gpt_dims_of(c);
     const unsigned qkv = c->omit & HG_OMIT_QKV_BIAS, proj = c->omit & HG_OMIT_PROJ_BIAS;
     if (a == HF_GPT2)

@@ -125,6 +125,7 @@ static const field fields[] = {
     {"qk_norm", F_BOOL, OFF(qk_norm), 0, 1, 0, NULL, "q and k heads RMS-normalised before the rotary embedding"},
     {"logit_softcap", F_FLOAT, OFF(logit_softcap), 0, 1e4, 0, NULL, "logits = c tanh(logits / c) with c this value (0: none)"},
     {"embed_scale", F_FLOAT, OFF(embed_scale), 0, 1e4, 0, NULL, "token embeddings times this on the way in (0: 1)"},
+    {"rotary_dim", F_INT, OFF(rotary_dim), 0, 1024, 0, NULL, "rope: the rotated dimensions of a head, even (0: all)"},
     {"op_attn_proj", F_OP, OFF(site_op[HG_SITE_ATTN_PROJ]), 0, 0, 0, NULL, "registered op after attn.c_proj, or none"},
     {"op_mlp_act", F_OP, OFF(site_op[HG_SITE_MLP_ACT]), 0, 0, 0, NULL, "registered op as the MLP activation, or none"},
     {"op_final_norm", F_OP, OFF(site_op[HG_SITE_FINAL_NORM]), 0, 0, 0, NULL, "registered op before ln_f, or none"},
@@ -304,6 +305,9 @@ hg_status hg_config_validate(const hg_config *c) {
                        "head_dim = %d must be a multiple of 16 (the attention tiles are 16-float vectors)", d.hs);
     if ((int64_t)d.NH * d.hs > 65536)
         return hg_fail(HG_ERR_INVALID, "n_head * head_dim = %lld is too large (at most 65536)", (long long)d.NH * d.hs);
+    if (c->rotary_dim && (c->rotary_dim % 2 || c->rotary_dim > d.hs || c->position != HG_POS_ROPE))
+        return hg_fail(HG_ERR_INVALID, "rotary_dim = %d must be even, at most the head size %d, and set only with "
+                       "position rope", c->rotary_dim, d.hs);
     return HG_OK;
 }
 
@@ -323,6 +327,7 @@ gpt_dims gpt_dims_of(const hg_config *c) {
     d.QKV = d.QD + 2 * d.KVD;
     d.F = c->d_ff ? c->d_ff : 4 * c->d_model;
     d.FI = hg_mlp_gated(c->mlp) ? 2 * d.F : d.F;
+    d.rot = c->rotary_dim ? c->rotary_dim : d.hs;
     return d;
 }
 

@@ -186,7 +186,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ok &= add(t, "lnf.rstd", 1, N, 1, 0, 1, 4, 0) == A_LNF_RSTD;
     ok &= add(t, "losses", 1, N, 1, 0, 1, 4, 0) == A_LOSSES;
     ok &= add(t, "kv_cache", 2, gpt_has_kv(o) ? 2 * N : 0, d.KVD, 0, L, E, 0) == A_KV;
-    ok &= add(t, "rope", 2, rope * c->max_seq_len, d.hs, 0, 1, 4, 0) == A_ROPE;
+    ok &= add(t, "rope", 2, rope * c->max_seq_len, d.rot, 0, 1, 4, 0) == A_ROPE;
     ok &= add(t, "scratch.proj", 2, N, C, 0, 1, E, 0) == S_PROJ;
     ok &= add(t, "scratch.act", 2, N, d.F, 0, 1, E, 0) == S_ACT;
     ok &= add(t, "scratch.logits", 2, chunk, d.Vp, 0, 1, E, 0) == S_LOGITS;
@@ -493,11 +493,12 @@ static float rope_freq(const hg_config *c, int i, int hs) {
     return (1.0f - smooth) * f / c->rope_factor + smooth * f;
 }
 
-/* The rotary table A_ROPE: row t holds cos(t * f_i) for i < hs/2, then sin(t * f_i)
- * (rope_freq); the angle and its cosine and sine are taken in double. */
+/* The rotary table A_ROPE: row t holds cos(t * f_i) for i < r/2, then sin(t * f_i)
+ * (rope_freq over the r rotated dimensions, as Hugging Face computes a partial rotary's
+ * frequencies); the angle and its cosine and sine are taken in double. */
 static hg_status init_rope(hg_model *m) {
     if (m->cfg.position != HG_POS_ROPE) return HG_OK;
-    const int hs = m->d.hs, half = hs / 2, T = m->cfg.max_seq_len;
+    const int hs = m->d.rot, half = hs / 2, T = m->cfg.max_seq_len;
     size_t bytes = sizeof(float) * (size_t)T * hs;
     float *host = hg_aligned_alloc(bytes);
     if (!host) return hg_fail(HG_ERR_NOMEM, "out of memory for the %zu-byte rotary table", bytes);

@@ -12,9 +12,10 @@
 /* Sizes derived from a config: C d_model, NH query heads, NKV key/value heads, hs head
  * size, QD = NH*hs and KVD = NKV*hs the query and key (or value) widths, QKV = QD + 2*KVD
  * the fused projection's width, F the MLP width, FI the MLP's first linear's width (2F for
- * SwiGLU: gate | up), V the vocabulary and Vp it padded to a multiple of 64. */
+ * the gated MLPs: gate | up), V the vocabulary and Vp it padded to a multiple of 64, rot
+ * the rotated dimensions of a head (hs, or the config's rotary_dim). */
 typedef struct gpt_dims {
-    int C, NH, NKV, hs, QD, KVD, QKV, F, FI, V, Vp, L;
+    int C, NH, NKV, hs, QD, KVD, QKV, F, FI, V, Vp, L, rot;
 } gpt_dims;
 gpt_dims gpt_dims_of(const hg_config *c);
 float gpt_norm_eps(const hg_config *c);

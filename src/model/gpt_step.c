@@ -21,7 +21,7 @@ static hg_attention_shape attention_shape(const hg_model *m) {
 }
 
 static hg_rope_shape rope_shape(const hg_model *m, int pos0) {
-    hg_rope_shape s = {m->B, m->T, pos0, m->d.NH, m->d.NKV, m->d.hs};
+    hg_rope_shape s = {m->B, m->T, pos0, m->d.NH, m->d.NKV, m->d.hs, m->d.rot};
     return s;
 }
 
