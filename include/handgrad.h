@@ -91,9 +91,10 @@ const char *hg_cpu_bf16_slow(void);
 
 /* ---------------------------------------------------------------- config */
 
-/* A decoder-only transformer, described once. Every block is pre-norm:
+/* A decoder-only transformer, described once. A block is pre-norm by default:
  *     x = x + proj(attention(rope(qkv(norm_1(x)))));  x = x + mlp(norm_2(x))
- * then a final norm and the output layer. The switches below choose the norm, the
+ * then a final norm and the output layer (`block` picks another order of the same parts:
+ * hg_block_kind). The switches below choose the norm, the
  * position encoding, the MLP, which linear groups have biases, grouped-query attention,
  * the head size and whether the output layer is tied to the token embedding. A field left
  * 0 takes GPT-2's choice, so a zeroed struct plus the sizes is GPT-2. Examples: GPT-2 is
@@ -122,6 +123,19 @@ typedef enum hg_mlp_kind {
     HG_MLP_RELU2 = 2,  /* proj(relu(fc(x))^2) */
     HG_MLP_GEGLU = 3,  /* proj(gelu_tanh(gate(x)) * up(x)) (Gemma); fc holds gate | up, width 2F */
 } hg_mlp_kind;
+/* The order of a block's parts, with A = proj(attention(...)) and M = mlp(...):
+ *   HG_BLOCK_PRENORM   x = x + A(n1(x));       x = x + M(n2(x))       (GPT-2, Llama)
+ *   HG_BLOCK_POSTNORM  x = x + p1(A(x));       x = x + p2(M(x))       (OLMo 2)
+ *   HG_BLOCK_SANDWICH  x = x + p1(A(n1(x)));   x = x + p2(M(n2(x)))   (Gemma 2)
+ *   HG_BLOCK_PARALLEL  x = x + A(n1(x)) + M(n1(x))                    (Phi-2, GPT-J)
+ * n1, n2 are ln_1 and ln_2, before a branch; p1, p2 are attn.post_norm and mlp.post_norm,
+ * on a branch's output. Every layout ends with the final norm, ln_f. */
+typedef enum hg_block_kind {
+    HG_BLOCK_PRENORM = 0,
+    HG_BLOCK_POSTNORM = 1,
+    HG_BLOCK_SANDWICH = 2,
+    HG_BLOCK_PARALLEL = 3,
+} hg_block_kind;
 /* Whether an MLP kind is gated: its first linear is gate | up, 2F wide. */
 static inline int hg_mlp_gated(hg_mlp_kind k) { return k == HG_MLP_SWIGLU || k == HG_MLP_GEGLU; }
 /* hg_config.omit: parameters the blocks do without. */
@@ -178,6 +192,7 @@ typedef struct hg_config {
     int rotary_dim;          /* HG_POS_ROPE: the rotary embedding turns the first rotary_dim
                                 (even, <= the head size) dimensions of each q and k head and
                                 passes the rest (Phi's partial_rotary_factor); 0: all */
+    hg_block_kind block;     /* the order of the block's parts (above); 0: pre-norm */
     char site_op[HG_SITES][HG_OP_NAME_MAX]; /* the registered op at each site, by name;
                                                "" for none (the built-in path) */
 } hg_config;
@@ -204,7 +219,8 @@ int64_t hg_config_param_count(const hg_config *cfg, int with_position_embedding)
  * max_seq_len, n_layer, n_head, n_kv_head, d_model, d_ff, head_dim, dropout, norm
  * ("layernorm" | "rmsnorm"), norm_eps, norm_weight, norm_bias, position ("learned" |
  * "rope"), rope_theta, rope_scaling ("none" | "llama3"), rope_factor, rope_low_freq_factor,
- * rope_high_freq_factor, rope_original_max_len, mlp ("gelu" | "swiglu" | "relu2"), qkv_bias, proj_bias, mlp_bias,
+ * rope_high_freq_factor, rope_original_max_len, mlp ("gelu" | "swiglu" | "relu2" | "geglu"),
+ * block ("prenorm" | "postnorm" | "sandwich" | "parallel"), qkv_bias, proj_bias, mlp_bias,
  * tied and qk_norm (booleans "true" | "false" | "1" | "0"), and the site ops op_attn_proj,
  * op_mlp_act and op_final_norm (an op's name, or "none"). */
 int hg_config_field_count(void);

@@ -41,10 +41,11 @@ static int generate(hg_model *m, float *logits, int V) {
 }
 
 /* Training steps (with dropout) and generation of one architecture allocate nothing. */
-static void check_preset(const char *preset, hg_precision precision) {
-    printf("%s%s\n", preset, precision == HG_PRECISION_BF16 ? " in bf16" : "");
+static void check_preset(const char *preset, const char *block, hg_precision precision) {
+    printf("%s, %s block%s\n", preset, block, precision == HG_PRECISION_BF16 ? " in bf16" : "");
     hg_config cfg;
     CHECK_OK(hg_config_preset(preset, &cfg));
+    CHECK_OK(hg_config_set(&cfg, "block", block));
     cfg.dropout = 0.1f;
     const int V = cfg.vocab_size;
     hg_options o = hg_options_default();
@@ -111,10 +112,12 @@ static void check_preset(const char *preset, hg_precision precision) {
 int main(void) {
     for (int bf16 = 0; bf16 < 2; bf16++) {
         hg_precision p = bf16 ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
-        check_preset("odd", p);        /* GPT-2 */
-        check_preset("llama-tiny", p); /* RMSNorm, RoPE, SwiGLU, GQA, untied */
-        check_preset("qwen2-tiny", p); /* the same with a q/k/v bias, tied */
-        check_preset("qwen3-tiny", p); /* q/k norm, head_dim above d_model/n_head */
+        check_preset("odd", "prenorm", p);        /* GPT-2 */
+        check_preset("llama-tiny", "prenorm", p); /* RMSNorm, RoPE, SwiGLU, GQA, untied */
+        check_preset("qwen2-tiny", "prenorm", p); /* the same with a q/k/v bias, tied */
+        check_preset("qwen3-tiny", "prenorm", p); /* q/k norm, head_dim above d_model/n_head */
+        check_preset("odd", "parallel", p);       /* the other layouts (post norms: fp32 only) */
+        if (!bf16) check_preset("llama-tiny", "postnorm", p), check_preset("odd", "sandwich", p);
     }
     CHECK_DONE();
 }

@@ -64,6 +64,9 @@ static void bad_configs(void) {
     CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "rotary_dim");
     c.position = HG_POS_ROPE, c.rotary_dim = 7; /* odd */
     CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "rotary_dim");
+    c = good, c.block = (hg_block_kind)4;
+    CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "block");
+    CHECK_FAILS(hg_config_set(&c, "block", "post"), HG_ERR_INVALID, "block");
     o.device = (hg_device)7;
     CHECK_FAILS(hg_model_create(&m, &good, &o), HG_ERR_INVALID, "device");
     o.device = HG_DEVICE_CPU, o.precision = HG_PRECISION_FP16;
@@ -240,6 +243,22 @@ static void missing_ops(void) {
     ops.precisions = 1u << HG_PRECISION_FP32;
     o.precision = HG_PRECISION_BF16;
     CHECK_FAILS(gpt_check_ops(&gpt2, &o, &ops), HG_ERR_UNSUPPORTED, "precision: the cpu backend has no kernels in bf16");
+    /* the postnorm and parallel blocks' plain residual add */
+    ops = *hg_backend_cpu_ops(), o = hg_options_default();
+    ops.residual_add = NULL;
+    CHECK_OK(gpt_check_ops(&gpt2, &o, &ops));
+    gpt2.block = HG_BLOCK_SANDWICH; /* its adds are all fused with a norm */
+    CHECK_OK(gpt_check_ops(&gpt2, &o, &ops));
+    gpt2.block = HG_BLOCK_PARALLEL;
+    CHECK_FAILS(gpt_check_ops(&gpt2, &o, &ops), HG_ERR_UNSUPPORTED, "block: the cpu backend has no residual_add");
+    /* post norms read a branch output where the CPU's norms read its fp32 residual type */
+    ops = *hg_backend_cpu_ops();
+    o.precision = HG_PRECISION_BF16;
+    CHECK_OK(gpt_check_ops(&gpt2, &o, &ops));
+    gpt2.block = HG_BLOCK_SANDWICH;
+    CHECK_FAILS(gpt_check_ops(&gpt2, &o, &ops), HG_ERR_UNSUPPORTED, "block: the cpu backend keeps the residual");
+    o.precision = HG_PRECISION_FP32;
+    CHECK_OK(gpt_check_ops(&gpt2, &o, &ops));
 }
 
 int main(void) {

@@ -1,12 +1,14 @@
 /* The whole model's gradient against central differences of its own loss, for each MLP
- * kind (GELU, SwiGLU, ReLU^2, GeGLU), with the logits soft-capped and the embeddings
- * scaled, and with a partial rotary embedding, on a small CPU
+ * kind (GELU, SwiGLU, ReLU^2, GeGLU), each block layout (prenorm, postnorm, sandwich,
+ * parallel; each tensor sampled at least twice), with the logits soft-capped and the
+ * embeddings scaled, and with a partial rotary embedding, on a small CPU
  * model in fp32: the wiring of the step around each op (whose kernels test_ops holds to
  * float64 references) checked end to end, including what no PyTorch fixture covers yet
  * (GeGLU, the soft cap). With the cap, the logits handed out must be capped too.
  *
  * The loss is fp32, so a difference with step h = 2e-3 carries ~|L| 2^-24 / h ~ 1e-4 of
- * rounding (L ~ 4); its h^2 truncation is below that even where the loss bends sharply
+ * rounding (L ~ 4; 1e-2 at the postnorm's h = 3e-5, against its gradients of ~30); its h^2
+ * truncation is below that even where the loss bends sharply
  * (a cap of 0.15: tanh(z / c)'s third derivative is ~2 / c^3 = 600; an RMSNorm weight's
  * effect through the rotary embedding; h = 1e-2 missed one of 24 samples there by 0.5%).
  * Each sampled gradient element must be within 2e-3 of the difference, plus 2e-3 of the
@@ -24,12 +26,15 @@ static double loss_of(hg_model *m, const int32_t *tok, const int32_t *tgt, int B
     return l;
 }
 
-static void check_kind(const char *mlp, float softcap, float embed_scale, int rotary_dim) {
-    enum { B = 2, T = 8, SAMPLES = 24 };
+static void check_kind(const char *mlp, const char *block, const char *norm, float softcap, float embed_scale,
+                       int rotary_dim) {
+    enum { B = 2, T = 8, MAX_SAMPLES = 96 };
     hg_config c;
     CHECK_OK(hg_config_preset("tiny", &c));
     c.n_layer = 2, c.d_model = 32, c.n_head = 2, c.d_ff = 48, c.vocab_size = 64, c.max_seq_len = 16;
     CHECK_OK(hg_config_set(&c, "mlp", mlp));
+    CHECK_OK(hg_config_set(&c, "block", block));
+    CHECK_OK(hg_config_set(&c, "norm", norm));
     c.logit_softcap = softcap, c.embed_scale = embed_scale;
     if (rotary_dim) c.position = HG_POS_ROPE, c.norm = HG_NORM_RMSNORM, c.rotary_dim = rotary_dim;
     hg_options o = hg_options_default();
@@ -52,9 +57,14 @@ static void check_kind(const char *mlp, float softcap, float embed_scale, int ro
     CHECK_OK(hg_zero_grad(m));
     CHECK_OK(hg_forward_backward(m, tok, tgt, B, T, 1.0f, &l0));
     /* samples spread over every tensor: element (s * 7919) mod numel of tensor s mod count */
-    double g[SAMPLES], fd[SAMPLES], gmax = 0.0;
-    const double h = 2e-3;
-    for (int s = 0; s < SAMPLES; s++) {
+    const int SAMPLES = 2 * hg_param_count(m) > 24 ? 2 * hg_param_count(m) : 24;
+    CHECK(SAMPLES <= MAX_SAMPLES);
+    double g[MAX_SAMPLES], fd[MAX_SAMPLES], gmax = 0.0;
+    /* a post norm divides by its branch output's scale (weights ~0.01 at init), so the
+     * loss bends ~100x sharper in the projections: a smaller step there (postnorm, with no
+     * pre-norm to damp the inputs, most) */
+    const double h = c.block == HG_BLOCK_POSTNORM ? 3e-5 : c.block == HG_BLOCK_SANDWICH ? 2e-4 : 2e-3;
+    for (int s = 0; s < SAMPLES && s < MAX_SAMPLES; s++) {
         const int k = s % hg_param_count(m);
         hg_param_info p;
         CHECK_OK(hg_param_at(m, k, &p));
@@ -77,25 +87,34 @@ static void check_kind(const char *mlp, float softcap, float embed_scale, int ro
         free(data), free(grad);
     }
     int bad = 0;
-    for (int s = 0; s < SAMPLES; s++)
+    for (int s = 0; s < SAMPLES && s < MAX_SAMPLES; s++)
         if (!(fabs(g[s] - fd[s]) <= 2e-3 * fabs(fd[s]) + 2e-3 * gmax)) {
-            fprintf(stderr, "mlp %s sample %d: gradient %.6g, central difference %.6g\n", mlp, s, g[s], fd[s]);
+            fprintf(stderr, "mlp %s block %s sample %d: gradient %.6g, central difference %.6g\n", mlp, block, s, g[s],
+                    fd[s]);
             bad++;
         }
-    printf("mlp %s, logit cap %g, embedding scale %g, rotary dims %d: %d samples, largest gradient %.3g, %d outside\n", mlp, softcap, embed_scale, rotary_dim, SAMPLES, gmax, bad);
+    printf("mlp %s, block %s, %s, logit cap %g, embedding scale %g, rotary dims %d: %d samples, largest gradient "
+           "%.3g, %d outside\n", mlp, block, norm, softcap, embed_scale, rotary_dim, SAMPLES, gmax, bad);
     check_failures += bad;
     hg_model_free(m);
 }
 
 int main(void) {
-    check_kind("gelu", 0.0f, 0.0f, 0);
-    check_kind("swiglu", 0.0f, 0.0f, 0);
-    check_kind("relu2", 0.0f, 0.0f, 0);
-    check_kind("geglu", 0.0f, 0.0f, 0);
+    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 0);
+    check_kind("swiglu", "prenorm", "layernorm", 0.0f, 0.0f, 0);
+    check_kind("relu2", "prenorm", "layernorm", 0.0f, 0.0f, 0);
+    check_kind("geglu", "prenorm", "layernorm", 0.0f, 0.0f, 0);
     /* Gemma 2's shape of head: a cap near the logits' size, embeddings times sqrt(C) */
-    check_kind("geglu", 0.15f, 5.656854f, 0);
+    check_kind("geglu", "prenorm", "rmsnorm", 0.15f, 5.656854f, 0);
     /* Phi's partial rotary embedding: 6 of the 16 dims of each head turn */
-    check_kind("gelu", 0.0f, 0.0f, 6);
-    check_kind("gelu", 0.0f, 0.0f, 16);
+    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 6);
+    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 16);
+    /* the block layouts, with both norms (LayerNorm's bias in the post norms) */
+    const char *blocks[] = {"postnorm", "sandwich", "parallel"}, *norms[] = {"layernorm", "rmsnorm"};
+    for (int b = 0; b < 3; b++)
+        for (int n = 0; n < 2; n++) check_kind(n ? "swiglu" : "gelu", blocks[b], norms[n], 0.0f, 0.0f, 0);
+    /* Gemma 2 (sandwich, GeGLU, the cap, the scale) and Phi-2 (parallel, partial rotary) */
+    check_kind("geglu", "sandwich", "rmsnorm", 0.15f, 5.656854f, 0);
+    check_kind("gelu", "parallel", "layernorm", 0.0f, 0.0f, 6);
     CHECK_DONE();
 }

@@ -89,6 +89,7 @@ struct hg_backend_ops {
     hg_qk_norm_forward_fn *qk_norm_forward;
     hg_qk_norm_backward_fn *qk_norm_backward;
     hg_dropout_backward_fn *dropout_backward;
+    hg_residual_add_fn *residual_add;
     hg_matmul_forward_fn *matmul_forward;
     hg_matmul_backward_fn *matmul_backward;
     hg_matmul_gelu_forward_fn *matmul_gelu_forward;

@@ -93,6 +93,7 @@ static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
 static const char *const position_names[] = {"learned", "rope", NULL};
 static const char *const rope_scaling_names[] = {"none", "llama3", NULL};
 static const char *const mlp_names[] = {"gelu", "swiglu", "relu2", "geglu", NULL};
+static const char *const block_names[] = {"prenorm", "postnorm", "sandwich", "parallel", NULL};
 
 #define OFF(f) offsetof(hg_config, f)
 /* Limits keep every derived size inside int and int64 arithmetic. */
@@ -126,6 +127,7 @@ static const field fields[] = {
     {"logit_softcap", F_FLOAT, OFF(logit_softcap), 0, 1e4, 0, NULL, "logits = c tanh(logits / c) with c this value (0: none)"},
     {"embed_scale", F_FLOAT, OFF(embed_scale), 0, 1e4, 0, NULL, "token embeddings times this on the way in (0: 1)"},
     {"rotary_dim", F_INT, OFF(rotary_dim), 0, 1024, 0, NULL, "rope: the rotated dimensions of a head, even (0: all)"},
+    {"block", F_ENUM, OFF(block), 0, 3, 0, block_names, "prenorm, postnorm, sandwich or parallel: the block's order"},
     {"op_attn_proj", F_OP, OFF(site_op[HG_SITE_ATTN_PROJ]), 0, 0, 0, NULL, "registered op after attn.c_proj, or none"},
     {"op_mlp_act", F_OP, OFF(site_op[HG_SITE_MLP_ACT]), 0, 0, 0, NULL, "registered op as the MLP activation, or none"},
     {"op_final_norm", F_OP, OFF(site_op[HG_SITE_FINAL_NORM]), 0, 0, 0, NULL, "registered op before ln_f, or none"},

@@ -29,6 +29,8 @@ static const unsigned role_flags[GPT_ROLES] = {
     [R_WPE] = HG_SPEC_POSITION | HG_SPEC_LOOKUP,
     [R_SITE_FINAL] = HG_SPEC_SITE, [R_SITE_ATTN] = HG_SPEC_SITE, [R_SITE_MLP] = HG_SPEC_SITE,
     [R_LN1_W] = HG_SPEC_NORM, [R_LN2_W] = HG_SPEC_NORM, [R_LNF_W] = HG_SPEC_NORM,
+    [R_POST1_W] = HG_SPEC_NORM, [R_POST2_W] = HG_SPEC_NORM,
+    [R_POST1_B] = HG_SPEC_NORM | HG_SPEC_BIAS, [R_POST2_B] = HG_SPEC_NORM | HG_SPEC_BIAS,
     [R_QNORM_W] = HG_SPEC_NORM, [R_KNORM_W] = HG_SPEC_NORM,
     [R_LN1_B] = HG_SPEC_NORM | HG_SPEC_BIAS, [R_LN2_B] = HG_SPEC_NORM | HG_SPEC_BIAS,
     [R_LNF_B] = HG_SPEC_NORM | HG_SPEC_BIAS,
@@ -82,11 +84,12 @@ static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C;
     int nw = gpt_has_norm_weight(c), nb = gpt_has_norm_bias(c), qn = c->qk_norm && nw;
+    int n1 = gpt_has_ln1(c), n2 = gpt_has_ln2(c), np = gpt_has_post_norm(c);
     int ok = add_param_flags(t, pe, -1, R_WTE, "wte.weight", 2, d.V, C, (int64_t)d.Vp * C, c->untied ? HG_SPEC_LOOKUP : 0);
     if (c->position == HG_POS_LEARNED) ok = ok && add_param(t, pe, -1, R_WPE, "wpe.weight", 2, c->max_seq_len, C, 0);
     for (int l = 0; ok && l < d.L; l++) {
-        ok = (!nw || add_param(t, pe, l, R_LN1_W, "ln_1.weight", 1, C, 1, 0)) &&
-             (!nb || add_param(t, pe, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0)) &&
+        ok = (!(n1 && nw) || add_param(t, pe, l, R_LN1_W, "ln_1.weight", 1, C, 1, 0)) &&
+             (!(n1 && nb) || add_param(t, pe, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0)) &&
              add_param(t, pe, l, R_QKV_W, "attn.c_attn.weight", 2, C, d.QKV, 0) &&
              (c->omit & HG_OMIT_QKV_BIAS || add_param(t, pe, l, R_QKV_B, "attn.c_attn.bias", 1, d.QKV, 1, 0)) &&
              (!qn || add_param(t, pe, l, R_QNORM_W, "attn.q_norm.weight", 1, d.hs, 1, 0)) &&
@@ -94,13 +97,17 @@ static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *
              add_param(t, pe, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0) &&
              (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, pe, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0)) &&
              add_site_params(t, pe, st, HG_SITE_ATTN_PROJ, l, R_SITE_ATTN) &&
-             (!nw || add_param(t, pe, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0)) &&
-             (!nb || add_param(t, pe, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0)) &&
+             (!(np && nw) || add_param(t, pe, l, R_POST1_W, "attn.post_norm.weight", 1, C, 1, 0)) &&
+             (!(np && nb) || add_param(t, pe, l, R_POST1_B, "attn.post_norm.bias", 1, C, 1, 0)) &&
+             (!(n2 && nw) || add_param(t, pe, l, R_LN2_W, "ln_2.weight", 1, C, 1, 0)) &&
+             (!(n2 && nb) || add_param(t, pe, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0)) &&
              add_param(t, pe, l, R_FC_W, "mlp.c_fc.weight", 2, C, d.FI, 0) &&
              (c->omit & HG_OMIT_MLP_BIAS || add_param(t, pe, l, R_FC_B, "mlp.c_fc.bias", 1, d.FI, 1, 0)) &&
              add_site_params(t, pe, st, HG_SITE_MLP_ACT, l, R_SITE_MLP) &&
              add_param(t, pe, l, R_FCPROJ_W, "mlp.c_proj.weight", 2, d.F, C, 0) &&
-             (c->omit & HG_OMIT_MLP_BIAS || add_param(t, pe, l, R_FCPROJ_B, "mlp.c_proj.bias", 1, C, 1, 0));
+             (c->omit & HG_OMIT_MLP_BIAS || add_param(t, pe, l, R_FCPROJ_B, "mlp.c_proj.bias", 1, C, 1, 0)) &&
+             (!(np && nw) || add_param(t, pe, l, R_POST2_W, "mlp.post_norm.weight", 1, C, 1, 0)) &&
+             (!(np && nb) || add_param(t, pe, l, R_POST2_B, "mlp.post_norm.bias", 1, C, 1, 0));
     }
     ok = ok && add_site_params(t, pe, st, HG_SITE_FINAL_NORM, -1, R_SITE_FINAL);
     ok = ok && (!nw || add_param(t, pe, -1, R_LNF_W, "ln_f.weight", 1, C, 1, 0));
@@ -164,23 +171,30 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     int64_t C = d.C, L = d.L, N = (int64_t)o->batch * o->seq_len;
     int64_t layers = o->training ? L : 1, bw = o->training ? 1 : 0, ln = c->norm == HG_NORM_LAYERNORM;
     int64_t wide = d.FI > d.QKV ? d.FI : d.QKV, rope = c->position == HG_POS_ROPE, qn = c->qk_norm != 0;
+    int64_t n1 = gpt_has_ln1(c), n2 = gpt_has_ln2(c), np = gpt_has_post_norm(c);
     int ok = 1;
     ok &= add(t, "tokens", 1, N, 1, 0, 1, 4, 0) == A_TOKENS;
     ok &= add(t, "targets", 1, N, 1, 0, 1, 4, 0) == A_TARGETS;
     ok &= add(t, "residual", 2, N, C, 0, o->training ? L + 1 : 2, Er, 0) == A_RESIDUAL;
-    ok &= add(t, "ln1", 2, N, C, 0, layers, E, 0) == A_LN1;
-    ok &= add(t, "ln1.mean", 1, ln * N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
-    ok &= add(t, "ln1.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
+    ok &= add(t, "ln1", 2, n1 * N, C, 0, layers, E, 0) == A_LN1;
+    ok &= add(t, "ln1.mean", 1, n1 * ln * N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
+    ok &= add(t, "ln1.rstd", 1, n1 * N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
     ok &= add(t, "qkv", 2, N, d.QKV, 0, layers, E, 0) == A_QKV;
     ok &= add(t, "qk_raw", 2, qn * bw * N, d.QD + d.KVD, 0, layers, E, 0) == A_QK_RAW;
     ok &= add(t, "qk_rstd", 2, qn * N, d.NH + d.NKV, 0, layers, 4, 0) == A_QK_RSTD;
     ok &= add(t, "atty", 2, N, d.QD, 0, layers, E, 0) == A_ATTY;
     ok &= add(t, "lse", 2, d.NH, N, 0, layers, 4, 0) == A_LSE;
     ok &= add(t, "residual2", 2, N, C, 0, layers, Er, 0) == A_RESIDUAL2;
-    ok &= add(t, "ln2", 2, N, C, 0, layers, E, 0) == A_LN2;
-    ok &= add(t, "ln2.mean", 1, ln * N, 1, 0, layers, 4, 0) == A_LN2_MEAN;
-    ok &= add(t, "ln2.rstd", 1, N, 1, 0, layers, 4, 0) == A_LN2_RSTD;
+    ok &= add(t, "ln2", 2, n2 * N, C, 0, layers, E, 0) == A_LN2;
+    ok &= add(t, "ln2.mean", 1, n2 * ln * N, 1, 0, layers, 4, 0) == A_LN2_MEAN;
+    ok &= add(t, "ln2.rstd", 1, n2 * N, 1, 0, layers, 4, 0) == A_LN2_RSTD;
     ok &= add(t, "fch", 2, N, d.FI, 0, layers, E, 0) == A_FCH;
+    ok &= add(t, "post1", 2, np * N, C, 0, layers, E, 0) == A_POST1;
+    ok &= add(t, "post1.mean", 1, np * ln * N, 1, 0, layers, 4, 0) == A_POST1_MEAN;
+    ok &= add(t, "post1.rstd", 1, np * N, 1, 0, layers, 4, 0) == A_POST1_RSTD;
+    ok &= add(t, "post2", 2, np * N, C, 0, layers, E, 0) == A_POST2;
+    ok &= add(t, "post2.mean", 1, np * ln * N, 1, 0, layers, 4, 0) == A_POST2_MEAN;
+    ok &= add(t, "post2.rstd", 1, np * N, 1, 0, layers, 4, 0) == A_POST2_RSTD;
     ok &= add(t, "lnf", 2, N, C, 0, 1, E, 0) == A_LNF;
     ok &= add(t, "lnf.mean", 1, ln * N, 1, 0, 1, 4, 0) == A_LNF_MEAN;
     ok &= add(t, "lnf.rstd", 1, N, 1, 0, 1, 4, 0) == A_LNF_RSTD;
@@ -188,6 +202,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ok &= add(t, "kv_cache", 2, gpt_has_kv(o) ? 2 * N : 0, d.KVD, 0, L, E, 0) == A_KV;
     ok &= add(t, "rope", 2, rope * c->max_seq_len, d.rot, 0, 1, 4, 0) == A_ROPE;
     ok &= add(t, "scratch.proj", 2, N, C, 0, 1, E, 0) == S_PROJ;
+    ok &= add(t, "scratch.post", 2, np * N, C, 0, 1, E, 0) == S_POST;
     ok &= add(t, "scratch.act", 2, N, d.F, 0, 1, E, 0) == S_ACT;
     ok &= add(t, "scratch.logits", 2, chunk, d.Vp, 0, 1, E, 0) == S_LOGITS;
     ok &= add(t, "scratch.attention", 1, (int64_t)attention_scratch, 1, 0, 1, 1, 0) == S_ATTENTION;
@@ -199,6 +214,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ok &= add(t, "scratch.dwide", 2, bw * N, wide, 0, 1, E, 0) == S_DWIDE;
     int64_t dact = c->mlp != HG_MLP_GELU || st->on[HG_SITE_MLP_ACT];
     ok &= add(t, "scratch.dact", 2, dact * bw * N, d.F, 0, 1, E, 0) == S_DACT;
+    ok &= add(t, "scratch.dpost", 2, np * bw * N, C, 0, 1, E, 0) == S_DPOST;
     ok &= add(t, "scratch.reduce", 1, bw * (int64_t)reduce_scratch, 1, 0, 1, 1, 0) == S_REDUCE;
     int64_t on_attn = st->on[HG_SITE_ATTN_PROJ], on_final = st->on[HG_SITE_FINAL_NORM];
     ok &= add(t, "site.attn_proj.in", 2, on_attn * N, C, 0, layers, E, 0) == A_SITE_IN;
@@ -254,6 +270,10 @@ static int gated_training(const hg_config *c, const hg_options *o) { return c->m
 static int gelu(const hg_config *c, const hg_options *o) { return (void)o, c->mlp == HG_MLP_GELU; }
 static int gelu_training(const hg_config *c, const hg_options *o) { return c->mlp == HG_MLP_GELU && o->training; }
 static int dropout(const hg_config *c, const hg_options *o) { return c->dropout > 0 && o->training; }
+/* a residual add with no norm after it: the postnorm's, the parallel block's first */
+static int plain_add(const hg_config *c, const hg_options *o) {
+    return (void)o, c->block == HG_BLOCK_POSTNORM || c->block == HG_BLOCK_PARALLEL;
+}
 
 #define NEED(field, entry, when) {field, offsetof(hg_backend_ops, entry), 0, #entry, when}
 #define NEED_OR(field, entry, alt, when) {field, offsetof(hg_backend_ops, entry), offsetof(hg_backend_ops, alt), #entry, when}
@@ -271,7 +291,7 @@ static const op_need op_needs[] = {
     NEED("mlp", activation_forward, gated),          NEED("mlp", activation_backward, gated_training),
     NEED_OR("mlp", gelu_forward, matmul_gelu_forward, gelu),
     NEED_OR("mlp", gelu_backward, matmul_gelu_backward, gelu_training),
-    NEED("dropout", dropout_backward, dropout),
+    NEED("dropout", dropout_backward, dropout),      NEED("block", residual_add, plain_add),
 };
 #undef NEED
 #undef NEED_OR
@@ -288,6 +308,12 @@ hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_ba
     if (ops->residual_fp32 && opt->precision != HG_PRECISION_FP32 && opt->training && !ops->dropout_backward)
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: the %s backend has no dropout_backward kernel, which converts "
                        "the residual gradient in training", ops->name);
+    /* a post norm reads a branch output (compute type) where the norms read the residual
+     * type, and a postnorm block's attention and MLP read the residual stream itself */
+    if (ops->residual_fp32 && opt->precision != HG_PRECISION_FP32 && gpt_has_post_norm(cfg))
+        return hg_fail(HG_ERR_UNSUPPORTED, "block: the %s backend keeps the residual stream in fp32 under bf16, and "
+                       "runs %s blocks in fp32 only (prenorm and parallel blocks run in bf16)", ops->name,
+                       cfg->block == HG_BLOCK_POSTNORM ? "postnorm" : "sandwich");
     for (size_t i = 0; i < sizeof op_needs / sizeof op_needs[0]; i++) {
         const op_need *n = &op_needs[i];
         if (!n->when(cfg, opt) || has_entry(ops, n->entry) || has_entry(ops, n->alt)) continue;

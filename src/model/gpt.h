@@ -31,17 +31,27 @@ static inline int gpt_has_norm_bias(const hg_config *c) {
     return c->norm == HG_NORM_LAYERNORM && !(c->omit & HG_OMIT_NORM_BIAS);
 }
 
+/* Which norms a block layout has (hg_block_kind): ln_1 before the attention (the
+ * parallel block's MLP reads it too), ln_2 before the MLP, and the post norms on the two
+ * branch outputs. */
+static inline int gpt_has_ln1(const hg_config *c) { return c->block != HG_BLOCK_POSTNORM; }
+static inline int gpt_has_ln2(const hg_config *c) { return c->block == HG_BLOCK_PRENORM || c->block == HG_BLOCK_SANDWICH; }
+static inline int gpt_has_post_norm(const hg_config *c) {
+    return c->block == HG_BLOCK_POSTNORM || c->block == HG_BLOCK_SANDWICH;
+}
+
 /* What a parameter is to the model: its role, with its layer in the tensor spec. The
  * parameter table holds, in this order (and Hugging Face GPT-2's names): wte, wpe; per
- * block ln_1, attn.c_attn, attn.q_norm, attn.k_norm, attn.c_proj, ln_2, mlp.c_fc,
- * mlp.c_proj; ln_f; lm_head. A
- * tensor the config omits is not in the table. Linear weights are input-major (in, out).
+ * block ln_1, attn.c_attn, attn.q_norm, attn.k_norm, attn.c_proj, attn.post_norm, ln_2,
+ * mlp.c_fc, mlp.c_proj, mlp.post_norm; ln_f; lm_head. A tensor the config omits (or its
+ * block layout lacks) is not in the table. Linear weights are input-major (in, out).
  * A site op's parameters (R_SITE_*, all of them under one role) follow attn.c_proj,
  * mlp.c_fc, or precede ln_f. */
 typedef enum gpt_role {
     R_WTE, R_WPE, R_SITE_FINAL, R_LNF_W, R_LNF_B, R_LM_HEAD, /* model-wide */
     R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_QNORM_W, R_KNORM_W, R_PROJ_W, R_PROJ_B, R_SITE_ATTN,
-    R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_SITE_MLP, R_FCPROJ_W, R_FCPROJ_B, /* per block */
+    R_POST1_W, R_POST1_B, R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_SITE_MLP, R_FCPROJ_W, R_FCPROJ_B,
+    R_POST2_W, R_POST2_B, /* per block */
     GPT_ROLES
 } gpt_role;
 #define GPT_FIRST_LAYER_ROLE R_LN1_W
@@ -81,6 +91,12 @@ enum gpt_act {
     A_LN2_MEAN,  /* (L, N) LayerNorm only */
     A_LN2_RSTD,  /* (L, N) */
     A_FCH,       /* (L, N, FI) MLP pre-activation; the activation is recomputed from it */
+    A_POST1,     /* (L, N, C) the attention branch's output, the input of attn.post_norm */
+    A_POST1_MEAN, /* (L, N) LayerNorm only */
+    A_POST1_RSTD, /* (L, N) */
+    A_POST2,     /* (L, N, C) the MLP branch's output, the input of mlp.post_norm */
+    A_POST2_MEAN, /* (L, N) LayerNorm only */
+    A_POST2_RSTD, /* (L, N); the post norms' tensors only in postnorm and sandwich blocks */
     A_LNF,       /* (N, C) */
     A_LNF_MEAN,  /* (N) LayerNorm only */
     A_LNF_RSTD,  /* (N) */
@@ -88,6 +104,7 @@ enum gpt_act {
     A_KV,        /* (L, 2, NKV, T, hs) key then value cache; inference models with B = 1 only */
     A_ROPE,      /* (Tmax, hs) fp32: cos then sin of each position's hs/2 angles (rotary only) */
     S_PROJ,      /* (N, C) output of a projection before its residual add */
+    S_POST,      /* (N, C) a post norm's output, added to the residual (post norms only) */
     S_ACT,       /* (N, F) MLP activation output, forward and recomputed in backward */
     S_LOGITS,    /* (chunk, Vp) classifier chunk */
     S_ATTENTION, /* attention scratch */
@@ -97,6 +114,7 @@ enum gpt_act {
     S_DATTY,     /* (N, QD) (backward only) */
     S_DWIDE,     /* (N, max(FI, QKV)) dpre of the MLP, then dQKV (backward only) */
     S_DACT,      /* (N, F) gradient of the MLP activation (backward, MLPs other than GELU) */
+    S_DPOST,     /* (N, C) gradient at a post norm's input (backward, post norms only) */
     S_REDUCE,    /* norm backward partial sums, layernorm_scratch_bytes (backward only) */
     /* site ops (gpt_sites); sizes 0 for a site without one */
     A_SITE_IN,   /* (L, N, C) attn.c_proj's output: the input of the op after it */

@@ -132,6 +132,14 @@ static inline void op_activation_backward(hg_model *m, int layer, float *dpre, c
             .cost = hg_activation_backward_cost(mk, N, F), .touch = {dpre, pre, dout});
 }
 
+static inline void op_residual_add(hg_model *m, int layer, float *res_out, const float *res_in, const float *delta,
+                                   size_t n, const hg_dropout *d) {
+    double t0 = prof_begin(m);
+    m->be->ops->residual_add(m->be, res_out, res_in, delta, n, d);
+    PROF_OP(m, t0, .kind = OP_RESIDUAL_ADD, .layer = layer, .dims = {(long long)n}, .cost = hg_residual_add_cost(n),
+            .touch = {res_out, res_in, delta});
+}
+
 static inline void op_dropout_backward(hg_model *m, int layer, float *dbranch, const float *dres, size_t n,
                                        const hg_dropout *d) {
     double t0 = prof_begin(m);

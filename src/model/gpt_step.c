@@ -36,20 +36,20 @@ static int head_index(const hg_model *m) { return m->cfg.untied ? gpt_pi(m, -1, 
 /* 1 when site s runs an op of its own. */
 static int site_on(const hg_model *m, hg_site s) { return m->sites.on[s]; }
 
-/* The MLP of block l from ln2 into S_PROJ: its first linear into fch, the activation (a
- * site op's, or the config's), the second linear. GELU may be fused with the first
- * linear (op_matmul_gelu_forward). */
-static hg_status mlp_forward(hg_model *m, int l, float *proj, float *act, float *fch, const float *ln2) {
+/* The MLP of block l from its input `in` into out: its first linear into fch, the
+ * activation (a site op's, or the config's), the second linear. GELU may be fused with
+ * the first linear (op_matmul_gelu_forward). */
+static hg_status mlp_forward(hg_model *m, int l, float *out, float *act, float *fch, const float *in) {
     const int N = m->B * m->T, C = m->d.C, F = m->d.F;
     const int site = site_on(m, HG_SITE_MLP_ACT);
     if (m->cfg.mlp == HG_MLP_GELU && !site) {
-        HG_TRY(op_matmul_gelu_forward(m, l, act, fch, ln2, P(l, R_FC_W), P(l, R_FC_B), N, C, F));
+        HG_TRY(op_matmul_gelu_forward(m, l, act, fch, in, P(l, R_FC_W), P(l, R_FC_B), N, C, F));
     } else {
-        HG_TRY(op_matmul_forward(m, OP_C_FC_FWD, l, fch, ln2, P(l, R_FC_W), P(l, R_FC_B), N, C, m->d.FI));
+        HG_TRY(op_matmul_forward(m, OP_C_FC_FWD, l, fch, in, P(l, R_FC_W), P(l, R_FC_B), N, C, m->d.FI));
         if (site) HG_TRY(gpt_site_run(m, HG_SITE_MLP_ACT, SITE_FORWARD, l, fch, act, NULL, NULL));
         else op_activation_forward(m, 0, l, act, fch, N, F);
     }
-    return op_matmul_forward(m, OP_MLP_PROJ_FWD, l, proj, act, P(l, R_FCPROJ_W), P(l, R_FCPROJ_B), N, F, C);
+    return op_matmul_forward(m, OP_MLP_PROJ_FWD, l, out, act, P(l, R_FCPROJ_W), P(l, R_FCPROJ_B), N, F, C);
 }
 
 /* The MLP's backward from dmlp (N, C) to dpre (N, FI) in S_DWIDE, through the recomputed
@@ -71,55 +71,141 @@ static hg_status mlp_backward(hg_model *m, int l, float *dpre, const float *dmlp
     return HG_OK;
 }
 
-hg_status gpt_forward_body(hg_model *m, int kv_pos) {
-    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L, QD = m->d.QD;
+/* The attention half of block l from its input `in` (N, C) into out (N, C): q|k|v, the
+ * q/k norm, the rotary embedding, attention (kv_pos >= 0: through the KV cache), the
+ * output projection and the op after it. */
+static hg_status attention_forward(hg_model *m, int l, int kv_pos, float *out, const float *in) {
+    const int N = m->B * m->T, C = m->d.C, QD = m->d.QD;
+    float *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
+    HG_TRY(op_matmul_forward(m, OP_C_ATTN_FWD, l, qkv, in, P(l, R_QKV_W), P(l, R_QKV_B), N, C, m->d.QKV));
+    if (m->cfg.qk_norm)
+        op_qk_norm_forward(m, l, qkv, m->opt.training ? gpt_act(m, A_QK_RAW, l) : NULL, gpt_act(m, A_QK_RSTD, l),
+                           P(l, R_QNORM_W), P(l, R_KNORM_W));
+    if (m->cfg.position == HG_POS_ROPE) {
+        hg_rope_shape rs = rope_shape(m, kv_pos > 0 ? kv_pos : 0);
+        op_rope(m, OP_ROPE_FWD, l, qkv, gpt_act(m, A_ROPE, 0), &rs);
+    }
+    if (kv_pos < 0) {
+        hg_attention_shape as = attention_shape(m);
+        HG_TRY(op_attention_forward(m, l, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
+    } else {
+        hg_kv_shape ks = {kv_pos, m->T, m->opt.seq_len, m->d.NH, m->d.hs, m->d.NKV};
+        float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * m->d.KVD);
+        HG_TRY(m->be->ops->attention_cached(m->be, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
+    }
+    if (site_on(m, HG_SITE_ATTN_PROJ)) { /* the projection into the op's saved input, the op into out */
+        float *x = gpt_act(m, A_SITE_IN, l);
+        HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, x, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
+        return gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_FORWARD, l, x, out, NULL, NULL);
+    }
+    return op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, out, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C);
+}
+
+/* The attention half's backward in two parts: from dattn (N, C) at its output through the
+ * op after the projection and the projection into S_DATTY; then from there through
+ * attention, the rotary embedding, the q/k norm and q|k|v into din (N, C), the gradient at
+ * its input `in`. The parallel block acts between the two. */
+static hg_status attention_backward_out(hg_model *m, int l, const float *dattn) {
+    const int N = m->B * m->T, C = m->d.C, QD = m->d.QD;
+    if (site_on(m, HG_SITE_ATTN_PROJ)) {
+        float *dx = gpt_act(m, S_SITE_GRAD, 0);
+        HG_TRY(gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_BACKWARD, l, gpt_act(m, A_SITE_IN, l), NULL, dattn, dx));
+        dattn = dx;
+    }
+    return op_matmul_backward(m, OP_ATTN_PROJ_BWD, l, gpt_act(m, S_DATTY, 0), G(l, R_PROJ_W), G(l, R_PROJ_B), dattn,
+                              gpt_act(m, A_ATTY, l), P(l, R_PROJ_W), N, QD, C);
+}
+
+static hg_status attention_backward_in(hg_model *m, int l, float *din, const float *in) {
+    const int N = m->B * m->T, C = m->d.C;
+    float *dqkv = gpt_act(m, S_DWIDE, 0), *qkv = gpt_act(m, A_QKV, l);
     hg_attention_shape as = attention_shape(m);
-    hg_rope_shape rs = rope_shape(m, kv_pos > 0 ? kv_pos : 0);
-    hg_kv_shape ks = {kv_pos, T, m->opt.seq_len, m->d.NH, m->d.hs, m->d.NKV};
-    float *proj = gpt_act(m, S_PROJ, 0), *act = gpt_act(m, S_ACT, 0);
-    const float *wpe = P(-1, R_WPE), *rope = m->cfg.position == HG_POS_ROPE ? gpt_act(m, A_ROPE, 0) : NULL;
+    HG_TRY(op_attention_backward(m, l, dqkv, gpt_act(m, S_DATTY, 0), qkv, gpt_act(m, A_ATTY, l), gpt_act(m, A_LSE, l),
+                                 &as, gpt_act(m, S_ATTENTION, 0)));
+    if (m->cfg.position == HG_POS_ROPE) {
+        hg_rope_shape rs = rope_shape(m, 0);
+        op_rope(m, OP_ROPE_BWD, l, dqkv, gpt_act(m, A_ROPE, 0), &rs);
+    }
+    if (m->cfg.qk_norm)
+        op_qk_norm_backward(m, l, dqkv, G(l, R_QNORM_W), G(l, R_KNORM_W), gpt_act(m, A_QK_RAW, l),
+                            gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W), gpt_act(m, S_REDUCE, 0));
+    return op_matmul_backward(m, OP_C_ATTN_BWD, l, din, G(l, R_QKV_W), G(l, R_QKV_B), dqkv, in, P(l, R_QKV_W), N, C,
+                              m->d.QKV);
+}
+
+/* A post norm (half 0: attn.post_norm, 1: mlp.post_norm; postnorm and sandwich blocks):
+ * where its branch writes (A_POST1/A_POST2, its saved input; S_PROJ without one), its
+ * forward into S_POST, and its backward from dy into S_DPOST. Without post norms the
+ * branch output and its gradient pass through. */
+static float *branch_out(hg_model *m, int l, int half) {
+    return gpt_has_post_norm(&m->cfg) ? gpt_act(m, half ? A_POST2 : A_POST1, l) : gpt_act(m, S_PROJ, 0);
+}
+
+static const float *post_norm_forward(hg_model *m, int l, int half, const float *x) {
+    if (!gpt_has_post_norm(&m->cfg)) return x;
+    const int a = half ? A_POST2 : A_POST1;
+    const gpt_role w = half ? R_POST2_W : R_POST1_W, b = half ? R_POST2_B : R_POST1_B;
+    float *y = gpt_act(m, S_POST, 0);
+    op_layernorm_forward(m, l, y, norm_mean(m, a + 1, l), gpt_act(m, a + 2, l), x, P(l, w), P(l, b), m->B * m->T, m->d.C);
+    return y;
+}
+
+static const float *post_norm_backward(hg_model *m, int l, int half, const float *dy) {
+    if (!gpt_has_post_norm(&m->cfg)) return dy;
+    const int N = m->B * m->T, C = m->d.C, a = half ? A_POST2 : A_POST1;
+    const gpt_role w = half ? R_POST2_W : R_POST1_W, b = half ? R_POST2_B : R_POST1_B;
+    float *dx = gpt_act(m, S_DPOST, 0);
+    op_zero(m, OP_ZERO_DPOST, l, dx, hg_precision_bytes(m->be->precision) * (size_t)N * C);
+    op_layernorm_backward(m, l, dx, G(l, w), G(l, b), dy, gpt_act(m, a, l), P(l, w), norm_mean(m, a + 1, l),
+                          gpt_act(m, a + 2, l), N, C, gpt_act(m, S_REDUCE, 0));
+    return dx;
+}
+
+/* Block l's ln_1 (l == L: ln_f) forward from res, fused with the residual add into res
+ * (res = res_in + dropout(delta)) when res_in is given; the profiler counts it to block
+ * `layer`, the one whose add it is. */
+static void pre_norm_forward(hg_model *m, int l, int layer, float *res, const float *res_in, const float *delta,
+                             const hg_dropout *d) {
+    const int N = m->B * m->T, C = m->d.C, last = l == m->d.L;
+    float *out = gpt_act(m, last ? A_LNF : A_LN1, last ? 0 : l), *rstd = gpt_act(m, last ? A_LNF_RSTD : A_LN1_RSTD, last ? 0 : l);
+    float *mean = last ? norm_mean(m, A_LNF_MEAN, 0) : norm_mean(m, A_LN1_MEAN, l);
+    const float *w = last ? P(-1, R_LNF_W) : P(l, R_LN1_W), *b = last ? P(-1, R_LNF_B) : P(l, R_LN1_B);
+    if (res_in) op_residual_layernorm_forward(m, layer, res, out, mean, rstd, res_in, delta, w, b, N, C, d);
+    else op_layernorm_forward(m, layer, out, mean, rstd, res, w, b, N, C);
+}
+
+/* The blocks in the order of cfg.block (hg_block_kind). A residual add is fused with the
+ * norm that reads its result, where one does: the next ln_1 (or ln_f) after a block, ln_2
+ * after the attention half; elsewhere it is a plain add. */
+hg_status gpt_forward_body(hg_model *m, int kv_pos) {
+    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L;
+    const int ln1 = gpt_has_ln1(&m->cfg), ln2 = gpt_has_ln2(&m->cfg), parallel = m->cfg.block == HG_BLOCK_PARALLEL;
+    const float *wpe = P(-1, R_WPE);
     if (wpe) wpe = gpt_elems(m, wpe, (size_t)(kv_pos > 0 ? kv_pos : 0) * C);
 
     hg_dropout d0 = dropout_site(m, 0);
     op_encoder_forward(m, gpt_act(m, A_RESIDUAL, 0), gpt_act(m, A_TOKENS, 0), P(-1, R_WTE), wpe, B, T, C, &d0);
-    op_layernorm_forward(m, 0, gpt_act(m, A_LN1, 0), norm_mean(m, A_LN1_MEAN, 0), gpt_act(m, A_LN1_RSTD, 0),
-                         gpt_act(m, A_RESIDUAL, 0), P(0, R_LN1_W), P(0, R_LN1_B), N, C);
+    if (ln1) pre_norm_forward(m, 0, 0, gpt_act(m, A_RESIDUAL, 0), NULL, NULL, NULL);
     for (int l = 0; l < L; l++) {
-        float *ln1 = gpt_act(m, A_LN1, l), *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
-        float *res = gpt_act(m, A_RESIDUAL, l), *res2 = gpt_act(m, A_RESIDUAL2, l);
-        float *ln2 = gpt_act(m, A_LN2, l), *fch = gpt_act(m, A_FCH, l);
-        HG_TRY(op_matmul_forward(m, OP_C_ATTN_FWD, l, qkv, ln1, P(l, R_QKV_W), P(l, R_QKV_B), N, C, m->d.QKV));
-        if (m->cfg.qk_norm)
-            op_qk_norm_forward(m, l, qkv, m->opt.training ? gpt_act(m, A_QK_RAW, l) : NULL,
-                               gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W));
-        if (rope) op_rope(m, OP_ROPE_FWD, l, qkv, rope, &rs);
-        if (kv_pos < 0) {
-            HG_TRY(op_attention_forward(m, l, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
-        } else {
-            float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * m->d.KVD);
-            HG_TRY(m->be->ops->attention_cached(m->be, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
-        }
-        if (site_on(m, HG_SITE_ATTN_PROJ)) { /* the projection into the op's saved input, the op into proj */
-            float *x = gpt_act(m, A_SITE_IN, l);
-            HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, x, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
-            HG_TRY(gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_FORWARD, l, x, proj, NULL, NULL));
-        } else {
-            HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, proj, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
-        }
+        float *res = gpt_act(m, A_RESIDUAL, l), *res2 = gpt_act(m, A_RESIDUAL2, l), *ln2_out = gpt_act(m, A_LN2, l);
+        /* attention, then its add: fused with ln_2 where the MLP reads ln_2 */
+        float *out = branch_out(m, l, 0);
+        HG_TRY(attention_forward(m, l, kv_pos, out, ln1 ? gpt_act(m, A_LN1, l) : res));
+        const float *delta = post_norm_forward(m, l, 0, out);
         hg_dropout da = dropout_site(m, 1 + 2 * l);
-        op_residual_layernorm_forward(m, l, res2, ln2, norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
-                                      res, proj, P(l, R_LN2_W), P(l, R_LN2_B), N, C, &da);
-        HG_TRY(mlp_forward(m, l, proj, act, fch, ln2));
-        /* the residual add fused with the next norm: layer l+1's ln_1, or ln_f */
+        if (ln2)
+            op_residual_layernorm_forward(m, l, res2, ln2_out, norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
+                                          res, delta, P(l, R_LN2_W), P(l, R_LN2_B), N, C, &da);
+        else
+            op_residual_add(m, l, res2, res, delta, (size_t)N * C, &da);
+        /* the MLP, then its add: fused with the next ln_1, or ln_f */
+        out = branch_out(m, l, 1);
+        HG_TRY(mlp_forward(m, l, out, gpt_act(m, S_ACT, 0), gpt_act(m, A_FCH, l),
+                           ln2 ? ln2_out : parallel ? gpt_act(m, A_LN1, l) : res2));
+        delta = post_norm_forward(m, l, 1, out);
         hg_dropout dm = dropout_site(m, 2 + 2 * l);
-        int last = l == L - 1;
-        const float *w = last ? P(-1, R_LNF_W) : P(l + 1, R_LN1_W);
-        const float *b = last ? P(-1, R_LNF_B) : P(l + 1, R_LN1_B);
-        op_residual_layernorm_forward(m, l, gpt_act(m, A_RESIDUAL, l + 1),
-                                      last ? gpt_act(m, A_LNF, 0) : gpt_act(m, A_LN1, l + 1),
-                                      last ? norm_mean(m, A_LNF_MEAN, 0) : norm_mean(m, A_LN1_MEAN, l + 1),
-                                      last ? gpt_act(m, A_LNF_RSTD, 0) : gpt_act(m, A_LN1_RSTD, l + 1),
-                                      res2, proj, w, b, N, C, &dm);
+        if (ln1 || l == L - 1) pre_norm_forward(m, l + 1, l, gpt_act(m, A_RESIDUAL, l + 1), res2, delta, &dm);
+        else op_residual_add(m, l, gpt_act(m, A_RESIDUAL, l + 1), res2, delta, (size_t)N * C, &dm);
     }
     if (site_on(m, HG_SITE_FINAL_NORM)) { /* ln_f again, on the op's output (the fused one's is discarded) */
         float *y = gpt_act(m, A_SITE_OUT, 0);
@@ -165,13 +251,25 @@ static const float *branch_grad(hg_model *m, int layer, const float *dres, uint3
     return out;
 }
 
+/* The gradient din at a branch's input added into dres: through ln_1 (which = 0) or ln_2
+ * (which = 1) where the layout has it, else straight (the postnorm's branches read the
+ * residual stream). */
+static void input_backward(hg_model *m, int l, int which, float *dres, const float *din) {
+    const int N = m->B * m->T, C = m->d.C;
+    if (!(which ? gpt_has_ln2(&m->cfg) : gpt_has_ln1(&m->cfg))) {
+        op_residual_add(m, l, dres, dres, din, (size_t)N * C, NULL);
+        return;
+    }
+    const gpt_role w = which ? R_LN2_W : R_LN1_W, b = which ? R_LN2_B : R_LN1_B;
+    op_layernorm_backward(m, l, dres, G(l, w), G(l, b), din, gpt_act(m, which ? A_RESIDUAL2 : A_RESIDUAL, l), P(l, w),
+                          norm_mean(m, which ? A_LN2_MEAN : A_LN1_MEAN, l), gpt_act(m, which ? A_LN2_RSTD : A_LN1_RSTD, l),
+                          N, C, gpt_act(m, S_REDUCE, 0));
+}
+
 hg_status gpt_backward_body(hg_model *m) {
-    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L, QD = m->d.QD;
-    hg_attention_shape as = attention_shape(m);
-    hg_rope_shape rs = rope_shape(m, 0);
-    const float *rope = m->cfg.position == HG_POS_ROPE ? gpt_act(m, A_ROPE, 0) : NULL;
-    float *dres = gpt_act(m, S_DRES, 0), *dln = gpt_act(m, S_DLN, 0), *datty = gpt_act(m, S_DATTY, 0);
-    float *dwide = gpt_act(m, S_DWIDE, 0), *reduce = gpt_act(m, S_REDUCE, 0);
+    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L;
+    const int ln1 = gpt_has_ln1(&m->cfg), ln2 = gpt_has_ln2(&m->cfg), parallel = m->cfg.block == HG_BLOCK_PARALLEL;
+    float *dres = gpt_act(m, S_DRES, 0), *dln = gpt_act(m, S_DLN, 0), *dwide = gpt_act(m, S_DWIDE, 0);
 
     /* ln_f, fused into the last block's forward, counts to that block here too; with an op
      * before it, ln_f's gradient goes to the op's output and the op's to the residual */
@@ -180,35 +278,23 @@ hg_status gpt_backward_body(hg_model *m) {
     op_zero(m, OP_ZERO_DRES, L - 1, dnorm_in, hg_precision_bytes(hg_residual_precision(m->be)) * (size_t)N * C);
     op_layernorm_backward(m, L - 1, dnorm_in, G(-1, R_LNF_W), G(-1, R_LNF_B), dln,
                           gpt_act(m, final ? A_SITE_OUT : A_RESIDUAL, final ? 0 : L), P(-1, R_LNF_W),
-                          norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, reduce);
+                          norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, gpt_act(m, S_REDUCE, 0));
     if (final) HG_TRY(gpt_site_run(m, HG_SITE_FINAL_NORM, SITE_BACKWARD, -1, gpt_act(m, A_RESIDUAL, L), NULL, dnorm_in, dres));
     gpt_grad_ready(m, gpt_layer_first(m, L), m->params.count);
     for (int l = L - 1; l >= 0; l--) {
-        float *fch = gpt_act(m, A_FCH, l), *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
-        /* MLP: c_proj and the activation (recomputed), c_fc, ln_2 */
-        HG_TRY(mlp_backward(m, l, dwide, branch_grad(m, l, dres, 2 + 2 * l), fch));
-        HG_TRY(op_matmul_backward(m, OP_C_FC_BWD, l, dln, G(l, R_FC_W), G(l, R_FC_B), dwide, gpt_act(m, A_LN2, l),
-                                  P(l, R_FC_W), N, C, m->d.FI));
-        op_layernorm_backward(m, l, dres, G(l, R_LN2_W), G(l, R_LN2_B), dln, gpt_act(m, A_RESIDUAL2, l), P(l, R_LN2_W),
-                              norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l), N, C, reduce);
-        /* attention: c_proj, attention, rope, q/k norm, c_attn, ln_1 */
-        const float *dattn = branch_grad(m, l, dres, 1 + 2 * l);
-        if (site_on(m, HG_SITE_ATTN_PROJ)) {
-            float *dx = gpt_act(m, S_SITE_GRAD, 0);
-            HG_TRY(gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_BACKWARD, l, gpt_act(m, A_SITE_IN, l), NULL, dattn, dx));
-            dattn = dx;
-        }
-        HG_TRY(op_matmul_backward(m, OP_ATTN_PROJ_BWD, l, datty, G(l, R_PROJ_W), G(l, R_PROJ_B), dattn, atty,
-                                  P(l, R_PROJ_W), N, QD, C));
-        HG_TRY(op_attention_backward(m, l, dwide, datty, qkv, atty, gpt_act(m, A_LSE, l), &as, gpt_act(m, S_ATTENTION, 0)));
-        if (rope) op_rope(m, OP_ROPE_BWD, l, dwide, rope, &rs);
-        if (m->cfg.qk_norm)
-            op_qk_norm_backward(m, l, dwide, G(l, R_QNORM_W), G(l, R_KNORM_W), gpt_act(m, A_QK_RAW, l),
-                                gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W), reduce);
-        HG_TRY(op_matmul_backward(m, OP_C_ATTN_BWD, l, dln, G(l, R_QKV_W), G(l, R_QKV_B), dwide, gpt_act(m, A_LN1, l),
-                                  P(l, R_QKV_W), N, C, m->d.QKV));
-        op_layernorm_backward(m, l, dres, G(l, R_LN1_W), G(l, R_LN1_B), dln, gpt_act(m, A_RESIDUAL, l), P(l, R_LN1_W),
-                              norm_mean(m, A_LN1_MEAN, l), gpt_act(m, A_LN1_RSTD, l), N, C, reduce);
+        /* the MLP: its post norm, c_proj and the activation (recomputed), c_fc, its input */
+        const float *in_m = ln2 ? gpt_act(m, A_LN2, l) : parallel ? gpt_act(m, A_LN1, l) : gpt_act(m, A_RESIDUAL2, l);
+        HG_TRY(mlp_backward(m, l, dwide, post_norm_backward(m, l, 1, branch_grad(m, l, dres, 2 + 2 * l)),
+                            gpt_act(m, A_FCH, l)));
+        HG_TRY(op_matmul_backward(m, OP_C_FC_BWD, l, dln, G(l, R_FC_W), G(l, R_FC_B), dwide, in_m, P(l, R_FC_W), N, C,
+                                  m->d.FI));
+        /* the parallel block's branches both read the residual before it: the MLP's input
+         * gradient joins dres once the attention half has taken its gradient from it */
+        if (!parallel) input_backward(m, l, 1, dres, dln);
+        HG_TRY(attention_backward_out(m, l, post_norm_backward(m, l, 0, branch_grad(m, l, dres, 1 + 2 * l))));
+        if (parallel) input_backward(m, l, 0, dres, dln);
+        HG_TRY(attention_backward_in(m, l, dln, ln1 ? gpt_act(m, A_LN1, l) : gpt_act(m, A_RESIDUAL, l)));
+        input_backward(m, l, 0, dres, dln);
         gpt_grad_ready(m, gpt_layer_first(m, l), gpt_layer_first(m, l + 1));
     }
     hg_dropout d0 = dropout_site(m, 0);

@@ -20,6 +20,12 @@ typedef size_t hg_layernorm_scratch_fn(hg_backend *be, int N, int C);
 /* dbranch (n) = dropout'(dres): the gradient reaching a dropped-out branch output. */
 typedef void hg_dropout_backward_fn(hg_backend *be, float *dbranch, const float *dres, size_t n,
                                     const hg_dropout *drop);
+/* res_out (n) = res_in + dropout(delta): the residual add where no norm follows it (the
+ * postnorm and parallel blocks; hg_block_kind). res_in and res_out are in the residual
+ * type, delta in the compute type; res_out may be res_in. Backward adds a branch input's
+ * gradient into the residual stream's with it (drop NULL). */
+typedef void hg_residual_add_fn(hg_backend *be, float *res_out, const float *res_in, const float *delta, size_t n,
+                                const hg_dropout *drop);
 
 /* q/k norm (Qwen3, Gemma 3): RMSNorm of each q head and each k head of the fused QKV
  * projection, over its hs elements, in place; q heads scaled by wq (hs), k heads by wk
@@ -49,7 +55,8 @@ typedef void hg_qk_norm_backward_fn(hg_backend *be, float *dqkv, float *dwq, flo
     X(RMSNORM_BWD, "rmsnorm backward", BACKWARD, MEMORY)                \
     X(QK_NORM_FWD, "qk norm forward", FORWARD, MEMORY)                  \
     X(QK_NORM_BWD, "qk norm backward", BACKWARD, MEMORY)                \
-    X(DROPOUT_BWD, "dropout backward", BACKWARD, MEMORY)
+    X(DROPOUT_BWD, "dropout backward", BACKWARD, MEMORY)                \
+    X(RESIDUAL_ADD, "residual add", FORWARD, MEMORY)
 
 /* Per row of C: the statistics (N floats each) besides inp and out; the residual form
  * also reads delta and writes res_out; backward reads dout, inp and adds into dinp. */
@@ -73,5 +80,6 @@ static inline hg_op_cost hg_qk_norm_cost(const hg_qk_norm_shape *s, int backward
     return c;
 }
 static inline hg_op_cost hg_dropout_backward_cost(size_t n) { return hg_elementwise_cost((double)n, 1.0, 2.0); }
+static inline hg_op_cost hg_residual_add_cost(size_t n) { return hg_elementwise_cost((double)n, 1.0, 3.0); }
 
 #endif

@@ -20,9 +20,11 @@
 #include "ops/site.h"
 
 /* The backend's memory primitive `zero`, timed where the step clears gradients: the
- * residual gradient at the start of backward, all parameter gradients before it. */
+ * residual gradient at the start of backward, a post norm's input gradient before its
+ * backward adds into it, all parameter gradients before a step. */
 #define HG_ZERO_OPS(X)                                  \
     X(ZERO_DRES, "zero dresidual", BACKWARD, MEMORY)    \
+    X(ZERO_DPOST, "zero dpost", BACKWARD, MEMORY)       \
     X(ZERO_GRAD, "zero_grad", OPTIMIZER, MEMORY)
 
 static inline hg_op_cost hg_zero_cost(size_t bytes) {

@@ -111,6 +111,7 @@ static const hg_backend_ops cpu_ops = {
     .qk_norm_forward = cpu_qk_norm_forward,
     .qk_norm_backward = cpu_qk_norm_backward,
     .dropout_backward = cpu_dropout_backward,
+    .residual_add = cpu_residual_add,
     .matmul_forward = cpu_matmul_forward,
     .matmul_backward = cpu_matmul_backward,
     .matmul_gelu_forward = NULL, /* the step runs matmul and GELU as two ops */

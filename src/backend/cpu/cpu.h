@@ -68,6 +68,7 @@ hg_layernorm_scratch_fn cpu_layernorm_scratch_bytes;
 hg_qk_norm_forward_fn cpu_qk_norm_forward;
 hg_qk_norm_backward_fn cpu_qk_norm_backward;
 hg_dropout_backward_fn cpu_dropout_backward;
+hg_residual_add_fn cpu_residual_add;
 hg_matmul_forward_fn cpu_matmul_forward;
 hg_matmul_backward_fn cpu_matmul_backward;
 hg_gelu_forward_fn cpu_gelu_forward;

@@ -212,3 +212,23 @@ void cpu_dropout_backward(hg_backend *be, float *dbranch, const float *dres, siz
         cpu_commit(be, dbranch, at, o, m);
     }
 }
+
+/* res_in, res_out fp32; delta in the compute type, read a block at a time. */
+void cpu_residual_add(hg_backend *be, float *res_out, const float *res_in, const float *delta, size_t n,
+                      const hg_dropout *drop) {
+    const int dropping = hg_dropout_on(drop);
+    long blocks = (long)((n + CPU_BLOCK - 1) / CPU_BLOCK);
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (long blk = 0; blk < blocks; blk++) {
+        size_t at = (size_t)blk * CPU_BLOCK, m = n - at < CPU_BLOCK ? n - at : CPU_BLOCK;
+        float db[CPU_BLOCK];
+        const float *d = cpu_view(be, delta, at, m, db), *x = res_in + at;
+        float *r = res_out + at;
+        if (dropping) {
+            for (size_t i = 0; i < m; i++) r[i] = x[i] + d[i] * hg_dropout_scale(drop, at + i);
+        } else {
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) r[i] = x[i] + d[i];
+        }
+    }
+}

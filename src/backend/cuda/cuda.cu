@@ -272,6 +272,7 @@ static const hg_backend_ops cuda_ops = {
     .qk_norm_forward = cuda_qk_norm_forward,
     .qk_norm_backward = cuda_qk_norm_backward,
     .dropout_backward = cuda_dropout_backward,
+    .residual_add = cuda_residual_add,
     .matmul_forward = cuda_matmul_forward,
     .matmul_backward = cuda_matmul_backward,
     .matmul_gelu_forward = cuda_matmul_gelu_forward,

@@ -254,6 +254,7 @@ hg_residual_layernorm_forward_fn cuda_residual_layernorm_forward;
 hg_layernorm_backward_fn cuda_layernorm_backward;
 hg_layernorm_scratch_fn cuda_layernorm_scratch_bytes;
 hg_dropout_backward_fn cuda_dropout_backward;
+hg_residual_add_fn cuda_residual_add;
 hg_qk_norm_forward_fn cuda_qk_norm_forward;
 hg_qk_norm_backward_fn cuda_qk_norm_backward;
 hg_matmul_forward_fn cuda_matmul_forward;

@@ -223,6 +223,16 @@ __global__ void dropout_backward_kernel(T *dbranch, const T *dres, size_t n, hg_
         dbranch[i] = from_f<T>(to_f(dres[i]) * hg_dropout_scale(&drop, i));
 }
 
+/* res_out = res_in + dropout(delta), element by element (res_out may be res_in). */
+template <typename T>
+__global__ void residual_add_kernel(T *res_out, const T *res_in, const T *delta, size_t n, hg_dropout drop) {
+    int dropping = hg_dropout_on(&drop);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float d = to_f(delta[i]);
+        res_out[i] = from_f<T>(to_f(res_in[i]) + (dropping ? d * hg_dropout_scale(&drop, i) : d));
+    }
+}
+
 static unsigned row_blocks(int N) { return (unsigned)((N + LN_WARPS - 1) / LN_WARPS); }
 
 /* RMSNorm neither reads nor writes mean: the kernels see NULL. */
@@ -304,4 +314,12 @@ extern "C" void cuda_dropout_backward(hg_backend *be, float *dbranch, const floa
     CUDA_DISPATCH(be, dropout_backward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)dbranch, (const T *)dres, n,
                                                                                                    cuda_dropout(drop)));
     cuda_launched(be, "dropout_backward_kernel");
+}
+
+extern "C" void cuda_residual_add(hg_backend *be, float *res_out, const float *res_in, const float *delta, size_t n,
+                                  const hg_dropout *drop) {
+    CUDA_OP("residual_add");
+    CUDA_DISPATCH(be, residual_add_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)res_out, (const T *)res_in,
+                                                                                           (const T *)delta, n, cuda_dropout(drop)));
+    cuda_launched(be, "residual_add_kernel");
 }
