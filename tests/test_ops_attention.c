@@ -215,6 +215,7 @@ int test_ops_attention(hg_backend *bes[OPS_NBE]) {
     test_attention_cached(bes, 17, 2, 0, 16, rows, 17);
     const int whole[] = {130};
     test_attention_cached(bes, 130, 1, 0, 128, whole, 1);
+    test_attention_cached(bes, 37, 2, 1, 256, prefill_then_rows, 7);
     test_attention_cached(bes, 37, 6, 2, 16, prefill_then_rows, 7); /* grouped-query */
     test_attention_cached(bes, 17, 4, 1, 32, rows, 17);             /* multi-query */
     test_attention_cached(bes, 130, 6, 2, 16, whole, 1);
@@ -225,6 +226,7 @@ int test_ops_attention(hg_backend *bes[OPS_NBE]) {
     test_attention(bes, 1, 130, 2, 0, 64, 0, 120); /* three blocks, non-causal */
     test_attention(bes, 1, 130, 1, 0, 128, 1, 100);
     test_attention(bes, 2, 100, 1, 0, 128, 0, 100);
+    test_attention(bes, 1, 70, 2, 1, 256, 1, 80);  /* Gemma's head size, grouped */
     test_attention(bes, 1, 1, 2, 0, 16, 1, 100);   /* T = 1: out = v */
     test_attention(bes, 2, 37, 6, 2, 16, 1, 150);  /* grouped-query: one partial block */
     test_attention(bes, 2, 37, 4, 1, 16, 1, 150);  /* multi-query */
