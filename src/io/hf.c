@@ -4,9 +4,10 @@
  * A recipe maps each handgrad parameter to the Hugging Face tensors it is made of.
  * GPT-2 keeps handgrad's own names and Conv1D layouts (in, out), with or without
  * "transformer.". The Llama family stores nn.Linear weights (out, in), with q, k and v
- * (and gate and up) as separate tensors; handgrad's fused (in, out) matrix is those
- * parts stacked along their first axis and transposed. The mapping is in
- * docs/formats.md. */
+ * (and gate and up) as separate tensors (Phi-3: one each); handgrad's fused (in, out)
+ * matrix is those parts stacked along their first axis and transposed. Gemma's norms
+ * compute x * rstd * (1 + w) and store w: handgrad folds the 1 in at load and takes it
+ * out at export. The mapping is in docs/formats.md. */
 #include "io/hf.h"
 
 #include <cjson/cJSON.h>
@@ -242,6 +243,7 @@ hg_status hf_tensors_parse(hf_tensors **out, const char *index_name, const char 
 
 typedef struct hf_recipe {
     int transpose; /* the parts are nn.Linear weights (out, in) */
+    float offset;  /* handgrad's value = the file's + offset (Gemma's norm weights: 1) */
     int n;         /* parts, stacked along their first axis */
     char names[2][3][112]; /* [0]: the name; [1]: an alternative (GPT-2 without "transformer.") */
     int64_t rows[3]; /* each part's first dimension */
@@ -274,12 +276,15 @@ static int recipe_of(const hg_model *m, hf_arch a, int k, gpt_role role, int l, 
         return 1;
     }
     const gpt_dims d = m->d;
+    const int gemma2 = a == HF_GEMMA2, phi3 = a == HF_PHI3;
     switch (role) {
     case R_WTE: part(r, 0, -1, "model.embed_tokens.weight", d.V); break;
     case R_LNF_W: part(r, 0, -1, "model.norm.weight", d.C); break;
     case R_LM_HEAD: part(r, 0, -1, "lm_head.weight", d.V); break;
     case R_LN1_W: part(r, 0, l, "input_layernorm.weight", d.C); break;
-    case R_LN2_W: part(r, 0, l, "post_attention_layernorm.weight", d.C); break;
+    case R_POST1_W: part(r, 0, l, "post_attention_layernorm.weight", d.C); break; /* Gemma 2's */
+    case R_LN2_W: part(r, 0, l, gemma2 ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", d.C); break;
+    case R_POST2_W: part(r, 0, l, "post_feedforward_layernorm.weight", d.C); break;
     case R_QNORM_W: part(r, 0, l, "self_attn.q_norm.weight", d.hs); break;
     case R_KNORM_W: part(r, 0, l, "self_attn.k_norm.weight", d.hs); break;
     case R_QKV_W:
@@ -292,17 +297,23 @@ static int recipe_of(const hg_model *m, hf_arch a, int k, gpt_role role, int l, 
             snprintf(n, sizeof n, "self_attn.%s.%s", proj[i], sfx);
             part(r, i, l, n, rows[i]);
         }
+        if (phi3) part(r, 0, l, role == R_QKV_W ? "self_attn.qkv_proj.weight" : "self_attn.qkv_proj.bias", d.QKV);
         r->transpose = role == R_QKV_W;
         break;
     }
     case R_PROJ_W: part(r, 0, l, "self_attn.o_proj.weight", d.C), r->transpose = 1; break;
     case R_PROJ_B: part(r, 0, l, "self_attn.o_proj.bias", d.C); break;
-    case R_FC_W: part(r, 0, l, "mlp.gate_proj.weight", d.F), part(r, 1, l, "mlp.up_proj.weight", d.F), r->transpose = 1; break;
+    case R_FC_W:
+        if (phi3) part(r, 0, l, "mlp.gate_up_proj.weight", d.FI);
+        else part(r, 0, l, "mlp.gate_proj.weight", d.F), part(r, 1, l, "mlp.up_proj.weight", d.F);
+        r->transpose = 1;
+        break;
     case R_FC_B: part(r, 0, l, "mlp.gate_proj.bias", d.F), part(r, 1, l, "mlp.up_proj.bias", d.F); break;
     case R_FCPROJ_W: part(r, 0, l, "mlp.down_proj.weight", d.C), r->transpose = 1; break;
     case R_FCPROJ_B: part(r, 0, l, "mlp.down_proj.bias", d.C); break;
     default: return 0; /* wpe and LayerNorm biases: GPT-2 only */
     }
+    if ((a == HF_GEMMA || gemma2) && (m->params.specs[k].flags & HG_SPEC_NORM)) r->offset = 1.0f;
     return 1;
 }
 
@@ -405,6 +416,7 @@ static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
         if (!dst) ; /* checking only */
         else if (r.transpose) convert_transposed(e->t, want[0], want[1], dst, p.shape[1], off, c->m->threads);
         else convert_flat(e->t, dst + off * (p.ndim > 1 ? p.shape[1] : 1), c->m->threads);
+        for (int64_t x = 0; dst && r.offset != 0.0f && x < e->t->numel; x++) dst[off + x] += r.offset; /* 1-D norms */
         off += r.rows[i];
     }
     return HG_OK;
@@ -548,7 +560,7 @@ static hg_status save_param(void *ctx, int k, gpt_role role, int l) {
         e->ndim = r.transpose ? 2 : p.ndim;
         e->shape[0] = r.rows[i];
         e->shape[1] = cols;
-        if (!c->bf16 && !r.transpose) {
+        if (!c->bf16 && !r.transpose && r.offset == 0.0f) {
             e->data = src + off * cols; /* the parameter's own bytes */
         } else {
             void *buf = malloc((size_t)numel * (c->bf16 ? 2 : 4));
@@ -557,7 +569,7 @@ static hg_status save_param(void *ctx, int k, gpt_role role, int l) {
             e->data = buf;
             for (int64_t x = 0; x < r.rows[i]; x++)
                 for (int64_t y = 0; y < cols; y++) {
-                    float v = r.transpose ? src[y * p.shape[1] + off + x] : src[(off + x) * cols + y];
+                    float v = (r.transpose ? src[y * p.shape[1] + off + x] : src[(off + x) * cols + y]) - r.offset;
                     if (c->bf16) ((uint16_t *)buf)[x * cols + y] = to_bf16(v);
                     else ((float *)buf)[x * cols + y] = v;
                 }

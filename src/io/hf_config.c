@@ -1,5 +1,5 @@
 /* Hugging Face config.json to hg_config and back, for GPT-2 and the Llama family (Llama,
- * Mistral, Qwen2, Qwen3).
+ * Mistral, Qwen2, Qwen3, and Gemma, Gemma 2 and Phi-3, its variations).
  *
  * Every key of the file is accounted for: read into the config, checked to hold the one
  * value handgrad computes, or listed below as not changing the computation (metadata,
@@ -22,16 +22,20 @@ static const struct {
 } archs[HF_NARCH] = {
     [HF_GPT2] = {"gpt2", "GPT2LMHeadModel"},      [HF_LLAMA] = {"llama", "LlamaForCausalLM"},
     [HF_MISTRAL] = {"mistral", "MistralForCausalLM"}, [HF_QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
-    [HF_QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
+    [HF_QWEN3] = {"qwen3", "Qwen3ForCausalLM"},     [HF_GEMMA] = {"gemma", "GemmaForCausalLM"},
+    [HF_GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},  [HF_PHI3] = {"phi3", "Phi3ForCausalLM"},
 };
+#define ARCH_LIST "gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2 or phi3"
+#define CLASS_LIST                                                                                              \
+    "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, " \
+    "Gemma2ForCausalLM, Phi3ForCausalLM"
 
 const char *hf_arch_class(hf_arch a) { return archs[a].class_name; }
 
 hg_status hf_arch_parse(const char *class_name, hf_arch *out) {
     for (int a = 0; a < HF_NARCH; a++)
         if (!strcmp(class_name, archs[a].class_name)) return *out = (hf_arch)a, HG_OK;
-    return hg_fail(HG_ERR_UNSUPPORTED, "architecture '%s' is not one handgrad writes (GPT2LMHeadModel, "
-                   "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", class_name);
+    return hg_fail(HG_ERR_UNSUPPORTED, "architecture '%s' is not one handgrad writes (" CLASS_LIST ")", class_name);
 }
 
 /* Keys that do not change what the model computes: bookkeeping, token ids, and the
@@ -83,12 +87,18 @@ static hg_status get_int(hfc *c, const char *k, int dflt, int *out) {
 }
 
 /* A positive number key in (0, max]; absent leaves *out. */
-static hg_status get_num(hfc *c, const cJSON *obj, const char *k, double max, float *out) {
+static hg_status get_double(hfc *c, const cJSON *obj, const char *k, double max, double *out) {
     const cJSON *v = obj == c->j ? key(c, k) : cJSON_GetObjectItemCaseSensitive(obj, k);
     if (!v || cJSON_IsNull(v)) return HG_OK;
     if (!cJSON_IsNumber(v) || !(v->valuedouble > 0.0 && v->valuedouble <= max))
         return hg_fail(HG_ERR_FORMAT, "%s: field '%s' must be a number in (0, %g]", c->file, k, max);
-    *out = (float)v->valuedouble;
+    *out = v->valuedouble;
+    return HG_OK;
+}
+static hg_status get_num(hfc *c, const cJSON *obj, const char *k, double max, float *out) {
+    double v = *out;
+    HG_TRY(get_double(c, obj, k, max, &v));
+    *out = (float)v;
     return HG_OK;
 }
 
@@ -170,11 +180,14 @@ static hg_status parse_gpt2(hfc *c, hg_config *cfg) {
     return HG_OK;
 }
 
-/* rope_theta and the frequency scaling: transformers 5 writes both into one object,
- * rope_parameters; earlier versions wrote rope_theta and rope_scaling. */
-static hg_status parse_rope(hfc *c, hg_config *cfg, float theta_default) {
+/* rope_theta, the frequency scaling and (Phi-3) the rotated fraction of a head:
+ * transformers 5 writes them into one object, rope_parameters; earlier versions wrote
+ * rope_theta, rope_scaling and partial_rotary_factor. *partial is left as it is when
+ * absent. */
+static hg_status parse_rope(hfc *c, hg_config *cfg, float theta_default, double *partial) {
     cfg->rope_theta = theta_default;
     HG_TRY(get_num(c, c->j, "rope_theta", 1e12, &cfg->rope_theta));
+    if (partial) HG_TRY(get_double(c, c->j, "partial_rotary_factor", 1.0, partial));
     const char *names[] = {"rope_parameters", "rope_scaling"};
     for (int n = 0; n < 2; n++) {
         const cJSON *r = key(c, names[n]);
@@ -184,6 +197,7 @@ static hg_status parse_rope(hfc *c, hg_config *cfg, float theta_default) {
         if (!type) type = cJSON_GetObjectItemCaseSensitive(r, "type");
         const char *t = cJSON_GetStringValue(type) ? cJSON_GetStringValue(type) : "default";
         HG_TRY(get_num(c, r, "rope_theta", 1e12, &cfg->rope_theta));
+        if (partial) HG_TRY(get_double(c, r, "partial_rotary_factor", 1.0, partial));
         static const char *const llama3_keys[] = {"factor", "low_freq_factor", "high_freq_factor",
                                                   "original_max_position_embeddings"};
         if (!strcmp(t, "llama3")) {
@@ -202,7 +216,7 @@ static hg_status parse_rope(hfc *c, hg_config *cfg, float theta_default) {
         }
         for (const cJSON *it = r->child; it; it = it->next) {
             int known = !strcmp(it->string, "rope_type") || !strcmp(it->string, "type") ||
-                        !strcmp(it->string, "rope_theta");
+                        !strcmp(it->string, "rope_theta") || (partial && !strcmp(it->string, "partial_rotary_factor"));
             for (int i = 0; i < 4 && !known; i++) known = cfg->rope_scaling && !strcmp(it->string, llama3_keys[i]);
             if (!known)
                 return hg_fail(HG_ERR_UNSUPPORTED, "%s: field '%s.%.64s' is not supported with rope_type \"%s\"",
@@ -215,7 +229,7 @@ static hg_status parse_rope(hfc *c, hg_config *cfg, float theta_default) {
 /* Sliding-window attention equals full causal attention on sequences no longer than the
  * window, so a model with one is taken with its context capped at the window. */
 static hg_status parse_window(hfc *c, hf_arch a, hg_config *cfg) {
-    int use = a == HF_MISTRAL, window = 0;
+    int use = a == HF_MISTRAL || a == HF_GEMMA2 || a == HF_PHI3, window = 0; /* Gemma 2: every other layer */
     if (a == HF_QWEN2 || a == HF_QWEN3) HG_TRY(get_bool(c, "use_sliding_window", 0, &use));
     const cJSON *types = key(c, "layer_types");
     if (types) {
@@ -240,8 +254,37 @@ static hg_status parse_window(hfc *c, hf_arch a, hg_config *cfg) {
     return HG_OK;
 }
 
+/* Gemma's "gelu" is the tanh approximation too (transformers maps it so). */
+static const char *const gemma_gelu_names[] = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", NULL};
+
+/* What Gemma and Gemma 2 add to the Llama fields: GeGLU, embeddings times sqrt(C), norm
+ * weights stored as offsets from 1 (folded at load: hf.c), and for Gemma 2 the sandwich
+ * block, the logit cap, and the score scale and attention cap that must be handgrad's. */
+static hg_status parse_gemma(hfc *c, hf_arch a, hg_config *cfg) {
+    HG_TRY(need_string(c, "hidden_act", gemma_gelu_names, "Gemma's MLP is GeGLU with GELU's tanh approximation"));
+    HG_TRY(need_string(c, "hidden_activation", a == HF_GEMMA ? gemma_gelu_names : gelu_tanh_names,
+                       "Gemma's MLP is GeGLU with GELU's tanh approximation"));
+    HG_TRY(need_bool(c, "use_bidirectional_attention", 0, "handgrad's attention is causal"));
+    cfg->mlp = HG_MLP_GEGLU;
+    cfg->embed_scale = (float)sqrt((double)cfg->d_model);
+    if (a == HF_GEMMA) return HG_OK;
+    cfg->block = HG_BLOCK_SANDWICH;
+    HG_TRY(get_num(c, c->j, "final_logit_softcapping", 1e4, &cfg->logit_softcap));
+    if (key(c, "attn_logit_softcapping"))
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'attn_logit_softcapping' is not supported: handgrad's attention "
+                       "kernels do not cap scores (it must be null)", c->file);
+    float scalar = 256.0f; /* transformers' default, as head_dim's */
+    HG_TRY(get_num(c, c->j, "query_pre_attn_scalar", 1e6, &scalar));
+    const int hs = gpt_dims_of(cfg).hs;
+    if (scalar != (float)hs)
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'query_pre_attn_scalar' = %g is not supported: handgrad scales "
+                       "scores by 1/sqrt(head_dim), so it must equal head_dim = %d", c->file, scalar, hs);
+    return HG_OK;
+}
+
 static hg_status parse_llama(hfc *c, hf_arch a, hg_config *cfg) {
-    int heads, tied, attn_bias = 0, mlp_bias = 0;
+    int heads, tied = 0, attn_bias = 0, mlp_bias = 0;
+    const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
     HG_TRY(get_int(c, "vocab_size", -1, &cfg->vocab_size));
     HG_TRY(get_int(c, "hidden_size", -1, &cfg->d_model));
     HG_TRY(get_int(c, "intermediate_size", -1, &cfg->d_ff));
@@ -249,21 +292,32 @@ static hg_status parse_llama(hfc *c, hf_arch a, hg_config *cfg) {
     HG_TRY(get_int(c, "num_attention_heads", -1, &heads));
     cfg->n_head = heads;
     HG_TRY(get_int(c, "num_key_value_heads", heads, &cfg->n_kv_head));
-    HG_TRY(get_int(c, "head_dim", 0, &cfg->head_dim));
+    HG_TRY(get_int(c, "head_dim", gemma ? 256 : 0, &cfg->head_dim));
     HG_TRY(get_int(c, "max_position_embeddings",
-                   a == HF_LLAMA ? 2048 : a == HF_MISTRAL ? 131072 : 32768, &cfg->max_seq_len));
-    cfg->norm_eps = 1e-6f;
+                   a == HF_LLAMA ? 2048 : a == HF_MISTRAL ? 131072 : gemma ? 8192 : a == HF_PHI3 ? 4096 : 32768,
+                   &cfg->max_seq_len));
+    cfg->norm_eps = a == HF_PHI3 ? 1e-5f : 1e-6f;
     HG_TRY(get_num(c, c->j, "rms_norm_eps", 1.0, &cfg->norm_eps));
-    HG_TRY(parse_rope(c, cfg, 10000.0f));
-    HG_TRY(get_bool(c, "tie_word_embeddings", 0, &tied));
-    HG_TRY(need_string(c, "hidden_act", silu_names, "handgrad's SwiGLU gates with SiLU"));
+    double partial = 1.0;
+    HG_TRY(parse_rope(c, cfg, 10000.0f, a == HF_PHI3 ? &partial : NULL));
+    HG_TRY(get_bool(c, "tie_word_embeddings", gemma, &tied));
+    if (gemma) HG_TRY(parse_gemma(c, a, cfg));
+    else HG_TRY(need_string(c, "hidden_act", silu_names, "handgrad's SwiGLU gates with SiLU"));
     HG_TRY(no_dropout(c, "attention_dropout"));
-    if (a == HF_LLAMA || a == HF_QWEN3) HG_TRY(get_bool(c, "attention_bias", 0, &attn_bias));
+    if (a == HF_LLAMA || a == HF_QWEN3 || gemma) HG_TRY(get_bool(c, "attention_bias", 0, &attn_bias));
     if (a == HF_LLAMA) HG_TRY(get_bool(c, "mlp_bias", 0, &mlp_bias));
+    if (a == HF_PHI3) {
+        key(c, "original_max_position_embeddings"); /* read by longrope scaling only, which is refused */
+        const int hs = gpt_dims_of(cfg).hs, rot = (int)(hs * partial); /* as transformers truncates */
+        if (rot < 2)
+            return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'partial_rotary_factor' = %g turns %d of a head's %d dims",
+                           c->file, partial, rot, hs);
+        if (rot < hs) cfg->rotary_dim = rot;
+    }
     HG_TRY(parse_window(c, a, cfg));
     cfg->norm = HG_NORM_RMSNORM;
     cfg->position = HG_POS_ROPE;
-    cfg->mlp = HG_MLP_SWIGLU;
+    if (!gemma) cfg->mlp = HG_MLP_SWIGLU;
     cfg->untied = !tied;
     cfg->qk_norm = a == HF_QWEN3;
     cfg->omit = HG_OMIT_NORM_BIAS | (mlp_bias ? 0 : HG_OMIT_MLP_BIAS);
@@ -281,8 +335,8 @@ static hg_status parse_config(const char *name, const cJSON *j, hg_config *cfg, 
         if (cJSON_IsString(mt) && !strcmp(mt->valuestring, archs[i].model_type)) a = (hf_arch)i;
     if (!mt) a = HF_GPT2; /* the oldest GPT-2 configs have no model_type */
     if (a == HF_NARCH)
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'model_type' = \"%.40s\" is not supported (gpt2, llama, "
-                       "mistral, qwen2 or qwen3)", name, cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'model_type' = \"%.40s\" is not supported (" ARCH_LIST ")", name,
+                       cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
     const cJSON *classes = cJSON_GetObjectItemCaseSensitive(j, "architectures"), *it;
     cJSON_ArrayForEach(it, classes) {
         const char *s = cJSON_GetStringValue(it);
@@ -326,13 +380,17 @@ hg_status hg_hf_config_load(const char *path, hg_config *cfg) {
 
 /* ---- writing ---- */
 
+/* Gemma's embedding scale: sqrt(hidden_size) in fp32. */
+static float gemma_scale(const hg_config *c) { return (float)sqrt((double)c->d_model); }
+
 const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     for (int s = 0; s < HG_SITES; s++)
         if (c->site_op[s][0]) return hg_site_field((hg_site)s); /* an op of one's own: no HF class has it */
-    /* the Gemma and Phi switches: none of the classes written here has them */
-    if (c->logit_softcap > 0) return "logit_softcap";
-    if (c->embed_scale > 0) return "embed_scale";
-    if (c->rotary_dim) return "rotary_dim";
+    const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
+    if (c->block != (a == HF_GEMMA2 ? HG_BLOCK_SANDWICH : HG_BLOCK_PRENORM)) return "block";
+    if (c->logit_softcap > 0 && a != HF_GEMMA2) return "logit_softcap";
+    if (gemma ? c->embed_scale != gemma_scale(c) : c->embed_scale > 0) return "embed_scale";
+    if (c->rotary_dim && a != HF_PHI3) return "rotary_dim";
     gpt_dims d = gpt_dims_of(c);
     const unsigned qkv = c->omit & HG_OMIT_QKV_BIAS, proj = c->omit & HG_OMIT_PROJ_BIAS;
     if (a == HF_GPT2)
@@ -346,20 +404,22 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
                                                 : NULL;
     if (c->norm != HG_NORM_RMSNORM) return "norm";
     if (c->position != HG_POS_ROPE) return "position";
-    if (c->mlp != HG_MLP_SWIGLU) return "mlp";
+    if (c->mlp != (gemma ? HG_MLP_GEGLU : HG_MLP_SWIGLU)) return "mlp";
     if (c->omit & HG_OMIT_NORM_WEIGHT) return "norm_weight";
     if (c->qk_norm != (a == HF_QWEN3)) return "qk_norm";
     if (a == HF_QWEN2) return qkv ? "qkv_bias" : !proj ? "proj_bias" : !(c->omit & HG_OMIT_MLP_BIAS) ? "mlp_bias" : NULL;
     if (!qkv != !proj) return "qkv_bias and proj_bias (one attention_bias covers both)";
-    if (a == HF_MISTRAL && !qkv) return "qkv_bias";
+    if ((a == HF_MISTRAL || a == HF_PHI3) && !qkv) return "qkv_bias";
     if (a != HF_LLAMA && !(c->omit & HG_OMIT_MLP_BIAS)) return "mlp_bias";
+    if (a == HF_PHI3 && c->rotary_dim && (int)(d.hs * ((double)c->rotary_dim / d.hs)) != c->rotary_dim)
+        return "rotary_dim (its partial_rotary_factor would not give it back)";
     return NULL;
 }
 
 hf_arch hf_arch_default(const hg_config *c) {
-    if (!hf_arch_cannot(HF_GPT2, c)) return HF_GPT2;
-    if (c->qk_norm) return HF_QWEN3;
-    if (!hf_arch_cannot(HF_QWEN2, c)) return HF_QWEN2;
+    static const hf_arch order[] = {HF_GPT2, HF_GEMMA2, HF_GEMMA, HF_PHI3, HF_QWEN3, HF_QWEN2};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (!hf_arch_cannot(order[i], c)) return order[i];
     return HF_LLAMA;
 }
 
@@ -404,13 +464,29 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
         } else {
             cJSON_AddNullToObject(j, "rope_scaling");
         }
-        cJSON_AddStringToObject(j, "hidden_act", "silu");
+        const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
+        cJSON_AddStringToObject(j, a == HF_GEMMA2 ? "hidden_activation" : "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu");
         cJSON_AddNumberToObject(j, "attention_dropout", 0.0);
-        if (a == HF_LLAMA || a == HF_QWEN3)
+        if (a == HF_LLAMA || a == HF_QWEN3 || gemma)
             cJSON_AddBoolToObject(j, "attention_bias", !(cfg->omit & HG_OMIT_QKV_BIAS));
         if (a == HF_LLAMA) cJSON_AddBoolToObject(j, "mlp_bias", !(cfg->omit & HG_OMIT_MLP_BIAS));
-        if (a != HF_LLAMA) cJSON_AddNullToObject(j, "sliding_window");
+        if (a == HF_GEMMA2) { /* full attention in every layer: a window no sequence reaches */
+            cJSON_AddNumberToObject(j, "sliding_window", cfg->max_seq_len);
+            cJSON *types = cJSON_AddArrayToObject(j, "layer_types");
+            for (int l = 0; types && l < cfg->n_layer; l++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
+            cJSON_AddNumberToObject(j, "query_pre_attn_scalar", d.hs);
+            cJSON_AddNullToObject(j, "attn_logit_softcapping");
+            if (cfg->logit_softcap > 0) cJSON_AddNumberToObject(j, "final_logit_softcapping", cfg->logit_softcap);
+            else cJSON_AddNullToObject(j, "final_logit_softcapping");
+        } else if (a != HF_LLAMA && a != HF_GEMMA) {
+            cJSON_AddNullToObject(j, "sliding_window");
+        }
         if (a == HF_QWEN2 || a == HF_QWEN3) cJSON_AddBoolToObject(j, "use_sliding_window", 0);
+        if (a == HF_PHI3) { /* pad_token_id: Phi3Config's default (32000) must be a row of the embedding */
+            cJSON_AddNullToObject(j, "pad_token_id");
+            cJSON_AddNumberToObject(j, "partial_rotary_factor", (double)d.rot / d.hs);
+            cJSON_AddNumberToObject(j, "original_max_position_embeddings", cfg->max_seq_len);
+        }
     }
     cJSON_AddBoolToObject(j, "tie_word_embeddings", !cfg->untied);
     /* null, not absent: transformers' classes default to ids of their own (GPT-2's 50256) */
