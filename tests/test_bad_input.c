@@ -64,6 +64,8 @@ static void bad_configs(void) {
     CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "rotary_dim");
     c.position = HG_POS_ROPE, c.rotary_dim = 7; /* odd */
     CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "rotary_dim");
+    c = good, c.qk_norm_whole = 1; /* without qk_norm */
+    CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "qk_norm_whole");
     c = good, c.block = (hg_block_kind)4;
     CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_INVALID, "block");
     CHECK_FAILS(hg_config_set(&c, "block", "post"), HG_ERR_INVALID, "block");

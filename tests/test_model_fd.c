@@ -1,13 +1,14 @@
 /* The whole model's gradient against central differences of its own loss, for each MLP
  * kind (GELU, SwiGLU, ReLU^2, GeGLU), each block layout (prenorm, postnorm, sandwich,
  * parallel; each tensor sampled at least twice), with the logits soft-capped and the
- * embeddings scaled, and with a partial rotary embedding, on a small CPU
+ * embeddings scaled, with a partial rotary embedding, and with OLMo 2's q/k norm over all
+ * heads at once, on a small CPU
  * model in fp32: the wiring of the step around each op (whose kernels test_ops holds to
  * float64 references) checked end to end, including what no PyTorch fixture covers yet
  * (GeGLU, the soft cap). With the cap, the logits handed out must be capped too.
  *
  * The loss is fp32, so a difference with step h = 2e-3 carries ~|L| 2^-24 / h ~ 1e-4 of
- * rounding (L ~ 4; 1e-2 at the postnorm's h = 3e-5, against its gradients of ~30); its h^2
+ * rounding (L ~ 4; 2e-2 at the postnorm's h = 1e-5, against its gradients of 30-110); its h^2
  * truncation is below that even where the loss bends sharply
  * (a cap of 0.15: tanh(z / c)'s third derivative is ~2 / c^3 = 600; an RMSNorm weight's
  * effect through the rotary embedding; h = 1e-2 missed one of 24 samples there by 0.5%).
@@ -16,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "handgrad.h"
@@ -26,8 +28,9 @@ static double loss_of(hg_model *m, const int32_t *tok, const int32_t *tgt, int B
     return l;
 }
 
+/* extra: more config fields, "name=value,..." (or NULL). */
 static void check_kind(const char *mlp, const char *block, const char *norm, float softcap, float embed_scale,
-                       int rotary_dim) {
+                       int rotary_dim, const char *extra) {
     enum { B = 2, T = 8, MAX_SAMPLES = 96 };
     hg_config c;
     CHECK_OK(hg_config_preset("tiny", &c));
@@ -35,6 +38,13 @@ static void check_kind(const char *mlp, const char *block, const char *norm, flo
     CHECK_OK(hg_config_set(&c, "mlp", mlp));
     CHECK_OK(hg_config_set(&c, "block", block));
     CHECK_OK(hg_config_set(&c, "norm", norm));
+    char fields[128] = "", *save = NULL;
+    if (extra) snprintf(fields, sizeof fields, "%s", extra);
+    for (char *kv = strtok_r(fields, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        *eq = 0;
+        CHECK_OK(hg_config_set(&c, kv, eq + 1));
+    }
     c.logit_softcap = softcap, c.embed_scale = embed_scale;
     if (rotary_dim) c.position = HG_POS_ROPE, c.norm = HG_NORM_RMSNORM, c.rotary_dim = rotary_dim;
     hg_options o = hg_options_default();
@@ -63,7 +73,7 @@ static void check_kind(const char *mlp, const char *block, const char *norm, flo
     /* a post norm divides by its branch output's scale (weights ~0.01 at init), so the
      * loss bends ~100x sharper in the projections: a smaller step there (postnorm, with no
      * pre-norm to damp the inputs, most) */
-    const double h = c.block == HG_BLOCK_POSTNORM ? 3e-5 : c.block == HG_BLOCK_SANDWICH ? 2e-4 : 2e-3;
+    const double h = c.block == HG_BLOCK_POSTNORM ? 1e-5 : c.block == HG_BLOCK_SANDWICH ? 2e-4 : 2e-3;
     for (int s = 0; s < SAMPLES && s < MAX_SAMPLES; s++) {
         const int k = s % hg_param_count(m);
         hg_param_info p;
@@ -100,21 +110,24 @@ static void check_kind(const char *mlp, const char *block, const char *norm, flo
 }
 
 int main(void) {
-    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 0);
-    check_kind("swiglu", "prenorm", "layernorm", 0.0f, 0.0f, 0);
-    check_kind("relu2", "prenorm", "layernorm", 0.0f, 0.0f, 0);
-    check_kind("geglu", "prenorm", "layernorm", 0.0f, 0.0f, 0);
+    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 0, NULL);
+    check_kind("swiglu", "prenorm", "layernorm", 0.0f, 0.0f, 0, NULL);
+    check_kind("relu2", "prenorm", "layernorm", 0.0f, 0.0f, 0, NULL);
+    check_kind("geglu", "prenorm", "layernorm", 0.0f, 0.0f, 0, NULL);
     /* Gemma 2's shape of head: a cap near the logits' size, embeddings times sqrt(C) */
-    check_kind("geglu", "prenorm", "rmsnorm", 0.15f, 5.656854f, 0);
+    check_kind("geglu", "prenorm", "rmsnorm", 0.15f, 5.656854f, 0, NULL);
     /* Phi's partial rotary embedding: 6 of the 16 dims of each head turn */
-    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 6);
-    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 16);
+    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 6, NULL);
+    check_kind("gelu", "prenorm", "layernorm", 0.0f, 0.0f, 16, NULL);
     /* the block layouts, with both norms (LayerNorm's bias in the post norms) */
     const char *blocks[] = {"postnorm", "sandwich", "parallel"}, *norms[] = {"layernorm", "rmsnorm"};
     for (int b = 0; b < 3; b++)
-        for (int n = 0; n < 2; n++) check_kind(n ? "swiglu" : "gelu", blocks[b], norms[n], 0.0f, 0.0f, 0);
+        for (int n = 0; n < 2; n++) check_kind(n ? "swiglu" : "gelu", blocks[b], norms[n], 0.0f, 0.0f, 0, NULL);
     /* Gemma 2 (sandwich, GeGLU, the cap, the scale) and Phi-2 (parallel, partial rotary) */
-    check_kind("geglu", "sandwich", "rmsnorm", 0.15f, 5.656854f, 0);
-    check_kind("gelu", "parallel", "layernorm", 0.0f, 0.0f, 6);
+    check_kind("geglu", "sandwich", "rmsnorm", 0.15f, 5.656854f, 0, NULL);
+    check_kind("gelu", "parallel", "layernorm", 0.0f, 0.0f, 6, NULL);
+    /* OLMo 2: postnorm, RMSNorm, SwiGLU, rope, a q/k norm over all heads at once */
+    check_kind("swiglu", "postnorm", "rmsnorm", 0.0f, 0.0f, 0, "position=rope,qk_norm=true,qk_norm_whole=true");
+    check_kind("swiglu", "prenorm", "rmsnorm", 0.0f, 0.0f, 0, "position=rope,qk_norm=true,qk_norm_whole=true");
     CHECK_DONE();
 }

@@ -308,37 +308,39 @@ static void test_norm(int rms, int affine, float drop_p) {
     for (int k = 0; k < 2; k++) free(mean[k]), free(rstd[k]), free(dw[k]), free(db[k]);
 }
 
-static void test_qk_norm(void) {
-    const hg_qk_norm_shape s = {.N = 23, .NH = 4, .NKV = 2, .hs = 32, .eps = 1e-6f};
-    const int H2 = s.NH + s.NKV, W = (s.NH + 2 * s.NKV) * s.hs;
+static void test_qk_norm(int whole) {
+    const hg_qk_norm_shape s = {.N = 23, .NH = 4, .NKV = 2, .hs = 32, .eps = 1e-6f, .whole = whole};
+    int nq, uq, nk, uk;
+    hg_qk_norm_units(&s, &nq, &uq, &nk, &uk);
+    const int U = nq + nk, H2 = s.NH + s.NKV, W = (s.NH + 2 * s.NKV) * s.hs;
     const size_t n = (size_t)s.N * W, nraw = (size_t)s.N * H2 * s.hs;
     trng r = trng_seed(50);
     uint16_t *x_b, *dy_b;
-    float *x = rvec(n, &r, -2, 2, &x_b), *wq = fvec(s.hs), *wk = fvec(s.hs), *dy = rvec(n, &r, -1, 1, &dy_b);
-    fill(wq, s.hs, &r, 0.5, 1.5), fill(wk, s.hs, &r, 0.5, 1.5); /* norm weights: fp32 */
+    float *x = rvec(n, &r, -2, 2, &x_b), *wq = fvec(uq), *wk = fvec(uk), *dy = rvec(n, &r, -1, 1, &dy_b);
+    fill(wq, uq, &r, 0.5, 1.5), fill(wk, uk, &r, 0.5, 1.5); /* norm weights: fp32 */
     float *want = fvec(n), *raw = fvec(nraw), *rstd[2];
     uint16_t *got = bvec(n), *raw_b = bvec(nraw);
-    for (int k = 0; k < 2; k++) rstd[k] = fvec((size_t)s.N * H2);
+    for (int k = 0; k < 2; k++) rstd[k] = fvec((size_t)s.N * U);
     memcpy(want, x, n * 4), memcpy(got, x_b, n * 2);
     poison(raw, nraw), bpoison(raw_b, nraw);
     F->ops->qk_norm_forward(F, want, raw, rstd[0], wq, wk, &s);
     H->ops->qk_norm_forward(H, (float *)got, (float *)raw_b, rstd[1], wq, wk, &s);
-    check_failures += close_bf("qk norm forward", got, want, n, 1, 0);
+    check_failures += close_bf(whole ? "qk norm (whole) forward" : "qk norm forward", got, want, n, 1, 0);
     check_failures += close_bf("qk norm raw copy", raw_b, raw, nraw, 0, 0);
-    check_failures += close_f("qk norm rstd", rstd[1], rstd[0], (size_t)s.N * H2, 0.0);
+    check_failures += close_f("qk norm rstd", rstd[1], rstd[0], (size_t)s.N * U, 0.0);
     float *dwq[2], *dwk[2];
     for (int k = 0; k < 2; k++) {
         trng q = trng_seed(51);
-        dwq[k] = fvec(s.hs), dwk[k] = fvec(s.hs);
-        fill(dwq[k], s.hs, &q, -1, 1), fill(dwk[k], s.hs, &q, -1, 1);
+        dwq[k] = fvec(uq), dwk[k] = fvec(uk);
+        fill(dwq[k], uq, &q, -1, 1), fill(dwk[k], uk, &q, -1, 1);
     }
-    float *scratch = fvec(F->ops->layernorm_scratch_bytes(F, s.N, s.hs) / 4);
+    float *scratch = fvec(F->ops->layernorm_scratch_bytes(F, s.N, uq > uk ? uq : uk) / 4);
     memcpy(want, dy, n * 4), memcpy(got, dy_b, n * 2);
     F->ops->qk_norm_backward(F, want, dwq[0], dwk[0], raw, rstd[0], wq, wk, &s, scratch);
     H->ops->qk_norm_backward(H, (float *)got, dwq[1], dwk[1], (float *)raw_b, rstd[0], wq, wk, &s, scratch);
     check_failures += close_bf("qk norm backward", got, want, n, 1, 0);
-    check_failures += close_f("qk norm backward dwq", dwq[1], dwq[0], s.hs, (double)s.N * s.NH);
-    check_failures += close_f("qk norm backward dwk", dwk[1], dwk[0], s.hs, (double)s.N * s.NKV);
+    check_failures += close_f("qk norm backward dwq", dwq[1], dwq[0], uq, (double)s.N * nq);
+    check_failures += close_f("qk norm backward dwk", dwk[1], dwk[0], uk, (double)s.N * nk);
     free(x), free(wq), free(wk), free(dy), free(want), free(raw), free(got), free(raw_b), free(scratch);
     free(x_b), free(dy_b);
     for (int k = 0; k < 2; k++) free(rstd[k]), free(dwq[k]), free(dwk[k]);
@@ -600,7 +602,8 @@ static void run_all(void) {
     test_norm(0, 1, 0.2f);
     test_norm(1, 1, 0.0f);
     test_norm(0, 0, 0.0f);
-    test_qk_norm();
+    test_qk_norm(0);
+    test_qk_norm(1); /* OLMo 2's: all q heads as one unit, all k heads as another */
     test_matmul(37, 96, 160, 1);
     test_matmul(64, 256, 48, 0);
     test_matmul(300, 64, 1600, 1); /* N cut into column blocks */

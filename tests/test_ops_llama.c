@@ -606,104 +606,110 @@ static void head_rows(double *rows, float *x, int N, int NH, int NKV, int hs, in
         }
 }
 
-/* Forward against ref_norm_row per head and backward against ref_norm_backward per head
- * group, the reference against finite differences; raw kept bitwise, v untouched, raw
- * NULL giving the same bits, dwq/dwk accumulated (or left alone when NULL). */
-static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int hs, int has_w, uint64_t seed) {
+/* Forward against ref_norm_row per unit (a head, or with `whole` all q heads and all k
+ * heads) and backward against ref_norm_backward per group, the reference against finite
+ * differences; raw kept bitwise, v untouched, raw NULL giving the same bits, dwq/dwk
+ * accumulated (or left alone when NULL). A group's units are contiguous in each row, so
+ * its (N, heads hs) block is (N units, width) reference rows either way. */
+static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int hs, int has_w, int whole, uint64_t seed) {
     const hg_norm_spec ns = {1, 1e-6f};
-    const hg_qk_norm_shape s = {N, NH, NKV, hs, ns.eps};
+    const hg_qk_norm_shape s = {N, NH, NKV, hs, ns.eps, whole};
     const hg_rope_shape rows_shape = {1, N, 0, NH, NKV, hs, 0}; /* for check_v_untouched */
-    const int H = NH + NKV, W = (NH + 2 * NKV) * hs, QK = H * hs;
+    int units[2], width[2];
+    hg_qk_norm_units(&s, &units[0], &width[0], &units[1], &width[1]);
+    const int U = units[0] + units[1], W = (NH + 2 * NKV) * hs, QK = (NH + NKV) * hs, wmax = width[0] > width[1] ? width[0] : width[1];
     trng r = trng_seed(seed);
     float *qkv = fvec((size_t)N * W), *R = fvec((size_t)N * W), *w[2] = {NULL, NULL}, *pre_dw[2];
     fill(qkv, (size_t)N * W, &r, -1, 1);
     fill(R, (size_t)N * W, &r, -1, 1);
     double *xd[2], *Rd[2], *wd[2] = {NULL, NULL}, *out_ref[2], *rstd_ref[2], *scale[2], *gx[2], *gw[2], *sx[2];
-    char name[160], tag[96];
+    char name[160], tag[112];
     for (int g = 0; g < 2; g++) {
-        int rows = N * (g ? NKV : NH);
-        float *x = fvec((size_t)rows * hs); /* norm rows of every spread, eps-sized ones included */
-        fill_norm_rows(x, rows, hs, &r, &ns);
-        xd[g] = dvec((size_t)rows * hs), Rd[g] = dvec((size_t)rows * hs);
-        widen(xd[g], x, (size_t)rows * hs);
+        const int rows = N * units[g], wg = width[g];
+        const size_t n = (size_t)rows * wg;
+        float *x = fvec(n); /* norm rows of every spread, eps-sized ones included */
+        fill_norm_rows(x, rows, wg, &r, &ns);
+        xd[g] = dvec(n), Rd[g] = dvec(n);
+        widen(xd[g], x, n);
         head_rows(xd[g], qkv, N, NH, NKV, hs, g, 1);
         head_rows(Rd[g], R, N, NH, NKV, hs, g, 0);
         free(x);
-        pre_dw[g] = fvec(hs);
-        fill(pre_dw[g], hs, &r, -1, 1);
+        pre_dw[g] = fvec(wg);
+        fill(pre_dw[g], wg, &r, -1, 1);
         if (has_w) {
-            w[g] = fvec(hs), wd[g] = dvec(hs);
-            fill(w[g], hs, &r, 0.5, 1.5);
-            widen(wd[g], w[g], hs);
+            w[g] = fvec(wg), wd[g] = dvec(wg);
+            fill(w[g], wg, &r, 0.5, 1.5);
+            widen(wd[g], w[g], wg);
         }
-        out_ref[g] = dvec((size_t)rows * hs), rstd_ref[g] = dvec(rows), scale[g] = dvec((size_t)rows * hs);
+        out_ref[g] = dvec(n), rstd_ref[g] = dvec(rows), scale[g] = dvec(n);
         double *mean = dvec(rows);
         for (int i = 0; i < rows; i++)
-            ref_norm_row(out_ref[g] + (size_t)i * hs, &mean[i], &rstd_ref[g][i], xd[g] + (size_t)i * hs, wd[g], NULL, hs, &ns);
-        ref_norm_scale(scale[g], xd[g], mean, rstd_ref[g], wd[g], NULL, rows, hs);
+            ref_norm_row(out_ref[g] + (size_t)i * wg, &mean[i], &rstd_ref[g][i], xd[g] + (size_t)i * wg, wd[g], NULL, wg, &ns);
+        ref_norm_scale(scale[g], xd[g], mean, rstd_ref[g], wd[g], NULL, rows, wg);
         free(mean);
-        gx[g] = dvec((size_t)rows * hs), gw[g] = dvec(hs), sx[g] = dvec((size_t)rows * hs);
-        ref_norm_backward(gx[g], wd[g] ? gw[g] : NULL, NULL, Rd[g], xd[g], wd[g], rows, hs, &ns);
-        norm_grad_scale(sx[g], Rd[g], wd[g], rstd_ref[g], rows, hs, 0.0);
+        gx[g] = dvec(n), gw[g] = dvec(wg), sx[g] = dvec(n);
+        ref_norm_backward(gx[g], wd[g] ? gw[g] : NULL, NULL, Rd[g], xd[g], wd[g], rows, wg, &ns);
+        norm_grad_scale(sx[g], Rd[g], wd[g], rstd_ref[g], rows, wg, 0.0);
         /* the reference's gradient against finite differences, as in test_norm */
-        size_t k, *ix = sample_indices((size_t)rows * hs, 120, 71 + g, &k);
-        double row[1024], *fx = dvec(k), *fw = dvec(hs);
-        ref_norm_fd ctx = {xd[g], wd[g], NULL, row, Rd[g], rows, hs, &ns};
-        for (size_t j = 0; j < k; j++) fx[j] = fd_central(xd[g], ix[j], FD_H / rstd_ref[g][ix[j] / hs], ref_norm_loss_row, &ctx);
+        size_t k, *ix = sample_indices(n, 120, 71 + g, &k);
+        double row[1024], *fx = dvec(k), *fw = dvec(wg);
+        ref_norm_fd ctx = {xd[g], wd[g], NULL, row, Rd[g], rows, wg, &ns};
+        for (size_t j = 0; j < k; j++) fx[j] = fd_central(xd[g], ix[j], FD_H / rstd_ref[g][ix[j] / wg], ref_norm_loss_row, &ctx);
         snprintf(name, sizeof name, "qk norm %s ref dx vs fd", g ? "k" : "q");
         check_failures += check_grad_d(name, gx[g], fx, ix, k, sx[g], 0, FD_TOL);
         if (has_w) {
-            for (int c = 0; c < hs; c++) fw[c] = fd_central(wd[g], c, FD_H, ref_norm_loss_all, &ctx);
+            for (int c = 0; c < wg; c++) fw[c] = fd_central(wd[g], c, FD_H, ref_norm_loss_all, &ctx);
             snprintf(name, sizeof name, "qk norm %s ref dw vs fd", g ? "k" : "q");
-            check_failures += check_grad_d(name, gw[g], fw, NULL, hs, NULL, rms(gw[g], hs), FD_TOL);
+            check_failures += check_grad_d(name, gw[g], fw, NULL, wg, NULL, rms(gw[g], wg), FD_TOL);
         }
         free(ix), free(fx), free(fw);
     }
 
     float *out[3], *raw[2], *rstd[3], *d[2], *dw[2][2];
-    for (int i = 0; i < 3; i++) out[i] = fvec((size_t)N * W), rstd[i] = fvec((size_t)N * H);
+    for (int i = 0; i < 3; i++) out[i] = fvec((size_t)N * W), rstd[i] = fvec((size_t)N * U);
     for (int i = 0; i < 2; i++) {
         raw[i] = fvec((size_t)N * QK), d[i] = fvec((size_t)N * W);
-        dw[i][0] = fvec(hs), dw[i][1] = fvec(hs);
+        dw[i][0] = fvec(width[0]), dw[i][1] = fvec(width[1]);
     }
     for (int b = 0; b < OPS_NBE; b++) {
         hg_backend *be = bes[b];
         use_backend(be);
-        size_t nscr = be->ops->layernorm_scratch_bytes(be, N, hs) / sizeof(float);
+        size_t nscr = be->ops->layernorm_scratch_bytes(be, N, wmax) / sizeof(float);
         float *scr = fvec(nscr);
-        snprintf(tag, sizeof tag, "qk norm N=%d NH=%d NKV=%d hs=%d%s threads=%d", N, NH, NKV, hs, has_w ? " w" : "",
-                 be->threads);
+        snprintf(tag, sizeof tag, "qk norm N=%d NH=%d NKV=%d hs=%d%s%s threads=%d", N, NH, NKV, hs, has_w ? " w" : "",
+                 whole ? " whole" : "", be->threads);
         /* runs 0 and 1 keep raw; run 2 passes NULL and must give the same bits */
         for (int run = 0; run < 3; run++) {
             memcpy(out[run], qkv, sizeof(float) * N * W);
-            poison(rstd[run], (size_t)N * H);
+            poison(rstd[run], (size_t)N * U);
             if (run < 2) poison(raw[run], (size_t)N * QK);
             be->ops->qk_norm_forward(be, out[run], run < 2 ? raw[run] : NULL, rstd[run], w[0], w[1], &s);
         }
         snprintf(name, sizeof name, "%s out", tag);
         check_failures += check_bitwise(name, out[0], out[1], (size_t)N * W) + check_bitwise(name, out[0], out[2], (size_t)N * W);
-        check_failures += check_bitwise(name, rstd[0], rstd[1], (size_t)N * H) + check_finite(name, out[0], (size_t)N * W);
+        check_failures += check_bitwise(name, rstd[0], rstd[1], (size_t)N * U) + check_finite(name, out[0], (size_t)N * W);
         check_failures += check_v_untouched(name, out[0], qkv, &rows_shape);
         snprintf(name, sizeof name, "%s raw", tag);
         for (int n = 0; n < N; n++) check_failures += check_bitwise(name, raw[0] + (size_t)n * QK, qkv + (size_t)n * W, QK);
         for (int g = 0; g < 2; g++) {
-            int heads = g ? NKV : NH, rows = N * heads;
-            double *got = dvec((size_t)rows * hs), *rs = dvec(rows);
-            float *gotf = fvec((size_t)rows * hs), *rsf = fvec(rows);
+            const int rows = N * units[g], wg = width[g];
+            const size_t n = (size_t)rows * wg;
+            double *got = dvec(n);
+            float *gotf = fvec(n), *rsf = fvec(rows);
             head_rows(got, out[0], N, NH, NKV, hs, g, 0);
-            for (size_t i = 0; i < (size_t)rows * hs; i++) gotf[i] = (float)got[i];
-            for (int n = 0; n < N; n++)
-                for (int h = 0; h < heads; h++) rsf[n * heads + h] = rstd[0][(size_t)n * H + (g ? NH : 0) + h];
+            for (size_t i = 0; i < n; i++) gotf[i] = (float)got[i];
+            for (int t = 0; t < N; t++)
+                for (int u = 0; u < units[g]; u++) rsf[t * units[g] + u] = rstd[0][(size_t)t * U + (g ? units[0] : 0) + u];
             snprintf(name, sizeof name, "%s %s", tag, g ? "k" : "q");
-            check_failures += check_vec(name, gotf, out_ref[g], scale[g], (size_t)rows * hs, 4 * sqrt(hs) * U32, 0.0);
+            check_failures += check_vec(name, gotf, out_ref[g], scale[g], n, 4 * sqrt(wg) * U32, 0.0);
             snprintf(name, sizeof name, "%s %s rstd", tag, g ? "k" : "q");
-            check_failures += check_vec(name, rsf, rstd_ref[g], NULL, rows, 4 * sqrt(hs) * U32, 0.0);
-            free(got), free(rs), free(gotf), free(rsf);
+            check_failures += check_vec(name, rsf, rstd_ref[g], NULL, rows, 4 * sqrt(wg) * U32, 0.0);
+            free(got), free(gotf), free(rsf);
         }
 
         for (int run = 0; run < 2; run++) {
             memcpy(d[run], R, sizeof(float) * N * W);
-            for (int g = 0; g < 2; g++) memcpy(dw[run][g], pre_dw[g], sizeof(float) * hs);
+            for (int g = 0; g < 2; g++) memcpy(dw[run][g], pre_dw[g], sizeof(float) * width[g]);
             poison(scr, nscr);
             be->ops->qk_norm_backward(be, d[run], w[0] ? dw[run][0] : NULL, w[1] ? dw[run][1] : NULL, raw[0], rstd[0],
                                       w[0], w[1], &s, scr);
@@ -712,18 +718,19 @@ static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int h
         check_failures += check_bitwise(name, d[0], d[1], (size_t)N * W) + check_finite(name, d[0], (size_t)N * W);
         check_failures += check_v_untouched(name, d[0], R, &rows_shape);
         for (int g = 0; g < 2; g++) {
-            int rows = N * (g ? NKV : NH);
-            double *got = dvec((size_t)rows * hs);
-            float *gotf = fvec((size_t)rows * hs);
+            const int wg = width[g];
+            const size_t n = (size_t)N * units[g] * wg;
+            double *got = dvec(n);
+            float *gotf = fvec(n);
             head_rows(got, d[0], N, NH, NKV, hs, g, 0);
-            for (size_t i = 0; i < (size_t)rows * hs; i++) gotf[i] = (float)got[i];
-            /* dx: two hs-term reductions per row, 1e-5 of the row's scale, as the norms' */
+            for (size_t i = 0; i < n; i++) gotf[i] = (float)got[i];
+            /* dx: two width-term reductions per row, 1e-5 of the row's scale, as the norms' */
             snprintf(name, sizeof name, "%s d%s", tag, g ? "k" : "q");
-            check_failures += check_grad(name, gotf, NULL, gx[g], NULL, (size_t)rows * hs, sx[g], 0, 1e-5);
+            check_failures += check_grad(name, gotf, NULL, gx[g], NULL, n, sx[g], 0, 1e-5);
             snprintf(name, sizeof name, "%s dw%s", tag, g ? "k" : "q");
-            check_failures += check_bitwise(name, dw[0][g], dw[1][g], hs);
-            if (has_w) check_failures += check_grad(name, dw[0][g], pre_dw[g], gw[g], NULL, hs, NULL, rms(gw[g], hs), 1e-5);
-            else check_failures += check_bitwise(name, dw[0][g], pre_dw[g], hs);
+            check_failures += check_bitwise(name, dw[0][g], dw[1][g], wg);
+            if (has_w) check_failures += check_grad(name, dw[0][g], pre_dw[g], gw[g], NULL, wg, NULL, rms(gw[g], wg), 1e-5);
+            else check_failures += check_bitwise(name, dw[0][g], pre_dw[g], wg);
             free(got), free(gotf);
         }
         free(scr);
@@ -745,8 +752,10 @@ int test_ops_llama(hg_backend *bes[OPS_NBE]) {
     test_norm(bes, ln5, 0, 0, 1203);  /* LayerNorm without affine parameters */
     test_residual_rmsnorm(bes, rms6, 0.0f);
     test_residual_rmsnorm(bes, rms5, 0.3f);
-    test_qk_norm(bes, 37, 4, 2, 32, 1, 1210); /* Qwen3's: a weight per q and per k */
-    test_qk_norm(bes, 5, 3, 1, 16, 0, 1211);  /* multi-query, without weights */
+    test_qk_norm(bes, 37, 4, 2, 32, 1, 0, 1210); /* Qwen3's: a weight per q and per k */
+    test_qk_norm(bes, 5, 3, 1, 16, 0, 0, 1211);  /* multi-query, without weights */
+    test_qk_norm(bes, 23, 4, 2, 32, 1, 1, 1212); /* OLMo 2's: all q heads as one, all k heads as one */
+    test_qk_norm(bes, 7, 3, 1, 16, 0, 1, 1213);
 
     test_rope(bes, 2, 37, 0, 6, 2, 16, 10000.0f, 0);
     test_rope(bes, 2, 37, 211, 6, 2, 32, 10000.0f, 0);  /* a later chunk of the sequences */

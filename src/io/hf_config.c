@@ -407,6 +407,7 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     if (c->mlp != (gemma ? HG_MLP_GEGLU : HG_MLP_SWIGLU)) return "mlp";
     if (c->omit & HG_OMIT_NORM_WEIGHT) return "norm_weight";
     if (c->qk_norm != (a == HF_QWEN3)) return "qk_norm";
+    if (c->qk_norm_whole) return "qk_norm_whole";
     if (a == HF_QWEN2) return qkv ? "qkv_bias" : !proj ? "proj_bias" : !(c->omit & HG_OMIT_MLP_BIAS) ? "mlp_bias" : NULL;
     if (!qkv != !proj) return "qkv_bias and proj_bias (one attention_bias covers both)";
     if ((a == HF_MISTRAL || a == HF_PHI3) && !qkv) return "qkv_bias";

@@ -127,6 +127,7 @@ static const field fields[] = {
     {"logit_softcap", F_FLOAT, OFF(logit_softcap), 0, 1e4, 0, NULL, "logits = c tanh(logits / c) with c this value (0: none)"},
     {"embed_scale", F_FLOAT, OFF(embed_scale), 0, 1e4, 0, NULL, "token embeddings times this on the way in (0: 1)"},
     {"rotary_dim", F_INT, OFF(rotary_dim), 0, 1024, 0, NULL, "rope: the rotated dimensions of a head, even (0: all)"},
+    {"qk_norm_whole", F_BOOL, OFF(qk_norm_whole), 0, 1, 0, NULL, "qk_norm over all q heads and all k heads at once"},
     {"block", F_ENUM, OFF(block), 0, 3, 0, block_names, "prenorm, postnorm, sandwich or parallel: the block's order"},
     {"op_attn_proj", F_OP, OFF(site_op[HG_SITE_ATTN_PROJ]), 0, 0, 0, NULL, "registered op after attn.c_proj, or none"},
     {"op_mlp_act", F_OP, OFF(site_op[HG_SITE_MLP_ACT]), 0, 0, 0, NULL, "registered op as the MLP activation, or none"},
@@ -307,6 +308,7 @@ hg_status hg_config_validate(const hg_config *c) {
                        "head_dim = %d must be a multiple of 16 (the attention tiles are 16-float vectors)", d.hs);
     if ((int64_t)d.NH * d.hs > 65536)
         return hg_fail(HG_ERR_INVALID, "n_head * head_dim = %lld is too large (at most 65536)", (long long)d.NH * d.hs);
+    if (c->qk_norm_whole && !c->qk_norm) return hg_fail(HG_ERR_INVALID, "qk_norm_whole is set without qk_norm");
     if (c->rotary_dim && (c->rotary_dim % 2 || c->rotary_dim > d.hs || c->position != HG_POS_ROPE))
         return hg_fail(HG_ERR_INVALID, "rotary_dim = %d must be even, at most the head size %d, and set only with "
                        "position rope", c->rotary_dim, d.hs);

@@ -92,8 +92,8 @@ static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *
              (!(n1 && nb) || add_param(t, pe, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0)) &&
              add_param(t, pe, l, R_QKV_W, "attn.c_attn.weight", 2, C, d.QKV, 0) &&
              (c->omit & HG_OMIT_QKV_BIAS || add_param(t, pe, l, R_QKV_B, "attn.c_attn.bias", 1, d.QKV, 1, 0)) &&
-             (!qn || add_param(t, pe, l, R_QNORM_W, "attn.q_norm.weight", 1, d.hs, 1, 0)) &&
-             (!qn || add_param(t, pe, l, R_KNORM_W, "attn.k_norm.weight", 1, d.hs, 1, 0)) &&
+             (!qn || add_param(t, pe, l, R_QNORM_W, "attn.q_norm.weight", 1, c->qk_norm_whole ? d.QD : d.hs, 1, 0)) &&
+             (!qn || add_param(t, pe, l, R_KNORM_W, "attn.k_norm.weight", 1, c->qk_norm_whole ? d.KVD : d.hs, 1, 0)) &&
              add_param(t, pe, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0) &&
              (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, pe, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0)) &&
              add_site_params(t, pe, st, HG_SITE_ATTN_PROJ, l, R_SITE_ATTN) &&
@@ -181,7 +181,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ok &= add(t, "ln1.rstd", 1, n1 * N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
     ok &= add(t, "qkv", 2, N, d.QKV, 0, layers, E, 0) == A_QKV;
     ok &= add(t, "qk_raw", 2, qn * bw * N, d.QD + d.KVD, 0, layers, E, 0) == A_QK_RAW;
-    ok &= add(t, "qk_rstd", 2, qn * N, d.NH + d.NKV, 0, layers, 4, 0) == A_QK_RSTD;
+    ok &= add(t, "qk_rstd", 2, qn * N, c->qk_norm_whole ? 2 : d.NH + d.NKV, 0, layers, 4, 0) == A_QK_RSTD;
     ok &= add(t, "atty", 2, N, d.QD, 0, layers, E, 0) == A_ATTY;
     ok &= add(t, "lse", 2, d.NH, N, 0, layers, 4, 0) == A_LSE;
     ok &= add(t, "residual2", 2, N, C, 0, layers, Er, 0) == A_RESIDUAL2;
@@ -337,8 +337,9 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     gpt_dims d = gpt_dims_of(cfg);
     hg_attention_shape as = {opt->batch, opt->seq_len, d.NH, d.hs, 1, d.NKV};
     size_t att = ops->attention_scratch_bytes(&probe, &as);
-    /* the norms' partial sums: C wide, or hs for the q/k norm */
-    size_t red = ops->layernorm_scratch_bytes(&probe, (int)N, d.hs > d.C && cfg->qk_norm ? d.hs : d.C);
+    /* the norms' partial sums: C wide, or the q/k norm's widest unit */
+    const int qk_width = !cfg->qk_norm ? 0 : cfg->qk_norm_whole ? (d.QD > d.KVD ? d.QD : d.KVD) : d.hs;
+    size_t red = ops->layernorm_scratch_bytes(&probe, (int)N, qk_width > d.C ? qk_width : d.C);
     hg_table_init(params);
     hg_table_init(weights);
     hg_table_init(acts);

@@ -83,7 +83,8 @@ enum gpt_act {
     A_LN1_RSTD,  /* (L, N) */
     A_QKV,       /* (L, N, QKV) q | k | v, after the q/k norm and the rotary embedding */
     A_QK_RAW,    /* (L, N, QD+KVD) q | k before the q/k norm (qk_norm, training only) */
-    A_QK_RSTD,   /* (L, N, NH+NKV) the q/k norm's rstd per head (qk_norm only) */
+    A_QK_RSTD,   /* (L, N, NH+NKV) the q/k norm's rstd per head, or (L, N, 2) with
+                    qk_norm_whole (qk_norm only) */
     A_ATTY,      /* (L, N, QD) attention output before its projection */
     A_LSE,       /* (L, B, NH, T) attention row log-sum-exp */
     A_RESIDUAL2, /* (L, N, C) residual after the attention block */

@@ -75,7 +75,7 @@ static inline void op_layernorm_backward(hg_model *m, int layer, float *dinp, fl
 
 /* The q/k norm of block `layer` on qkv: forward, or with dqkv its backward in place. */
 static inline hg_qk_norm_shape gpt_qk_norm_shape(const hg_model *m) {
-    hg_qk_norm_shape s = {m->B * m->T, m->d.NH, m->d.NKV, m->d.hs, gpt_norm_eps(&m->cfg)};
+    hg_qk_norm_shape s = {m->B * m->T, m->d.NH, m->d.NKV, m->d.hs, gpt_norm_eps(&m->cfg), m->cfg.qk_norm_whole};
     return s;
 }
 

@@ -29,19 +29,26 @@ typedef void hg_residual_add_fn(hg_backend *be, float *res_out, const float *res
 
 /* q/k norm (Qwen3, Gemma 3): RMSNorm of each q head and each k head of the fused QKV
  * projection, over its hs elements, in place; q heads scaled by wq (hs), k heads by wk
- * (hs) (NULL: 1); v untouched. Row layout as in ops/attention.h: W = (NH + 2 NKV) hs,
- * q heads then k heads then v heads. */
+ * (hs) (NULL: 1); v untouched. With `whole` (OLMo 2) the NH q heads are one unit of QD =
+ * NH hs elements and the NKV k heads one of KVD = NKV hs, scaled by wq (QD) and wk (KVD).
+ * Row layout as in ops/attention.h: W = (NH + 2 NKV) hs, q heads then k heads then v heads. */
 typedef struct hg_qk_norm_shape {
     int N, NH, NKV, hs;
     float eps;
+    int whole;
 } hg_qk_norm_shape;
-/* qkv (N,W): q and k heads normalised in place. raw (N, (NH+NKV) hs): the q|k part as it
- * was, kept for backward (NULL: not kept); rstd (N, NH+NKV), head-major within a row. */
+/* The units a row of q|k is normalised in: nq of width wq, then nk of width wk. */
+static inline void hg_qk_norm_units(const hg_qk_norm_shape *s, int *nq, int *wq, int *nk, int *wk) {
+    *nq = s->whole ? 1 : s->NH, *wq = s->whole ? s->NH * s->hs : s->hs;
+    *nk = s->whole ? 1 : s->NKV, *wk = s->whole ? s->NKV * s->hs : s->hs;
+}
+/* qkv (N,W): q and k units normalised in place. raw (N, (NH+NKV) hs): the q|k part as it
+ * was, kept for backward (NULL: not kept); rstd (N, nq+nk), unit-major within a row. */
 typedef void hg_qk_norm_forward_fn(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq,
                                    const float *wk, const hg_qk_norm_shape *s);
 /* dqkv (N,W): its q and k parts, gradients wrt the normalised heads, turned in place into
- * gradients wrt raw; v's part untouched. dwq, dwk (hs) += (NULL exactly when wq, wk are).
- * scratch: layernorm_scratch_bytes(N, hs) bytes. */
+ * gradients wrt raw; v's part untouched. dwq (wq), dwk (wk) += (NULL exactly when wq, wk
+ * are). scratch: layernorm_scratch_bytes(N, max(wq, wk)) bytes. */
 typedef void hg_qk_norm_backward_fn(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw,
                                     const float *rstd, const float *wq, const float *wk,
                                     const hg_qk_norm_shape *s, float *scratch);
@@ -75,8 +82,8 @@ static inline hg_op_cost hg_norm_backward_cost(int N, int C) {
 /* q and k elements: forward reads them and writes them and raw; backward reads dqkv and
  * raw and writes dqkv. */
 static inline hg_op_cost hg_qk_norm_cost(const hg_qk_norm_shape *s, int backward) {
-    double n = (double)s->N * (s->NH + s->NKV) * s->hs;
-    hg_op_cost c = {(backward ? 8.0 : 4.0) * n, HG_COST_F4 * (3.0 * n + (double)s->N * (s->NH + s->NKV))};
+    double n = (double)s->N * (s->NH + s->NKV) * s->hs, units = s->whole ? 2.0 : s->NH + s->NKV;
+    hg_op_cost c = {(backward ? 8.0 : 4.0) * n, HG_COST_F4 * (3.0 * n + (double)s->N * units)};
     return c;
 }
 static inline hg_op_cost hg_dropout_backward_cost(size_t n) { return hg_elementwise_cost((double)n, 1.0, 2.0); }

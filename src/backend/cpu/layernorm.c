@@ -138,56 +138,63 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
     add_partials(db, scratch + C, nt_used, 2 * (size_t)C, C);
 }
 
-/* Rows split statically across threads; within a row, NH q heads then NKV k heads. */
+/* Rows split statically across threads; within a row, the q units then the k units
+ * (heads, or with s->whole all q heads and all k heads), contiguous from the row's start. */
 void cpu_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
                          const hg_qk_norm_shape *s) {
-    const int H = s->NH + s->NKV, hs = s->hs;
-    const size_t W = (size_t)(s->NH + 2 * s->NKV) * hs, QK = (size_t)H * hs;
+    int nq, uq, nk, uk;
+    hg_qk_norm_units(s, &nq, &uq, &nk, &uk);
+    const int U = nq + nk, wmax = uq > uk ? uq : uk;
+    const size_t W = (size_t)(s->NH + 2 * s->NKV) * s->hs, QK = (size_t)(s->NH + s->NKV) * s->hs;
     const hg_norm_spec ns = {1, s->eps};
     #pragma omp parallel num_threads(be->threads)
     {
-        float xb[CPU_ROWBUF(be, hs)], ob[CPU_ROWBUF(be, hs)];
+        float xb[CPU_ROWBUF(be, wmax)], ob[CPU_ROWBUF(be, wmax)];
         #pragma omp for schedule(static)
         for (int n = 0; n < s->N; n++) {
             if (raw) /* the q|k part as it was */
                 memcpy(cpu_elems(be, raw, (size_t)n * QK), cpu_elems(be, qkv, (size_t)n * W), QK * hg_precision_bytes(be->precision));
-            for (int h = 0; h < H; h++) {
-                size_t at = (size_t)n * W + (size_t)h * hs;
-                const float *x = cpu_view(be, qkv, at, (size_t)hs, xb); /* normalised in place */
+            for (int u = 0; u < U; u++) {
+                const int q = u < nq, width = q ? uq : uk;
+                size_t at = (size_t)n * W + (q ? (size_t)u * uq : (size_t)nq * uq + (size_t)(u - nq) * uk);
+                const float *x = cpu_view(be, qkv, at, (size_t)width, xb); /* normalised in place */
                 float *o = cpu_out(be, qkv, at, ob);
-                norm_row(o, NULL, &rstd[(size_t)n * H + h], x, h < s->NH ? wq : wk, NULL, hs, &ns);
-                cpu_commit(be, qkv, at, o, (size_t)hs);
+                norm_row(o, NULL, &rstd[(size_t)n * U + u], x, q ? wq : wk, NULL, width, &ns);
+                cpu_commit(be, qkv, at, o, (size_t)width);
             }
         }
     }
 }
 
-/* Per thread, partial sums of dwq then dwk (hs each) in scratch, added in thread order. */
+/* Per thread, partial sums of dwq (uq) then dwk (uk) in scratch, added in thread order. */
 void cpu_qk_norm_backward(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd,
                           const float *wq, const float *wk, const hg_qk_norm_shape *s, float *scratch) {
-    const int H = s->NH + s->NKV, hs = s->hs, N = s->N;
-    const size_t W = (size_t)(s->NH + 2 * s->NKV) * hs, QK = (size_t)H * hs;
+    int nq, uq, nk, uk;
+    hg_qk_norm_units(s, &nq, &uq, &nk, &uk);
+    const int U = nq + nk, wmax = uq > uk ? uq : uk, N = s->N;
+    const size_t W = (size_t)(s->NH + 2 * s->NKV) * s->hs, QK = (size_t)(s->NH + s->NKV) * s->hs;
     int nt_used = 1;
     #pragma omp parallel num_threads(be->threads)
     {
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
         #pragma omp single
         nt_used = nt;
-        float xb[CPU_ROWBUF(be, hs)], db[CPU_ROWBUF(be, hs)];
-        float *pq = scratch + (size_t)t * 2 * hs, *pk = pq + hs;
-        for (int i = 0; i < 2 * hs; i++) pq[i] = 0.0f;
+        float xb[CPU_ROWBUF(be, wmax)], db[CPU_ROWBUF(be, wmax)];
+        float *pq = scratch + (size_t)t * (uq + uk), *pk = pq + uq;
+        for (int i = 0; i < uq + uk; i++) pq[i] = 0.0f;
         int per = (N + nt - 1) / nt, n0 = t * per, n1 = n0 + per < N ? n0 + per : N;
         for (int n = n0; n < n1; n++)
-            for (int h = 0; h < H; h++) {
-                size_t at = (size_t)n * W + (size_t)h * hs;
-                float *d = cpu_inout(be, dqkv, at, (size_t)hs, db);
-                norm_row_backward(d, h < s->NH ? pq : pk, NULL, d, cpu_view(be, raw, (size_t)n * QK + (size_t)h * hs, (size_t)hs, xb),
-                                  h < s->NH ? wq : wk, 0.0f, rstd[(size_t)n * H + h], hs, 1, 1);
-                cpu_commit(be, dqkv, at, d, (size_t)hs);
+            for (int u = 0; u < U; u++) {
+                const int q = u < nq, width = q ? uq : uk;
+                const size_t off = q ? (size_t)u * uq : (size_t)nq * uq + (size_t)(u - nq) * uk, at = (size_t)n * W + off;
+                float *d = cpu_inout(be, dqkv, at, (size_t)width, db);
+                norm_row_backward(d, q ? pq : pk, NULL, d, cpu_view(be, raw, (size_t)n * QK + off, (size_t)width, xb),
+                                  q ? wq : wk, 0.0f, rstd[(size_t)n * U + u], width, 1, 1);
+                cpu_commit(be, dqkv, at, d, (size_t)width);
             }
     }
-    add_partials(dwq, scratch, nt_used, 2 * (size_t)hs, hs);
-    add_partials(dwk, scratch + hs, nt_used, 2 * (size_t)hs, hs);
+    add_partials(dwq, scratch, nt_used, (size_t)(uq + uk), uq);
+    add_partials(dwk, scratch + uq, nt_used, (size_t)(uq + uk), uk);
 }
 
 size_t cpu_layernorm_scratch_bytes(hg_backend *be, int N, int C) {
