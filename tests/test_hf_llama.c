@@ -257,7 +257,7 @@ static void test_configs(void) {
     CHECK(s.n_eos == 1 && s.bos < 0);
 }
 
-/* Gemma, Gemma 2 and Phi-3 written from a model of handgrad's own and read back: the
+/* Gemma, Gemma 2, Phi-3 and OLMo 2 written from a model of handgrad's own and read back: the
  * class the config picks, the same config, and the same parameters bit for bit (a
  * Gemma norm weight v goes out as v - 1, exact for v in [0.5, 2], and comes back as
  * 1 + (v - 1) = v). */
@@ -436,6 +436,7 @@ int main(void) {
     check_family_round_trip("mlp=geglu,embed_scale=8,tied=true", "GemmaForCausalLM");
     check_family_round_trip("mlp=geglu,embed_scale=8,block=sandwich,logit_softcap=3.5", "Gemma2ForCausalLM");
     check_family_round_trip("rotary_dim=8", "Phi3ForCausalLM");
+    check_family_round_trip("block=postnorm,qk_norm=true,qk_norm_whole=true", "Olmo2ForCausalLM");
     test_bad_input();
     rm_rf(tmpdir);
     CHECK_DONE();

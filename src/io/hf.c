@@ -282,11 +282,11 @@ static int recipe_of(const hg_model *m, hf_arch a, int k, gpt_role role, int l, 
     case R_LNF_W: part(r, 0, -1, "model.norm.weight", d.C); break;
     case R_LM_HEAD: part(r, 0, -1, "lm_head.weight", d.V); break;
     case R_LN1_W: part(r, 0, l, "input_layernorm.weight", d.C); break;
-    case R_POST1_W: part(r, 0, l, "post_attention_layernorm.weight", d.C); break; /* Gemma 2's */
+    case R_POST1_W: part(r, 0, l, "post_attention_layernorm.weight", d.C); break; /* Gemma 2, OLMo 2: on the output */
     case R_LN2_W: part(r, 0, l, gemma2 ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", d.C); break;
     case R_POST2_W: part(r, 0, l, "post_feedforward_layernorm.weight", d.C); break;
-    case R_QNORM_W: part(r, 0, l, "self_attn.q_norm.weight", d.hs); break;
-    case R_KNORM_W: part(r, 0, l, "self_attn.k_norm.weight", d.hs); break;
+    case R_QNORM_W: part(r, 0, l, "self_attn.q_norm.weight", p.shape[0]); break; /* hs, or QD (OLMo 2) */
+    case R_KNORM_W: part(r, 0, l, "self_attn.k_norm.weight", p.shape[0]); break;
     case R_QKV_W:
     case R_QKV_B: {
         const char *sfx = role == R_QKV_W ? "weight" : "bias";

@@ -1,5 +1,5 @@
 /* Hugging Face config.json to hg_config and back, for GPT-2 and the Llama family (Llama,
- * Mistral, Qwen2, Qwen3, and Gemma, Gemma 2 and Phi-3, its variations).
+ * Mistral, Qwen2, Qwen3, and Gemma, Gemma 2, Phi-3 and OLMo 2, its variations).
  *
  * Every key of the file is accounted for: read into the config, checked to hold the one
  * value handgrad computes, or listed below as not changing the computation (metadata,
@@ -24,11 +24,12 @@ static const struct {
     [HF_MISTRAL] = {"mistral", "MistralForCausalLM"}, [HF_QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
     [HF_QWEN3] = {"qwen3", "Qwen3ForCausalLM"},     [HF_GEMMA] = {"gemma", "GemmaForCausalLM"},
     [HF_GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},  [HF_PHI3] = {"phi3", "Phi3ForCausalLM"},
+    [HF_OLMO2] = {"olmo2", "Olmo2ForCausalLM"},
 };
-#define ARCH_LIST "gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2 or phi3"
+#define ARCH_LIST "gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, phi3 or olmo2"
 #define CLASS_LIST                                                                                              \
     "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, " \
-    "Gemma2ForCausalLM, Phi3ForCausalLM"
+    "Gemma2ForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM"
 
 const char *hf_arch_class(hf_arch a) { return archs[a].class_name; }
 
@@ -294,9 +295,9 @@ static hg_status parse_llama(hfc *c, hf_arch a, hg_config *cfg) {
     HG_TRY(get_int(c, "num_key_value_heads", heads, &cfg->n_kv_head));
     HG_TRY(get_int(c, "head_dim", gemma ? 256 : 0, &cfg->head_dim));
     HG_TRY(get_int(c, "max_position_embeddings",
-                   a == HF_LLAMA ? 2048 : a == HF_MISTRAL ? 131072 : gemma ? 8192 : a == HF_PHI3 ? 4096 : 32768,
+                   a == HF_LLAMA || a == HF_OLMO2 ? 2048 : a == HF_MISTRAL ? 131072 : gemma ? 8192 : a == HF_PHI3 ? 4096 : 32768,
                    &cfg->max_seq_len));
-    cfg->norm_eps = a == HF_PHI3 ? 1e-5f : 1e-6f;
+    cfg->norm_eps = a == HF_PHI3 || a == HF_OLMO2 ? 1e-5f : 1e-6f;
     HG_TRY(get_num(c, c->j, "rms_norm_eps", 1.0, &cfg->norm_eps));
     double partial = 1.0;
     HG_TRY(parse_rope(c, cfg, 10000.0f, a == HF_PHI3 ? &partial : NULL));
@@ -304,7 +305,7 @@ static hg_status parse_llama(hfc *c, hf_arch a, hg_config *cfg) {
     if (gemma) HG_TRY(parse_gemma(c, a, cfg));
     else HG_TRY(need_string(c, "hidden_act", silu_names, "handgrad's SwiGLU gates with SiLU"));
     HG_TRY(no_dropout(c, "attention_dropout"));
-    if (a == HF_LLAMA || a == HF_QWEN3 || gemma) HG_TRY(get_bool(c, "attention_bias", 0, &attn_bias));
+    if (a == HF_LLAMA || a == HF_QWEN3 || a == HF_OLMO2 || gemma) HG_TRY(get_bool(c, "attention_bias", 0, &attn_bias));
     if (a == HF_LLAMA) HG_TRY(get_bool(c, "mlp_bias", 0, &mlp_bias));
     if (a == HF_PHI3) {
         key(c, "original_max_position_embeddings"); /* read by longrope scaling only, which is refused */
@@ -319,7 +320,8 @@ static hg_status parse_llama(hfc *c, hf_arch a, hg_config *cfg) {
     cfg->position = HG_POS_ROPE;
     if (!gemma) cfg->mlp = HG_MLP_SWIGLU;
     cfg->untied = !tied;
-    cfg->qk_norm = a == HF_QWEN3;
+    cfg->qk_norm = a == HF_QWEN3 || a == HF_OLMO2;
+    if (a == HF_OLMO2) cfg->block = HG_BLOCK_POSTNORM, cfg->qk_norm_whole = 1; /* its q_norm spans all heads */
     cfg->omit = HG_OMIT_NORM_BIAS | (mlp_bias ? 0 : HG_OMIT_MLP_BIAS);
     if (a == HF_QWEN2) cfg->omit |= HG_OMIT_PROJ_BIAS; /* q, k, v have biases, o_proj none */
     else if (!attn_bias) cfg->omit |= HG_OMIT_QKV_BIAS | HG_OMIT_PROJ_BIAS;
@@ -387,7 +389,8 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     for (int s = 0; s < HG_SITES; s++)
         if (c->site_op[s][0]) return hg_site_field((hg_site)s); /* an op of one's own: no HF class has it */
     const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
-    if (c->block != (a == HF_GEMMA2 ? HG_BLOCK_SANDWICH : HG_BLOCK_PRENORM)) return "block";
+    if (c->block != (a == HF_GEMMA2 ? HG_BLOCK_SANDWICH : a == HF_OLMO2 ? HG_BLOCK_POSTNORM : HG_BLOCK_PRENORM))
+        return "block";
     if (c->logit_softcap > 0 && a != HF_GEMMA2) return "logit_softcap";
     if (gemma ? c->embed_scale != gemma_scale(c) : c->embed_scale > 0) return "embed_scale";
     if (c->rotary_dim && a != HF_PHI3) return "rotary_dim";
@@ -406,8 +409,8 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     if (c->position != HG_POS_ROPE) return "position";
     if (c->mlp != (gemma ? HG_MLP_GEGLU : HG_MLP_SWIGLU)) return "mlp";
     if (c->omit & HG_OMIT_NORM_WEIGHT) return "norm_weight";
-    if (c->qk_norm != (a == HF_QWEN3)) return "qk_norm";
-    if (c->qk_norm_whole) return "qk_norm_whole";
+    if (c->qk_norm != (a == HF_QWEN3 || a == HF_OLMO2)) return "qk_norm";
+    if (c->qk_norm_whole != (a == HF_OLMO2)) return "qk_norm_whole";
     if (a == HF_QWEN2) return qkv ? "qkv_bias" : !proj ? "proj_bias" : !(c->omit & HG_OMIT_MLP_BIAS) ? "mlp_bias" : NULL;
     if (!qkv != !proj) return "qkv_bias and proj_bias (one attention_bias covers both)";
     if ((a == HF_MISTRAL || a == HF_PHI3) && !qkv) return "qkv_bias";
@@ -418,7 +421,7 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
 }
 
 hf_arch hf_arch_default(const hg_config *c) {
-    static const hf_arch order[] = {HF_GPT2, HF_GEMMA2, HF_GEMMA, HF_PHI3, HF_QWEN3, HF_QWEN2};
+    static const hf_arch order[] = {HF_GPT2, HF_GEMMA2, HF_GEMMA, HF_PHI3, HF_OLMO2, HF_QWEN3, HF_QWEN2};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (!hf_arch_cannot(order[i], c)) return order[i];
     return HF_LLAMA;
@@ -468,7 +471,7 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
         const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
         cJSON_AddStringToObject(j, a == HF_GEMMA2 ? "hidden_activation" : "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu");
         cJSON_AddNumberToObject(j, "attention_dropout", 0.0);
-        if (a == HF_LLAMA || a == HF_QWEN3 || gemma)
+        if (a == HF_LLAMA || a == HF_QWEN3 || a == HF_OLMO2 || gemma)
             cJSON_AddBoolToObject(j, "attention_bias", !(cfg->omit & HG_OMIT_QKV_BIAS));
         if (a == HF_LLAMA) cJSON_AddBoolToObject(j, "mlp_bias", !(cfg->omit & HG_OMIT_MLP_BIAS));
         if (a == HF_GEMMA2) { /* full attention in every layer: a window no sequence reaches */
@@ -479,7 +482,7 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
             cJSON_AddNullToObject(j, "attn_logit_softcapping");
             if (cfg->logit_softcap > 0) cJSON_AddNumberToObject(j, "final_logit_softcapping", cfg->logit_softcap);
             else cJSON_AddNullToObject(j, "final_logit_softcapping");
-        } else if (a != HF_LLAMA && a != HF_GEMMA) {
+        } else if (a != HF_LLAMA && a != HF_GEMMA && a != HF_OLMO2) {
             cJSON_AddNullToObject(j, "sliding_window");
         }
         if (a == HF_QWEN2 || a == HF_QWEN3) cJSON_AddBoolToObject(j, "use_sliding_window", 0);
