@@ -123,9 +123,10 @@ int main(void) {
     const char *blocks[] = {"postnorm", "sandwich", "parallel"}, *norms[] = {"layernorm", "rmsnorm"};
     for (int b = 0; b < 3; b++)
         for (int n = 0; n < 2; n++) check_kind(n ? "swiglu" : "gelu", blocks[b], norms[n], 0.0f, 0.0f, 0, NULL);
-    /* Gemma 2 (sandwich, GeGLU, the cap, the scale) and Phi-2 (parallel, partial rotary) */
+    /* Gemma 2 (sandwich, GeGLU, the cap, the scale) and Phi-2 (parallel, partial rotary,
+     * an untied output layer with a bias) */
     check_kind("geglu", "sandwich", "rmsnorm", 0.15f, 5.656854f, 0, NULL);
-    check_kind("gelu", "parallel", "layernorm", 0.0f, 0.0f, 6, NULL);
+    check_kind("gelu", "parallel", "layernorm", 0.0f, 0.0f, 6, "tied=false,lm_head_bias=true");
     /* OLMo 2: postnorm, RMSNorm, SwiGLU, rope, a q/k norm over all heads at once */
     check_kind("swiglu", "postnorm", "rmsnorm", 0.0f, 0.0f, 0, "position=rope,qk_norm=true,qk_norm_whole=true");
     check_kind("swiglu", "prenorm", "rmsnorm", 0.0f, 0.0f, 0, "position=rope,qk_norm=true,qk_norm_whole=true");

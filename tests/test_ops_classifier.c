@@ -174,6 +174,67 @@ static void test_classifier(hg_backend *bes[OPS_NBE], int N, int chunk, int V, i
     free(gx), free(gw), free(pre_dwte), free(ix), free(iw), free(fx), free(fw);
 }
 
+/* With a bias b (lm_head_bias): logits = x @ wte^T + b is the bias-free product of
+ * x' = [x, 1] and wte' = [wte, b], which the tests above hold to float64. So the op with
+ * (x, wte, b) must give the same losses, logits, dx, dwte and, as dbias, wte''s last
+ * gradient column, to the summation order of one more term. Padded columns get no bias
+ * gradient. */
+static void test_classifier_bias(hg_backend *bes[OPS_NBE], int N, int chunk, int V, int Vp) {
+    const int C = 40, C1 = C + 1;
+    trng r = trng_seed(870 + (uint64_t)N);
+    float *x = fvec((size_t)N * C), *wte = fvec((size_t)Vp * C), *b = fvec(Vp), *x1 = fvec((size_t)N * C1);
+    float *wte1 = fvec((size_t)Vp * C1);
+    int32_t *targets = ivec(N);
+    fill(x, (size_t)N * C, &r, -1, 1), fill(wte, (size_t)Vp * C, &r, -0.5, 0.5), fill(b, Vp, &r, -2, 2);
+    for (int n = 0; n < N; n++) {
+        memcpy(x1 + (size_t)n * C1, x + (size_t)n * C, sizeof(float) * C), x1[(size_t)n * C1 + C] = 1.0f;
+        targets[n] = n % 5 == 2 ? -1 : trng_int(&r, V);
+    }
+    for (int v = 0; v < Vp; v++) memcpy(wte1 + (size_t)v * C1, wte + (size_t)v * C, sizeof(float) * C), wte1[(size_t)v * C1 + C] = b[v];
+    float *loss[2] = {fvec(N), fvec(N)}, *logits[2] = {fvec((size_t)N * V), fvec((size_t)N * V)};
+    float *dx = fvec((size_t)N * C), *dx1 = fvec((size_t)N * C1), *dwte = fvec((size_t)Vp * C), *dwte1 = fvec((size_t)Vp * C1);
+    float *dbias = fvec(Vp), *scratch = fvec((size_t)chunk * Vp);
+    for (int k = 0; k < OPS_NBE; k++) {
+        hg_backend *be = bes[k];
+        use_backend(be);
+        poison(dx, (size_t)N * C), poison(dx1, (size_t)N * C1), poison(loss[0], N), poison(loss[1], N);
+        memset(dwte, 0, sizeof(float) * (size_t)Vp * C), memset(dwte1, 0, sizeof(float) * (size_t)Vp * C1);
+        for (int v = 0; v < Vp; v++) dbias[v] = 0.25f; /* accumulated into */
+        for (int with = 0; with < 2; with++)
+            for (int r0 = 0; r0 < N; r0 += chunk) {
+                const int n = N - r0 < chunk ? N - r0 : chunk, c = with ? C : C1;
+                hg_classifier_args a = {
+                    .N = n, .C = c, .V = V, .Vp = Vp, .x = (with ? x : x1) + (size_t)r0 * c, .wte = with ? wte : wte1,
+                    .bias = with ? b : NULL, .targets = targets + r0, .losses = loss[with] + r0,
+                    .logits = logits[with] + (size_t)r0 * V, .scratch = scratch, .dscale = 0.7f,
+                    .dx = (with ? dx : dx1) + (size_t)r0 * c, .dwte = with ? dwte : dwte1, .dbias = with ? dbias : NULL,
+                };
+                CHECK_OK(be->ops->classifier_forward(be, &a));
+                CHECK_OK(be->ops->classifier_backward(be, &a));
+            }
+        char name[96];
+        snprintf(name, sizeof name, "classifier bias N=%d chunk=%d V=%d threads=%d", N, chunk, V, be->threads);
+        int bad = 0;
+        double worst = 0.0;
+        for (int i = 0; i < N * V; i++) worst = fmax(worst, fabs(logits[1][i] - logits[0][i]) / (1.0 + fabs(logits[0][i])));
+        for (int n = 0; n < N; n++) worst = fmax(worst, fabs(loss[1][n] - loss[0][n]) / (1.0 + fabs(loss[0][n])));
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) worst = fmax(worst, fabs(dx[(size_t)n * C + c] - dx1[(size_t)n * C1 + c]));
+        for (int v = 0; v < Vp; v++) {
+            for (int c = 0; c < C; c++) worst = fmax(worst, fabs(dwte[(size_t)v * C + c] - dwte1[(size_t)v * C1 + c]));
+            worst = fmax(worst, fabs(dbias[v] - 0.25f - dwte1[(size_t)v * C1 + C]));
+            bad += v >= V && dbias[v] != 0.25f; /* padding: no gradient */
+        }
+        if (bad || !(worst < 1e-5)) {
+            fprintf(stderr, "%s: largest difference from the augmented product %.3g, %d padded columns moved\n", name,
+                    worst, bad);
+            check_failures++;
+        }
+    }
+    free(x), free(wte), free(b), free(x1), free(wte1), free(targets), free(loss[0]), free(loss[1]), free(logits[0]);
+    free(logits[1]), free(dx), free(dx1), free(dwte), free(dwte1), free(dbias), free(scratch);
+}
+
 int test_ops_classifier(hg_backend *bes[OPS_NBE]) {
     const int all = WITH_LOGITS | WITH_TARGETS | BACKWARD;
     test_classifier(bes, 74, 16, 1000, 1024, all);                      /* 4 chunks of 16, then 10 */
@@ -182,5 +243,7 @@ int test_ops_classifier(hg_backend *bes[OPS_NBE]) {
     test_classifier(bes, 74, 16, 1000, 1024, WITH_LOGITS);             /* inference: logits only */
     test_classifier(bes, 5, 16, 1000, 1024, all);                      /* chunk larger than N */
     test_classifier(bes, 20, 7, 2000, 2048, all); /* Vp > 1536: the logits GEMM splits wte^T */
+    test_classifier_bias(bes, 37, 16, 1000, 1024);
+    test_classifier_bias(bes, 9, 4, 2100, 2112); /* columns past one CPU block */
     return check_failures;
 }

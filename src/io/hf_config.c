@@ -394,6 +394,7 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     if (c->logit_softcap > 0 && a != HF_GEMMA2) return "logit_softcap";
     if (gemma ? c->embed_scale != gemma_scale(c) : c->embed_scale > 0) return "embed_scale";
     if (c->rotary_dim && a != HF_PHI3) return "rotary_dim";
+    if (c->lm_head_bias) return "lm_head_bias";
     gpt_dims d = gpt_dims_of(c);
     const unsigned qkv = c->omit & HG_OMIT_QKV_BIAS, proj = c->omit & HG_OMIT_PROJ_BIAS;
     if (a == HF_GPT2)

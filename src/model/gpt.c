@@ -34,7 +34,7 @@ static const unsigned role_flags[GPT_ROLES] = {
     [R_QNORM_W] = HG_SPEC_NORM, [R_KNORM_W] = HG_SPEC_NORM,
     [R_LN1_B] = HG_SPEC_NORM | HG_SPEC_BIAS, [R_LN2_B] = HG_SPEC_NORM | HG_SPEC_BIAS,
     [R_LNF_B] = HG_SPEC_NORM | HG_SPEC_BIAS,
-    [R_QKV_B] = HG_SPEC_BIAS, [R_PROJ_B] = HG_SPEC_BIAS, [R_FC_B] = HG_SPEC_BIAS, [R_FCPROJ_B] = HG_SPEC_BIAS,
+    [R_QKV_B] = HG_SPEC_BIAS, [R_LM_HEAD_B] = HG_SPEC_BIAS, [R_PROJ_B] = HG_SPEC_BIAS, [R_FC_B] = HG_SPEC_BIAS, [R_FCPROJ_B] = HG_SPEC_BIAS,
     [R_PROJ_W] = HG_SPEC_RESIDUAL, [R_FCPROJ_W] = HG_SPEC_RESIDUAL,
 };
 
@@ -113,6 +113,7 @@ static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *
     ok = ok && (!nw || add_param(t, pe, -1, R_LNF_W, "ln_f.weight", 1, C, 1, 0));
     ok = ok && (!nb || add_param(t, pe, -1, R_LNF_B, "ln_f.bias", 1, C, 1, 0));
     if (c->untied) ok = ok && add_param(t, pe, -1, R_LM_HEAD, "lm_head.weight", 2, d.V, C, (int64_t)d.Vp * C);
+    if (c->lm_head_bias) ok = ok && add_param(t, pe, -1, R_LM_HEAD_B, "lm_head.bias", 1, d.V, 1, d.Vp);
     return ok;
 }
 

@@ -43,12 +43,12 @@ static inline int gpt_has_post_norm(const hg_config *c) {
 /* What a parameter is to the model: its role, with its layer in the tensor spec. The
  * parameter table holds, in this order (and Hugging Face GPT-2's names): wte, wpe; per
  * block ln_1, attn.c_attn, attn.q_norm, attn.k_norm, attn.c_proj, attn.post_norm, ln_2,
- * mlp.c_fc, mlp.c_proj, mlp.post_norm; ln_f; lm_head. A tensor the config omits (or its
+ * mlp.c_fc, mlp.c_proj, mlp.post_norm; ln_f; lm_head, its bias. A tensor the config omits (or its
  * block layout lacks) is not in the table. Linear weights are input-major (in, out).
  * A site op's parameters (R_SITE_*, all of them under one role) follow attn.c_proj,
  * mlp.c_fc, or precede ln_f. */
 typedef enum gpt_role {
-    R_WTE, R_WPE, R_SITE_FINAL, R_LNF_W, R_LNF_B, R_LM_HEAD, /* model-wide */
+    R_WTE, R_WPE, R_SITE_FINAL, R_LNF_W, R_LNF_B, R_LM_HEAD, R_LM_HEAD_B, /* model-wide */
     R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_QNORM_W, R_KNORM_W, R_PROJ_W, R_PROJ_B, R_SITE_ATTN,
     R_POST1_W, R_POST1_B, R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_SITE_MLP, R_FCPROJ_W, R_FCPROJ_B,
     R_POST2_W, R_POST2_B, /* per block */

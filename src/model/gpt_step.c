@@ -225,7 +225,8 @@ hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *log
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         hg_classifier_args a = {
             .N = N - r0 < m->chunk ? N - r0 : m->chunk, .C = C, .V = V, .Vp = m->d.Vp,
-            .x = gpt_elems(m, x, (size_t)r0 * C), .wte = gpt_weight(m, head_index(m)), .softcap = m->cfg.logit_softcap,
+            .x = gpt_elems(m, x, (size_t)r0 * C), .wte = gpt_weight(m, head_index(m)), .bias = P(-1, R_LM_HEAD_B),
+            .softcap = m->cfg.logit_softcap,
             .targets = targets ? targets + r0 : NULL, .losses = losses ? losses + r0 : NULL,
             .logits = logits ? logits + (size_t)r0 * V : NULL, .scratch = gpt_act(m, S_LOGITS, 0),
         };
@@ -233,6 +234,7 @@ hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *log
             a.dscale = m->loss_scale_n > 0 ? grad_scale / m->loss_scale_n : 0.0f;
             a.dx = gpt_elems(m, dx, (size_t)r0 * C);
             a.dwte = gpt_param(m, m->grad, head_index(m));
+            a.dbias = G(-1, R_LM_HEAD_B);
         }
         HG_TRY(op_classifier_forward(m, &a));
         if (backward) HG_TRY(op_classifier_backward(m, &a));
@@ -479,7 +481,7 @@ hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits
     hg_classifier_args a = {
         .N = 1, .C = C, .V = m->d.V, .Vp = m->d.Vp,
         .x = gpt_elems(m, gpt_act(m, A_LNF, 0), (size_t)(n - 1) * C),
-        .wte = gpt_weight(m, head_index(m)), .logits = logits, .scratch = gpt_act(m, S_LOGITS, 0),
+        .wte = gpt_weight(m, head_index(m)), .bias = P(-1, R_LM_HEAD_B), .logits = logits, .scratch = gpt_act(m, S_LOGITS, 0),
         .softcap = m->cfg.logit_softcap,
     };
     HG_TRY(op_classifier_forward(m, &a));

@@ -18,6 +18,7 @@ typedef struct hg_classifier_args {
     int N, C, V, Vp;       /* N: rows of this chunk */
     const float *x;        /* (N, C) final LayerNorm output */
     const float *wte;      /* (Vp, C); rows >= V are padding and never score */
+    const float *bias;     /* (Vp) added to the product before the cap (lm_head_bias), or NULL */
     const int32_t *targets;/* (N) or NULL; -1 is ignored */
     float *losses;         /* (N) out: per-row loss, 0 where ignored; NULL without targets */
     float *logits;         /* (N, V) fp32 out, in host memory on every backend, or NULL */
@@ -28,6 +29,7 @@ typedef struct hg_classifier_args {
     float dscale;
     float *dx;             /* (N, C) written */
     float *dwte;           /* (Vp, C) accumulated */
+    float *dbias;          /* (Vp) fp32, accumulated: dlogits' column sums; NULL without a bias */
     float *scratch;        /* (N, Vp) */
 } hg_classifier_args;
 
@@ -35,7 +37,7 @@ typedef struct hg_classifier_args {
  * left holding dlogits for classifier_backward. */
 typedef hg_status hg_classifier_forward_fn(hg_backend *be, const hg_classifier_args *a);
 /* After classifier_forward on the same chunk with dx set: dx = dlogits @ wte;
- * dwte += dlogits^T @ x. */
+ * dwte += dlogits^T @ x; dbias += the column sums of dlogits. */
 typedef hg_status hg_classifier_backward_fn(hg_backend *be, const hg_classifier_args *a);
 
 #define HG_CLASSIFIER_OPS(X)                                    \

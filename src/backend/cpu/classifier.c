@@ -1,6 +1,6 @@
 /* The lm_head and cross-entropy on the CPU, on one chunk of rows.
  *
- * Forward: logits = x @ wte^T (oneDNN) into the scratch, in the compute type (bf16 in
+ * Forward: logits = x @ wte^T (+ bias, in the GEMM) (oneDNN) into the scratch, in the compute type (bf16 in
  * bf16, from fp32 accumulators, as PyTorch's autocast gives its lm_head), then per row
  * the log-sum-exp and the loss in fp32, and, when training, the softmax gradient written
  * over the logits in place. Backward: dx = dlogits @ wte and dwte += dlogits^T @ x
@@ -76,8 +76,9 @@ static float row_loss(hg_backend *be, float *z, size_t r, int V, int Vp, int tar
 hg_status cpu_classifier_forward(hg_backend *be, const hg_classifier_args *a) {
     const int C = a->C, V = a->V, Vp = a->Vp, backward = a->dx != NULL, h = cpu_bf16(be);
     float *z = a->scratch;
-    cpu_gemm_desc fwd = {.M = a->N, .N = Vp, .K = C, .trans_b = 1, .lda = C, .ldb = C, .ldc = Vp, .bf16_in = h, .bf16_out = h};
-    HG_TRY(cpu_gemm(be, &fwd, a->x, a->wte, NULL, z));
+    cpu_gemm_desc fwd = {.M = a->N, .N = Vp, .K = C, .trans_b = 1, .lda = C, .ldb = C, .ldc = Vp, .bias = a->bias != NULL,
+                         .bf16_in = h, .bf16_out = h};
+    HG_TRY(cpu_gemm(be, &fwd, a->x, a->wte, a->bias, z));
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int r = 0; r < a->N; r++) {
         float *logits = a->logits ? a->logits + (size_t)r * V : NULL;
@@ -91,8 +92,26 @@ hg_status cpu_classifier_forward(hg_backend *be, const hg_classifier_args *a) {
     return HG_OK;
 }
 
+/* dbias (Vp) += the column sums of dlogits (N, Vp), a block of columns per task, rows in
+ * order. */
+static void column_sums(hg_backend *be, float *dbias, const float *z, int N, int Vp) {
+    const int blocks = (Vp + CPU_BLOCK - 1) / CPU_BLOCK;
+    #pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (int blk = 0; blk < blocks; blk++) {
+        const int c0 = blk * CPU_BLOCK, m = Vp - c0 < CPU_BLOCK ? Vp - c0 : CPU_BLOCK;
+        float sum[CPU_BLOCK] = {0}, buf[CPU_BLOCK];
+        for (int r = 0; r < N; r++) {
+            const float *x = cpu_view(be, z, (size_t)r * Vp + c0, (size_t)m, buf);
+            #pragma omp simd
+            for (int c = 0; c < m; c++) sum[c] += x[c];
+        }
+        for (int c = 0; c < m; c++) dbias[c0 + c] += sum[c];
+    }
+}
+
 hg_status cpu_classifier_backward(hg_backend *be, const hg_classifier_args *a) {
     const int C = a->C, Vp = a->Vp, h = cpu_bf16(be);
+    if (a->dbias) column_sums(be, a->dbias, a->scratch, a->N, Vp);
     cpu_gemm_desc dx = {.M = a->N, .N = C, .K = Vp, .lda = Vp, .ldb = C, .ldc = C, .bf16_in = h, .bf16_out = h};
     HG_TRY(cpu_gemm(be, &dx, a->scratch, a->wte, NULL, a->dx));
     cpu_gemm_desc dw = {.M = Vp, .N = C, .K = a->N, .trans_a = 1, .lda = Vp, .ldb = C, .ldc = C, .accumulate = 1, .bf16_in = h};
