@@ -257,14 +257,14 @@ static void test_configs(void) {
     CHECK(s.n_eos == 1 && s.bos < 0);
 }
 
-/* Gemma, Gemma 2, Phi-3 and OLMo 2 written from a model of handgrad's own and read back: the
+/* Gemma, Gemma 2, Phi-2, Phi-3 and OLMo 2 written from a model of handgrad's own and read back: the
  * class the config picks, the same config, and the same parameters bit for bit (a
  * Gemma norm weight v goes out as v - 1, exact for v in [0.5, 2], and comes back as
  * 1 + (v - 1) = v). */
 static void check_family_round_trip(const char *arch_fields, const char *want_class) {
     hg_config c;
     CHECK_OK(hg_config_preset("llama-tiny", &c));
-    char fields[256], *save = NULL;
+    char fields[256], *save = NULL; /* fits the longest list below */
     snprintf(fields, sizeof fields, "%s", arch_fields);
     for (char *kv = strtok_r(fields, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -437,6 +437,8 @@ int main(void) {
     check_family_round_trip("mlp=geglu,embed_scale=8,block=sandwich,logit_softcap=3.5", "Gemma2ForCausalLM");
     check_family_round_trip("rotary_dim=8", "Phi3ForCausalLM");
     check_family_round_trip("block=postnorm,qk_norm=true,qk_norm_whole=true", "Olmo2ForCausalLM");
+    check_family_round_trip("block=parallel,norm=layernorm,mlp=gelu,qkv_bias=true,proj_bias=true,mlp_bias=true,"
+                            "norm_bias=true,rotary_dim=8,lm_head_bias=true", "PhiForCausalLM");
     test_bad_input();
     rm_rf(tmpdir);
     CHECK_DONE();

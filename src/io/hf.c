@@ -276,12 +276,15 @@ static int recipe_of(const hg_model *m, hf_arch a, int k, gpt_role role, int l, 
         return 1;
     }
     const gpt_dims d = m->d;
-    const int gemma2 = a == HF_GEMMA2, phi3 = a == HF_PHI3;
+    const int gemma2 = a == HF_GEMMA2, phi3 = a == HF_PHI3, phi = a == HF_PHI;
     switch (role) {
     case R_WTE: part(r, 0, -1, "model.embed_tokens.weight", d.V); break;
-    case R_LNF_W: part(r, 0, -1, "model.norm.weight", d.C); break;
+    case R_LNF_W: part(r, 0, -1, phi ? "model.final_layernorm.weight" : "model.norm.weight", d.C); break;
+    case R_LNF_B: part(r, 0, -1, "model.final_layernorm.bias", d.C); break; /* Phi-2's */
     case R_LM_HEAD: part(r, 0, -1, "lm_head.weight", d.V); break;
+    case R_LM_HEAD_B: part(r, 0, -1, "lm_head.bias", d.V); break;
     case R_LN1_W: part(r, 0, l, "input_layernorm.weight", d.C); break;
+    case R_LN1_B: part(r, 0, l, "input_layernorm.bias", d.C); break;
     case R_POST1_W: part(r, 0, l, "post_attention_layernorm.weight", d.C); break; /* Gemma 2, OLMo 2: on the output */
     case R_LN2_W: part(r, 0, l, gemma2 ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", d.C); break;
     case R_POST2_W: part(r, 0, l, "post_feedforward_layernorm.weight", d.C); break;
@@ -301,17 +304,21 @@ static int recipe_of(const hg_model *m, hf_arch a, int k, gpt_role role, int l, 
         r->transpose = role == R_QKV_W;
         break;
     }
-    case R_PROJ_W: part(r, 0, l, "self_attn.o_proj.weight", d.C), r->transpose = 1; break;
-    case R_PROJ_B: part(r, 0, l, "self_attn.o_proj.bias", d.C); break;
+    case R_PROJ_W: part(r, 0, l, phi ? "self_attn.dense.weight" : "self_attn.o_proj.weight", d.C), r->transpose = 1; break;
+    case R_PROJ_B: part(r, 0, l, phi ? "self_attn.dense.bias" : "self_attn.o_proj.bias", d.C); break;
     case R_FC_W:
-        if (phi3) part(r, 0, l, "mlp.gate_up_proj.weight", d.FI);
+        if (phi) part(r, 0, l, "mlp.fc1.weight", d.FI);
+        else if (phi3) part(r, 0, l, "mlp.gate_up_proj.weight", d.FI);
         else part(r, 0, l, "mlp.gate_proj.weight", d.F), part(r, 1, l, "mlp.up_proj.weight", d.F);
         r->transpose = 1;
         break;
-    case R_FC_B: part(r, 0, l, "mlp.gate_proj.bias", d.F), part(r, 1, l, "mlp.up_proj.bias", d.F); break;
-    case R_FCPROJ_W: part(r, 0, l, "mlp.down_proj.weight", d.C), r->transpose = 1; break;
-    case R_FCPROJ_B: part(r, 0, l, "mlp.down_proj.bias", d.C); break;
-    default: return 0; /* wpe and LayerNorm biases: GPT-2 only */
+    case R_FC_B:
+        if (phi) part(r, 0, l, "mlp.fc1.bias", d.FI);
+        else part(r, 0, l, "mlp.gate_proj.bias", d.F), part(r, 1, l, "mlp.up_proj.bias", d.F);
+        break;
+    case R_FCPROJ_W: part(r, 0, l, phi ? "mlp.fc2.weight" : "mlp.down_proj.weight", d.C), r->transpose = 1; break;
+    case R_FCPROJ_B: part(r, 0, l, phi ? "mlp.fc2.bias" : "mlp.down_proj.bias", d.C); break;
+    default: return 0; /* wpe: GPT-2 only */
     }
     if ((a == HF_GEMMA || gemma2) && (m->params.specs[k].flags & HG_SPEC_NORM)) r->offset = 1.0f;
     return 1;

@@ -1,5 +1,5 @@
 /* Hugging Face interop inside the library: config.json for GPT-2, the Llama family, Gemma
- * (1 and 2), Phi-3 and OLMo 2,
+ * (1 and 2), Phi-2, Phi-3 and OLMo 2,
  * weights from single or sharded safetensors, and export (public API: hg_model_load_hf
  * and friends in include/handgrad.h; the mapping is in docs/formats.md). */
 #ifndef HG_IO_HF_H
@@ -12,7 +12,7 @@
 
 /* The architectures handgrad reads and writes, by transformers' class. */
 typedef enum hf_arch { HF_GPT2, HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_QWEN3, HF_GEMMA, HF_GEMMA2, HF_PHI3, HF_OLMO2,
-                       HF_NARCH } hf_arch;
+                       HF_PHI, HF_NARCH } hf_arch;
 
 const char *hf_arch_class(hf_arch a);                          /* "LlamaForCausalLM" */
 hg_status hf_arch_parse(const char *class_name, hf_arch *out); /* its inverse */
@@ -26,7 +26,7 @@ hg_status hf_config_load(const char *path, hg_config *cfg, hf_arch *arch);
 const char *hf_arch_cannot(hf_arch a, const hg_config *cfg);
 /* The architecture a config is written as when none is asked for: GPT-2 when it can,
  * else Gemma 2 for a sandwich block, Gemma for GeGLU, Phi-3 for a partial rotary
- * embedding, OLMo 2 for a postnorm block, Qwen3 with a q/k norm, Qwen2 with q/k/v biases only, else Llama. */
+ * embedding, OLMo 2 for a postnorm block, Phi-2 for a parallel one, Qwen3 with a q/k norm, Qwen2 with q/k/v biases only, else Llama. */
 hf_arch hf_arch_default(const hg_config *cfg);
 /* config.json text for cfg as architecture a (malloc'd, NULL when out of memory); bos or
  * eos < 0 writes that id as null; dtype ("float32", "bfloat16") may be NULL. */

@@ -1,5 +1,5 @@
-/* Hugging Face config.json to hg_config and back, for GPT-2 and the Llama family (Llama,
- * Mistral, Qwen2, Qwen3, and Gemma, Gemma 2, Phi-3 and OLMo 2, its variations).
+/* Hugging Face config.json to hg_config and back, for GPT-2, Phi-2 and the Llama family
+ * (Llama, Mistral, Qwen2, Qwen3, and Gemma, Gemma 2, Phi-3 and OLMo 2, its variations).
  *
  * Every key of the file is accounted for: read into the config, checked to hold the one
  * value handgrad computes, or listed below as not changing the computation (metadata,
@@ -24,12 +24,12 @@ static const struct {
     [HF_MISTRAL] = {"mistral", "MistralForCausalLM"}, [HF_QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
     [HF_QWEN3] = {"qwen3", "Qwen3ForCausalLM"},     [HF_GEMMA] = {"gemma", "GemmaForCausalLM"},
     [HF_GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},  [HF_PHI3] = {"phi3", "Phi3ForCausalLM"},
-    [HF_OLMO2] = {"olmo2", "Olmo2ForCausalLM"},
+    [HF_OLMO2] = {"olmo2", "Olmo2ForCausalLM"},     [HF_PHI] = {"phi", "PhiForCausalLM"},
 };
-#define ARCH_LIST "gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, phi3 or olmo2"
+#define ARCH_LIST "gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, phi, phi3 or olmo2"
 #define CLASS_LIST                                                                                              \
     "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, " \
-    "Gemma2ForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM"
+    "Gemma2ForCausalLM, PhiForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM"
 
 const char *hf_arch_class(hf_arch a) { return archs[a].class_name; }
 
@@ -283,6 +283,46 @@ static hg_status parse_gemma(hfc *c, hf_arch a, hg_config *cfg) {
     return HG_OK;
 }
 
+/* The rotated dims of a head from partial_rotary_factor, truncated as transformers does. */
+static hg_status set_partial(hfc *c, hg_config *cfg, double partial) {
+    const int hs = gpt_dims_of(cfg).hs, rot = (int)(hs * partial);
+    if (rot < 2)
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'partial_rotary_factor' = %g turns %d of a head's %d dims", c->file,
+                       partial, rot, hs);
+    cfg->rotary_dim = rot < hs ? rot : 0;
+    return HG_OK;
+}
+
+/* Phi-2: the parallel block of LayerNorm, attention and a GELU MLP, biases on every
+ * linear (the output layer's too), a partial rotary embedding (half a head by default). */
+static hg_status parse_phi(hfc *c, hg_config *cfg) {
+    int heads, tied = 0;
+    HG_TRY(get_int(c, "vocab_size", -1, &cfg->vocab_size));
+    HG_TRY(get_int(c, "hidden_size", -1, &cfg->d_model));
+    HG_TRY(get_int(c, "intermediate_size", -1, &cfg->d_ff));
+    HG_TRY(get_int(c, "num_hidden_layers", -1, &cfg->n_layer));
+    HG_TRY(get_int(c, "num_attention_heads", -1, &heads));
+    cfg->n_head = heads;
+    HG_TRY(get_int(c, "num_key_value_heads", heads, &cfg->n_kv_head));
+    HG_TRY(get_int(c, "head_dim", 0, &cfg->head_dim));
+    HG_TRY(get_int(c, "max_position_embeddings", 2048, &cfg->max_seq_len));
+    cfg->norm_eps = 1e-5f;
+    HG_TRY(get_num(c, c->j, "layer_norm_eps", 1.0, &cfg->norm_eps));
+    double partial = 0.5; /* PhiConfig's default */
+    HG_TRY(parse_rope(c, cfg, 10000.0f, &partial));
+    HG_TRY(get_bool(c, "tie_word_embeddings", 0, &tied));
+    HG_TRY(need_string(c, "hidden_act", gelu_tanh_names, "handgrad computes GELU's tanh approximation (gelu_new)"));
+    HG_TRY(no_dropout(c, "attention_dropout"));
+    HG_TRY(need_bool(c, "qk_layernorm", 0, "handgrad's q/k norm is an RMSNorm of each head, Phi's a LayerNorm"));
+    cfg->norm = HG_NORM_LAYERNORM;
+    cfg->position = HG_POS_ROPE;
+    cfg->mlp = HG_MLP_GELU;
+    cfg->block = HG_BLOCK_PARALLEL;
+    cfg->lm_head_bias = 1;
+    cfg->untied = !tied;
+    return set_partial(c, cfg, partial);
+}
+
 static hg_status parse_llama(hfc *c, hf_arch a, hg_config *cfg) {
     int heads, tied = 0, attn_bias = 0, mlp_bias = 0;
     const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
@@ -309,11 +349,7 @@ static hg_status parse_llama(hfc *c, hf_arch a, hg_config *cfg) {
     if (a == HF_LLAMA) HG_TRY(get_bool(c, "mlp_bias", 0, &mlp_bias));
     if (a == HF_PHI3) {
         key(c, "original_max_position_embeddings"); /* read by longrope scaling only, which is refused */
-        const int hs = gpt_dims_of(cfg).hs, rot = (int)(hs * partial); /* as transformers truncates */
-        if (rot < 2)
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'partial_rotary_factor' = %g turns %d of a head's %d dims",
-                           c->file, partial, rot, hs);
-        if (rot < hs) cfg->rotary_dim = rot;
+        HG_TRY(set_partial(c, cfg, partial));
     }
     HG_TRY(parse_window(c, a, cfg));
     cfg->norm = HG_NORM_RMSNORM;
@@ -347,7 +383,7 @@ static hg_status parse_config(const char *name, const cJSON *j, hg_config *cfg, 
                            "reads holds %s", name, s ? s : "?", archs[a].model_type, archs[a].class_name);
     }
     memset(cfg, 0, sizeof *cfg);
-    HG_TRY(a == HF_GPT2 ? parse_gpt2(&c, cfg) : parse_llama(&c, a, cfg));
+    HG_TRY(a == HF_GPT2 ? parse_gpt2(&c, cfg) : a == HF_PHI ? parse_phi(&c, cfg) : parse_llama(&c, a, cfg));
     HG_TRY(all_known(&c));
     if (hg_config_validate(cfg) != HG_OK) {
         char why[512];
@@ -389,12 +425,15 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     for (int s = 0; s < HG_SITES; s++)
         if (c->site_op[s][0]) return hg_site_field((hg_site)s); /* an op of one's own: no HF class has it */
     const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
-    if (c->block != (a == HF_GEMMA2 ? HG_BLOCK_SANDWICH : a == HF_OLMO2 ? HG_BLOCK_POSTNORM : HG_BLOCK_PRENORM))
+    if (c->block != (a == HF_GEMMA2  ? HG_BLOCK_SANDWICH
+                     : a == HF_OLMO2 ? HG_BLOCK_POSTNORM
+                     : a == HF_PHI   ? HG_BLOCK_PARALLEL
+                                     : HG_BLOCK_PRENORM))
         return "block";
     if (c->logit_softcap > 0 && a != HF_GEMMA2) return "logit_softcap";
     if (gemma ? c->embed_scale != gemma_scale(c) : c->embed_scale > 0) return "embed_scale";
-    if (c->rotary_dim && a != HF_PHI3) return "rotary_dim";
-    if (c->lm_head_bias) return "lm_head_bias";
+    if (c->rotary_dim && a != HF_PHI3 && a != HF_PHI) return "rotary_dim";
+    if (c->lm_head_bias != (a == HF_PHI)) return "lm_head_bias";
     gpt_dims d = gpt_dims_of(c);
     const unsigned qkv = c->omit & HG_OMIT_QKV_BIAS, proj = c->omit & HG_OMIT_PROJ_BIAS;
     if (a == HF_GPT2)
@@ -406,6 +445,15 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
                : d.QD != d.C                    ? "head_dim"
                : c->qk_norm                     ? "qk_norm"
                                                 : NULL;
+    if (a == HF_PHI)
+        return c->norm != HG_NORM_LAYERNORM  ? "norm"
+               : c->position != HG_POS_ROPE  ? "position"
+               : c->mlp != HG_MLP_GELU       ? "mlp"
+               : c->omit                     ? "a bias or norm weight omitted"
+               : c->qk_norm                  ? "qk_norm"
+               : c->rotary_dim && (int)(d.hs * ((double)c->rotary_dim / d.hs)) != c->rotary_dim
+                   ? "rotary_dim (its partial_rotary_factor would not give it back)"
+                   : NULL;
     if (c->norm != HG_NORM_RMSNORM) return "norm";
     if (c->position != HG_POS_ROPE) return "position";
     if (c->mlp != (gemma ? HG_MLP_GEGLU : HG_MLP_SWIGLU)) return "mlp";
@@ -422,7 +470,7 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
 }
 
 hf_arch hf_arch_default(const hg_config *c) {
-    static const hf_arch order[] = {HF_GPT2, HF_GEMMA2, HF_GEMMA, HF_PHI3, HF_OLMO2, HF_QWEN3, HF_QWEN2};
+    static const hf_arch order[] = {HF_GPT2, HF_GEMMA2, HF_GEMMA, HF_PHI, HF_PHI3, HF_OLMO2, HF_QWEN3, HF_QWEN2};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (!hf_arch_cannot(order[i], c)) return order[i];
     return HF_LLAMA;
@@ -457,7 +505,7 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
         cJSON_AddNumberToObject(j, "num_key_value_heads", d.NKV);
         cJSON_AddNumberToObject(j, "head_dim", d.hs);
         cJSON_AddNumberToObject(j, "max_position_embeddings", cfg->max_seq_len);
-        cJSON_AddNumberToObject(j, "rms_norm_eps", gpt_norm_eps(cfg));
+        cJSON_AddNumberToObject(j, a == HF_PHI ? "layer_norm_eps" : "rms_norm_eps", gpt_norm_eps(cfg));
         cJSON_AddNumberToObject(j, "rope_theta", gpt_rope_theta(cfg));
         if (cfg->rope_scaling == HG_ROPE_LLAMA3) {
             cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
@@ -470,7 +518,8 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
             cJSON_AddNullToObject(j, "rope_scaling");
         }
         const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
-        cJSON_AddStringToObject(j, a == HF_GEMMA2 ? "hidden_activation" : "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu");
+        cJSON_AddStringToObject(j, a == HF_GEMMA2 ? "hidden_activation" : "hidden_act",
+                                gemma ? "gelu_pytorch_tanh" : a == HF_PHI ? "gelu_new" : "silu");
         cJSON_AddNumberToObject(j, "attention_dropout", 0.0);
         if (a == HF_LLAMA || a == HF_QWEN3 || a == HF_OLMO2 || gemma)
             cJSON_AddBoolToObject(j, "attention_bias", !(cfg->omit & HG_OMIT_QKV_BIAS));
@@ -483,15 +532,16 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
             cJSON_AddNullToObject(j, "attn_logit_softcapping");
             if (cfg->logit_softcap > 0) cJSON_AddNumberToObject(j, "final_logit_softcapping", cfg->logit_softcap);
             else cJSON_AddNullToObject(j, "final_logit_softcapping");
-        } else if (a != HF_LLAMA && a != HF_GEMMA && a != HF_OLMO2) {
+        } else if (a != HF_LLAMA && a != HF_GEMMA && a != HF_OLMO2 && a != HF_PHI) {
             cJSON_AddNullToObject(j, "sliding_window");
         }
         if (a == HF_QWEN2 || a == HF_QWEN3) cJSON_AddBoolToObject(j, "use_sliding_window", 0);
         if (a == HF_PHI3) { /* pad_token_id: Phi3Config's default (32000) must be a row of the embedding */
             cJSON_AddNullToObject(j, "pad_token_id");
-            cJSON_AddNumberToObject(j, "partial_rotary_factor", (double)d.rot / d.hs);
             cJSON_AddNumberToObject(j, "original_max_position_embeddings", cfg->max_seq_len);
         }
+        if (a == HF_PHI3 || a == HF_PHI) cJSON_AddNumberToObject(j, "partial_rotary_factor", (double)d.rot / d.hs);
+        if (a == HF_PHI) cJSON_AddBoolToObject(j, "qk_layernorm", 0);
     }
     cJSON_AddBoolToObject(j, "tie_word_embeddings", !cfg->untied);
     /* null, not absent: transformers' classes default to ids of their own (GPT-2's 50256) */
