@@ -210,7 +210,7 @@ static void test_norm(hg_backend *cpu, hg_backend *gpu, int C, const hg_norm_spe
  * qk_norm until this group has passed on a GPU. ---- */
 
 static void test_qk_norm(hg_backend *cpu, hg_backend *gpu, int N, int NH, int NKV, int hs, int has_w) {
-    const hg_qk_norm_shape s = {N, NH, NKV, hs, 1e-6f};
+    const hg_qk_norm_shape s = {N, NH, NKV, hs, 1e-6f, 0};
     const size_t W = (size_t)(NH + 2 * NKV) * hs, n = (size_t)N * W, QK = (size_t)N * (NH + NKV) * hs, H = (size_t)N * (NH + NKV);
     trng r = trng_seed(91 + (uint64_t)(NH * 10 + NKV + hs + has_w));
     float *qkv = rvec(gpu, n, &r, -1.5, 2.5), *dq = rvec(gpu, n, &r, -1, 1);
