@@ -1,6 +1,7 @@
 /* Hugging Face Llama-family folders (tools/gen_hf_llama_fixture.py): a sharded bf16
  * LlamaForCausalLM with Llama 3.1's rope scaling, a tied fp32 Qwen2ForCausalLM with
- * q/k/v biases and an fp16 MistralForCausalLM with a sliding window. Each loads, its
+ * q/k/v biases, an fp16 MistralForCausalLM with a sliding window, a bf16 GemmaForCausalLM,
+ * an fp32 Gemma2ForCausalLM and an fp16 Phi3ForCausalLM. Each loads, its
  * logits match transformers' float32 logits, greedy decoding through the KV cache gives
  * transformers' 32 tokens, the tokenizer.json beside it gives the reference prompt's ids,
  * and export writes transformers' own tensors back bit for bit. Then bad folders, each
@@ -432,6 +433,9 @@ int main(void) {
     check_folder("hf_llama", "LlamaForCausalLM", 1, 0, 0);
     check_folder("hf_qwen2", NULL, 0, 0, 60000); /* float32 in shards */
     check_folder("hf_mistral", "MistralForCausalLM", 0, 1, 0);
+    check_folder("hf_gemma", "GemmaForCausalLM", 1, 0, 0);   /* bf16, its norm weights offsets from 1 */
+    check_folder("hf_gemma2", "Gemma2ForCausalLM", 0, 0, 0); /* the sandwich block, the logit cap */
+    check_folder("hf_phi3", "Phi3ForCausalLM", 0, 1, 0);     /* fp16; fused qkv and gate|up; half a head rotates */
     test_configs();
     check_family_round_trip("mlp=geglu,embed_scale=8,tied=true", "GemmaForCausalLM");
     check_family_round_trip("mlp=geglu,embed_scale=8,block=sandwich,logit_softcap=3.5", "Gemma2ForCausalLM");

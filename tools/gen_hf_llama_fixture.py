@@ -16,6 +16,19 @@ whose vocabulary sets the model's vocab_size:
                (handgrad caps the context at the window, where the two agree), untied,
                float16, one file; the sentencepiece-style tokenizer (byte fallback)
                when the tokenizers folder has one, else the Llama-3-style one.
+  hf_gemma/    GemmaForCausalLM: GeGLU (gelu_pytorch_tanh), embeddings times sqrt(64) = 8,
+               norm weights stored as offsets w (the norm multiplies by 1 + w),
+               multi-query attention 4/1 with head_dim 32 (above hidden/heads), tied,
+               stored in bfloat16, one file; the sentencepiece-style tokenizer.
+  hf_gemma2/   Gemma2ForCausalLM: Gemma's plus the sandwich block (four norms a layer),
+               final_logit_softcapping 2 (the largest logit, 1.7, is capped to 1.4),
+               attn_logit_softcapping null, query_pre_attn_scalar = head_dim = 16,
+               sliding_window 96 on every other layer (layer_types as transformers
+               writes them; the prompt and its 32 tokens fit in the window), tied,
+               float32, one file; the sentencepiece-style tokenizer.
+  hf_phi3/     Phi3ForCausalLM: fused qkv_proj and gate_up_proj, partial_rotary_factor
+               0.5 (8 of a head's 16 dims rotate), untied, float16, one file; the
+               sentencepiece-style tokenizer.
 
 and beside each folder, hf_<name>_reference.safetensors:
   tokens   I32 (T,)   the tokenizer's ids for PROMPT (with BOS when it adds one)
@@ -27,7 +40,10 @@ and beside each folder, hf_<name>_reference.safetensors:
   __metadata__        prompt, margin (the smallest top-2 gap)
 
 Weights are drawn N(0, 0.2) (norm weights 1 + N(0, 0.1), biases N(0, 0.1)) so that the
-logits spread out and the greedy path is well separated.
+logits spread out and the greedy path is well separated; Gemma's stored norm weights are
+offsets from 1, drawn as (1 + N(0, 0.1)) - 1 in float32 (exact, and 1 + w is exact again)
+so that the norms multiply by the same 1 + N(0, 0.1), and its embeddings, which enter
+scaled by sqrt(hidden_size), N(0, 0.05).
 Usage: python3 tools/gen_hf_llama_fixture.py [--out-dir tests/fixtures] [--only NAME]
 """
 import argparse
@@ -38,7 +54,8 @@ import shutil
 import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
-from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM, GemmaConfig, GemmaForCausalLM,
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM)
 
 PROMPT = "In the beginning God created the heaven and the earth."
@@ -47,6 +64,7 @@ MIN_GAP = 1e-3
 
 COMMON = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
               num_hidden_layers=2, max_position_embeddings=128, attention_dropout=0.0, hidden_act="silu")
+GEMMA_COMMON = {k: v for k, v in COMMON.items() if k != "hidden_act"}
 FOLDERS = {
     "hf_llama": dict(
         cls=(LlamaConfig, LlamaForCausalLM), tokenizer="llama3", dtype=torch.bfloat16, shard="100KB", seed=3001,
@@ -64,6 +82,30 @@ FOLDERS = {
         shard=None, seed=3003,
         hf=dict(COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, sliding_window=80),
         eos=["</s>", "<|end_of_text|>"], bos="<s>"),
+    # Gemma's norm weights are offsets from 1 (norm_offsets); its activation is GELU's tanh
+    # approximation, named hidden_act in Gemma's config and hidden_activation in Gemma 2's.
+    # Its embeddings enter the residual stream times sqrt(64) = 8: drawn N(0, 0.2) they
+    # swamp what the layers add, and with the tied output greedy decoding repeats the last
+    # token (Gemma 2's post norms make it a single token for 32 steps), so they are drawn
+    # N(0, 0.05) (and the seeds chosen for varied, well-separated greedy paths).
+    "hf_gemma": dict(
+        cls=(GemmaConfig, GemmaForCausalLM), tokenizer="sp", dtype=torch.bfloat16, shard=None, seed=3005,
+        norm_offsets=True, embed_std=0.05,
+        hf=dict(GEMMA_COMMON, num_key_value_heads=1, head_dim=32, hidden_act="gelu_pytorch_tanh", rms_norm_eps=1e-6,
+                tie_word_embeddings=True, attention_bias=False, rope_theta=10000.0),
+        eos=["</s>"], bos="<s>"),
+    "hf_gemma2": dict(
+        cls=(Gemma2Config, Gemma2ForCausalLM), tokenizer="sp", dtype=torch.float32, shard=None, seed=3025,
+        norm_offsets=True, embed_std=0.05,
+        hf=dict(GEMMA_COMMON, head_dim=16, query_pre_attn_scalar=16, hidden_activation="gelu_pytorch_tanh",
+                rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False, rope_theta=10000.0,
+                final_logit_softcapping=2.0, attn_logit_softcapping=None, sliding_window=96),
+        eos=["</s>"], bos="<s>"),
+    "hf_phi3": dict(
+        cls=(Phi3Config, Phi3ForCausalLM), tokenizer="sp", dtype=torch.float16, shard=None, seed=3006,
+        hf=dict(COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, partial_rotary_factor=0.5,
+                original_max_position_embeddings=128, resid_pdrop=0.0, embd_pdrop=0.0, sliding_window=None),
+        eos=["</s>"], bos="<s>"),
 }
 
 
@@ -79,14 +121,20 @@ def token_id(tok, text):
     return tok.token_to_id(text) if text else None
 
 
-def fill(model, seed):
+def fill(model, seed, norm_offsets=False, embed_std=0.2):
+    """norm_offsets: the norm weights are stored as offsets from 1 (Gemma), drawn as
+    (1 + N(0, 0.1)) - 1 in float32, exact, so that handgrad's fp32 1 + w and back gives
+    the stored value bit for bit; embed_std: the token embeddings' deviation."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+                w = 1 + 0.1 * torch.randn(p.shape, generator=g)
+                p.copy_(w - 1 if norm_offsets else w)
             elif name.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            elif name.endswith("embed_tokens.weight"):
+                p.copy_(embed_std * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
 
@@ -115,10 +163,14 @@ def make(name, spec, out_dir, tok_dir):
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = model_cls(config).eval()
-    fill(model, spec["seed"])
+    fill(model, spec["seed"], spec.get("norm_offsets", False), spec.get("embed_std", 0.2))
     folder = os.path.join(out_dir, name)
     shutil.rmtree(folder, ignore_errors=True)
     model.to(spec["dtype"])
+    # what the folder must load back as: the stored weights widened, in a fresh float32
+    # model (its rotary frequencies and Gemma's embedding scale computed, not stored)
+    widened = model_cls(config).eval()
+    widened.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
     kw = dict(max_shard_size=spec["shard"]) if spec["shard"] else {}
     model.save_pretrained(folder, **kw)
     shutil.copy(tok_file, os.path.join(folder, "tokenizer.json"))
@@ -127,7 +179,17 @@ def make(name, spec, out_dir, tok_dir):
     ids = tok.encode(PROMPT, add_special_tokens=True).ids
     with torch.no_grad():
         logits = ref(input_ids=torch.tensor([ids])).logits[0]
+        direct = widened(input_ids=torch.tensor([ids])).logits[0]
+    # the folder loads back as the model that wrote it (Gemma's embedding scale, a buffer
+    # the files do not hold, included)
+    assert torch.equal(logits, direct), f"{name}: the saved folder computes other logits"
     cont, margin = greedy(ref, ids)
+    cap = getattr(ref.config, "final_logit_softcapping", None)
+    if cap:  # Gemma 2: the cap must bend the logits (uncapped: cap * atanh(logits / cap))
+        raw = cap * torch.atanh(logits.double() / cap)
+        print(f"{name}: final_logit_softcapping {cap}: max |logit| {raw.abs().max().item():.3f} before the cap, "
+              f"{logits.abs().max().item():.3f} after")
+        assert (raw - logits).abs().max() > 0.05 * raw.abs().max(), f"{name}: the logit cap hardly bends the logits"
     assert margin >= MIN_GAP, f"{name}: greedy top-2 gap {margin:.2e}; change the seed"
     window = getattr(ref.config, "sliding_window", None) or ref.config.max_position_embeddings
     assert len(ids) + GREEDY <= min(window, ref.config.max_position_embeddings), "the prompt is too long"
@@ -137,7 +199,7 @@ def make(name, spec, out_dir, tok_dir):
               metadata={"prompt": PROMPT, "margin": f"{margin:.3e}"})
     files = sorted(os.listdir(folder))
     print(f"{name}: vocab {vocab}, {sum(p.numel() for p in model.parameters())} parameters, files {files}, "
-          f"prompt {len(ids)} tokens, greedy margin {margin:.2e}")
+          f"prompt {len(ids)} tokens, greedy margin {margin:.2e}, max |logit| {logits.abs().max().item():.3f}")
 
 
 def main():

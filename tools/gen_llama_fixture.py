@@ -1,16 +1,24 @@
 """Writes the Llama-family safetensors fixtures in tests/fixtures/ that the C tests compare against.
 
 The reference is transformers' own LlamaForCausalLM (llama_gqa: grouped-query attention,
-untied, no biases), Qwen2ForCausalLM (qwen2_bias: q/k/v bias, tied) and Qwen3ForCausalLM
-(qwen3_qknorm: RMSNorm of each q and k head, head_dim above hidden/heads, tied), attn_implementation
-"eager", run in float64 (model.to(torch.float64)) from float32-drawn parameters: weights and
-biases N(0, 0.02), norm weights 1 + N(0, 0.1), drawn in handgrad's layout from a fixed seed.
+untied, no biases), Qwen2ForCausalLM (qwen2_bias: q/k/v bias, tied), Qwen3ForCausalLM
+(qwen3_qknorm: RMSNorm of each q and k head, head_dim above hidden/heads, tied),
+GemmaForCausalLM (gemma_geglu: GeGLU, embeddings times sqrt(hidden), (1 + w) norms,
+multi-query attention, tied), Gemma2ForCausalLM (gemma2_sandwich: Gemma's plus a norm on
+each sublayer's output, the sandwich block, and final_logit_softcapping; no attention
+cap, query_pre_attn_scalar = head_dim, a sliding window no shorter than the sequence)
+and Phi3ForCausalLM (phi3_partial: fused qkv_proj and gate_up_proj, rotary embedding on
+half of each head, untied), attn_implementation "eager", run in float64
+(model.to(torch.float64)) from float32-drawn parameters: weights and biases N(0, 0.02),
+norm weights 1 + N(0, 0.1) as handgrad holds them (Gemma's stored offsets w are then
+N(0, 0.1)), drawn in handgrad's layout from a fixed seed.
 Even in a float64 model, transformers rounds RMSNorm's normalize, the rotary cos/sin and the
 eager softmax through float32 (and its labels loss too). The reference runs those three
 functions with only the casts removed, computes the loss itself from targets already aligned
 with tokens (no shift), and checks that stock transformers agrees to float32 rounding and that
-a forward written from the layout table below agrees to 1e-12.
-Usage: python3 tools/gen_llama_fixture.py [--out-dir tests/fixtures] [--only llama_gqa|qwen2_bias|qwen3_qknorm]
+a forward written from the layout table and handgrad's config switches below agrees to 1e-12.
+Usage: python3 tools/gen_llama_fixture.py [--out-dir tests/fixtures]
+           [--only llama_gqa|qwen2_bias|qwen3_qknorm|gemma_geglu|gemma2_sandwich|phi3_partial]
 
 Contents of each file (little-endian, row-major):
   tokens, targets        I32 (B, T); a target of -1 is ignored
@@ -30,20 +38,33 @@ handgrad names and layouts. Every linear weight is input-major (in, out), the tr
 nn.Linear's (out, in). C hidden, QD = NH*hs, KVD = NKV*hs, F intermediate, V vocab:
   wte.weight               (V, C)          model.embed_tokens.weight
   h.{l}.ln_1.weight        (C)             layers[l].input_layernorm.weight
-  h.{l}.attn.c_attn.weight (C, QD+2*KVD)   cat([q_proj, k_proj, v_proj].weight, 0).T
+  h.{l}.attn.c_attn.weight (C, QD+2*KVD)   cat([q_proj, k_proj, v_proj].weight, 0).T;
+                                           Phi-3: self_attn.qkv_proj.weight.T (q | k | v)
   h.{l}.attn.c_attn.bias   (QD+2*KVD)      cat([q_proj, k_proj, v_proj].bias)  (Qwen2 only)
   h.{l}.attn.q_norm.weight (hs)            self_attn.q_norm.weight  (Qwen3 only)
   h.{l}.attn.k_norm.weight (hs)            self_attn.k_norm.weight  (Qwen3 only)
   h.{l}.attn.c_proj.weight (QD, C)         o_proj.weight.T
-  h.{l}.ln_2.weight        (C)             layers[l].post_attention_layernorm.weight
-  h.{l}.mlp.c_fc.weight    (C, 2F)         cat([gate_proj, up_proj].weight, 0).T (gate | up)
+  h.{l}.attn.post_norm.weight (C)          post_attention_layernorm.weight  (Gemma 2 only:
+                                           its norm of the attention output)
+  h.{l}.ln_2.weight        (C)             post_attention_layernorm.weight;
+                                           Gemma 2: pre_feedforward_layernorm.weight
+  h.{l}.mlp.c_fc.weight    (C, 2F)         cat([gate_proj, up_proj].weight, 0).T (gate | up);
+                                           Phi-3: gate_up_proj.weight.T (gate | up)
   h.{l}.mlp.c_proj.weight  (F, C)          down_proj.weight.T
+  h.{l}.mlp.post_norm.weight (C)           post_feedforward_layernorm.weight  (Gemma 2 only)
   ln_f.weight              (C)             model.norm.weight
   lm_head.weight           (V, C)          lm_head.weight (untied only; tied: wte is the
                                            output matrix and its gradient sums both uses)
+Gemma's and Gemma 2's RMSNorm computes x * rstd * (1 + w) and handgrad's x * rstd * w, so
+every norm weight there is 1 + the transformers weight (the gradients are the same).
 Columns of c_attn are q heads, then k heads, then v heads, hs each; query head h attends
-with key/value head h // (NH / NKV). RoPE rotates pairs (i, i + hs/2) of each q and k head,
-after Qwen3's q/k norm (an RMSNorm over each head's hs values).
+with key/value head h // (NH / NKV); scores are scaled by 1/sqrt(hs). RoPE rotates pairs
+(i, i + r/2) of the first r dims of each q and k head with frequencies theta^(-2i/r), r = hs
+or the config's rotary_dim (Phi-3: hs * partial_rotary_factor), the rest passing through,
+after Qwen3's q/k norm (an RMSNorm over each head's hs values). The config switches:
+mlp geglu is gelu_tanh(gate) * up; embed_scale multiplies the token embeddings on the way
+in; logit_softcap c gives logits c * tanh(logits / c); block sandwich is
+x + post_norm(sublayer(norm(x))) for each of attention and MLP.
 """
 import contextlib
 import json
@@ -57,8 +78,12 @@ import torch
 import torch.nn.functional as F
 import transformers
 from safetensors.torch import load_file
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import (Gemma2Config, Gemma2ForCausalLM, GemmaConfig, GemmaForCausalLM, LlamaConfig, LlamaForCausalLM,
+                          Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers.models.gemma import modeling_gemma
+from transformers.models.gemma2 import modeling_gemma2
 from transformers.models.llama import modeling_llama
+from transformers.models.phi3 import modeling_phi3
 from transformers.models.qwen2 import modeling_qwen2
 from transformers.models.qwen3 import modeling_qwen3
 
@@ -86,10 +111,42 @@ FIXTURES = {
                 rope_theta=1000000.0, tie_word_embeddings=True, attention_bias=False, use_sliding_window=False,
                 hidden_act="silu"),
         batch=2, seq_len=23, seed=2003),
+    # hidden 144: sqrt(144) = 12, Gemma's embedding scale, is exact in every precision.
+    "gemma_geglu": dict(
+        arch="gemma",
+        hf=dict(vocab_size=320, hidden_size=144, num_attention_heads=2, num_key_value_heads=1, head_dim=48,
+                intermediate_size=80, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000.0, tie_word_embeddings=True, attention_bias=False,
+                hidden_act="gelu_pytorch_tanh"),
+        batch=2, seq_len=31, seed=2004),
+    # hidden 64 (scale 8); a logit cap of 0.75 bends the logits (the largest, 0.65, to
+    # 0.53; typical ones, 0.16, by 1.5%); the sliding window (every other layer) covers
+    # max_position_embeddings, so sliding layers are plainly causal.
+    "gemma2_sandwich": dict(
+        arch="gemma2",
+        hf=dict(vocab_size=416, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                intermediate_size=96, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000.0, tie_word_embeddings=True, attention_bias=False,
+                hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32, attn_logit_softcapping=None,
+                final_logit_softcapping=0.75, sliding_window=64),
+        batch=2, seq_len=27, seed=2005),
+    # head 32, partial_rotary_factor 0.5: the first 16 dims of each head rotate.
+    "phi3_partial": dict(
+        arch="phi3",
+        hf=dict(vocab_size=352, hidden_size=96, num_attention_heads=3, num_key_value_heads=1,
+                intermediate_size=128, num_hidden_layers=2, max_position_embeddings=64,
+                original_max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0,
+                partial_rotary_factor=0.5, tie_word_embeddings=False, hidden_act="silu", resid_pdrop=0.0,
+                embd_pdrop=0.0, sliding_window=None, bos_token_id=None, eos_token_id=None),
+        batch=3, seq_len=25, seed=2006),
 }
 ARCH = {"llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
         "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2"),
-        "qwen3": (Qwen3Config, Qwen3ForCausalLM, modeling_qwen3, "Qwen3")}
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM, modeling_qwen3, "Qwen3"),
+        "gemma": (GemmaConfig, GemmaForCausalLM, modeling_gemma, "Gemma"),
+        "gemma2": (Gemma2Config, Gemma2ForCausalLM, modeling_gemma2, "Gemma2"),
+        "phi3": (Phi3Config, Phi3ForCausalLM, modeling_phi3, "Phi3")}
+GEMMA = ("gemma", "gemma2")  # RMSNorm x * rstd * (1 + w), GeGLU, embeddings times sqrt(hidden)
 
 
 # ------------------------------------------------------------------ the transformers model
@@ -102,14 +159,29 @@ def make_config(spec):
     # Plain RoPE with the requested base, no scaling; no dropout anywhere; eager attention.
     rope = getattr(cfg, "rope_parameters", None)
     if rope is not None:  # transformers >= 5
-        assert rope == {"rope_type": "default", "rope_theta": hf["rope_theta"]}, rope
+        want = {"rope_type": "default", "rope_theta": hf["rope_theta"]}
+        if "partial_rotary_factor" in hf:  # Phi-3 keeps the rotated fraction of a head here
+            want["partial_rotary_factor"] = hf["partial_rotary_factor"]
+        assert rope == want, rope
     else:
         assert cfg.rope_theta == hf["rope_theta"] and getattr(cfg, "rope_scaling", None) is None
     assert cfg.attention_dropout == 0.0 and cfg._attn_implementation == "eager"
-    assert all(v == 0 for k, v in vars(cfg).items() if "dropout" in k), "a dropout is set"
+    assert all(v == 0 for k, v in vars(cfg).items() if "dropout" in k or "pdrop" in k), "a dropout is set"
     assert cfg.tie_word_embeddings == hf["tie_word_embeddings"]
     if spec["arch"] in ("qwen2", "qwen3"):
         assert cfg.sliding_window is None and set(cfg.layer_types) == {"full_attention"}
+    if spec["arch"] in GEMMA:
+        act = cfg.hidden_activation if spec["arch"] == "gemma2" else cfg.hidden_act
+        assert act == "gelu_pytorch_tanh" and not cfg.attention_bias and not cfg.use_bidirectional_attention
+    if spec["arch"] == "gemma2":
+        # handgrad neither caps scores nor scales them by anything but 1/sqrt(head_dim), and
+        # a window at least as long as any sequence here leaves sliding layers causal.
+        assert cfg.attn_logit_softcapping is None and cfg.query_pre_attn_scalar == cfg.head_dim
+        assert cfg.final_logit_softcapping == hf["final_logit_softcapping"] > 0
+        assert cfg.sliding_window >= cfg.max_position_embeddings >= spec["seq_len"]
+        assert set(cfg.layer_types) <= {"full_attention", "sliding_attention"}
+    if spec["arch"] == "phi3":
+        assert cfg.sliding_window is None and cfg.hidden_act == "silu" and not hasattr(cfg, "head_dim")
     return cfg
 
 
@@ -132,19 +204,27 @@ def exact_float64(arch):
     def rmsnorm(self, x):
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
 
+    def gemma_rmsnorm(self, x):  # Gemma's: (x.float() normalized) * (1 + w.float())
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)) * (1.0 + self.weight)
+
     @torch.no_grad()
     def rotary(self, x, position_ids):
         assert self.rope_type == "default" and self.attention_scaling == 1.0
         cfg = self.config
-        theta = cfg.rope_parameters["rope_theta"] if getattr(cfg, "rope_parameters", None) else cfg.rope_theta
+        rope = getattr(cfg, "rope_parameters", None)
+        theta = rope["rope_theta"] if rope else cfg.rope_theta
         hs = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        if rope and "partial_rotary_factor" in rope:  # Phi-3: the first hs * factor dims rotate
+            hs = int(hs * rope["partial_rotary_factor"])
         inv_freq = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+        assert inv_freq.shape == self.inv_freq.shape
         assert torch.allclose(inv_freq, self.inv_freq.double(), rtol=1e-6, atol=0)
         freqs = position_ids[..., None].double() * inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
-    def eager(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    def eager(module, query, key, value, attention_mask, scaling, dropout=0.0, softcap=None, **kwargs):
+        assert softcap is None, "handgrad's attention does not cap scores"  # Gemma 2's attn_logit_softcapping
         key_states = mod.repeat_kv(key, module.num_key_value_groups)
         value_states = mod.repeat_kv(value, module.num_key_value_groups)
         attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
@@ -155,7 +235,7 @@ def exact_float64(arch):
         attn_output = torch.matmul(attn_weights, value_states).transpose(1, 2).contiguous()
         return attn_output, attn_weights
 
-    with mock.patch.object(getattr(mod, prefix + "RMSNorm"), "forward", rmsnorm), \
+    with mock.patch.object(getattr(mod, prefix + "RMSNorm"), "forward", gemma_rmsnorm if arch in GEMMA else rmsnorm), \
             mock.patch.object(getattr(mod, prefix + "RotaryEmbedding"), "forward", rotary), \
             mock.patch.object(mod, "eager_attention_forward", eager):
         yield
@@ -180,6 +260,7 @@ def handgrad_shapes(spec):
                          h["intermediate_size"], h["vocab_size"])
     hs = h.get("head_dim") or C // NH
     QD, KVD = NH * hs, NKV * hs
+    post = spec["arch"] == "gemma2"  # the sandwich block's norms of each sublayer's output
     shapes = {"wte.weight": (V, C)}
     for l in range(h["num_hidden_layers"]):
         p = f"h.{l}."
@@ -190,9 +271,13 @@ def handgrad_shapes(spec):
         if spec["arch"] == "qwen3":
             shapes[p + "attn.q_norm.weight"] = shapes[p + "attn.k_norm.weight"] = (hs,)
         shapes[p + "attn.c_proj.weight"] = (QD, C)
+        if post:
+            shapes[p + "attn.post_norm.weight"] = (C,)
         shapes[p + "ln_2.weight"] = (C,)
         shapes[p + "mlp.c_fc.weight"] = (C, 2 * F_)
         shapes[p + "mlp.c_proj.weight"] = (F_, C)
+        if post:
+            shapes[p + "mlp.post_norm.weight"] = (C,)
     shapes["ln_f.weight"] = (C,)
     if not h["tie_word_embeddings"]:
         shapes["lm_head.weight"] = (V, C)
@@ -205,49 +290,78 @@ def split_sizes(spec):
     return [h["num_attention_heads"] * hs, h["num_key_value_heads"] * hs, h["num_key_value_heads"] * hs]
 
 
+def block_norms(spec):
+    """(handgrad suffix, transformers suffix) of each norm weight of a block."""
+    if spec["arch"] == "gemma2":
+        return [("ln_1", "input_layernorm"), ("attn.post_norm", "post_attention_layernorm"),
+                ("ln_2", "pre_feedforward_layernorm"), ("mlp.post_norm", "post_feedforward_layernorm")]
+    norms = [("ln_1", "input_layernorm"), ("ln_2", "post_attention_layernorm")]
+    if spec["arch"] == "qwen3":
+        norms += [("attn.q_norm", "self_attn.q_norm"), ("attn.k_norm", "self_attn.k_norm")]
+    return norms
+
+
+def norm_shift(spec, sign):
+    """handgrad's norm weight = transformers' + 1 where the RMSNorm multiplies by (1 + w)
+    (Gemma): a function adding sign * 1 there, the identity elsewhere (sign 0: gradients)."""
+    if spec["arch"] not in GEMMA or sign == 0:
+        return lambda v: v
+    return lambda v: v + sign
+
+
 def to_torch(spec, hg):
-    """handgrad name -> tensor  to  transformers parameter name -> tensor (contiguous)."""
+    """handgrad name -> tensor  to  transformers parameter name -> tensor (contiguous).
+    Values only (Gemma's norm weights are shifted by 1)."""
     qkv, F_ = split_sizes(spec), spec["hf"]["intermediate_size"]
-    out = {"model.embed_tokens.weight": hg["wte.weight"], "model.norm.weight": hg["ln_f.weight"]}
+    shift, phi3 = norm_shift(spec, -1.0), spec["arch"] == "phi3"
+    out = {"model.embed_tokens.weight": hg["wte.weight"], "model.norm.weight": shift(hg["ln_f.weight"])}
     if "lm_head.weight" in hg:
         out["lm_head.weight"] = hg["lm_head.weight"]
     for l in range(spec["hf"]["num_hidden_layers"]):
         p, t = f"h.{l}.", f"model.layers.{l}."
-        out[t + "input_layernorm.weight"] = hg[p + "ln_1.weight"]
-        out[t + "post_attention_layernorm.weight"] = hg[p + "ln_2.weight"]
-        for name, w in zip("qkv", hg[p + "attn.c_attn.weight"].T.split(qkv, dim=0)):
-            out[t + f"self_attn.{name}_proj.weight"] = w
+        for ours, theirs in block_norms(spec):
+            out[t + theirs + ".weight"] = shift(hg[p + ours + ".weight"])
+        if phi3:  # q | k | v already stacked in one projection
+            out[t + "self_attn.qkv_proj.weight"] = hg[p + "attn.c_attn.weight"].T
+        else:
+            for name, w in zip("qkv", hg[p + "attn.c_attn.weight"].T.split(qkv, dim=0)):
+                out[t + f"self_attn.{name}_proj.weight"] = w
         if p + "attn.c_attn.bias" in hg:
             for name, b in zip("qkv", hg[p + "attn.c_attn.bias"].split(qkv)):
                 out[t + f"self_attn.{name}_proj.bias"] = b
-        for name in ("q_norm", "k_norm"):
-            if p + f"attn.{name}.weight" in hg:
-                out[t + f"self_attn.{name}.weight"] = hg[p + f"attn.{name}.weight"]
         out[t + "self_attn.o_proj.weight"] = hg[p + "attn.c_proj.weight"].T
-        gate, up = hg[p + "mlp.c_fc.weight"].T.split([F_, F_], dim=0)
-        out[t + "mlp.gate_proj.weight"], out[t + "mlp.up_proj.weight"] = gate, up
+        if phi3:  # gate | up in one projection, as handgrad's c_fc
+            out[t + "mlp.gate_up_proj.weight"] = hg[p + "mlp.c_fc.weight"].T
+        else:
+            gate, up = hg[p + "mlp.c_fc.weight"].T.split([F_, F_], dim=0)
+            out[t + "mlp.gate_proj.weight"], out[t + "mlp.up_proj.weight"] = gate, up
         out[t + "mlp.down_proj.weight"] = hg[p + "mlp.c_proj.weight"].T
     return {k: v.contiguous() for k, v in out.items()}
 
 
-def to_handgrad(spec, tt):
-    """transformers parameter name -> tensor  to  handgrad name -> tensor (contiguous)."""
-    out = {"wte.weight": tt["model.embed_tokens.weight"], "ln_f.weight": tt["model.norm.weight"]}
+def to_handgrad(spec, tt, grad=False):
+    """transformers parameter name -> tensor  to  handgrad name -> tensor (contiguous).
+    grad: the tensors are gradients, which Gemma's norm offset does not change."""
+    shift, phi3 = norm_shift(spec, 0.0 if grad else 1.0), spec["arch"] == "phi3"
+    out = {"wte.weight": tt["model.embed_tokens.weight"], "ln_f.weight": shift(tt["model.norm.weight"])}
     if not spec["hf"]["tie_word_embeddings"]:
         out["lm_head.weight"] = tt["lm_head.weight"]
     for l in range(spec["hf"]["num_hidden_layers"]):
         p, t = f"h.{l}.", f"model.layers.{l}."
         a = t + "self_attn."
-        out[p + "ln_1.weight"] = tt[t + "input_layernorm.weight"]
-        out[p + "ln_2.weight"] = tt[t + "post_attention_layernorm.weight"]
-        out[p + "attn.c_attn.weight"] = torch.cat([tt[a + f"{n}_proj.weight"] for n in "qkv"], dim=0).T
+        for ours, theirs in block_norms(spec):
+            out[p + ours + ".weight"] = shift(tt[t + theirs + ".weight"])
+        if phi3:
+            out[p + "attn.c_attn.weight"] = tt[a + "qkv_proj.weight"].T
+        else:
+            out[p + "attn.c_attn.weight"] = torch.cat([tt[a + f"{n}_proj.weight"] for n in "qkv"], dim=0).T
         if a + "q_proj.bias" in tt:
             out[p + "attn.c_attn.bias"] = torch.cat([tt[a + f"{n}_proj.bias"] for n in "qkv"])
-        for name in ("q_norm", "k_norm"):
-            if a + f"{name}.weight" in tt:
-                out[p + f"attn.{name}.weight"] = tt[a + f"{name}.weight"]
         out[p + "attn.c_proj.weight"] = tt[a + "o_proj.weight"].T
-        out[p + "mlp.c_fc.weight"] = torch.cat([tt[t + "mlp.gate_proj.weight"], tt[t + "mlp.up_proj.weight"]]).T
+        if phi3:
+            out[p + "mlp.c_fc.weight"] = tt[t + "mlp.gate_up_proj.weight"].T
+        else:
+            out[p + "mlp.c_fc.weight"] = torch.cat([tt[t + "mlp.gate_proj.weight"], tt[t + "mlp.up_proj.weight"]]).T
         out[p + "mlp.c_proj.weight"] = tt[t + "mlp.down_proj.weight"].T
     return {k: v.contiguous() for k, v in out.items()}
 
@@ -271,26 +385,37 @@ def build(spec, hg, dtype):
 
 def handgrad_forward(spec, hg, tokens):
     """An independent float64 forward over the handgrad-layout tensors, written from the
-    layout table (not from transformers), used only to check the mapping both ways."""
-    h = spec["hf"]
-    NH, NKV, eps, theta = h["num_attention_heads"], h["num_key_value_heads"], h["rms_norm_eps"], h["rope_theta"]
-    QD, KVD, _ = split_sizes(spec)
-    hs, F_ = QD // NH, h["intermediate_size"]
+    layout table and driven by handgrad's config (the fixture's metadata), not from
+    transformers, used only to check the mapping both ways."""
+    cfg = handgrad_config(spec)
+    NH, NKV, hs, F_ = cfg["n_head"], cfg["n_kv_head"], cfg["head_dim"], cfg["d_ff"]
+    eps, theta = cfg["norm_eps"], cfg["rope_theta"]
+    rot = cfg.get("rotary_dim") or hs  # the first rot dims of a head rotate, the rest pass
+    cap, sandwich = cfg.get("logit_softcap", 0), cfg.get("block", "prenorm") == "sandwich"
+    QD, KVD = NH * hs, NKV * hs
     B, T = tokens.shape
 
     def rms(x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
-    ang = torch.arange(T, dtype=torch.float64)[:, None] / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
-    cos, sin = ang.cos(), ang.sin()  # (T, hs/2)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] / theta ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+    cos, sin = ang.cos(), ang.sin()  # (T, rot/2)
 
-    def rope(x):  # (B, heads, T, hs), pairs (i, i + hs/2)
-        x1, x2 = x[..., : hs // 2], x[..., hs // 2:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    def rope(x):  # (B, heads, T, hs), pairs (i, i + rot/2) for i < rot/2
+        x1, x2, rest = x[..., : rot // 2], x[..., rot // 2: rot], x[..., rot:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
+
+    def act(g):
+        if cfg["mlp"] == "geglu":  # GELU's tanh approximation
+            return 0.5 * g * (1 + torch.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g.pow(3))))
+        assert cfg["mlp"] == "swiglu"
+        return F.silu(g)
 
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     x = hg["wte.weight"][tokens.long()]
-    for l in range(h["num_hidden_layers"]):
+    if cfg.get("embed_scale"):
+        x = x * cfg["embed_scale"]
+    for l in range(cfg["n_layer"]):
         p = f"h.{l}."
         qkv = rms(x, hg[p + "ln_1.weight"]) @ hg[p + "attn.c_attn.weight"]
         if p + "attn.c_attn.bias" in hg:
@@ -304,10 +429,13 @@ def handgrad_forward(spec, hg, tokens):
         kv_of = torch.arange(NH) // (NH // NKV)  # query head h uses key/value head h // (NH/NKV)
         s = (q @ k[:, kv_of].transpose(-1, -2)) / math.sqrt(hs)
         y = s.masked_fill(~mask, -math.inf).softmax(-1) @ v[:, kv_of]
-        x = x + y.transpose(1, 2).reshape(B, T, QD) @ hg[p + "attn.c_proj.weight"]
+        a = y.transpose(1, 2).reshape(B, T, QD) @ hg[p + "attn.c_proj.weight"]
+        x = x + (rms(a, hg[p + "attn.post_norm.weight"]) if sandwich else a)
         gu = rms(x, hg[p + "ln_2.weight"]) @ hg[p + "mlp.c_fc.weight"]
-        x = x + (F.silu(gu[..., :F_]) * gu[..., F_:]) @ hg[p + "mlp.c_proj.weight"]
-    return rms(x, hg["ln_f.weight"]) @ hg.get("lm_head.weight", hg["wte.weight"]).T
+        m = (act(gu[..., :F_]) * gu[..., F_:]) @ hg[p + "mlp.c_proj.weight"]
+        x = x + (rms(m, hg[p + "mlp.post_norm.weight"]) if sandwich else m)
+    logits = rms(x, hg["ln_f.weight"]) @ hg.get("lm_head.weight", hg["wte.weight"]).T
+    return cap * torch.tanh(logits / cap) if cap else logits
 
 
 # ------------------------------------------------------------------ fixture generation
@@ -318,7 +446,8 @@ def draw_params(spec, rng):
     params = {}
     for name, shape in handgrad_shapes(spec).items():
         z = rng.standard_normal(shape, dtype=np.float32)
-        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight", "q_norm.weight", "k_norm.weight")):
+        if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight", "q_norm.weight", "k_norm.weight",
+                          "post_norm.weight")):
             v = np.float32(1) + np.float32(0.1) * z
         else:
             v = np.float32(0.02) * z
@@ -327,16 +456,26 @@ def draw_params(spec, rng):
 
 
 def handgrad_config(spec):
-    h = spec["hf"]
-    return {
+    h, arch = spec["hf"], spec["arch"]
+    hs = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+    cfg = {
         "vocab_size": h["vocab_size"], "max_seq_len": h["max_position_embeddings"],
         "n_layer": h["num_hidden_layers"], "n_head": h["num_attention_heads"],
         "n_kv_head": h["num_key_value_heads"], "d_model": h["hidden_size"], "d_ff": h["intermediate_size"],
-        "head_dim": h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"], "dropout": 0.0,
+        "head_dim": hs, "dropout": 0.0,
         "norm": "rmsnorm", "norm_eps": h["rms_norm_eps"], "position": "rope", "rope_theta": h["rope_theta"],
-        "mlp": "swiglu", "tied": h["tie_word_embeddings"], "qkv_bias": spec["arch"] == "qwen2",
-        "proj_bias": False, "mlp_bias": False, "qk_norm": spec["arch"] == "qwen3",
+        "mlp": "geglu" if arch in GEMMA else "swiglu", "tied": h["tie_word_embeddings"], "qkv_bias": arch == "qwen2",
+        "proj_bias": False, "mlp_bias": False, "qk_norm": arch == "qwen3",
     }
+    if arch in GEMMA:  # Gemma's normalizer, sqrt(hidden) rounded to float32 as transformers holds it
+        cfg["embed_scale"] = float(np.float32(math.sqrt(h["hidden_size"])))
+    if arch == "gemma2":
+        cfg["block"] = "sandwich"
+        cfg["logit_softcap"] = h["final_logit_softcapping"]
+    if arch == "phi3":  # transformers truncates head_dim * partial_rotary_factor
+        cfg["rotary_dim"] = int(hs * h["partial_rotary_factor"])
+        assert cfg["rotary_dim"] % 2 == 0 and 0 < cfg["rotary_dim"] < hs
+    return cfg
 
 
 def rel_err(a, b):
@@ -398,9 +537,15 @@ def generate(name, spec, out_dir):
         model = build(spec, params, torch.float64)
         logits, loss = run(model, tokens, targets)
         loss.backward()
-        grads = to_handgrad(spec, {n: p.grad.detach().clone() for n, p in model.named_parameters()})
+        grads = to_handgrad(spec, {n: p.grad.detach().clone() for n, p in model.named_parameters()}, grad=True)
         logits = logits.detach()
     assert math.isfinite(loss.item()), f"{name}: loss is not finite"
+    cap = handgrad_config(spec).get("logit_softcap")
+    if cap:  # the cap must bend the logits: the uncapped values are cap * atanh(logits / cap)
+        raw = cap * torch.atanh(logits / cap)
+        print(f"{name}: logit_softcap {cap}: max |logit| {raw.abs().max().item():.4f} before the cap, "
+              f"{logits.abs().max().item():.4f} after; rms {raw.pow(2).mean().sqrt().item():.4f} before")
+        assert (raw - logits).abs().max() > 0.05 * raw.abs().max(), f"{name}: the logit cap hardly bends the logits"
     assert {k: tuple(v.shape) for k, v in grads.items()} == shapes
 
     # Independent check of the layout: a forward written from the table, on handgrad tensors.
@@ -418,7 +563,7 @@ def generate(name, spec, out_dir):
         m = build(spec, params, dtype)
         lg, ls = run(m, tokens, targets)
         ls.backward()
-        g = to_handgrad(spec, {n: p.grad for n, p in m.named_parameters()})
+        g = to_handgrad(spec, {n: p.grad for n, p in m.named_parameters()}, grad=True)
         rel_loss = abs(ls.item() - loss.item()) / abs(loss.item())
         rel_logits = ((lg.detach().double() - logits).abs().max() / logits.abs().max()).item()
         rel_grad = max(rel_err(g[k].double(), grads[k]) for k in grads)
