@@ -283,7 +283,15 @@ static hg_status parse_gemma(hfc *c, hf_arch a, hg_config *cfg) {
     return HG_OK;
 }
 
-/* The rotated dims of a head from partial_rotary_factor, truncated as transformers does. */
+/* The rotated dims of a head from partial_rotary_factor, truncated as transformers does;
+ * and the factor that gives rot back (rot / hs, or the next double up where the product
+ * rounds below rot: 30 / 176 * 176 truncates to 29). */
+static double partial_factor(int rot, int hs) {
+    double f = (double)rot / hs;
+    while ((int)(hs * f) < rot) f = nextafter(f, 2.0);
+    return f;
+}
+
 static hg_status set_partial(hfc *c, hg_config *cfg, double partial) {
     const int hs = gpt_dims_of(cfg).hs, rot = (int)(hs * partial);
     if (rot < 2)
@@ -451,9 +459,7 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
                : c->mlp != HG_MLP_GELU       ? "mlp"
                : c->omit                     ? "a bias or norm weight omitted"
                : c->qk_norm                  ? "qk_norm"
-               : c->rotary_dim && (int)(d.hs * ((double)c->rotary_dim / d.hs)) != c->rotary_dim
-                   ? "rotary_dim (its partial_rotary_factor would not give it back)"
-                   : NULL;
+                                             : NULL;
     if (c->norm != HG_NORM_RMSNORM) return "norm";
     if (c->position != HG_POS_ROPE) return "position";
     if (c->mlp != (gemma ? HG_MLP_GEGLU : HG_MLP_SWIGLU)) return "mlp";
@@ -464,8 +470,6 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     if (!qkv != !proj) return "qkv_bias and proj_bias (one attention_bias covers both)";
     if ((a == HF_MISTRAL || a == HF_PHI3) && !qkv) return "qkv_bias";
     if (a != HF_LLAMA && !(c->omit & HG_OMIT_MLP_BIAS)) return "mlp_bias";
-    if (a == HF_PHI3 && c->rotary_dim && (int)(d.hs * ((double)c->rotary_dim / d.hs)) != c->rotary_dim)
-        return "rotary_dim (its partial_rotary_factor would not give it back)";
     return NULL;
 }
 
@@ -540,7 +544,7 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
             cJSON_AddNullToObject(j, "pad_token_id");
             cJSON_AddNumberToObject(j, "original_max_position_embeddings", cfg->max_seq_len);
         }
-        if (a == HF_PHI3 || a == HF_PHI) cJSON_AddNumberToObject(j, "partial_rotary_factor", (double)d.rot / d.hs);
+        if (a == HF_PHI3 || a == HF_PHI) cJSON_AddNumberToObject(j, "partial_rotary_factor", partial_factor(d.rot, d.hs));
         if (a == HF_PHI) cJSON_AddBoolToObject(j, "qk_layernorm", 0);
     }
     cJSON_AddBoolToObject(j, "tie_word_embeddings", !cfg->untied);
