@@ -3,9 +3,10 @@
 Qwen2, GPT-2 and Mistral/Llama 2 (sentencepiece BPE with byte fallback, twice: with a
 Prepend/Replace normalizer and with a Metaspace pre-tokenizer; and without byte
 fallback, so that rare characters are unk_token, with and without fuse_unk), one with
-added tokens' lstrip/rstrip/single_word rules, trained with the tokenizers package on a
-small varied text, and reference.json: the ids the tokenizers
-package gives for a set of test texts, and their decoded text.
+added tokens' lstrip/rstrip/single_word rules, Gemma 1 and 2, Phi-3 and OLMo 2 (each
+with the pipeline of the family's real tokenizer.json: see the functions), trained with
+the tokenizers package on a small varied text, and reference.json: the ids the
+tokenizers package gives for a set of test texts, and their decoded text.
 
 The C test (tests/data/test_tokjson.c) loads each tokenizer.json with handgrad and
 compares, so the test path needs no Python. Regenerate after changing the texts:
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 
 os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -92,6 +94,13 @@ TEXTS = [
     "cat concat cats cat_ _cat (cat) 猫cat cat猫 cafe\u0301cat cat3 3cat cat's cat",
     " <sep> a <sep>b\t<sep>\n<sep><sep>  <sep>",
     "don't dont don  don. ndon \u1e9eig \u1e9eiger x\u1e9eig",
+    # chat markup of the families below (Phi-3, Gemma, OLMo 2), and raw "▁"
+    "<|user|>\nWhat is 2+2?<|end|>\n<|assistant|> It is 4.</s>  Next<|end|>\n\n<|system|>   x<|endoftext|>",
+    "<start_of_turn>user\nhi there<end_of_turn>\n<start_of_turn>model\n  Sure:\n\n\n<table>\t\tx</table><unused0>"
+    "<mask> [@BOS@]<eos>",
+    "|||PHONE_NUMBER||| <|extra_id_0|>x <|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>  return 1<|pad|>"
+    "<|endofprompt|>",
+    "raw marks: x\u2581\u2581y \u2581\u2581\u2581 z\u2581  \u2581 end",
 ]
 
 SPECIAL_TEXT = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|end_of_text|>",
@@ -189,50 +198,169 @@ def gpt2():
     return json.dumps(d, ensure_ascii=False, indent=2)
 
 
+def sp_learn(normalizer, specials, vocab_size=520):
+    """A sentencepiece-style BPE learned on the training text: its model as JSON."""
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, min_frequency=2,
+                                  special_tokens=list(specials))
+    base = Tokenizer(models.BPE(unk_token="<unk>"))
+    base.normalizer = normalizer
+    base.train_from_iterator([TRAIN], trainer=trainer)
+    return json.loads(base.to_str())["model"]
+
+
+def sp_vocab(learned, head, byte_fallback, tab=False):
+    """The sentencepiece layout: the head tokens (specials, user-defined pieces), 256 byte
+    tokens (with tab, "\\t" itself in place of <0x09>, as Gemma's file has it), then the
+    learned tokens. Characters seen fewer than 3 times in the training text are left out,
+    so they fall back to their bytes (or unk_token)."""
+    rare = {c for c in set(TRAIN) if TRAIN.count(c) < 3 and c != " "}
+    vocab = {t: i for i, t in enumerate(head)}
+    for b in range(256 if byte_fallback else 0):
+        vocab["\t" if tab and b == 9 else f"<0x{b:02X}>"] = len(vocab)
+    for t, _ in sorted(learned["vocab"].items(), key=lambda kv: kv[1]):
+        if t not in vocab and not rare & set(t):
+            vocab[t] = len(vocab)
+    merges = [tuple(m) for m in learned["merges"] if not rare & set("".join(m))]
+    return vocab, merges
+
+
+def llama2_normalizer():
+    return normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+
+
+def sp_decoder(strip=True):
+    steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    return decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if strip else []))
+
+
+def drop_key(js, *path):
+    """The file without a key that the tokenizers version of the real file did not write
+    (e.g. model.ignore_merges, new in 0.19)."""
+    d = json.loads(js)
+    o = d
+    for k in path[:-1]:
+        o = o[k]
+    del o[path[-1]]
+    return json.dumps(d, ensure_ascii=False, indent=2)
+
+
 def sentencepiece(metaspace, byte_fallback=True, fuse_unk=True):
     """Llama 2 / Mistral v0.1: <unk> <s> </s>, 256 byte tokens, then the learned tokens;
     characters seen fewer than 3 times in the training text are left out, so they fall
     back to their bytes. Without byte_fallback there are no byte tokens, and such
     characters become <unk> (a run of them one <unk> with fuse_unk)."""
-    trainer = trainers.BpeTrainer(vocab_size=520, show_progress=False, min_frequency=2,
-                                  special_tokens=["<unk>", "<s>", "</s>"])
-    base = Tokenizer(models.BPE(unk_token="<unk>"))
-    base.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-    base.train_from_iterator([TRAIN], trainer=trainer)
-    learned = json.loads(base.to_str())["model"]
-    rare = {c for c in set(TRAIN) if TRAIN.count(c) < 3 and c != " "}
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    for b in range(256 if byte_fallback else 0):
-        vocab[f"<0x{b:02X}>"] = len(vocab)
-    for s, _ in sorted(learned["vocab"].items(), key=lambda kv: kv[1]):
-        if s not in vocab and not rare & set(s):
-            vocab[s] = len(vocab)
-    merges = [tuple(m) for m in learned["merges"] if not rare & set("".join(m))]
+    learned = sp_learn(llama2_normalizer(), ["<unk>", "<s>", "</s>"])
+    vocab, merges = sp_vocab(learned, ["<unk>", "<s>", "</s>"], byte_fallback)
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=fuse_unk,
                                     byte_fallback=byte_fallback))
     if metaspace:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
     else:
-        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                     decoders.Strip(" ", 1, 0)])
+        tok.normalizer = llama2_normalizer()
+    tok.decoder = sp_decoder()
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in ("<unk>", "<s>", "</s>")])
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                        special_tokens=[("<s>", 1)])
     return merges_as_strings(tok.to_str())
 
 
+def phi3():
+    """microsoft/Phi-3-mini-4k-instruct: Llama 2's pipeline (Prepend/Replace normalizer, no
+    pre-tokenizer, byte fallback, fuse_unk, the decoder with Strip), no ignore_merges key;
+    "</s>" an added token that is not special and takes the whitespace after it (rstrip);
+    special chat tokens after the vocabulary, all but <|endoftext|> with rstrip; and a
+    post-processor that adds no BOS (single [$A], no special tokens)."""
+    learned = sp_learn(llama2_normalizer(), ["<unk>", "<s>", "</s>"])
+    vocab, merges = sp_vocab(learned, ["<unk>", "<s>", "</s>"], True)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.normalizer = llama2_normalizer()
+    tok.decoder = sp_decoder()
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in ("<unk>", "<s>")])
+    tok.add_tokens([AddedToken("</s>", special=False, rstrip=True, normalized=False)])
+    tok.add_special_tokens([AddedToken("<|endoftext|>", special=True, normalized=False)])
+    tok.add_special_tokens([AddedToken(s, special=True, rstrip=True, normalized=False)
+                            for s in ("<|assistant|>", "<|placeholder1|>", "<|system|>", "<|end|>", "<|placeholder5|>",
+                                      "<|user|>")])
+    tok.post_processor = processors.TemplateProcessing(single="$A", pair="$A $B:1", special_tokens=[])
+    return drop_key(merges_as_strings(tok.to_str()), "model", "ignore_merges")
+
+
+GEMMA_USER = ["<mask>", "[@BOS@]", "<unused0>", "<unused1>", "<start_of_turn>", "<end_of_turn>", "\n", "\n\n",
+              "\n\n\n", "▁▁", "▁▁▁", "\t\t", "<table>", "</table>", "<h1>", "</h1>"]
+GEMMA_SPECIAL = ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>")
+
+
+def gemma(version):
+    """google/gemma-2b (version 1) and gemma-2-2b (2): a Replace " " -> "▁" normalizer alone
+    (no Prepend: no dummy prefix), byte fallback with "\\t" itself in place of <0x09>,
+    fuse_unk, <pad> <eos> <bos> <unk> first and the sentencepiece user-defined pieces
+    (<mask>, <unusedN>, chat markers, newline and "▁" runs, HTML tags) in model.vocab, a
+    TemplateProcessing that adds <bos>, and the decoder Replace/ByteFallback/Fuse without
+    Strip. Version 1 (tokenizers 0.15): no pre-tokenizer, no ignore_merges key, only the
+    six control tokens added. Version 2 as transformers' GemmaConverter writes it: the
+    no-op pre-tokenizer Split(" ", MergedWithPrevious) (the normalizer left no space), and
+    every user-defined piece an added token, not special (normalized false), the chat
+    markers special."""
+    learned = sp_learn(normalizers.Replace(" ", "▁"), ["<pad>", "<eos>", "<bos>", "<unk>"], vocab_size=560)
+    head = ["<pad>", "<eos>", "<bos>", "<unk>"] + GEMMA_USER
+    vocab, merges = sp_vocab(learned, head, True, tab=True)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    if version == 2:
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")
+    tok.decoder = sp_decoder(strip=False)
+    for t in head:
+        if t in GEMMA_SPECIAL:
+            tok.add_special_tokens([AddedToken(t, special=True, normalized=False)])
+        elif version == 2:
+            tok.add_tokens([AddedToken(t, special=False, normalized=False)])
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", pair="<bos> $A <bos> $B",
+                                                       special_tokens=[("<bos>", 2)])
+    js = merges_as_strings(tok.to_str())
+    return drop_key(js, "model", "ignore_merges") if version == 1 else js
+
+
+def olmo2():
+    """allenai/OLMo-2-1124-7B (the dolma2 tokenizer, cl100k_base converted): Llama 3's
+    split regex written as Split(behavior Removed, invert true), then ByteLevel without
+    use_regex; no normalizer and no post-processor; the ByteLevel decoder with its
+    defaults; continuing_subword_prefix and end_of_word_suffix "" and no ignore_merges
+    key; added tokens after the vocabulary, special (<|endoftext|>, FIM, chat, pad) and
+    not (<|extra_id_N|>, Dolma 1's |||PHONE_NUMBER||| markers)."""
+    pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_PAT), behavior="removed", invert=True),
+                                   pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True,
+                                                            use_regex=False)])
+    tok = train_byte_level(pre, 400)
+    for t, special in [("<|extra_id_0|>", False), ("<|endoftext|>", True), ("<|fim_prefix|>", True),
+                       ("<|fim_middle|>", True), ("<|fim_suffix|>", True), ("|||PHONE_NUMBER|||", False),
+                       ("|||EMAIL_ADDRESS|||", False), ("<|im_start|>", True), ("<|im_end|>", True),
+                       ("<|extra_id_1|>", False), ("<|endofprompt|>", True), ("<|pad|>", True)]:
+        token = AddedToken(t, special=special, normalized=False)
+        if special:
+            tok.add_special_tokens([token])
+        else:
+            tok.add_tokens([token])
+    d = json.loads(merges_as_strings(tok.to_str()))
+    d["model"]["continuing_subword_prefix"] = ""
+    d["model"]["end_of_word_suffix"] = ""
+    del d["model"]["ignore_merges"]
+    assert d["post_processor"] is None and d["normalizer"] is None
+    return json.dumps(d, ensure_ascii=False, indent=2)
+
+
 FIXTURES = {"llama3": llama3, "qwen2": qwen2, "gpt2": gpt2, "sp": lambda: sentencepiece(False),
             "sp_metaspace": lambda: sentencepiece(True), "rules": rules,
             "sp_unk": lambda: sentencepiece(False, byte_fallback=False),
-            "sp_unk_unfused": lambda: sentencepiece(True, byte_fallback=False, fuse_unk=False)}
+            "sp_unk_unfused": lambda: sentencepiece(True, byte_fallback=False, fuse_unk=False),
+            "gemma": lambda: gemma(1), "gemma2": lambda: gemma(2), "phi3": phi3, "olmo2": olmo2}
 
 
 def reference(name, path):
     tok = Tokenizer.from_file(str(path))
     d = json.loads(path.read_text(encoding="utf-8"))
     post = d.get("post_processor") or {}
-    adds_bos = "TemplateProcessing" in json.dumps(post)
+    # a TemplateProcessing that puts a token before the text (Phi-3's puts none)
+    adds_bos = "TemplateProcessing" in json.dumps(post) and len(tok.encode("").ids) > 0
     cases = []
     for text in TEXTS:
         tok.encode_special_tokens = True
@@ -261,6 +389,7 @@ def fuzz_seed(js, n_merges=24):
     keep = {k for k in model["vocab"] if len(k) == 1 or k.startswith("<")}
     keep |= {"".join(split(m)) for m in merges} | {p for m in merges for p in split(m)}
     old = {t["id"]: t["content"] for t in d["added_tokens"]}
+    keep |= set(old.values())
     names = [k for k, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1]) if k in keep]
     names += [c for i, c in sorted(old.items()) if c not in model["vocab"]]
     new = {k: i for i, k in enumerate(names)}
@@ -292,7 +421,11 @@ def main():
         (pathlib.Path(args.fuzz_dir) / f"{name}.json").write_text(seed, encoding="utf-8")
         r = ref["tokenizers"][name]
         print(f"{name}: {r['vocab_size']} ids, {r['n_added']} added tokens, bos {r['bos']} -> {path}")
-    (out / "reference.json").write_text(json.dumps(ref, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    text = json.dumps(ref, ensure_ascii=False, indent=1)
+    # one line per list of ids, not one line per id
+    text = re.sub(r"\[\n\s*(-?\d+(?:,\n\s*-?\d+)*)\n\s*\]",
+                  lambda m: "[" + re.sub(r",\n\s*", ", ", m.group(1)) + "]", text)
+    (out / "reference.json").write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -52,13 +52,21 @@ hg_status pretok_init(pretok *p) {
 }
 
 hg_status pretok_add(pretok *p, const char *pattern, size_t len, int literal, const char *where) {
+    return pretok_add_split(p, pattern, len, literal, PRETOK_ISOLATED, where);
+}
+
+hg_status pretok_add_split(pretok *p, const char *pattern, size_t len, int literal, pretok_behavior behavior,
+                           const char *where) {
     /* Oniguruma's Ruby syntax: ^ and $ match at line ends. */
-    return pretok_push(p, pattern, len, literal ? PCRE2_LITERAL : PCRE2_MULTILINE, 0, where);
+    HG_TRY(pretok_push(p, pattern, len, literal ? PCRE2_LITERAL : PCRE2_MULTILINE, 0, where));
+    p->step[p->n_steps - 1].behavior = behavior;
+    return HG_OK;
 }
 
 void pretok_free(pretok *p) {
     for (int i = 0; i < p->n_steps; i++) pcre2_code_free(p->step[i].code);
     p->n_steps = 0;
+    p->may_drop = 0;
 }
 
 /* ------------------------------------------------------------- translate */
@@ -216,9 +224,12 @@ static size_t char_len(const uint8_t *p, size_t n) {
 }
 
 /* The next piece of level k within its piece, as offsets into the subject. Follows
- * the tokenizers package (Rust find_iter): text between matches is a piece; an empty
- * match splits but is no piece, and one right where the last match ended is skipped
- * by moving the search one character on. */
+ * the tokenizers package (Rust find_iter): an empty match splits but is no piece, and
+ * one right where the last match ended is skipped by moving the search one character
+ * on. What becomes a piece follows the step's behavior: with Isolated, each match and
+ * each gap (the text before a match, or after the last one); with Removed, the gaps;
+ * with Removed inverted, the matches; with MergedWithPrevious, each gap joined to the
+ * match after it, and a match right after a match (or at the start) alone. */
 static int level_next(pretok_iter *it, int k, size_t *a, size_t *b) {
     pretok_level *L = &it->lv[k];
     const pretok_step *st = &it->p->step[k];
@@ -253,7 +264,7 @@ static int level_next(pretok_iter *it, int k, size_t *a, size_t *b) {
             break;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(it->match);
-        size_t s = ov[0], e = ov[1];
+        size_t s = ov[0], e = ov[1], gap = L->pos;
         if (s == e && L->has_last && L->last_match_end == e) {
             L->search = e < len ? e + char_len(sub + e, len - e) : len + 1;
             continue;
@@ -261,25 +272,45 @@ static int level_next(pretok_iter *it, int k, size_t *a, size_t *b) {
         L->search = e;
         L->last_match_end = e;
         L->has_last = 1;
-        if (s > L->pos) {
-            *a = L->start + L->pos;
-            *b = L->start + s;
-            L->pos = e;
-            if (e > s) {
-                L->pend_s = s;
-                L->pend_e = e;
-                L->has_pend = 1;
-            }
-            return 1;
-        }
         L->pos = e;
+        /* [gap, s) is the text before the match, [s, e) the match */
+        switch (st->behavior) {
+        case PRETOK_ISOLATED:
+            if (s > gap) {
+                *a = L->start + gap;
+                *b = L->start + s;
+                if (e > s) {
+                    L->pend_s = s;
+                    L->pend_e = e;
+                    L->has_pend = 1;
+                }
+                return 1;
+            }
+            break;
+        case PRETOK_REMOVED:
+            if (s > gap) {
+                *a = L->start + gap;
+                *b = L->start + s;
+                return 1;
+            }
+            continue;
+        case PRETOK_MATCHES_ONLY:
+            break;
+        case PRETOK_MERGED_PREV:
+            if (s > gap) {
+                *a = L->start + gap;
+                *b = L->start + e;
+                return 1;
+            }
+            break;
+        }
         if (e > s) {
             *a = L->start + s;
             *b = L->start + e;
             return 1;
         }
     }
-    if (L->pos < len) {
+    if (L->pos < len && st->behavior != PRETOK_MATCHES_ONLY) {
         *a = L->start + L->pos;
         *b = L->start + len;
         L->pos = len;

@@ -2,8 +2,10 @@
  *
  * A pre-tokenizer is a list of steps, each a PCRE2 pattern (JIT-compiled when
  * available) applied in order, each to the pieces of the one before, as Hugging Face's
- * Sequence of Split steps does. A step isolates its matches: each match is a piece, and
- * so is each stretch of text between matches. With no steps the whole text is one piece.
+ * Sequence of Split steps does. A step isolates its matches by default: each match is a
+ * piece, and so is each stretch of text between matches; the other behaviors drop the
+ * matches, drop the text between them, or join each match to the text before it. With
+ * no steps the whole text is one piece.
  *
  * The default (pretok_init) is GPT-2's single pattern
  *
@@ -23,15 +25,26 @@
 
 #define PRETOK_MAX_STEPS 8
 
+/* What a step makes of its matches and of the text between them (the gaps), as the
+ * tokenizers package's Split behaviors do. */
+typedef enum pretok_behavior {
+    PRETOK_ISOLATED = 0, /* matches and gaps are pieces (Isolated, inverted or not) */
+    PRETOK_REMOVED,      /* gaps are pieces, matches are dropped (Removed) */
+    PRETOK_MATCHES_ONLY, /* matches are pieces, gaps are dropped (Removed, inverted) */
+    PRETOK_MERGED_PREV,  /* a match joins the gap before it (MergedWithPrevious) */
+} pretok_behavior;
+
 typedef struct pretok_step {
     void *code;   /* pcre2_code_8 */
     int jit;      /* 1 when JIT-compiled */
     int anchored; /* matches at every position, so no text lies between matches */
+    pretok_behavior behavior;
 } pretok_step;
 
 typedef struct pretok {
     pretok_step step[PRETOK_MAX_STEPS];
-    int n_steps; /* 0: the whole text is one piece */
+    int n_steps;  /* 0: the whole text is one piece */
+    int may_drop; /* a step may leave text out of every piece (its owner sets this) */
 } pretok;
 
 /* GPT-2's pattern, one step. */
@@ -43,6 +56,9 @@ hg_status pretok_add_gpt2(pretok *p);
 /* Appends a step: a PCRE2 pattern (literal: the pattern is plain text). where names
  * the pattern in messages, e.g. "tokenizer.json: pre_tokenizer.pattern.Regex". */
 hg_status pretok_add(pretok *p, const char *pattern, size_t len, int literal, const char *where);
+/* The same with a behavior other than PRETOK_ISOLATED. */
+hg_status pretok_add_split(pretok *p, const char *pattern, size_t len, int literal, pretok_behavior behavior,
+                           const char *where);
 void pretok_free(pretok *p);
 
 /* Rewrites an Oniguruma pattern (Ruby syntax, as the tokenizers package compiles it)

@@ -12,6 +12,7 @@
 typedef struct tj {
     const char *name; /* the file, in messages */
     int byte_level;   /* a ByteLevel pre-tokenizer: vocabulary in GPT-2's byte alphabet */
+    int ends_byte_level; /* the pre-tokenizer ends in ByteLevel, known before its steps */
     int byte_fallback;
     int metaspace;    /* a Metaspace pre-tokenizer (sentencepiece style) */
     int meta_prepend; /* its prepend scheme: 0 never, 1 first, 2 always */

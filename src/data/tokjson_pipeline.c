@@ -154,27 +154,73 @@ static hg_status parse_pretok_step(tj *c, pretok *pre, const cJSON *p, const cha
         int invert;
         HG_TRY(tj_get_string(c, p, path, "behavior", &behavior));
         HG_TRY(tj_get_bool(c, p, path, "invert", 0, &invert));
-        if (strcmp(behavior, "Isolated"))
-            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.behavior: \"%.40s\" is not supported (handgrad runs Isolated)",
+        /* Isolated keeps every piece, so invert changes nothing; Removed drops the
+         * matches, or with invert the text between them. */
+        pretok_behavior b;
+        if (!strcmp(behavior, "Isolated")) b = PRETOK_ISOLATED;
+        else if (!strcmp(behavior, "Removed")) b = invert ? PRETOK_MATCHES_ONLY : PRETOK_REMOVED;
+        else if (!strcmp(behavior, "MergedWithPrevious")) b = PRETOK_MERGED_PREV;
+        else
+            return hg_fail(HG_ERR_UNSUPPORTED,
+                           "%s: %s.behavior: \"%.40s\" is not supported (handgrad runs Isolated, Removed, "
+                           "MergedWithPrevious)",
                            c->name, path, behavior);
-        if (invert) return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.invert: true is not supported", c->name, path);
+        if (invert && b == PRETOK_MERGED_PREV)
+            return hg_fail(HG_ERR_UNSUPPORTED, "%s: %s.invert: true is not supported with MergedWithPrevious", c->name,
+                           path);
         const cJSON *pat = tj_get(p, "pattern");
         const cJSON *re = cJSON_IsObject(pat) ? tj_get(pat, "Regex") : NULL, *lit = cJSON_IsObject(pat) ? tj_get(pat, "String") : NULL;
         if (!cJSON_IsObject(pat) || !pat->child || pat->child->next || (!cJSON_IsString(re) && !cJSON_IsString(lit)))
             return hg_fail(HG_ERR_FORMAT, "%s: %s.pattern: want {\"Regex\": ...} or {\"String\": ...}", c->name, path);
         if (lit) {
-            if (!*lit->valuestring) return hg_fail(HG_ERR_FORMAT, "%s: %s.pattern.String: empty", c->name, path);
+            const char *src = lit->valuestring;
+            if (!*src) return hg_fail(HG_ERR_FORMAT, "%s: %s.pattern.String: empty", c->name, path);
             snprintf(where, sizeof where, "%s: %s.pattern.String", c->name, path);
             c->known_patterns = 0;
-            return pretok_add(pre, lit->valuestring, strlen(lit->valuestring), 1, where);
+            if (c->ends_byte_level) return pretok_add_split(pre, src, strlen(src), 1, b, where);
+            /* Sentencepiece style: the package splits text whose spaces are all "▁"
+             * already, and handgrad's text holds a space for each "▁". A literal with a
+             * space never matches (Gemma's Split " "), so the step changes nothing. */
+            if (strchr(src, ' ')) {
+                if (b == PRETOK_MATCHES_ONLY)
+                    return hg_fail(HG_ERR_UNSUPPORTED,
+                                   "%s: %s.pattern.String: a space never matches here, so Removed with invert would "
+                                   "drop all text",
+                                   c->name, path);
+                return HG_OK;
+            }
+            size_t n = strlen(src), k = 0;
+            char *mapped = malloc(n + 1);
+            if (!mapped) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", c->name);
+            for (size_t i = 0; i < n;) {
+                if (i + 3 <= n && !memcmp(src + i, SPACE_MARK, 3)) {
+                    mapped[k++] = ' ';
+                    i += 3;
+                } else {
+                    mapped[k++] = src[i++];
+                }
+            }
+            if (b == PRETOK_REMOVED || b == PRETOK_MATCHES_ONLY) pre->may_drop = 1;
+            hg_status s = pretok_add_split(pre, mapped, k, 1, b, where);
+            free(mapped);
+            return s;
         }
         const char *src = re->valuestring, *why;
         size_t at;
         snprintf(where, sizeof where, "%s: %s.pattern.Regex", c->name, path);
+        if (!c->ends_byte_level)
+            return hg_fail(HG_ERR_UNSUPPORTED,
+                           "%s: a regex Split is supported only before ByteLevel (in the sentencepiece style the "
+                           "package splits text where spaces are \"" SPACE_MARK "\")",
+                           where);
         char *pcre = pretok_translate(src, strlen(src), &why, &at);
         if (!pcre) return hg_fail(HG_ERR_UNSUPPORTED, "%s: offset %zu: %s", where, at, why);
-        if (strcmp(src, llama3_regex) && strcmp(src, qwen2_regex) && strcmp(src, gpt2_regex)) c->known_patterns = 0;
-        hg_status s = pretok_add(pre, pcre, strlen(pcre), 0, where);
+        /* The known patterns match every character: nothing lies between their matches,
+         * so Removed with invert is Isolated. */
+        int known = !strcmp(src, llama3_regex) || !strcmp(src, qwen2_regex) || !strcmp(src, gpt2_regex);
+        if (!known || (b != PRETOK_ISOLATED && b != PRETOK_MATCHES_ONLY)) c->known_patterns = 0;
+        if (b == PRETOK_REMOVED || (b == PRETOK_MATCHES_ONLY && !known)) pre->may_drop = 1;
+        hg_status s = pretok_add_split(pre, pcre, strlen(pcre), 0, b, where);
         free(pcre);
         return s;
     }
@@ -224,10 +270,14 @@ hg_status tj_parse_pre_tokenizer(tj *c, pretok *pre, const cJSON *p) {
     if (tj_is_null(p)) return HG_OK;
     HG_TRY(tj_want_object(c, p, "pre_tokenizer"));
     const char *type = tj_type_of(p);
+    /* Whether the steps before ByteLevel see raw spaces or "▁" depends on the last step. */
+    const cJSON *list = type && !strcmp(type, "Sequence") ? tj_get(p, "pretokenizers") : NULL;
+    const cJSON *last = cJSON_IsArray(list) ? cJSON_GetArrayItem(list, cJSON_GetArraySize(list) - 1) : p;
+    const char *last_type = cJSON_IsObject(last) ? tj_type_of(last) : NULL;
+    c->ends_byte_level = last_type && !strcmp(last_type, "ByteLevel");
     if (type && !strcmp(type, "Sequence")) {
         static const char *const keys[] = {"type", "pretokenizers", NULL};
         HG_TRY(tj_check_keys(c, p, "pre_tokenizer", keys));
-        const cJSON *list = tj_get(p, "pretokenizers");
         if (!cJSON_IsArray(list))
             return hg_fail(HG_ERR_FORMAT, "%s: pre_tokenizer.pretokenizers: want an array", c->name);
         int i = 0, n = cJSON_GetArraySize(list);

@@ -1,9 +1,9 @@
-/* tokenizer.json: the fixtures of tools/gen_tokjson_fixture.py (Llama 3, Qwen2, GPT-2 and
- * sentencepiece styles, trained tiny with the tokenizers package) give the package's
- * ids on every test text, with and without special tokens and with the BOS; decoding
- * gives the package's text back; token lookups, saving and reloading; the regex
- * translation, the split rules and NFC; and bad files, each refused with the file and
- * the key in the message. */
+/* tokenizer.json: the fixtures of tools/gen_tokjson_fixture.py (Llama 3, Qwen2, GPT-2,
+ * sentencepiece, Gemma 1 and 2, Phi-3 and OLMo 2 styles, trained tiny with the tokenizers
+ * package) give the package's ids on every test text, with and without special tokens
+ * and with the BOS; decoding gives the package's text back; token lookups, saving and
+ * reloading; the regex translation, the split rules and behaviors, and NFC; and bad
+ * files, each refused with the file and the key in the message. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -174,6 +174,18 @@ static void check_random_bytes(const hg_tokenizer *tok) {
     }
 }
 
+/* The pipelines of the families' files were read as meant: OLMo 2's inverted Removed
+ * keeps the matches (its pattern leaves nothing between them, so no text is lost);
+ * Gemma 2's Split " " after the Replace normalizer is no step at all. */
+static void check_pipeline(const char *name, const hg_tokenizer *tok) {
+    if (!strcmp(name, "olmo2"))
+        CHECK(tok->pre.n_steps == 1 && tok->pre.step[0].behavior == PRETOK_MATCHES_ONLY && !tok->pre.may_drop &&
+              !tok->chars && tok->cut_safe);
+    if (!strcmp(name, "gemma2") || !strcmp(name, "gemma"))
+        CHECK(tok->pre.n_steps == 0 && tok->chars && tok->byte_id['\t'] < 0 && !tok->strip_space);
+    if (!strcmp(name, "phi3")) CHECK(tok->bos == -1 && tok->strip_space && tok->chars);
+}
+
 static void check_fixture(const char *name, const cJSON *ref, const cJSON *texts) {
     const char *file = cJSON_GetObjectItem(ref, "file")->valuestring;
     char path[256];
@@ -196,7 +208,8 @@ static void check_fixture(const char *name, const cJSON *ref, const cJSON *texts
         size_t n;
         int32_t *ids = check_encode(tok, name, k, text->valuestring, 0, cJSON_GetObjectItem(c, "plain"), &n);
         /* without a normalizer, the ids of a byte-level tokenizer give the text back */
-        if (!tok->chars && !tok->norm.n_steps) check_decode(tok, name, k, ids, n, text->valuestring);
+        if (!tok->chars && !tok->norm.n_steps && !tok->pre.may_drop)
+            check_decode(tok, name, k, ids, n, text->valuestring);
         free(ids);
         ids = check_encode(tok, name, k, text->valuestring, HG_ENCODE_ALLOW_SPECIAL, cJSON_GetObjectItem(c, "special"),
                            &n);
@@ -213,7 +226,8 @@ static void check_fixture(const char *name, const cJSON *ref, const cJSON *texts
     }
     CHECK(compared >= 20);
     check_save(tok, path, texts->child->valuestring);
-    if (!tok->chars && !tok->norm.n_steps) check_random_bytes(tok);
+    if (!tok->chars && !tok->norm.n_steps && !tok->pre.may_drop) check_random_bytes(tok);
+    check_pipeline(name, tok);
     hg_tokenizer_free(tok);
 }
 
@@ -232,15 +246,16 @@ static void check_translate(const char *in, const char *want) {
     free(out);
 }
 
-/* Pieces of one Split step, as the tokenizers package gives them (checked with
- * pre_tokenizers.Split(Regex(...), "isolated").pre_tokenize_str). */
-static void check_split(const char *pattern, const char *text, const char *const *want, int n_want) {
+/* Pieces of one Split step with a behavior, as the tokenizers package gives them
+ * (checked with pre_tokenizers.Split(Regex(...), behavior, invert).pre_tokenize_str). */
+static void check_split_as(const char *pattern, pretok_behavior behavior, const char *text, const char *const *want,
+                           int n_want) {
     pretok p;
     pretok_init_empty(&p);
     const char *why;
     size_t at;
     char *pcre = pretok_translate(pattern, strlen(pattern), &why, &at);
-    CHECK_OK(pretok_add(&p, pcre, strlen(pcre), 0, "test pattern"));
+    CHECK_OK(pretok_add_split(&p, pcre, strlen(pcre), 0, behavior, "test pattern"));
     free(pcre);
     pretok_iter it;
     CHECK_OK(pretok_iter_init(&it, &p, (const uint8_t *)text, strlen(text)));
@@ -248,7 +263,8 @@ static void check_split(const char *pattern, const char *text, const char *const
     int k = 0;
     while (pretok_iter_next(&it, &a, &b)) {
         if (k >= n_want || strlen(want[k]) != b - a || memcmp(want[k], text + a, b - a)) {
-            fprintf(stderr, "split(%s, %s): piece %d is \"%.*s\"\n", pattern, text, k, (int)(b - a), text + a);
+            fprintf(stderr, "split(%s, %d, %s): piece %d is \"%.*s\"\n", pattern, (int)behavior, text, k, (int)(b - a),
+                    text + a);
             check_failures++;
         }
         k++;
@@ -256,6 +272,10 @@ static void check_split(const char *pattern, const char *text, const char *const
     CHECK(k == n_want);
     pretok_iter_free(&it);
     pretok_free(&p);
+}
+
+static void check_split(const char *pattern, const char *text, const char *const *want, int n_want) {
+    check_split_as(pattern, PRETOK_ISOLATED, text, want, n_want);
 }
 
 static void test_units(void) {
@@ -279,6 +299,32 @@ static void test_units(void) {
     check_split("x*", "axxbc", empty, 4);
     const char *ci[] = {"IT", "'S"};
     check_split("(?i:'s)", "IT'S", ci, 2);
+    /* The other behaviors: Removed drops the matches, Removed with invert the text
+     * between them (OLMo 2's file), MergedWithPrevious joins a match to the text before
+     * it (Gemma's), a match after a match stays alone. */
+    const char *rm[] = {"ab", "cd", "ef"}, *rm2[] = {"ab"}, *only[] = {"12", "3"}, *merged[] = {"ab12", "cd3", "ef"};
+    const char *merged2[] = {"12", "ab3"};
+    check_split_as("[0-9]+", PRETOK_REMOVED, "ab12cd3ef", rm, 3);
+    check_split_as("[0-9]+", PRETOK_REMOVED, "12ab3", rm2, 1);
+    check_split_as("[0-9]+", PRETOK_MATCHES_ONLY, "ab12cd3ef", only, 2);
+    check_split_as("[0-9]+", PRETOK_MATCHES_ONLY, "12ab3", only, 2);
+    check_split_as("[0-9]+", PRETOK_MERGED_PREV, "ab12cd3ef", merged, 3);
+    check_split_as("[0-9]+", PRETOK_MERGED_PREV, "12ab3", merged2, 2);
+    const char *dash_rm[] = {"the", "final", "countdown"}, *dash_only[] = {"-", "-", "-", "-"};
+    const char *dash_merged[] = {"the-", "final-", "-", "countdown-"};
+    check_split_as("-", PRETOK_REMOVED, "the-final--countdown-", dash_rm, 3);
+    check_split_as("-", PRETOK_MATCHES_ONLY, "the-final--countdown-", dash_only, 4);
+    check_split_as("-", PRETOK_MERGED_PREV, "the-final--countdown-", dash_merged, 4);
+    const char *x_rm[] = {"a", "b", "c"}, *x_only[] = {"xx"}, *x_merged[] = {"axx", "b", "c"};
+    check_split_as("x*", PRETOK_REMOVED, "axxbc", x_rm, 3);
+    check_split_as("x*", PRETOK_MATCHES_ONLY, "axxbc", x_only, 1);
+    check_split_as("x*", PRETOK_MERGED_PREV, "axxbc", x_merged, 3);
+    const char *a_rm[] = {"b"}, *a_only[] = {"a"}, *a_merged[] = {"ba"};
+    check_split_as("a*", PRETOK_REMOVED, "ba", a_rm, 1);
+    check_split_as("a*", PRETOK_MATCHES_ONLY, "ba", a_only, 1);
+    check_split_as("a*", PRETOK_MERGED_PREV, "ba", a_merged, 1);
+    const char *s_merged[] = {"a ", "b ", " ", "c "};
+    check_split_as("\\s", PRETOK_MERGED_PREV, "a b  c ", s_merged, 4);
     /* NFC: the stable ranges have combining class 0 and are their own NFC in
      * utf8proc's tables too (the rest of the claim was checked with Python's
      * unicodedata when the ranges were written). */
@@ -326,8 +372,24 @@ static void m_nfkc(cJSON *r) {
     set_item(r, "normalizer", n);
 }
 static cJSON *split_step(cJSON *r) { return cJSON_GetArrayItem(path_get(r, "pre_tokenizer", "pretokenizers"), 0); }
-static void m_removed(cJSON *r) { set_item(split_step(r), "behavior", cJSON_CreateString("Removed")); }
-static void m_invert(cJSON *r) { set_item(split_step(r), "invert", cJSON_CreateTrue()); }
+static void m_behavior(cJSON *r) { set_item(split_step(r), "behavior", cJSON_CreateString("MergedWithNext")); }
+static void m_invert(cJSON *r) { /* Isolated ignores invert, Removed flips it; MergedWithPrevious refuses it */
+    set_item(split_step(r), "behavior", cJSON_CreateString("MergedWithPrevious"));
+    set_item(split_step(r), "invert", cJSON_CreateTrue());
+}
+static void m_sp_split(cJSON *r, const char *kind, const char *pattern, const char *behavior, int invert) {
+    cJSON *p = cJSON_CreateObject(), *pat = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "type", "Split");
+    cJSON_AddStringToObject(pat, kind, pattern);
+    cJSON_AddItemToObject(p, "pattern", pat);
+    cJSON_AddStringToObject(p, "behavior", behavior);
+    cJSON_AddBoolToObject(p, "invert", invert);
+    set_item(r, "pre_tokenizer", p);
+}
+/* Sentencepiece style: a regex would see spaces where the package sees "▁" */
+static void m_sp_regex(cJSON *r) { m_sp_split(r, "Regex", "\\s+", "Isolated", 0); }
+/* A space never matches after the Replace normalizer: inverted Removed would drop all text */
+static void m_sp_space_removed(cJSON *r) { m_sp_split(r, "String", " ", "Removed", 1); }
 static void m_regex_b(cJSON *r) {
     cJSON *pat = cJSON_CreateObject();
     cJSON_AddStringToObject(pat, "Regex", "\\b\\w+");
@@ -398,7 +460,7 @@ static void test_bad_input(void) {
     char *llama = read_text(FIXTURES "llama3/tokenizer.json", &len);
     check_bad(llama, m_wordpiece, HG_ERR_UNSUPPORTED, "model.type");
     check_bad(llama, m_nfkc, HG_ERR_UNSUPPORTED, "normalizer.type");
-    check_bad(llama, m_removed, HG_ERR_UNSUPPORTED, "pre_tokenizer.pretokenizers[0].behavior");
+    check_bad(llama, m_behavior, HG_ERR_UNSUPPORTED, "pre_tokenizer.pretokenizers[0].behavior");
     check_bad(llama, m_invert, HG_ERR_UNSUPPORTED, "pre_tokenizer.pretokenizers[0].invert");
     check_bad(llama, m_regex_b, HG_ERR_UNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex");
     check_bad(llama, m_prefix_space, HG_ERR_UNSUPPORTED, "pre_tokenizer.pretokenizers[1].add_prefix_space");
@@ -425,6 +487,8 @@ static void test_bad_input(void) {
     char *sp = read_text(FIXTURES "sp/tokenizer.json", &len);
     check_bad(sp, m_sp_no_fallback_decoder, HG_ERR_UNSUPPORTED, "decoder.decoders");
     check_bad(sp, m_nfkc, HG_ERR_UNSUPPORTED, "normalizer.type");
+    check_bad(sp, m_sp_regex, HG_ERR_UNSUPPORTED, "pre_tokenizer.pattern.Regex");
+    check_bad(sp, m_sp_space_removed, HG_ERR_UNSUPPORTED, "pre_tokenizer.pattern.String");
     /* Invalid JSON: cut the file short. */
     tok = NULL;
     CHECK(vocab_parse_tokjson(&tok, (const uint8_t *)llama, len / 2, "half/tokenizer.json") == HG_ERR_FORMAT);
@@ -449,7 +513,7 @@ int main(void) {
     const cJSON *texts = cJSON_GetObjectItem(ref, "texts");
     int n = 0;
     for (const cJSON *t = cJSON_GetObjectItem(ref, "tokenizers")->child; t; t = t->next, n++) check_fixture(t->string, t, texts);
-    CHECK(n == 8);
+    CHECK(n == 12);
     test_bad_input();
     cJSON_Delete(ref);
     free(text);
