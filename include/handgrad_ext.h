@@ -115,9 +115,13 @@ size_t hg_attention_scratch_bytes(const hg_model *m);
 typedef struct hg_norm_spec {
     int rms; /* 0 LayerNorm, 1 RMSNorm */
     float eps;
+    int branch; /* 1: inp (and backward's dinp) is a branch output in the compute type,
+                   not the residual stream in the residual type: a post norm
+                   (hg_block_kind); the two types differ in bf16 on the CPU only */
 } hg_norm_spec;
 /* out (N,C) = norm(inp); mean, rstd (N) kept for backward. Called on the first block's
- * ln_1 only: every later norm follows a residual add, and runs the residual form. */
+ * ln_1, on the post norms of the postnorm and sandwich blocks (ns->branch), and on ln_f
+ * after a site op: every other norm follows a residual add, and runs the residual form. */
 typedef void hg_layernorm_forward_fn(hg_backend *be, float *out, float *mean, float *rstd, const float *inp,
                                      const float *w, const float *b, int N, int C, const hg_norm_spec *ns);
 /* Dropout on a branch output: NULL when the model trains without it. Element i of the

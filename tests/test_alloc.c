@@ -116,8 +116,9 @@ int main(void) {
         check_preset("llama-tiny", "prenorm", p); /* RMSNorm, RoPE, SwiGLU, GQA, untied */
         check_preset("qwen2-tiny", "prenorm", p); /* the same with a q/k/v bias, tied */
         check_preset("qwen3-tiny", "prenorm", p); /* q/k norm, head_dim above d_model/n_head */
-        check_preset("odd", "parallel", p);       /* the other layouts (post norms: fp32 only) */
-        if (!bf16) check_preset("llama-tiny", "postnorm", p), check_preset("odd", "sandwich", p);
+        check_preset("odd", "parallel", p); /* the other layouts */
+        check_preset("llama-tiny", "postnorm", p);
+        check_preset("odd", "sandwich", p);
     }
     CHECK_DONE();
 }

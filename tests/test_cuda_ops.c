@@ -23,8 +23,8 @@
 #include "cuda_util.h"
 #include "ops_util.h"
 
-static const hg_norm_spec LN = {0, 1e-5f};  /* GPT-2's LayerNorm */
-static const hg_norm_spec RMS = {1, 1e-6f}; /* Qwen2's RMSNorm (Llama 2's eps) */
+static const hg_norm_spec LN = {0, 1e-5f, 0};  /* GPT-2's LayerNorm */
+static const hg_norm_spec RMS = {1, 1e-6f, 0}; /* Qwen2's RMSNorm (Llama 2's eps) */
 
 static int failures;
 

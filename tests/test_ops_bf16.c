@@ -255,7 +255,7 @@ static void test_rope(int rot) {
  * d (the branch output), out and dout are bf16 on the bf16 side. */
 static void test_norm(int rms, int affine, float drop_p) {
     enum { N = 45, C = 160 };
-    const hg_norm_spec ns = {rms, 1e-5f};
+    const hg_norm_spec ns = {rms, 1e-5f, 0};
     const hg_dropout drop = {.p = drop_p, .seed = 9, .step = 4, .site = 3};
     trng r = trng_seed(40 + (uint64_t)rms * 2 + (uint64_t)affine);
     uint16_t *d_b, *dy_b;
@@ -344,6 +344,39 @@ static void test_qk_norm(int whole) {
     free(x), free(wq), free(wk), free(dy), free(want), free(raw), free(got), free(raw_b), free(scratch);
     free(x_b), free(dy_b);
     for (int k = 0; k < 2; k++) free(rstd[k]), free(dwq[k]), free(dwk[k]);
+}
+
+/* A post norm (ns.branch): its input is a branch output and its input gradient the
+ * branch's, both bf16 on the bf16 side; the gradient accumulates into a bf16 prefill
+ * (one rounding of the sum). */
+static void test_post_norm(int rms) {
+    enum { N = 29, C = 96 };
+    const hg_norm_spec ns = {rms, 1e-5f, 1};
+    trng r = trng_seed(48 + (uint64_t)rms);
+    uint16_t *x_b, *dy_b, *pre_b;
+    float *x = rvec(N * C, &r, -0.2, 0.2, &x_b), *dy = rvec(N * C, &r, -1, 1, &dy_b), *pre = rvec(N * C, &r, -1, 1, &pre_b);
+    float *w = fvec(C), *b = fvec(C), *want = fvec(N * C), *mean[2] = {fvec(N), fvec(N)}, *rstd[2] = {fvec(N), fvec(N)};
+    fill(w, C, &r, 0.5, 1.5), fill(b, C, &r, -0.5, 0.5);
+    const float *bias = rms ? NULL : b;
+    uint16_t *got = bvec(N * C);
+    poison(want, N * C), bpoison(got, N * C);
+    F->ops->layernorm_forward(F, want, mean[0], rstd[0], x, w, bias, N, C, &ns);
+    H->ops->layernorm_forward(H, (float *)got, mean[1], rstd[1], (float *)x_b, w, bias, N, C, &ns);
+    check_failures += close_bf(rms ? "post rmsnorm forward" : "post layernorm forward", got, want, N * C, 1, 0);
+    check_failures += close_f("post norm rstd", rstd[1], rstd[0], N, 0.0);
+    float *dw[2] = {fvec(C), fvec(C)}, *db[2] = {fvec(C), fvec(C)};
+    for (int k = 0; k < 2; k++) memset(dw[k], 0, C * 4), memset(db[k], 0, C * 4);
+    float *scratch = fvec(F->ops->layernorm_scratch_bytes(F, N, C) / 4);
+    memcpy(want, pre, N * C * 4), memcpy(got, pre_b, N * C * 2);
+    F->ops->layernorm_backward(F, want, dw[0], rms ? NULL : db[0], dy, x, w, mean[0], rstd[0], N, C, scratch, &ns);
+    H->ops->layernorm_backward(H, (float *)got, dw[1], rms ? NULL : db[1], (float *)dy_b, (float *)x_b, w, mean[0],
+                               rstd[0], N, C, scratch, &ns);
+    /* the sum pre + dx rounded once: 2^-8 of it, or of pre (|pre| <= 1) where the two cancel */
+    check_failures += close_bf("post norm backward dinp (accumulated)", got, want, N * C, 1, 4e-3);
+    check_failures += close_f("post norm backward dw", dw[1], dw[0], C, (double)N);
+    if (!rms) check_failures += close_f("post norm backward db", db[1], db[0], C, (double)N);
+    free(x), free(dy), free(pre), free(w), free(b), free(want), free(got), free(scratch), free(x_b), free(dy_b), free(pre_b);
+    for (int k = 0; k < 2; k++) free(mean[k]), free(rstd[k]), free(dw[k]), free(db[k]);
 }
 
 /* ---- matmul ---- */
@@ -602,6 +635,8 @@ static void run_all(void) {
     test_norm(0, 1, 0.2f);
     test_norm(1, 1, 0.0f);
     test_norm(0, 0, 0.0f);
+    test_post_norm(0);
+    test_post_norm(1);
     test_qk_norm(0);
     test_qk_norm(1); /* OLMo 2's: all q heads as one unit, all k heads as another */
     test_matmul(37, 96, 160, 1);

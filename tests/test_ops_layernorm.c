@@ -11,7 +11,7 @@
 #include "ops_util.h"
 #include "test_ops.h"
 
-static const hg_norm_spec LN = {0, 1e-5f}; /* GPT-2's LayerNorm */
+static const hg_norm_spec LN = {0, 1e-5f, 0}; /* GPT-2's LayerNorm */
 
 /* Rows with varied offsets and spreads: the 0.01-spread rows have a variance (3e-5)
  * near eps, so a wrong or missing eps moves their outputs by ~10%. */

@@ -612,7 +612,7 @@ static void head_rows(double *rows, float *x, int N, int NH, int NKV, int hs, in
  * accumulated (or left alone when NULL). A group's units are contiguous in each row, so
  * its (N, heads hs) block is (N units, width) reference rows either way. */
 static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int hs, int has_w, int whole, uint64_t seed) {
-    const hg_norm_spec ns = {1, 1e-6f};
+    const hg_norm_spec ns = {1, 1e-6f, 0};
     const hg_qk_norm_shape s = {N, NH, NKV, hs, ns.eps, whole};
     const hg_rope_shape rows_shape = {1, N, 0, NH, NKV, hs, 0}; /* for check_v_untouched */
     int units[2], width[2];
@@ -745,7 +745,7 @@ static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int h
 }
 
 int test_ops_llama(hg_backend *bes[OPS_NBE]) {
-    const hg_norm_spec rms5 = {1, 1e-5f}, rms6 = {1, 1e-6f}, ln5 = {0, 1e-5f};
+    const hg_norm_spec rms5 = {1, 1e-5f, 0}, rms6 = {1, 1e-6f, 0}, ln5 = {0, 1e-5f, 0};
     test_norm(bes, rms5, 1, 0, 1200); /* Llama's RMSNorm: a weight, no bias */
     test_norm(bes, rms6, 1, 0, 1201); /* rows whose mean square is ~1e-6 */
     test_norm(bes, rms5, 0, 0, 1202); /* without a weight */

@@ -173,11 +173,14 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     int64_t layers = o->training ? L : 1, bw = o->training ? 1 : 0, ln = c->norm == HG_NORM_LAYERNORM;
     int64_t wide = d.FI > d.QKV ? d.FI : d.QKV, rope = c->position == HG_POS_ROPE, qn = c->qk_norm != 0;
     int64_t n1 = gpt_has_ln1(c), n2 = gpt_has_ln2(c), np = gpt_has_post_norm(c);
+    /* a postnorm block in bf16 on the CPU keeps its branches' inputs in the compute type
+     * where the norms' outputs would be (gpt_step.c: plain_input) */
+    int64_t copies_in = c->block == HG_BLOCK_POSTNORM && Er != E;
     int ok = 1;
     ok &= add(t, "tokens", 1, N, 1, 0, 1, 4, 0) == A_TOKENS;
     ok &= add(t, "targets", 1, N, 1, 0, 1, 4, 0) == A_TARGETS;
     ok &= add(t, "residual", 2, N, C, 0, o->training ? L + 1 : 2, Er, 0) == A_RESIDUAL;
-    ok &= add(t, "ln1", 2, n1 * N, C, 0, layers, E, 0) == A_LN1;
+    ok &= add(t, "ln1", 2, (n1 || copies_in) * N, C, 0, layers, E, 0) == A_LN1;
     ok &= add(t, "ln1.mean", 1, n1 * ln * N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
     ok &= add(t, "ln1.rstd", 1, n1 * N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
     ok &= add(t, "qkv", 2, N, d.QKV, 0, layers, E, 0) == A_QKV;
@@ -186,7 +189,7 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ok &= add(t, "atty", 2, N, d.QD, 0, layers, E, 0) == A_ATTY;
     ok &= add(t, "lse", 2, d.NH, N, 0, layers, 4, 0) == A_LSE;
     ok &= add(t, "residual2", 2, N, C, 0, layers, Er, 0) == A_RESIDUAL2;
-    ok &= add(t, "ln2", 2, n2 * N, C, 0, layers, E, 0) == A_LN2;
+    ok &= add(t, "ln2", 2, (n2 || copies_in) * N, C, 0, layers, E, 0) == A_LN2;
     ok &= add(t, "ln2.mean", 1, n2 * ln * N, 1, 0, layers, 4, 0) == A_LN2_MEAN;
     ok &= add(t, "ln2.rstd", 1, n2 * N, 1, 0, layers, 4, 0) == A_LN2_RSTD;
     ok &= add(t, "fch", 2, N, d.FI, 0, layers, E, 0) == A_FCH;
@@ -305,16 +308,12 @@ hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_ba
     if (!(ops->precisions >> opt->precision & 1))
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: the %s backend has no kernels in %s", ops->name,
                        opt->precision == HG_PRECISION_BF16 ? "bf16" : opt->precision == HG_PRECISION_FP16 ? "fp16" : "fp32");
-    /* a backend that keeps the residual stream in fp32 converts each branch's gradient */
-    if (ops->residual_fp32 && opt->precision != HG_PRECISION_FP32 && opt->training && !ops->dropout_backward)
+    /* a backend that keeps the residual stream in fp32 converts each branch's gradient, and
+     * a postnorm block's inputs, into the compute type with dropout_backward (p = 0) */
+    if (ops->residual_fp32 && opt->precision != HG_PRECISION_FP32 &&
+        (opt->training || cfg->block == HG_BLOCK_POSTNORM) && !ops->dropout_backward)
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: the %s backend has no dropout_backward kernel, which converts "
-                       "the residual gradient in training", ops->name);
-    /* a post norm reads a branch output (compute type) where the norms read the residual
-     * type, and a postnorm block's attention and MLP read the residual stream itself */
-    if (ops->residual_fp32 && opt->precision != HG_PRECISION_FP32 && gpt_has_post_norm(cfg))
-        return hg_fail(HG_ERR_UNSUPPORTED, "block: the %s backend keeps the residual stream in fp32 under bf16, and "
-                       "runs %s blocks in fp32 only (prenorm and parallel blocks run in bf16)", ops->name,
-                       cfg->block == HG_BLOCK_POSTNORM ? "postnorm" : "sandwich");
+                       "the residual stream into the compute type", ops->name);
     for (size_t i = 0; i < sizeof op_needs / sizeof op_needs[0]; i++) {
         const op_need *n = &op_needs[i];
         if (!n->when(cfg, opt) || has_entry(ops, n->entry) || has_entry(ops, n->alt)) continue;

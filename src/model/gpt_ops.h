@@ -38,13 +38,15 @@ static inline void op_encoder_backward(hg_model *m, float *dwte, float *dwpe, co
 
 /* The model's norm: which one, and its epsilon. */
 static inline hg_norm_spec gpt_norm_spec(const hg_model *m) {
-    hg_norm_spec ns = {m->cfg.norm == HG_NORM_RMSNORM, gpt_norm_eps(&m->cfg)};
+    hg_norm_spec ns = {m->cfg.norm == HG_NORM_RMSNORM, gpt_norm_eps(&m->cfg), 0};
     return ns;
 }
 
+/* branch: inp is a branch output (a post norm's), not the residual stream. */
 static inline void op_layernorm_forward(hg_model *m, int layer, float *out, float *mean, float *rstd,
-                                        const float *inp, const float *w, const float *b, int N, int C) {
+                                        const float *inp, const float *w, const float *b, int N, int C, int branch) {
     hg_norm_spec ns = gpt_norm_spec(m);
+    ns.branch = branch;
     double t0 = prof_begin(m);
     m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, w, b, N, C, &ns);
     PROF_OP(m, t0, .kind = ns.rms ? OP_RMSNORM_FWD : OP_LAYERNORM_FWD, .layer = layer, .dims = {N, C},
@@ -65,8 +67,10 @@ static inline void op_residual_layernorm_forward(hg_model *m, int layer, float *
 
 static inline void op_layernorm_backward(hg_model *m, int layer, float *dinp, float *dw, float *db,
                                          const float *dout, const float *inp, const float *w,
-                                         const float *mean, const float *rstd, int N, int C, float *scratch) {
+                                         const float *mean, const float *rstd, int N, int C, float *scratch,
+                                         int branch) {
     hg_norm_spec ns = gpt_norm_spec(m);
+    ns.branch = branch;
     double t0 = prof_begin(m);
     m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch, &ns);
     PROF_OP(m, t0, .kind = ns.rms ? OP_RMSNORM_BWD : OP_LAYERNORM_BWD, .layer = layer, .dims = {N, C},

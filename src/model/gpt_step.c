@@ -146,7 +146,7 @@ static const float *post_norm_forward(hg_model *m, int l, int half, const float 
     const int a = half ? A_POST2 : A_POST1;
     const gpt_role w = half ? R_POST2_W : R_POST1_W, b = half ? R_POST2_B : R_POST1_B;
     float *y = gpt_act(m, S_POST, 0);
-    op_layernorm_forward(m, l, y, norm_mean(m, a + 1, l), gpt_act(m, a + 2, l), x, P(l, w), P(l, b), m->B * m->T, m->d.C);
+    op_layernorm_forward(m, l, y, norm_mean(m, a + 1, l), gpt_act(m, a + 2, l), x, P(l, w), P(l, b), m->B * m->T, m->d.C, 1);
     return y;
 }
 
@@ -157,8 +157,20 @@ static const float *post_norm_backward(hg_model *m, int l, int half, const float
     float *dx = gpt_act(m, S_DPOST, 0);
     op_zero(m, OP_ZERO_DPOST, l, dx, hg_precision_bytes(m->be->precision) * (size_t)N * C);
     op_layernorm_backward(m, l, dx, G(l, w), G(l, b), dy, gpt_act(m, a, l), P(l, w), norm_mean(m, a + 1, l),
-                          gpt_act(m, a + 2, l), N, C, gpt_act(m, S_REDUCE, 0));
+                          gpt_act(m, a + 2, l), N, C, gpt_act(m, S_REDUCE, 0), 1);
     return dx;
+}
+
+/* The residual stream `res` as the input of a branch no norm precedes (the postnorm
+ * block's): res itself, or where the residual type is not the compute type (bf16 on the
+ * CPU) its copy in the compute type in `slot` (A_LN1 or A_LN2, which the block has no
+ * norm for), made in forward (`make`) and read again in backward. */
+static const float *plain_input(hg_model *m, int l, const float *res, int slot, int make) {
+    if (hg_residual_precision(m->be) == m->be->precision) return res;
+    float *copy = gpt_act(m, slot, l);
+    hg_dropout off = {0};
+    if (make) op_dropout_backward(m, l, copy, res, (size_t)m->B * m->T * m->d.C, &off); /* p = 0: a copy */
+    return copy;
 }
 
 /* Block l's ln_1 (l == L: ln_f) forward from res, fused with the residual add into res
@@ -171,7 +183,7 @@ static void pre_norm_forward(hg_model *m, int l, int layer, float *res, const fl
     float *mean = last ? norm_mean(m, A_LNF_MEAN, 0) : norm_mean(m, A_LN1_MEAN, l);
     const float *w = last ? P(-1, R_LNF_W) : P(l, R_LN1_W), *b = last ? P(-1, R_LNF_B) : P(l, R_LN1_B);
     if (res_in) op_residual_layernorm_forward(m, layer, res, out, mean, rstd, res_in, delta, w, b, N, C, d);
-    else op_layernorm_forward(m, layer, out, mean, rstd, res, w, b, N, C);
+    else op_layernorm_forward(m, layer, out, mean, rstd, res, w, b, N, C, 0);
 }
 
 /* The blocks in the order of cfg.block (hg_block_kind). A residual add is fused with the
@@ -190,7 +202,7 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
         float *res = gpt_act(m, A_RESIDUAL, l), *res2 = gpt_act(m, A_RESIDUAL2, l), *ln2_out = gpt_act(m, A_LN2, l);
         /* attention, then its add: fused with ln_2 where the MLP reads ln_2 */
         float *out = branch_out(m, l, 0);
-        HG_TRY(attention_forward(m, l, kv_pos, out, ln1 ? gpt_act(m, A_LN1, l) : res));
+        HG_TRY(attention_forward(m, l, kv_pos, out, ln1 ? gpt_act(m, A_LN1, l) : plain_input(m, l, res, A_LN1, 1)));
         const float *delta = post_norm_forward(m, l, 0, out);
         hg_dropout da = dropout_site(m, 1 + 2 * l);
         if (ln2)
@@ -201,7 +213,7 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
         /* the MLP, then its add: fused with the next ln_1, or ln_f */
         out = branch_out(m, l, 1);
         HG_TRY(mlp_forward(m, l, out, gpt_act(m, S_ACT, 0), gpt_act(m, A_FCH, l),
-                           ln2 ? ln2_out : parallel ? gpt_act(m, A_LN1, l) : res2));
+                           ln2 ? ln2_out : parallel ? gpt_act(m, A_LN1, l) : plain_input(m, l, res2, A_LN2, 1)));
         delta = post_norm_forward(m, l, 1, out);
         hg_dropout dm = dropout_site(m, 2 + 2 * l);
         if (ln1 || l == L - 1) pre_norm_forward(m, l + 1, l, gpt_act(m, A_RESIDUAL, l + 1), res2, delta, &dm);
@@ -211,7 +223,7 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
         float *y = gpt_act(m, A_SITE_OUT, 0);
         HG_TRY(gpt_site_run(m, HG_SITE_FINAL_NORM, SITE_FORWARD, -1, gpt_act(m, A_RESIDUAL, L), y, NULL, NULL));
         op_layernorm_forward(m, L - 1, gpt_act(m, A_LNF, 0), norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), y,
-                             P(-1, R_LNF_W), P(-1, R_LNF_B), N, C);
+                             P(-1, R_LNF_W), P(-1, R_LNF_B), N, C, 0);
     }
     return HG_OK;
 }
@@ -265,7 +277,7 @@ static void input_backward(hg_model *m, int l, int which, float *dres, const flo
     const gpt_role w = which ? R_LN2_W : R_LN1_W, b = which ? R_LN2_B : R_LN1_B;
     op_layernorm_backward(m, l, dres, G(l, w), G(l, b), din, gpt_act(m, which ? A_RESIDUAL2 : A_RESIDUAL, l), P(l, w),
                           norm_mean(m, which ? A_LN2_MEAN : A_LN1_MEAN, l), gpt_act(m, which ? A_LN2_RSTD : A_LN1_RSTD, l),
-                          N, C, gpt_act(m, S_REDUCE, 0));
+                          N, C, gpt_act(m, S_REDUCE, 0), 0);
 }
 
 hg_status gpt_backward_body(hg_model *m) {
@@ -280,12 +292,14 @@ hg_status gpt_backward_body(hg_model *m) {
     op_zero(m, OP_ZERO_DRES, L - 1, dnorm_in, hg_precision_bytes(hg_residual_precision(m->be)) * (size_t)N * C);
     op_layernorm_backward(m, L - 1, dnorm_in, G(-1, R_LNF_W), G(-1, R_LNF_B), dln,
                           gpt_act(m, final ? A_SITE_OUT : A_RESIDUAL, final ? 0 : L), P(-1, R_LNF_W),
-                          norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, gpt_act(m, S_REDUCE, 0));
+                          norm_mean(m, A_LNF_MEAN, 0), gpt_act(m, A_LNF_RSTD, 0), N, C, gpt_act(m, S_REDUCE, 0), 0);
     if (final) HG_TRY(gpt_site_run(m, HG_SITE_FINAL_NORM, SITE_BACKWARD, -1, gpt_act(m, A_RESIDUAL, L), NULL, dnorm_in, dres));
     gpt_grad_ready(m, gpt_layer_first(m, L), m->params.count);
     for (int l = L - 1; l >= 0; l--) {
         /* the MLP: its post norm, c_proj and the activation (recomputed), c_fc, its input */
-        const float *in_m = ln2 ? gpt_act(m, A_LN2, l) : parallel ? gpt_act(m, A_LN1, l) : gpt_act(m, A_RESIDUAL2, l);
+        const float *in_m = ln2        ? gpt_act(m, A_LN2, l)
+                            : parallel ? gpt_act(m, A_LN1, l)
+                                       : plain_input(m, l, gpt_act(m, A_RESIDUAL2, l), A_LN2, 0);
         HG_TRY(mlp_backward(m, l, dwide, post_norm_backward(m, l, 1, branch_grad(m, l, dres, 2 + 2 * l)),
                             gpt_act(m, A_FCH, l)));
         HG_TRY(op_matmul_backward(m, OP_C_FC_BWD, l, dln, G(l, R_FC_W), G(l, R_FC_B), dwide, in_m, P(l, R_FC_W), N, C,
@@ -295,7 +309,7 @@ hg_status gpt_backward_body(hg_model *m) {
         if (!parallel) input_backward(m, l, 1, dres, dln);
         HG_TRY(attention_backward_out(m, l, post_norm_backward(m, l, 0, branch_grad(m, l, dres, 1 + 2 * l))));
         if (parallel) input_backward(m, l, 0, dres, dln);
-        HG_TRY(attention_backward_in(m, l, dln, ln1 ? gpt_act(m, A_LN1, l) : gpt_act(m, A_RESIDUAL, l)));
+        HG_TRY(attention_backward_in(m, l, dln, ln1 ? gpt_act(m, A_LN1, l) : plain_input(m, l, gpt_act(m, A_RESIDUAL, l), A_LN1, 0)));
         input_backward(m, l, 0, dres, dln);
         gpt_grad_ready(m, gpt_layer_first(m, l), gpt_layer_first(m, l + 1));
     }

@@ -2,7 +2,8 @@
  * one-pass backward per row. Rows are independent and split statically across threads.
  * One code path serves both norms: RMSNorm is LayerNorm with the mean taken as 0 and no
  * bias; a norm without affine parameters reads no weight. The residual stream (inp of
- * the norms, res_in and res_out, dinp of the backward) and the norms' weights and biases
+ * the norms, res_in and res_out, dinp of the backward; a post norm's inp and dinp are a
+ * branch's, in the compute type: hg_norm_spec.branch) and the norms' weights and biases
  * are fp32, the CPU's residual type; outputs, the branch output delta and dout are in the
  * compute type, read and written in rows converted on the thread's stack in bf16 (bf16.h;
  * C is at most CPU_BF16_ROW_MAX there) and normalised in fp32. Statistics and parameter
@@ -45,12 +46,13 @@ void cpu_layernorm_forward(hg_backend *be, float *out, float *mean, float *rstd,
                            const float *w, const float *b, int N, int C, const hg_norm_spec *ns) {
     #pragma omp parallel num_threads(be->threads)
     {
-        float ob[CPU_ROWBUF(be, C)];
+        float ob[CPU_ROWBUF(be, C)], xb[CPU_ROWBUF(be, C)];
         #pragma omp for schedule(static)
         for (int n = 0; n < N; n++) {
             size_t at = (size_t)n * C;
             float *o = cpu_out(be, out, at, ob);
-            norm_row(o, ns->rms ? NULL : &mean[n], &rstd[n], inp + at, w, b, C, ns);
+            const float *x = ns->branch ? cpu_view(be, inp, at, (size_t)C, xb) : inp + at;
+            norm_row(o, ns->rms ? NULL : &mean[n], &rstd[n], x, w, b, C, ns);
             cpu_commit(be, out, at, o, (size_t)C);
         }
     }
@@ -124,14 +126,18 @@ void cpu_layernorm_backward(hg_backend *be, float *dinp, float *dw, float *db, c
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
         #pragma omp single
         nt_used = nt;
-        float yb[CPU_ROWBUF(be, C)];
+        float yb[CPU_ROWBUF(be, C)], xb[CPU_ROWBUF(be, C)], db[CPU_ROWBUF(be, C)];
         float *pw = scratch + (size_t)t * 2 * C, *pb = pw + C;
         for (int i = 0; i < C; i++) pw[i] = pb[i] = 0.0f;
         int per = (N + nt - 1) / nt, n0 = t * per, n1 = n0 + per < N ? n0 + per : N;
         for (int n = n0; n < n1; n++) {
             size_t at = (size_t)n * C;
-            norm_row_backward(dinp + at, pw, pb, cpu_view(be, dout, at, (size_t)C, yb), inp + at, w, rms ? 0.0f : mean[n],
-                              rstd[n], C, rms, 0);
+            /* a branch's input and its gradient are in the compute type, the stream's fp32 */
+            const float *x = ns->branch ? cpu_view(be, inp, at, (size_t)C, xb) : inp + at;
+            float *d = ns->branch ? cpu_inout(be, dinp, at, (size_t)C, db) : dinp + at;
+            norm_row_backward(d, pw, pb, cpu_view(be, dout, at, (size_t)C, yb), x, w, rms ? 0.0f : mean[n], rstd[n], C,
+                              rms, 0);
+            if (ns->branch) cpu_commit(be, dinp, at, d, (size_t)C);
         }
     }
     add_partials(dw, scratch, nt_used, 2 * (size_t)C, C);
@@ -146,7 +152,7 @@ void cpu_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, co
     hg_qk_norm_units(s, &nq, &uq, &nk, &uk);
     const int U = nq + nk, wmax = uq > uk ? uq : uk;
     const size_t W = (size_t)(s->NH + 2 * s->NKV) * s->hs, QK = (size_t)(s->NH + s->NKV) * s->hs;
-    const hg_norm_spec ns = {1, s->eps};
+    const hg_norm_spec ns = {1, s->eps, 0};
     #pragma omp parallel num_threads(be->threads)
     {
         float xb[CPU_ROWBUF(be, wmax)], ob[CPU_ROWBUF(be, wmax)];
