@@ -48,7 +48,7 @@ static void fill_compute(hg_backend *be, float *p, size_t n, uint64_t *state) {
 }
 
 static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t baseline) {
-    hg_attention_shape s = {o->m.batch, c->T, o->heads, c->hs, o->causal, 0};
+    hg_attention_shape s = {o->m.batch, c->T, o->heads, c->hs, o->causal, 0, 0};
     size_t C = (size_t)o->heads * c->hs, nqkv = (size_t)o->m.batch * c->T * 3 * C, nout = (size_t)o->m.batch * c->T * C;
     size_t nlse = (size_t)o->m.batch * o->heads * c->T, scratch = be->ops->attention_scratch_bytes(be, &s);
     const size_t E = hg_precision_bytes(be->precision); /* q, k, v, out and their gradients */

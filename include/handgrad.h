@@ -194,6 +194,8 @@ typedef struct hg_config {
                                 passes the rest (Phi's partial_rotary_factor); 0: all */
     hg_block_kind block;     /* the order of the block's parts (above); 0: pre-norm */
     int lm_head_bias;        /* 1: the output layer has a bias of V (Phi-2's lm_head) */
+    float attn_softcap;      /* > 0: attention scores z = q.k / sqrt(hs) become c tanh(z / c),
+                                c this value (Gemma 2's attn_logit_softcapping); 0: none */
     int qk_norm_whole;       /* with qk_norm: all q heads are normalised as one vector (a
                                 weight of n_head * head_dim) and all k heads as another
                                 (n_kv_head * head_dim), as in OLMo 2; 0: each head */

@@ -87,10 +87,13 @@ typedef struct hg_attention_shape {
     int causal;       /* 1 in a model; 0 only in the attention benchmark */
     int NKV;          /* key/value heads, dividing NH: query head h reads kv head
                          h / (NH/NKV) (grouped-query attention); 0 means NH */
+    float softcap;    /* > 0: each scaled score z becomes softcap tanh(z / softcap) before
+                         the softmax (Gemma 2's attn_logit_softcapping); 0: none */
 } hg_attention_shape;
-/* out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head, heads concatenated; qkv
+/* out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head (scores capped when
+ * s->softcap is set), heads concatenated; qkv
  * (B,T,W), W = (NH + 2 NKV) hs, holds q (NH heads) | k (NKV heads) | v (NKV heads) per
- * row; lse (B,NH,T) = each row's log-sum-exp of its scaled scores, kept for backward.
+ * row; lse (B,NH,T) = each row's log-sum-exp of its scaled (and capped) scores, kept for backward.
  * scratch: hg_attention_scratch_bytes(m) bytes, planned for the built-in kernels. */
 typedef hg_status hg_attention_forward_fn(hg_backend *be, float *out, float *lse, const float *qkv,
                                           const hg_attention_shape *s, void *scratch);

@@ -196,7 +196,7 @@ void ref_attention_row(double *out, double *lse, const double *qkv, const hg_att
         const double *k = qkv + ((size_t)b * T + j) * W + k0;
         double dot = 0.0;
         for (int d = 0; d < hs; d++) dot += q[d] * k[d];
-        p[j] = dot * scale;
+        p[j] = s->softcap > 0 ? s->softcap * tanh(dot * scale / s->softcap) : dot * scale;
         if (p[j] > mx) mx = p[j];
     }
     for (int j = 0; j < nk; j++) sum += (p[j] = exp(p[j] - mx));
@@ -223,6 +223,7 @@ void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
     const int NKV = s->NKV ? s->NKV : s->NH, W = (s->NH + 2 * NKV) * hs, vk = NKV * hs; /* v - k */
     const double scale = 1.0 / sqrt((double)hs);
     double *P = malloc(sizeof(double) * (size_t)T), *dP = malloc(sizeof(double) * (size_t)T);
+    double *dz = malloc(sizeof(double) * (size_t)T);
     double *o = malloc(sizeof(double) * (size_t)hs);
     memset(dqkv, 0, sizeof(double) * (size_t)s->B * T * W);
     for (int b = 0; b < s->B; b++)
@@ -238,13 +239,15 @@ void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
                     const double *k = qkv + ((size_t)b * T + j) * W + k0, *v = k + vk;
                     double dot = 0.0, dpv = 0.0;
                     for (int d = 0; d < hs; d++) dot += q[d] * k[d], dpv += g[d] * v[d];
-                    P[j] = exp(dot * scale - lse);
+                    double z = dot * scale, t = s->softcap > 0 ? tanh(z / s->softcap) : 0.0;
+                    P[j] = exp((s->softcap > 0 ? s->softcap * t : z) - lse);
                     dP[j] = dpv;
+                    dz[j] = s->softcap > 0 ? 1.0 - t * t : 1.0; /* the cap's derivative */
                     D += P[j] * dpv;
                 }
                 for (int j = 0; j < nk; j++) {
                     const size_t krow = ((size_t)b * T + j) * W + k0;
-                    double ds = P[j] * (dP[j] - D) * scale;
+                    double ds = P[j] * (dP[j] - D) * dz[j] * scale;
                     for (int d = 0; d < hs; d++) {
                         dqkv[row + d] += ds * qkv[krow + d];
                         dqkv[krow + d] += ds * q[d];
@@ -254,6 +257,7 @@ void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
             }
     free(P);
     free(dP);
+    free(dz);
     free(o);
 }
 

@@ -385,7 +385,7 @@ static int attention_on_cudnn; /* shapes whose forward and backward both ran on 
 static int cudnn_loaded;       /* some shape ran on cuDNN, or cuDNN refused it */
 
 static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal) {
-    hg_attention_shape s = {B, T, NH, hs, causal, NKV};
+    hg_attention_shape s = {B, T, NH, hs, causal, NKV, 0};
     const int C = NH * hs, W = (NH + 2 * hg_attention_kv_heads(&s)) * hs;
     const size_t n3 = (size_t)B * T * W, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
     trng r = trng_seed(51 + (uint64_t)(T * hs + causal + 7 * NKV));
@@ -424,13 +424,13 @@ static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int N
  * hold the same earlier keys and values on both backends. NKV 0: as many as NH. */
 static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n, int NH, int NKV) {
     const int hs = 32, C = NH * hs, Tc = 40, KV = NKV ? NKV : NH;
-    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV};
+    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV, 0};
     const size_t nc = (size_t)KV * Tc * hs, nq = (size_t)n * (NH + 2 * KV) * hs, no = (size_t)n * C;
     trng r = trng_seed(91 + (uint64_t)(pos0 + 5 * NKV));
     float *kc = rvec(gpu, nc, &r, -1.5, 1.5), *vc = rvec(gpu, nc, &r, -1, 1), *qkv = rvec(gpu, nq, &r, -1.5, 1.5);
     float *out = fvec(no);
     void *d_kc = dev_from(gpu, kc, nc, 1), *d_vc = dev_from(gpu, vc, nc, 1), *d_out = dev_poison(gpu, no, 1);
-    hg_attention_shape as = {1, Tc, NH, hs, 1, NKV};
+    hg_attention_shape as = {1, Tc, NH, hs, 1, NKV, 0};
     void *scr = malloc(cpu->ops->attention_scratch_bytes(cpu, &as) + 64);
     hg_status st = cpu->ops->attention_cached(cpu, out, kc, vc, qkv, &s, scr);
     if (st == HG_OK) st = gpu->ops->attention_cached(gpu, d_out, d_kc, d_vc, dev_from(gpu, qkv, nq, 1), &s, NULL);

@@ -46,9 +46,11 @@ static double att_loss(void *v, size_t i) {
     return L;
 }
 
-/* NKV: kv heads (0: NH); NKV < NH is grouped-query attention. */
-static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int causal, size_t nfd) {
-    const hg_attention_shape s = {.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal, .NKV = NKV};
+/* NKV: kv heads (0: NH); NKV < NH is grouped-query attention. cap: the scores' soft cap
+ * (0: none). */
+static void test_attention_capped(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int causal,
+                                  size_t nfd, float cap) {
+    const hg_attention_shape s = {.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal, .NKV = NKV, .softcap = cap};
     const int C = NH * hs, KV = hg_attention_kv_heads(&s), W = (NH + 2 * KV) * hs;
     const size_t NQ = (size_t)B * T * W, NO = (size_t)B * T * C, NL = (size_t)B * NH * T;
     trng r = trng_seed(900 + (uint64_t)T * 4 + (uint64_t)hs + (uint64_t)causal + (uint64_t)NKV * 1000);
@@ -66,7 +68,8 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int N
     att_ctx ctx = {qkvd, row, Rd, &s};
     for (size_t j = 0; j < k; j++) fd[j] = fd_central(qkvd, idx[j], FD_H, att_loss, &ctx);
     char tag[128], name[192];
-    snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s", B, T, NH, KV, hs, causal ? "causal" : "full");
+    snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s cap=%g", B, T, NH, KV, hs,
+             causal ? "causal" : "full", cap);
     snprintf(name, sizeof name, "%s ref dqkv vs fd", tag);
     check_failures += check_grad_d(name, g, fd, idx, k, NULL, sg, FD_TOL);
 
@@ -79,8 +82,8 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int N
             use_backend(be);
             size_t bytes = be->ops->attention_scratch_bytes(be, &s);
             float *scratch = fvec(bytes / sizeof(float));
-            snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s threads=%d tiles=%s", B, T, NH, KV, hs,
-                     causal ? "causal" : "full", be->threads, (*tk)->name);
+            snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s cap=%g threads=%d tiles=%s", B, T, NH,
+                     KV, hs, causal ? "causal" : "full", cap, be->threads, (*tk)->name);
             for (int run = 0; run < 2; run++) {
                 poison(out[run], NO), poison(lse[run], NL), poison(scratch, bytes / sizeof(float));
                 CHECK_OK(be->ops->attention_forward(be, out[run], lse[run], qkv, &s, scratch));
@@ -113,13 +116,17 @@ static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int N
     free(qkv), free(R), free(qkvd), free(Rd), free(out_ref), free(lse_ref), free(g), free(idx), free(fd), free(row);
 }
 
+static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int causal, size_t nfd) {
+    test_attention_capped(bes, B, T, NH, NKV, hs, causal, nfd, 0.0f);
+}
+
 /* attention_cached, fed the rows of one sequence in the chunks given (a prefill, single
  * rows, a second prefill), against the double reference of the whole causal sequence and
  * against the blockwise forward; the caches (NKV, T, hs) hold exactly each kv head's k
  * and v rows. NKV: kv heads (0: NH). */
-static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int NKV, int hs, const int *chunks,
-                                  int nchunks) {
-    const hg_attention_shape s = {.B = 1, .T = T, .NH = NH, .hs = hs, .causal = 1, .NKV = NKV};
+static void test_attention_cached_capped(hg_backend *bes[OPS_NBE], int T, int NH, int NKV, int hs, const int *chunks,
+                                         int nchunks, float cap) {
+    const hg_attention_shape s = {.B = 1, .T = T, .NH = NH, .hs = hs, .causal = 1, .NKV = NKV, .softcap = cap};
     const int C = NH * hs, KV = hg_attention_kv_heads(&s), W = (NH + 2 * KV) * hs;
     const size_t NQ = (size_t)T * W, NO = (size_t)T * C, NC = (size_t)KV * T * hs;
     trng r = trng_seed(950 + (uint64_t)T + (uint64_t)hs + (uint64_t)NKV * 1000);
@@ -138,7 +145,7 @@ static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int N
         int pos = 0;
         for (int c = 0; c < nchunks && pos < T; c++) {
             int n = chunks[c] < T - pos ? chunks[c] : T - pos;
-            hg_kv_shape ks = {pos, n, T, NH, hs, NKV};
+            hg_kv_shape ks = {pos, n, T, NH, hs, NKV, cap};
             CHECK_OK(be->ops->attention_cached(be, out + (size_t)pos * C, kc, vc, qkv + (size_t)pos * W, &ks, scratch));
             pos += n;
         }
@@ -165,6 +172,11 @@ static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int N
         free(scratch);
     }
     free(qkv), free(qkvd), free(out_ref), free(lse_ref), free(blk), free(out), free(outb), free(lse), free(kc), free(vc);
+}
+
+static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int NKV, int hs, const int *chunks,
+                                  int nchunks) {
+    test_attention_cached_capped(bes, T, NH, NKV, hs, chunks, nchunks, 0.0f);
 }
 
 /* One tile kernel's product, on A read in place (a_rs = lda) or transposed (a_cs = lda),
@@ -227,6 +239,11 @@ int test_ops_attention(hg_backend *bes[OPS_NBE]) {
     test_attention(bes, 1, 130, 1, 0, 128, 1, 100);
     test_attention(bes, 2, 100, 1, 0, 128, 0, 100);
     test_attention(bes, 1, 70, 2, 1, 256, 1, 80);  /* Gemma's head size, grouped */
+    /* Gemma 2's soft cap on the scores (|scores| up to ~5 here: a cap of 2.5 bends them),
+     * with full and masked blocks, grouped-query, and through the KV cache */
+    test_attention_capped(bes, 2, 130, 4, 2, 32, 1, 100, 2.5f);
+    test_attention_capped(bes, 1, 37, 2, 0, 16, 0, 100, 1.0f);
+    test_attention_cached_capped(bes, 37, 2, 1, 32, prefill_then_rows, 7, 2.5f);
     test_attention(bes, 1, 1, 2, 0, 16, 1, 100);   /* T = 1: out = v */
     test_attention(bes, 2, 37, 6, 2, 16, 1, 150);  /* grouped-query: one partial block */
     test_attention(bes, 2, 37, 4, 1, 16, 1, 150);  /* multi-query */

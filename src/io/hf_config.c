@@ -260,7 +260,8 @@ static const char *const gemma_gelu_names[] = {"gelu", "gelu_new", "gelu_pytorch
 
 /* What Gemma and Gemma 2 add to the Llama fields: GeGLU, embeddings times sqrt(C), norm
  * weights stored as offsets from 1 (folded at load: hf.c), and for Gemma 2 the sandwich
- * block, the logit cap, and the score scale and attention cap that must be handgrad's. */
+ * block, the caps on the logits and on the attention scores, and a score scale that must
+ * be handgrad's. */
 static hg_status parse_gemma(hfc *c, hf_arch a, hg_config *cfg) {
     HG_TRY(need_string(c, "hidden_act", gemma_gelu_names, "Gemma's MLP is GeGLU with GELU's tanh approximation"));
     HG_TRY(need_string(c, "hidden_activation", a == HF_GEMMA ? gemma_gelu_names : gelu_tanh_names,
@@ -271,9 +272,7 @@ static hg_status parse_gemma(hfc *c, hf_arch a, hg_config *cfg) {
     if (a == HF_GEMMA) return HG_OK;
     cfg->block = HG_BLOCK_SANDWICH;
     HG_TRY(get_num(c, c->j, "final_logit_softcapping", 1e4, &cfg->logit_softcap));
-    if (key(c, "attn_logit_softcapping"))
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'attn_logit_softcapping' is not supported: handgrad's attention "
-                       "kernels do not cap scores (it must be null)", c->file);
+    HG_TRY(get_num(c, c->j, "attn_logit_softcapping", 1e4, &cfg->attn_softcap));
     float scalar = 256.0f; /* transformers' default, as head_dim's */
     HG_TRY(get_num(c, c->j, "query_pre_attn_scalar", 1e6, &scalar));
     const int hs = gpt_dims_of(cfg).hs;
@@ -439,6 +438,7 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
                                      : HG_BLOCK_PRENORM))
         return "block";
     if (c->logit_softcap > 0 && a != HF_GEMMA2) return "logit_softcap";
+    if (c->attn_softcap > 0 && a != HF_GEMMA2) return "attn_softcap";
     if (gemma ? c->embed_scale != gemma_scale(c) : c->embed_scale > 0) return "embed_scale";
     if (c->rotary_dim && a != HF_PHI3 && a != HF_PHI) return "rotary_dim";
     if (c->lm_head_bias != (a == HF_PHI)) return "lm_head_bias";
@@ -533,7 +533,8 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
             cJSON *types = cJSON_AddArrayToObject(j, "layer_types");
             for (int l = 0; types && l < cfg->n_layer; l++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
             cJSON_AddNumberToObject(j, "query_pre_attn_scalar", d.hs);
-            cJSON_AddNullToObject(j, "attn_logit_softcapping");
+            if (cfg->attn_softcap > 0) cJSON_AddNumberToObject(j, "attn_logit_softcapping", cfg->attn_softcap);
+            else cJSON_AddNullToObject(j, "attn_logit_softcapping");
             if (cfg->logit_softcap > 0) cJSON_AddNumberToObject(j, "final_logit_softcapping", cfg->logit_softcap);
             else cJSON_AddNullToObject(j, "final_logit_softcapping");
         } else if (a != HF_LLAMA && a != HF_GEMMA && a != HF_OLMO2 && a != HF_PHI) {

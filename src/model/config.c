@@ -128,6 +128,7 @@ static const field fields[] = {
     {"embed_scale", F_FLOAT, OFF(embed_scale), 0, 1e4, 0, NULL, "token embeddings times this on the way in (0: 1)"},
     {"rotary_dim", F_INT, OFF(rotary_dim), 0, 1024, 0, NULL, "rope: the rotated dimensions of a head, even (0: all)"},
     {"qk_norm_whole", F_BOOL, OFF(qk_norm_whole), 0, 1, 0, NULL, "qk_norm over all q heads and all k heads at once"},
+    {"attn_softcap", F_FLOAT, OFF(attn_softcap), 0, 1e4, 0, NULL, "attention scores = c tanh(scores / c) (0: none)"},
     {"lm_head_bias", F_BOOL, OFF(lm_head_bias), 0, 1, 0, NULL, "the output layer has a bias"},
     {"block", F_ENUM, OFF(block), 0, 3, 0, block_names, "prenorm, postnorm, sandwich or parallel: the block's order"},
     {"op_attn_proj", F_OP, OFF(site_op[HG_SITE_ATTN_PROJ]), 0, 0, 0, NULL, "registered op after attn.c_proj, or none"},

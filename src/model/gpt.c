@@ -335,7 +335,7 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     size_t E = hg_precision_bytes(opt->precision), Er = hg_precision_bytes(hg_residual_precision(&probe));
     *chunk = classifier_chunk(cfg, N, ops->classifier_chunk_bytes, E);
     gpt_dims d = gpt_dims_of(cfg);
-    hg_attention_shape as = {opt->batch, opt->seq_len, d.NH, d.hs, 1, d.NKV};
+    hg_attention_shape as = {opt->batch, opt->seq_len, d.NH, d.hs, 1, d.NKV, cfg->attn_softcap};
     size_t att = ops->attention_scratch_bytes(&probe, &as);
     /* the norms' partial sums: C wide, or the q/k norm's widest unit */
     const int qk_width = !cfg->qk_norm ? 0 : cfg->qk_norm_whole ? (d.QD > d.KVD ? d.QD : d.KVD) : d.hs;

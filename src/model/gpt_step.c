@@ -16,7 +16,7 @@ static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
 }
 
 static hg_attention_shape attention_shape(const hg_model *m) {
-    hg_attention_shape s = {m->B, m->T, m->d.NH, m->d.hs, 1, m->d.NKV};
+    hg_attention_shape s = {m->B, m->T, m->d.NH, m->d.hs, 1, m->d.NKV, m->cfg.attn_softcap};
     return s;
 }
 
@@ -89,7 +89,7 @@ static hg_status attention_forward(hg_model *m, int l, int kv_pos, float *out, c
         hg_attention_shape as = attention_shape(m);
         HG_TRY(op_attention_forward(m, l, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
     } else {
-        hg_kv_shape ks = {kv_pos, m->T, m->opt.seq_len, m->d.NH, m->d.hs, m->d.NKV};
+        hg_kv_shape ks = {kv_pos, m->T, m->opt.seq_len, m->d.NH, m->d.hs, m->d.NKV, m->cfg.attn_softcap};
         float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * m->d.KVD);
         HG_TRY(m->be->ops->attention_cached(m->be, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
     }

@@ -29,7 +29,8 @@ typedef size_t hg_attention_scratch_fn(hg_backend *be, const hg_attention_shape 
  * Cost O(n (pos0 + n) C): one new token reads the cache once. */
 typedef struct hg_kv_shape {
     int pos0, n, Tc, NH, hs;
-    int NKV; /* 0 means NH */
+    int NKV;       /* 0 means NH */
+    float softcap; /* as hg_attention_shape's */
 } hg_kv_shape;
 typedef hg_status hg_attention_cached_fn(hg_backend *be, float *out, float *kcache, float *vcache,
                                          const float *qkv, const hg_kv_shape *s, void *scratch);

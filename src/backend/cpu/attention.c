@@ -250,6 +250,18 @@ static inline __attribute__((always_inline)) void softmax_row(float *row, int n,
     *l += sum;
 }
 
+/* A soft cap on a tile's raw scores (hs-term dots, not yet scaled): each z becomes
+ * cap tanh(z scale / cap) / scale in place, so that the softmax's scaling gives the
+ * capped score; with fac, fac[c] = 1 - tanh^2, the cap's derivative, for backward. */
+static void cap_scores(float *row, int n, float scale, float cap, float *fac) {
+    const float in = scale / cap, out = cap / scale;
+    for (int c = 0; c < n; c++) {
+        float t = tanhf(row[c] * in);
+        row[c] = out * t;
+        if (fac) fac[c] = 1.0f - t * t;
+    }
+}
+
 hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const float *qkv,
                                 const hg_attention_shape *s, void *scratch) {
     const qkv_layout q = layout_of(s);
@@ -282,6 +294,8 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                         tile_gemm(slab_rows(m, r0), r0 + SLAB, hs, Q + (size_t)r0 * hs, hs, 1, KTh + (size_t)j0 * hs, BK, S + r0 * BK, BK, 0);
                 else
                     tile_gemm(m, BK, hs, Q, hs, 1, KTh + (size_t)j0 * hs, BK, S, BK, 0);
+                if (s->softcap > 0)
+                    for (int r = 0; r < m; r++) cap_scores(S + r * BK, visible_keys(s, i0 + r, j0), scale, s->softcap, NULL);
                 if (!diag && nk == BK) /* every key of the block visible to every row */
                     for (int r = 0; r < m; r++) softmax_row(S + r * BK, BK, scale, mx + r, l + r, O + r * hs, hs);
                 else
@@ -393,12 +407,21 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                             tile_gemm(m, BK, hs, Q, hs, 1, KTh + (size_t)j0 * hs, BK, P, BK, 0);   /* S = Q K^T */
                             tile_gemm(m, BK, hs, dO, hs, 1, VTh + (size_t)j0 * hs, BK, dS, BK, 0);  /* dP = dO V^T */
                         }
-                        if (!diag && nk == BK)
+                        if (s->softcap > 0) { /* the scores capped again, dS times the cap's derivative */
+                            float fac[BK];
+                            for (int r = 0; r < m; r++) {
+                                const int n = visible_keys(s, i0 + r, j0);
+                                cap_scores(P + r * BK, n, scale, s->softcap, fac);
+                                grad_row(P + r * BK, dS + r * BK, n, scale, lse_h[i0 + r], D[i0 + r]);
+                                for (int c = 0; c < n; c++) dS[r * BK + c] *= fac[c];
+                            }
+                        } else if (!diag && nk == BK) {
                             for (int r = 0; r < m; r++) grad_row(P + r * BK, dS + r * BK, BK, scale, lse_h[i0 + r], D[i0 + r]);
-                        else
+                        } else {
                             for (int r = 0; r < m; r++)
                                 grad_row(P + r * BK, dS + r * BK, visible_keys(s, i0 + r, j0), scale, lse_h[i0 + r],
                                          D[i0 + r]);
+                        }
                         if (diag) {
                             /* query slab r0 sees keys up to r0 + SLAB; key slab c0 is seen from
                              * query c0 on */
@@ -483,7 +506,7 @@ hg_status cpu_attention_cached(hg_backend *be, float *out, float *kcache, float 
                 float dot = 0.0f;
                 #pragma omp simd reduction(+ : dot)
                 for (int d = 0; d < hs; d++) dot += q[d] * k[d];
-                sc[j] = dot * scale;
+                sc[j] = s->softcap > 0 ? s->softcap * tanhf(dot * scale / s->softcap) : dot * scale;
                 mx = sc[j] > mx ? sc[j] : mx;
             }
             #pragma omp simd reduction(+ : sum)

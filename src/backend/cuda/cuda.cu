@@ -241,6 +241,8 @@ static hg_status cuda_supports(const hg_config *c, const hg_options *) {
     if (hs > CUDA_MAX_HEAD_SIZE)
         return hg_fail(HG_ERR_UNSUPPORTED, "head_dim: the CUDA attention kernels take head sizes up to %d, this model's is %d; use "
                        "the CPU", CUDA_MAX_HEAD_SIZE, hs);
+    if (c->attn_softcap > 0)
+        return hg_fail(HG_ERR_UNSUPPORTED, "attn_softcap: the CUDA attention kernels do not cap scores yet; use the CPU");
     if (c->lm_head_bias)
         return hg_fail(HG_ERR_UNSUPPORTED, "lm_head_bias: the CUDA classifier has no bias yet; use the CPU");
     if (c->qk_norm_whole) /* the q/k norm kernel takes a warp per head */
