@@ -1,7 +1,8 @@
 /* Hugging Face Llama-family folders (tools/gen_hf_llama_fixture.py): a sharded bf16
  * LlamaForCausalLM with Llama 3.1's rope scaling, a tied fp32 Qwen2ForCausalLM with
  * q/k/v biases, an fp16 MistralForCausalLM with a sliding window, a bf16 GemmaForCausalLM,
- * an fp32 Gemma2ForCausalLM and an fp16 Phi3ForCausalLM. Each loads, its
+ * an fp32 Gemma2ForCausalLM, an fp16 Phi3ForCausalLM, a bf16 Olmo2ForCausalLM and an
+ * fp32 PhiForCausalLM (Phi-2). Each loads, its
  * logits match transformers' float32 logits, greedy decoding through the KV cache gives
  * transformers' 32 tokens, the tokenizer.json beside it gives the reference prompt's ids,
  * and export writes transformers' own tensors back bit for bit. Then bad folders, each
@@ -436,9 +437,11 @@ int main(void) {
     check_folder("hf_gemma", "GemmaForCausalLM", 1, 0, 0);   /* bf16, its norm weights offsets from 1 */
     check_folder("hf_gemma2", "Gemma2ForCausalLM", 0, 0, 0); /* the sandwich block, the logit cap */
     check_folder("hf_phi3", "Phi3ForCausalLM", 0, 1, 0);     /* fp16; fused qkv and gate|up; half a head rotates */
+    check_folder("hf_olmo2", "Olmo2ForCausalLM", 1, 0, 0);   /* bf16; the postnorm block, whole-width q/k norms */
+    check_folder("hf_phi", "PhiForCausalLM", 0, 0, 0);       /* Phi-2: the parallel block, LayerNorm, every bias */
     test_configs();
     check_family_round_trip("mlp=geglu,embed_scale=8,tied=true", "GemmaForCausalLM");
-    check_family_round_trip("mlp=geglu,embed_scale=8,block=sandwich,logit_softcap=3.5", "Gemma2ForCausalLM");
+    check_family_round_trip("mlp=geglu,embed_scale=8,block=sandwich,logit_softcap=3.5,attn_softcap=5", "Gemma2ForCausalLM");
     check_family_round_trip("rotary_dim=8", "Phi3ForCausalLM");
     check_family_round_trip("block=postnorm,qk_norm=true,qk_norm_whole=true", "Olmo2ForCausalLM");
     check_family_round_trip("block=parallel,norm=layernorm,mlp=gelu,qkv_bias=true,proj_bias=true,mlp_bias=true,"

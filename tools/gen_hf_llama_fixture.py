@@ -29,6 +29,16 @@ whose vocabulary sets the model's vocab_size:
   hf_phi3/     Phi3ForCausalLM: fused qkv_proj and gate_up_proj, partial_rotary_factor
                0.5 (8 of a head's 16 dims rotate), untied, float16, one file; the
                sentencepiece-style tokenizer.
+  hf_olmo2/    Olmo2ForCausalLM: the postnorm block (post_attention_layernorm and
+               post_feedforward_layernorm on the sublayers' outputs, no input norms),
+               q_norm over all 64 query values and k_norm over all 32 key values,
+               grouped-query attention 4/2, rope_theta 500000, untied, stored in bfloat16,
+               one file; the sentencepiece-style tokenizer.
+  hf_phi/      PhiForCausalLM (Phi-2): the parallel block (one LayerNorm, with a bias,
+               feeding attention and a gelu_new MLP), biases on every linear and on
+               lm_head, self_attn.dense, mlp.fc1/fc2 and model.final_layernorm,
+               partial_rotary_factor 0.5 (8 of a head's 16 dims rotate), no head_dim key,
+               untied, float32, one file; the sentencepiece-style tokenizer.
 
 and beside each folder, hf_<name>_reference.safetensors:
   tokens   I32 (T,)   the tokenizer's ids for PROMPT (with BOS when it adds one)
@@ -39,7 +49,8 @@ and beside each folder, hf_<name>_reference.safetensors:
                       at least 1e-3 so fp32 rounding cannot flip it
   __metadata__        prompt, margin (the smallest top-2 gap)
 
-Weights are drawn N(0, 0.2) (norm weights 1 + N(0, 0.1), biases N(0, 0.1)) so that the
+Weights are drawn N(0, 0.2) (norm weights 1 + N(0, 0.1), biases N(0, 0.1), a
+LayerNorm's bias too) so that the
 logits spread out and the greedy path is well separated; Gemma's stored norm weights are
 offsets from 1, drawn as (1 + N(0, 0.1)) - 1 in float32 (exact, and 1 + w is exact again)
 so that the norms multiply by the same 1 + N(0, 0.1), and its embeddings, which enter
@@ -55,8 +66,9 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM, GemmaConfig, GemmaForCausalLM,
-                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Olmo2Config,
+                          Olmo2ForCausalLM, PhiConfig, PhiForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
 
 PROMPT = "In the beginning God created the heaven and the earth."
 GREEDY = 32
@@ -106,6 +118,18 @@ FOLDERS = {
         hf=dict(COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, partial_rotary_factor=0.5,
                 original_max_position_embeddings=128, resid_pdrop=0.0, embd_pdrop=0.0, sliding_window=None),
         eos=["</s>"], bos="<s>"),
+    # OLMo 2 has no head_dim key: head 64 / 4 = 16.
+    "hf_olmo2": dict(
+        cls=(Olmo2Config, Olmo2ForCausalLM), tokenizer="sp", dtype=torch.bfloat16, shard=None, seed=3007,
+        hf=dict(COMMON, rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False, rope_theta=500000.0),
+        eos=["</s>"], bos="<s>"),
+    # Phi-2: no head_dim key (64 / 4 = 16), as many key/value heads as query heads, GELU's
+    # tanh approximation, its LayerNorm's epsilon named layer_norm_eps.
+    "hf_phi": dict(
+        cls=(PhiConfig, PhiForCausalLM), tokenizer="sp", dtype=torch.float32, shard=None, seed=3008,
+        hf=dict(COMMON, num_key_value_heads=4, hidden_act="gelu_new", layer_norm_eps=1e-5, tie_word_embeddings=False,
+                rope_theta=10000.0, partial_rotary_factor=0.5, qk_layernorm=False, resid_pdrop=0.0, embd_pdrop=0.0),
+        eos=["</s>"], bos="<s>"),
 }
 
 
@@ -128,7 +152,7 @@ def fill(model, seed, norm_offsets=False, embed_std=0.2):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name:
+            if "norm" in name and name.endswith(".weight"):  # a LayerNorm's bias is a bias
                 w = 1 + 0.1 * torch.randn(p.shape, generator=g)
                 p.copy_(w - 1 if norm_offsets else w)
             elif name.endswith(".bias"):

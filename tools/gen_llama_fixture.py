@@ -6,19 +6,26 @@ untied, no biases), Qwen2ForCausalLM (qwen2_bias: q/k/v bias, tied), Qwen3ForCau
 GemmaForCausalLM (gemma_geglu: GeGLU, embeddings times sqrt(hidden), (1 + w) norms,
 multi-query attention, tied), Gemma2ForCausalLM (gemma2_sandwich: Gemma's plus a norm on
 each sublayer's output, the sandwich block, and final_logit_softcapping; no attention
-cap, query_pre_attn_scalar = head_dim, a sliding window no shorter than the sequence)
-and Phi3ForCausalLM (phi3_partial: fused qkv_proj and gate_up_proj, rotary embedding on
-half of each head, untied), attn_implementation "eager", run in float64
+cap, query_pre_attn_scalar = head_dim, a sliding window no shorter than the sequence),
+Phi3ForCausalLM (phi3_partial: fused qkv_proj and gate_up_proj, rotary embedding on
+half of each head, untied), Olmo2ForCausalLM (olmo2_postnorm: the postnorm block, a norm
+on each sublayer's output and none on its input, q and k RMS-normalised over their whole
+width, grouped-query attention, untied) and PhiForCausalLM (phi2_parallel: Phi-2's
+parallel block, attention and a GELU MLP reading one LayerNorm, biases on every linear,
+the LayerNorms and the output layer, 12 of each head's 32 dims rotated, untied),
+attn_implementation "eager", run in float64
 (model.to(torch.float64)) from float32-drawn parameters: weights and biases N(0, 0.02),
 norm weights 1 + N(0, 0.1) as handgrad holds them (Gemma's stored offsets w are then
 N(0, 0.1)), drawn in handgrad's layout from a fixed seed.
 Even in a float64 model, transformers rounds RMSNorm's normalize, the rotary cos/sin and the
 eager softmax through float32 (and its labels loss too). The reference runs those three
-functions with only the casts removed, computes the loss itself from targets already aligned
-with tokens (no shift), and checks that stock transformers agrees to float32 rounding and that
-a forward written from the layout table and handgrad's config switches below agrees to 1e-12.
+functions with only the casts removed (Phi's nn.LayerNorm has none), computes the loss
+itself from targets already aligned with tokens (no shift), and checks that stock
+transformers agrees to float32 rounding and that a forward written from the layout table
+and handgrad's config switches below agrees to 1e-12.
 Usage: python3 tools/gen_llama_fixture.py [--out-dir tests/fixtures]
-           [--only llama_gqa|qwen2_bias|qwen3_qknorm|gemma_geglu|gemma2_sandwich|phi3_partial]
+           [--only llama_gqa|qwen2_bias|qwen3_qknorm|gemma_geglu|gemma2_sandwich|phi3_partial|
+                   olmo2_postnorm|phi2_parallel]
 
 Contents of each file (little-endian, row-major):
   tokens, targets        I32 (B, T); a target of -1 is ignored
@@ -34,37 +41,52 @@ then torch.optim.AdamW(foreach=False), with decay on the tensors of dim >= 2 onl
 is a 4-significant-bit value near the median unclipped norm that clips some steps, not all,
 with no pre-clip norm within 0.1% of it.
 
-handgrad names and layouts. Every linear weight is input-major (in, out), the transpose of
-nn.Linear's (out, in). C hidden, QD = NH*hs, KVD = NKV*hs, F intermediate, V vocab:
+handgrad names and layouts, in handgrad's order. Every linear weight is input-major
+(in, out), the transpose of nn.Linear's (out, in). C hidden, QD = NH*hs, KVD = NKV*hs,
+F intermediate, V vocab; transformers names below are under model.layers.{l}. in a block:
   wte.weight               (V, C)          model.embed_tokens.weight
-  h.{l}.ln_1.weight        (C)             layers[l].input_layernorm.weight
+  h.{l}.ln_1.weight        (C)             input_layernorm.weight  (not OLMo 2)
+  h.{l}.ln_1.bias          (C)             input_layernorm.bias  (Phi-2 only)
   h.{l}.attn.c_attn.weight (C, QD+2*KVD)   cat([q_proj, k_proj, v_proj].weight, 0).T;
                                            Phi-3: self_attn.qkv_proj.weight.T (q | k | v)
-  h.{l}.attn.c_attn.bias   (QD+2*KVD)      cat([q_proj, k_proj, v_proj].bias)  (Qwen2 only)
-  h.{l}.attn.q_norm.weight (hs)            self_attn.q_norm.weight  (Qwen3 only)
-  h.{l}.attn.k_norm.weight (hs)            self_attn.k_norm.weight  (Qwen3 only)
-  h.{l}.attn.c_proj.weight (QD, C)         o_proj.weight.T
-  h.{l}.attn.post_norm.weight (C)          post_attention_layernorm.weight  (Gemma 2 only:
-                                           its norm of the attention output)
+  h.{l}.attn.c_attn.bias   (QD+2*KVD)      cat([q_proj, k_proj, v_proj].bias)  (Qwen2, Phi-2)
+  h.{l}.attn.q_norm.weight (hs)            self_attn.q_norm.weight  (Qwen3; OLMo 2: (QD))
+  h.{l}.attn.k_norm.weight (hs)            self_attn.k_norm.weight  (Qwen3; OLMo 2: (KVD))
+  h.{l}.attn.c_proj.weight (QD, C)         o_proj.weight.T;  Phi-2: self_attn.dense.weight.T
+  h.{l}.attn.c_proj.bias   (C)             self_attn.dense.bias  (Phi-2 only)
+  h.{l}.attn.post_norm.weight (C)          post_attention_layernorm.weight  (Gemma 2 and
+                                           OLMo 2: their norm of the attention output)
   h.{l}.ln_2.weight        (C)             post_attention_layernorm.weight;
                                            Gemma 2: pre_feedforward_layernorm.weight
+                                           (none in OLMo 2 and Phi-2)
   h.{l}.mlp.c_fc.weight    (C, 2F)         cat([gate_proj, up_proj].weight, 0).T (gate | up);
-                                           Phi-3: gate_up_proj.weight.T (gate | up)
-  h.{l}.mlp.c_proj.weight  (F, C)          down_proj.weight.T
-  h.{l}.mlp.post_norm.weight (C)           post_feedforward_layernorm.weight  (Gemma 2 only)
-  ln_f.weight              (C)             model.norm.weight
+                                           Phi-3: gate_up_proj.weight.T (gate | up);
+                                           Phi-2: (C, F) mlp.fc1.weight.T
+  h.{l}.mlp.c_fc.bias      (F)             mlp.fc1.bias  (Phi-2 only)
+  h.{l}.mlp.c_proj.weight  (F, C)          down_proj.weight.T;  Phi-2: mlp.fc2.weight.T
+  h.{l}.mlp.c_proj.bias    (C)             mlp.fc2.bias  (Phi-2 only)
+  h.{l}.mlp.post_norm.weight (C)           post_feedforward_layernorm.weight  (Gemma 2, OLMo 2)
+  ln_f.weight              (C)             model.norm.weight;  Phi-2: model.final_layernorm.weight
+  ln_f.bias                (C)             model.final_layernorm.bias  (Phi-2 only)
   lm_head.weight           (V, C)          lm_head.weight (untied only; tied: wte is the
                                            output matrix and its gradient sums both uses)
+  lm_head.bias             (V)             lm_head.bias  (Phi-2 only)
 Gemma's and Gemma 2's RMSNorm computes x * rstd * (1 + w) and handgrad's x * rstd * w, so
 every norm weight there is 1 + the transformers weight (the gradients are the same).
 Columns of c_attn are q heads, then k heads, then v heads, hs each; query head h attends
 with key/value head h // (NH / NKV); scores are scaled by 1/sqrt(hs). RoPE rotates pairs
 (i, i + r/2) of the first r dims of each q and k head with frequencies theta^(-2i/r), r = hs
-or the config's rotary_dim (Phi-3: hs * partial_rotary_factor), the rest passing through,
-after Qwen3's q/k norm (an RMSNorm over each head's hs values). The config switches:
-mlp geglu is gelu_tanh(gate) * up; embed_scale multiplies the token embeddings on the way
-in; logit_softcap c gives logits c * tanh(logits / c); block sandwich is
-x + post_norm(sublayer(norm(x))) for each of attention and MLP.
+or the config's rotary_dim (Phi-3, Phi-2: int(hs * partial_rotary_factor)), the rest
+passing through, after the q/k norm: Qwen3's an RMSNorm over each head's hs values,
+OLMo 2's (qk_norm_whole) over all of q's QD values and all of k's KVD. The config
+switches: mlp geglu is gelu_tanh(gate) * up, mlp gelu gelu_tanh(c_fc(x)); norm layernorm
+is (x - mean) * rstd * w + b; embed_scale multiplies the token embeddings on the way in;
+logit_softcap c gives logits c * tanh(logits / c); lm_head_bias adds lm_head.bias to
+them. The blocks (A attention, M MLP, n a norm with its own weights):
+  prenorm   x = x + A(n(x)); x = x + M(n(x))
+  sandwich  x = x + n(A(n(x))); x = x + n(M(n(x)))
+  postnorm  x = x + n(A(x)); x = x + n(M(x))
+  parallel  u = n(x); x = x + A(u) + M(u)
 """
 import contextlib
 import json
@@ -79,10 +101,13 @@ import torch.nn.functional as F
 import transformers
 from safetensors.torch import load_file
 from transformers import (Gemma2Config, Gemma2ForCausalLM, GemmaConfig, GemmaForCausalLM, LlamaConfig, LlamaForCausalLM,
-                          Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          Olmo2Config, Olmo2ForCausalLM, PhiConfig, PhiForCausalLM, Phi3Config, Phi3ForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 from transformers.models.gemma import modeling_gemma
 from transformers.models.gemma2 import modeling_gemma2
 from transformers.models.llama import modeling_llama
+from transformers.models.olmo2 import modeling_olmo2
+from transformers.models.phi import modeling_phi
 from transformers.models.phi3 import modeling_phi3
 from transformers.models.qwen2 import modeling_qwen2
 from transformers.models.qwen3 import modeling_qwen3
@@ -139,14 +164,36 @@ FIXTURES = {
                 partial_rotary_factor=0.5, tie_word_embeddings=False, hidden_act="silu", resid_pdrop=0.0,
                 embd_pdrop=0.0, sliding_window=None, bos_token_id=None, eos_token_id=None),
         batch=3, seq_len=25, seed=2006),
+    # head 16 (hidden/heads: OLMo 2 has no head_dim key), 6 query heads on 2 key/value
+    # heads; q normalised over its 96 values and k over its 32; rope_theta 500000 as
+    # OLMo 2 ships it.
+    "olmo2_postnorm": dict(
+        arch="olmo2",
+        hf=dict(vocab_size=416, hidden_size=96, num_attention_heads=6, num_key_value_heads=2,
+                intermediate_size=144, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=500000.0, tie_word_embeddings=False, attention_bias=False, hidden_act="silu",
+                bos_token_id=None, eos_token_id=None),
+        batch=2, seq_len=33, seed=2007),
+    # head 32 (hidden/heads: Phi-2 has no head_dim key), partial_rotary_factor 0.4 as Phi-2
+    # ships it: int(32 * 0.4) = 12 dims of each head rotate; GELU's tanh approximation.
+    "phi2_parallel": dict(
+        arch="phi",
+        hf=dict(vocab_size=288, hidden_size=96, num_attention_heads=3, num_key_value_heads=3,
+                intermediate_size=160, num_hidden_layers=2, max_position_embeddings=64, layer_norm_eps=1e-5,
+                rope_theta=10000.0, partial_rotary_factor=0.4, tie_word_embeddings=False, hidden_act="gelu_new",
+                qk_layernorm=False, resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=None, eos_token_id=None),
+        batch=3, seq_len=21, seed=2008),
 }
 ARCH = {"llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
         "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2"),
         "qwen3": (Qwen3Config, Qwen3ForCausalLM, modeling_qwen3, "Qwen3"),
         "gemma": (GemmaConfig, GemmaForCausalLM, modeling_gemma, "Gemma"),
         "gemma2": (Gemma2Config, Gemma2ForCausalLM, modeling_gemma2, "Gemma2"),
-        "phi3": (Phi3Config, Phi3ForCausalLM, modeling_phi3, "Phi3")}
+        "phi3": (Phi3Config, Phi3ForCausalLM, modeling_phi3, "Phi3"),
+        "olmo2": (Olmo2Config, Olmo2ForCausalLM, modeling_olmo2, "Olmo2"),
+        "phi": (PhiConfig, PhiForCausalLM, modeling_phi, "Phi")}
 GEMMA = ("gemma", "gemma2")  # RMSNorm x * rstd * (1 + w), GeGLU, embeddings times sqrt(hidden)
+PARTIAL = ("phi3", "phi")  # partial_rotary_factor: the first int(hs * factor) dims of a head rotate
 
 
 # ------------------------------------------------------------------ the transformers model
@@ -160,7 +207,7 @@ def make_config(spec):
     rope = getattr(cfg, "rope_parameters", None)
     if rope is not None:  # transformers >= 5
         want = {"rope_type": "default", "rope_theta": hf["rope_theta"]}
-        if "partial_rotary_factor" in hf:  # Phi-3 keeps the rotated fraction of a head here
+        if "partial_rotary_factor" in hf:  # Phi-3 and Phi-2 keep the rotated fraction of a head here
             want["partial_rotary_factor"] = hf["partial_rotary_factor"]
         assert rope == want, rope
     else:
@@ -182,6 +229,11 @@ def make_config(spec):
         assert set(cfg.layer_types) <= {"full_attention", "sliding_attention"}
     if spec["arch"] == "phi3":
         assert cfg.sliding_window is None and cfg.hidden_act == "silu" and not hasattr(cfg, "head_dim")
+    if spec["arch"] == "olmo2":  # whole-width q/k norms, no biases, head_dim = hidden / heads
+        assert cfg.hidden_act == "silu" and not cfg.attention_bias and not hasattr(cfg, "head_dim")
+        assert cfg.num_key_value_heads < cfg.num_attention_heads
+    if spec["arch"] == "phi":  # handgrad's q/k norm is no LayerNorm of each head: none here
+        assert cfg.hidden_act == "gelu_new" and not cfg.qk_layernorm and not hasattr(cfg, "head_dim")
     return cfg
 
 
@@ -214,7 +266,7 @@ def exact_float64(arch):
         rope = getattr(cfg, "rope_parameters", None)
         theta = rope["rope_theta"] if rope else cfg.rope_theta
         hs = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        if rope and "partial_rotary_factor" in rope:  # Phi-3: the first hs * factor dims rotate
+        if rope and "partial_rotary_factor" in rope:  # Phi-3, Phi-2: the first hs * factor dims rotate
             hs = int(hs * rope["partial_rotary_factor"])
         inv_freq = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
         assert inv_freq.shape == self.inv_freq.shape
@@ -235,9 +287,12 @@ def exact_float64(arch):
         attn_output = torch.matmul(attn_weights, value_states).transpose(1, 2).contiguous()
         return attn_output, attn_weights
 
-    with mock.patch.object(getattr(mod, prefix + "RMSNorm"), "forward", gemma_rmsnorm if arch in GEMMA else rmsnorm), \
-            mock.patch.object(getattr(mod, prefix + "RotaryEmbedding"), "forward", rotary), \
-            mock.patch.object(mod, "eager_attention_forward", eager):
+    with contextlib.ExitStack() as stack:
+        if arch != "phi":  # Phi-2's norms are nn.LayerNorm, without casts
+            stack.enter_context(mock.patch.object(getattr(mod, prefix + "RMSNorm"), "forward",
+                                                  gemma_rmsnorm if arch in GEMMA else rmsnorm))
+        stack.enter_context(mock.patch.object(getattr(mod, prefix + "RotaryEmbedding"), "forward", rotary))
+        stack.enter_context(mock.patch.object(mod, "eager_attention_forward", eager))
         yield
 
 
@@ -253,52 +308,128 @@ def run(model, tokens, targets):
 
 # ------------------------------------------------------------------ handgrad's layout
 
+def handgrad_config(spec):
+    h, arch = spec["hf"], spec["arch"]
+    hs = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+    phi = arch == "phi"
+    cfg = {
+        "vocab_size": h["vocab_size"], "max_seq_len": h["max_position_embeddings"],
+        "n_layer": h["num_hidden_layers"], "n_head": h["num_attention_heads"],
+        "n_kv_head": h["num_key_value_heads"], "d_model": h["hidden_size"], "d_ff": h["intermediate_size"],
+        "head_dim": hs, "dropout": 0.0,
+        "norm": "layernorm" if phi else "rmsnorm", "norm_eps": h["layer_norm_eps" if phi else "rms_norm_eps"],
+        "position": "rope", "rope_theta": h["rope_theta"],
+        "mlp": "gelu" if phi else "geglu" if arch in GEMMA else "swiglu", "tied": h["tie_word_embeddings"],
+        "qkv_bias": arch in ("qwen2", "phi"), "proj_bias": phi, "mlp_bias": phi, "qk_norm": arch in ("qwen3", "olmo2"),
+    }
+    if arch in GEMMA:  # Gemma's normalizer, sqrt(hidden) rounded to float32 as transformers holds it
+        cfg["embed_scale"] = float(np.float32(math.sqrt(h["hidden_size"])))
+    if arch == "gemma2":
+        cfg["block"] = "sandwich"
+        cfg["logit_softcap"] = h["final_logit_softcapping"]
+    if arch == "olmo2":  # post norms only; q and k normalised over all their heads at once
+        cfg["block"] = "postnorm"
+        cfg["qk_norm_whole"] = True
+    if phi:  # one LayerNorm (with a bias) feeding attention and MLP; a biased output layer
+        cfg["block"] = "parallel"
+        cfg["norm_bias"] = True
+        cfg["lm_head_bias"] = True
+    if arch in PARTIAL:  # transformers truncates head_dim * partial_rotary_factor
+        cfg["rotary_dim"] = int(hs * h["partial_rotary_factor"])
+        assert cfg["rotary_dim"] % 2 == 0 and 0 < cfg["rotary_dim"] < hs
+    return cfg
+
+
 def handgrad_shapes(spec):
-    """handgrad name -> shape, in handgrad's order."""
-    h = spec["hf"]
-    C, NH, NKV, F_, V = (h["hidden_size"], h["num_attention_heads"], h["num_key_value_heads"],
-                         h["intermediate_size"], h["vocab_size"])
-    hs = h.get("head_dim") or C // NH
+    """handgrad name -> shape, in handgrad's order: the parameter table of
+    src/model/gpt.c (build_param_table) for this config."""
+    cfg = handgrad_config(spec)
+    C, NH, NKV, F_, V = cfg["d_model"], cfg["n_head"], cfg["n_kv_head"], cfg["d_ff"], cfg["vocab_size"]
+    hs, block = cfg["head_dim"], cfg.get("block", "prenorm")
     QD, KVD = NH * hs, NKV * hs
-    post = spec["arch"] == "gemma2"  # the sandwich block's norms of each sublayer's output
+    FI = F_ if cfg["mlp"] == "gelu" else 2 * F_  # gate | up for the gated MLPs
+    n1, n2 = block != "postnorm", block in ("prenorm", "sandwich")  # ln_1, ln_2
+    post = block in ("postnorm", "sandwich")  # the norms of each sublayer's output
+    nb = cfg["norm"] == "layernorm" and cfg.get("norm_bias", True)
+    whole = cfg.get("qk_norm_whole", False)
     shapes = {"wte.weight": (V, C)}
-    for l in range(h["num_hidden_layers"]):
+
+    def add(name, shape, on=True):
+        if on:
+            shapes[name] = shape
+
+    for l in range(cfg["n_layer"]):
         p = f"h.{l}."
-        shapes[p + "ln_1.weight"] = (C,)
-        shapes[p + "attn.c_attn.weight"] = (C, QD + 2 * KVD)
-        if spec["arch"] == "qwen2":
-            shapes[p + "attn.c_attn.bias"] = (QD + 2 * KVD,)
-        if spec["arch"] == "qwen3":
-            shapes[p + "attn.q_norm.weight"] = shapes[p + "attn.k_norm.weight"] = (hs,)
-        shapes[p + "attn.c_proj.weight"] = (QD, C)
-        if post:
-            shapes[p + "attn.post_norm.weight"] = (C,)
-        shapes[p + "ln_2.weight"] = (C,)
-        shapes[p + "mlp.c_fc.weight"] = (C, 2 * F_)
-        shapes[p + "mlp.c_proj.weight"] = (F_, C)
-        if post:
-            shapes[p + "mlp.post_norm.weight"] = (C,)
-    shapes["ln_f.weight"] = (C,)
-    if not h["tie_word_embeddings"]:
-        shapes["lm_head.weight"] = (V, C)
+        add(p + "ln_1.weight", (C,), n1)
+        add(p + "ln_1.bias", (C,), n1 and nb)
+        add(p + "attn.c_attn.weight", (C, QD + 2 * KVD))
+        add(p + "attn.c_attn.bias", (QD + 2 * KVD,), cfg["qkv_bias"])
+        add(p + "attn.q_norm.weight", (QD if whole else hs,), cfg["qk_norm"])
+        add(p + "attn.k_norm.weight", (KVD if whole else hs,), cfg["qk_norm"])
+        add(p + "attn.c_proj.weight", (QD, C))
+        add(p + "attn.c_proj.bias", (C,), cfg["proj_bias"])
+        add(p + "attn.post_norm.weight", (C,), post)
+        add(p + "attn.post_norm.bias", (C,), post and nb)
+        add(p + "ln_2.weight", (C,), n2)
+        add(p + "ln_2.bias", (C,), n2 and nb)
+        add(p + "mlp.c_fc.weight", (C, FI))
+        add(p + "mlp.c_fc.bias", (FI,), cfg["mlp_bias"])
+        add(p + "mlp.c_proj.weight", (F_, C))
+        add(p + "mlp.c_proj.bias", (C,), cfg["mlp_bias"])
+        add(p + "mlp.post_norm.weight", (C,), post)
+        add(p + "mlp.post_norm.bias", (C,), post and nb)
+    add("ln_f.weight", (C,))
+    add("ln_f.bias", (C,), nb)
+    add("lm_head.weight", (V, C), not cfg["tied"])
+    add("lm_head.bias", (V,), cfg.get("lm_head_bias", False))
     return shapes
 
 
-def split_sizes(spec):
-    h = spec["hf"]
+NORMS = ("ln_1", "ln_2", "ln_f", "attn.post_norm", "mlp.post_norm", "attn.q_norm", "attn.k_norm")
+
+
+def recipe(spec, name):
+    """The transformers tensors that handgrad parameter `name` is made of, as
+    (parts, transposed, norm): parts [(transformers name, rows)], stacked along their
+    first axis (q | k | v, gate | up); transposed: nn.Linear weights (out, in), so
+    handgrad's tensor is that stack transposed; norm: a norm weight (Gemma's offset)."""
+    arch, h = spec["arch"], spec["hf"]
     hs = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
-    return [h["num_attention_heads"] * hs, h["num_key_value_heads"] * hs, h["num_key_value_heads"] * hs]
+    QD, KVD, F_ = h["num_attention_heads"] * hs, h["num_key_value_heads"] * hs, h["intermediate_size"]
+    phi, phi3 = arch == "phi", arch == "phi3"
+    module, kind = name.rsplit(".", 1)
+    layer = module.startswith("h.")
+    if layer:
+        _, l, module = module.split(".", 2)
+        t = f"model.layers.{l}."
+    norm = module in NORMS
+    linear = not norm and kind == "weight" and layer
 
+    def one(hf_name):
+        return [(hf_name + "." + kind, None)], linear, norm and kind == "weight"
 
-def block_norms(spec):
-    """(handgrad suffix, transformers suffix) of each norm weight of a block."""
-    if spec["arch"] == "gemma2":
-        return [("ln_1", "input_layernorm"), ("attn.post_norm", "post_attention_layernorm"),
-                ("ln_2", "pre_feedforward_layernorm"), ("mlp.post_norm", "post_feedforward_layernorm")]
-    norms = [("ln_1", "input_layernorm"), ("ln_2", "post_attention_layernorm")]
-    if spec["arch"] == "qwen3":
-        norms += [("attn.q_norm", "self_attn.q_norm"), ("attn.k_norm", "self_attn.k_norm")]
-    return norms
+    if not layer:
+        return one({"wte": "model.embed_tokens", "lm_head": "lm_head",
+                    "ln_f": "model.final_layernorm" if phi else "model.norm"}[module])
+    if module == "attn.c_attn":
+        if phi3:
+            return one(t + "self_attn.qkv_proj")
+        return [(t + f"self_attn.{n}_proj.{kind}", r) for n, r in zip("qkv", (QD, KVD, KVD))], linear, False
+    if module == "mlp.c_fc" and not phi:
+        if phi3:
+            return one(t + "mlp.gate_up_proj")
+        return [(t + f"mlp.{n}_proj.{kind}", F_) for n in ("gate", "up")], linear, False
+    return one(t + {
+        "attn.c_proj": "self_attn.dense" if phi else "self_attn.o_proj",
+        "mlp.c_fc": "mlp.fc1",  # Phi-2's
+        "mlp.c_proj": "mlp.fc2" if phi else "mlp.down_proj",
+        "ln_1": "input_layernorm",
+        "ln_2": "pre_feedforward_layernorm" if arch == "gemma2" else "post_attention_layernorm",
+        "attn.post_norm": "post_attention_layernorm",  # Gemma 2, OLMo 2: on the attention's output
+        "mlp.post_norm": "post_feedforward_layernorm",
+        "attn.q_norm": "self_attn.q_norm",
+        "attn.k_norm": "self_attn.k_norm",
+    }[module])
 
 
 def norm_shift(spec, sign):
@@ -312,57 +443,29 @@ def norm_shift(spec, sign):
 def to_torch(spec, hg):
     """handgrad name -> tensor  to  transformers parameter name -> tensor (contiguous).
     Values only (Gemma's norm weights are shifted by 1)."""
-    qkv, F_ = split_sizes(spec), spec["hf"]["intermediate_size"]
-    shift, phi3 = norm_shift(spec, -1.0), spec["arch"] == "phi3"
-    out = {"model.embed_tokens.weight": hg["wte.weight"], "model.norm.weight": shift(hg["ln_f.weight"])}
-    if "lm_head.weight" in hg:
-        out["lm_head.weight"] = hg["lm_head.weight"]
-    for l in range(spec["hf"]["num_hidden_layers"]):
-        p, t = f"h.{l}.", f"model.layers.{l}."
-        for ours, theirs in block_norms(spec):
-            out[t + theirs + ".weight"] = shift(hg[p + ours + ".weight"])
-        if phi3:  # q | k | v already stacked in one projection
-            out[t + "self_attn.qkv_proj.weight"] = hg[p + "attn.c_attn.weight"].T
-        else:
-            for name, w in zip("qkv", hg[p + "attn.c_attn.weight"].T.split(qkv, dim=0)):
-                out[t + f"self_attn.{name}_proj.weight"] = w
-        if p + "attn.c_attn.bias" in hg:
-            for name, b in zip("qkv", hg[p + "attn.c_attn.bias"].split(qkv)):
-                out[t + f"self_attn.{name}_proj.bias"] = b
-        out[t + "self_attn.o_proj.weight"] = hg[p + "attn.c_proj.weight"].T
-        if phi3:  # gate | up in one projection, as handgrad's c_fc
-            out[t + "mlp.gate_up_proj.weight"] = hg[p + "mlp.c_fc.weight"].T
-        else:
-            gate, up = hg[p + "mlp.c_fc.weight"].T.split([F_, F_], dim=0)
-            out[t + "mlp.gate_proj.weight"], out[t + "mlp.up_proj.weight"] = gate, up
-        out[t + "mlp.down_proj.weight"] = hg[p + "mlp.c_proj.weight"].T
+    shift, out = norm_shift(spec, -1.0), {}
+    for name, v in hg.items():
+        parts, transposed, norm = recipe(spec, name)
+        v = shift(v) if norm else v
+        v = v.T if transposed else v
+        pieces = v.split([r for _, r in parts], dim=0) if len(parts) > 1 else [v]
+        assert sum(p.shape[0] for p in pieces) == v.shape[0]
+        for (theirs, _), piece in zip(parts, pieces):
+            assert theirs not in out, theirs
+            out[theirs] = piece
     return {k: v.contiguous() for k, v in out.items()}
 
 
 def to_handgrad(spec, tt, grad=False):
-    """transformers parameter name -> tensor  to  handgrad name -> tensor (contiguous).
-    grad: the tensors are gradients, which Gemma's norm offset does not change."""
-    shift, phi3 = norm_shift(spec, 0.0 if grad else 1.0), spec["arch"] == "phi3"
-    out = {"wte.weight": tt["model.embed_tokens.weight"], "ln_f.weight": shift(tt["model.norm.weight"])}
-    if not spec["hf"]["tie_word_embeddings"]:
-        out["lm_head.weight"] = tt["lm_head.weight"]
-    for l in range(spec["hf"]["num_hidden_layers"]):
-        p, t = f"h.{l}.", f"model.layers.{l}."
-        a = t + "self_attn."
-        for ours, theirs in block_norms(spec):
-            out[p + ours + ".weight"] = shift(tt[t + theirs + ".weight"])
-        if phi3:
-            out[p + "attn.c_attn.weight"] = tt[a + "qkv_proj.weight"].T
-        else:
-            out[p + "attn.c_attn.weight"] = torch.cat([tt[a + f"{n}_proj.weight"] for n in "qkv"], dim=0).T
-        if a + "q_proj.bias" in tt:
-            out[p + "attn.c_attn.bias"] = torch.cat([tt[a + f"{n}_proj.bias"] for n in "qkv"])
-        out[p + "attn.c_proj.weight"] = tt[a + "o_proj.weight"].T
-        if phi3:
-            out[p + "mlp.c_fc.weight"] = tt[t + "mlp.gate_up_proj.weight"].T
-        else:
-            out[p + "mlp.c_fc.weight"] = torch.cat([tt[t + "mlp.gate_proj.weight"], tt[t + "mlp.up_proj.weight"]]).T
-        out[p + "mlp.c_proj.weight"] = tt[t + "mlp.down_proj.weight"].T
+    """transformers parameter name -> tensor  to  handgrad name -> tensor (contiguous), in
+    handgrad's order. grad: the tensors are gradients, which Gemma's norm offset does not
+    change."""
+    shift, out = norm_shift(spec, 0.0 if grad else 1.0), {}
+    for name in handgrad_shapes(spec):
+        parts, transposed, norm = recipe(spec, name)
+        v = torch.cat([tt[theirs] for theirs, _ in parts], dim=0)
+        v = v.T if transposed else v
+        out[name] = shift(v) if norm else v
     return {k: v.contiguous() for k, v in out.items()}
 
 
@@ -391,12 +494,25 @@ def handgrad_forward(spec, hg, tokens):
     NH, NKV, hs, F_ = cfg["n_head"], cfg["n_kv_head"], cfg["head_dim"], cfg["d_ff"]
     eps, theta = cfg["norm_eps"], cfg["rope_theta"]
     rot = cfg.get("rotary_dim") or hs  # the first rot dims of a head rotate, the rest pass
-    cap, sandwich = cfg.get("logit_softcap", 0), cfg.get("block", "prenorm") == "sandwich"
+    cap, block = cfg.get("logit_softcap", 0), cfg.get("block", "prenorm")
     QD, KVD = NH * hs, NKV * hs
     B, T = tokens.shape
 
     def rms(x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def norm(x, name):  # a block's or the final norm, by handgrad name
+        w, b = hg[name + ".weight"], hg.get(name + ".bias")
+        if cfg["norm"] == "rmsnorm":
+            assert b is None
+            return rms(x, w)
+        mu = x.mean(-1, keepdim=True)
+        y = (x - mu) * torch.rsqrt((x - mu).pow(2).mean(-1, keepdim=True) + eps) * w
+        return y if b is None else y + b
+
+    def linear(x, name):
+        y = x @ hg[name + ".weight"]
+        return y + hg[name + ".bias"] if name + ".bias" in hg else y
 
     ang = torch.arange(T, dtype=torch.float64)[:, None] / theta ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot)
     cos, sin = ang.cos(), ang.sin()  # (T, rot/2)
@@ -405,36 +521,59 @@ def handgrad_forward(spec, hg, tokens):
         x1, x2, rest = x[..., : rot // 2], x[..., rot // 2: rot], x[..., rot:]
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
 
-    def act(g):
-        if cfg["mlp"] == "geglu":  # GELU's tanh approximation
-            return 0.5 * g * (1 + torch.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g.pow(3))))
-        assert cfg["mlp"] == "swiglu"
-        return F.silu(g)
+    def gelu_tanh(g):
+        return 0.5 * g * (1 + torch.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g.pow(3))))
 
     mask = torch.ones(T, T, dtype=torch.bool).tril()
+    kv_of = torch.arange(NH) // (NH // NKV)  # query head h uses key/value head h // (NH/NKV)
+
+    def attention(u, p):
+        qkv = linear(u, p + "attn.c_attn")
+        q, k, v = qkv[..., :QD], qkv[..., QD:QD + KVD], qkv[..., QD + KVD:]
+        if cfg["qk_norm"] and cfg.get("qk_norm_whole"):  # over all heads at once
+            q, k = rms(q, hg[p + "attn.q_norm.weight"]), rms(k, hg[p + "attn.k_norm.weight"])
+        q = q.reshape(B, T, NH, hs).transpose(1, 2)
+        k = k.reshape(B, T, NKV, hs).transpose(1, 2)
+        v = v.reshape(B, T, NKV, hs).transpose(1, 2)
+        if cfg["qk_norm"] and not cfg.get("qk_norm_whole"):  # per head
+            q, k = rms(q, hg[p + "attn.q_norm.weight"]), rms(k, hg[p + "attn.k_norm.weight"])
+        q, k = rope(q), rope(k)  # after the q/k norm
+        s = (q @ k[:, kv_of].transpose(-1, -2)) / math.sqrt(hs)
+        y = s.masked_fill(~mask, -math.inf).softmax(-1) @ v[:, kv_of]
+        return linear(y.transpose(1, 2).reshape(B, T, QD), p + "attn.c_proj")
+
+    def mlp(u, p):
+        h = linear(u, p + "mlp.c_fc")
+        if cfg["mlp"] == "gelu":
+            a = gelu_tanh(h)
+        elif cfg["mlp"] == "geglu":  # GELU's tanh approximation
+            a = gelu_tanh(h[..., :F_]) * h[..., F_:]
+        else:
+            assert cfg["mlp"] == "swiglu"
+            a = F.silu(h[..., :F_]) * h[..., F_:]
+        return linear(a, p + "mlp.c_proj")
+
     x = hg["wte.weight"][tokens.long()]
     if cfg.get("embed_scale"):
         x = x * cfg["embed_scale"]
     for l in range(cfg["n_layer"]):
         p = f"h.{l}."
-        qkv = rms(x, hg[p + "ln_1.weight"]) @ hg[p + "attn.c_attn.weight"]
-        if p + "attn.c_attn.bias" in hg:
-            qkv = qkv + hg[p + "attn.c_attn.bias"]
-        q = qkv[..., :QD].reshape(B, T, NH, hs).transpose(1, 2)
-        k = qkv[..., QD:QD + KVD].reshape(B, T, NKV, hs).transpose(1, 2)
-        if p + "attn.q_norm.weight" in hg:  # per head, before the rotation
-            q, k = rms(q, hg[p + "attn.q_norm.weight"]), rms(k, hg[p + "attn.k_norm.weight"])
-        q, k = rope(q), rope(k)
-        v = qkv[..., QD + KVD:].reshape(B, T, NKV, hs).transpose(1, 2)
-        kv_of = torch.arange(NH) // (NH // NKV)  # query head h uses key/value head h // (NH/NKV)
-        s = (q @ k[:, kv_of].transpose(-1, -2)) / math.sqrt(hs)
-        y = s.masked_fill(~mask, -math.inf).softmax(-1) @ v[:, kv_of]
-        a = y.transpose(1, 2).reshape(B, T, QD) @ hg[p + "attn.c_proj.weight"]
-        x = x + (rms(a, hg[p + "attn.post_norm.weight"]) if sandwich else a)
-        gu = rms(x, hg[p + "ln_2.weight"]) @ hg[p + "mlp.c_fc.weight"]
-        m = (act(gu[..., :F_]) * gu[..., F_:]) @ hg[p + "mlp.c_proj.weight"]
-        x = x + (rms(m, hg[p + "mlp.post_norm.weight"]) if sandwich else m)
-    logits = rms(x, hg["ln_f.weight"]) @ hg.get("lm_head.weight", hg["wte.weight"]).T
+        if block == "prenorm":
+            x = x + attention(norm(x, p + "ln_1"), p)
+            x = x + mlp(norm(x, p + "ln_2"), p)
+        elif block == "sandwich":
+            x = x + norm(attention(norm(x, p + "ln_1"), p), p + "attn.post_norm")
+            x = x + norm(mlp(norm(x, p + "ln_2"), p), p + "mlp.post_norm")
+        elif block == "postnorm":
+            x = x + norm(attention(x, p), p + "attn.post_norm")
+            x = x + norm(mlp(x, p), p + "mlp.post_norm")
+        else:
+            assert block == "parallel"
+            u = norm(x, p + "ln_1")
+            x = x + attention(u, p) + mlp(u, p)
+    logits = norm(x, "ln_f") @ hg.get("lm_head.weight", hg["wte.weight"]).T
+    if cfg.get("lm_head_bias"):
+        logits = logits + hg["lm_head.bias"]
     return cap * torch.tanh(logits / cap) if cap else logits
 
 
@@ -453,29 +592,6 @@ def draw_params(spec, rng):
             v = np.float32(0.02) * z
         params[name] = torch.from_numpy(v)
     return params
-
-
-def handgrad_config(spec):
-    h, arch = spec["hf"], spec["arch"]
-    hs = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
-    cfg = {
-        "vocab_size": h["vocab_size"], "max_seq_len": h["max_position_embeddings"],
-        "n_layer": h["num_hidden_layers"], "n_head": h["num_attention_heads"],
-        "n_kv_head": h["num_key_value_heads"], "d_model": h["hidden_size"], "d_ff": h["intermediate_size"],
-        "head_dim": hs, "dropout": 0.0,
-        "norm": "rmsnorm", "norm_eps": h["rms_norm_eps"], "position": "rope", "rope_theta": h["rope_theta"],
-        "mlp": "geglu" if arch in GEMMA else "swiglu", "tied": h["tie_word_embeddings"], "qkv_bias": arch == "qwen2",
-        "proj_bias": False, "mlp_bias": False, "qk_norm": arch == "qwen3",
-    }
-    if arch in GEMMA:  # Gemma's normalizer, sqrt(hidden) rounded to float32 as transformers holds it
-        cfg["embed_scale"] = float(np.float32(math.sqrt(h["hidden_size"])))
-    if arch == "gemma2":
-        cfg["block"] = "sandwich"
-        cfg["logit_softcap"] = h["final_logit_softcapping"]
-    if arch == "phi3":  # transformers truncates head_dim * partial_rotary_factor
-        cfg["rotary_dim"] = int(hs * h["partial_rotary_factor"])
-        assert cfg["rotary_dim"] % 2 == 0 and 0 < cfg["rotary_dim"] < hs
-    return cfg
 
 
 def rel_err(a, b):
