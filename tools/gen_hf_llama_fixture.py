@@ -22,7 +22,8 @@ whose vocabulary sets the model's vocab_size:
                stored in bfloat16, one file; the sentencepiece-style tokenizer.
   hf_gemma2/   Gemma2ForCausalLM: Gemma's plus the sandwich block (four norms a layer),
                final_logit_softcapping 2 (the largest logit, 1.7, is capped to 1.4),
-               attn_logit_softcapping null, query_pre_attn_scalar = head_dim = 16,
+               attn_logit_softcapping 2 (it bends scores of a few units),
+               query_pre_attn_scalar = head_dim = 16,
                sliding_window 96 on every other layer (layer_types as transformers
                writes them; the prompt and its 32 tokens fit in the window), tied,
                float32, one file; the sentencepiece-style tokenizer.
@@ -111,7 +112,7 @@ FOLDERS = {
         norm_offsets=True, embed_std=0.05,
         hf=dict(GEMMA_COMMON, head_dim=16, query_pre_attn_scalar=16, hidden_activation="gelu_pytorch_tanh",
                 rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False, rope_theta=10000.0,
-                final_logit_softcapping=2.0, attn_logit_softcapping=None, sliding_window=96),
+                final_logit_softcapping=2.0, attn_logit_softcapping=2.0, sliding_window=96),
         eos=["</s>"], bos="<s>"),
     "hf_phi3": dict(
         cls=(Phi3Config, Phi3ForCausalLM), tokenizer="sp", dtype=torch.float16, shard=None, seed=3006,

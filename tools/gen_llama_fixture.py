@@ -5,8 +5,8 @@ untied, no biases), Qwen2ForCausalLM (qwen2_bias: q/k/v bias, tied), Qwen3ForCau
 (qwen3_qknorm: RMSNorm of each q and k head, head_dim above hidden/heads, tied),
 GemmaForCausalLM (gemma_geglu: GeGLU, embeddings times sqrt(hidden), (1 + w) norms,
 multi-query attention, tied), Gemma2ForCausalLM (gemma2_sandwich: Gemma's plus a norm on
-each sublayer's output, the sandwich block, and final_logit_softcapping; no attention
-cap, query_pre_attn_scalar = head_dim, a sliding window no shorter than the sequence),
+each sublayer's output, the sandwich block, final_logit_softcapping and
+attn_logit_softcapping (both caps bend what they cap), query_pre_attn_scalar = head_dim, a sliding window no shorter than the sequence),
 Phi3ForCausalLM (phi3_partial: fused qkv_proj and gate_up_proj, rotary embedding on
 half of each head, untied), Olmo2ForCausalLM (olmo2_postnorm: the postnorm block, a norm
 on each sublayer's output and none on its input, q and k RMS-normalised over their whole
@@ -152,7 +152,7 @@ FIXTURES = {
         hf=dict(vocab_size=416, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
                 intermediate_size=96, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
                 rope_theta=10000.0, tie_word_embeddings=True, attention_bias=False,
-                hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32, attn_logit_softcapping=None,
+                hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32, attn_logit_softcapping=0.03,
                 final_logit_softcapping=0.75, sliding_window=64),
         batch=2, seq_len=27, seed=2005),
     # head 32, partial_rotary_factor 0.5: the first 16 dims of each head rotate.
@@ -221,9 +221,9 @@ def make_config(spec):
         act = cfg.hidden_activation if spec["arch"] == "gemma2" else cfg.hidden_act
         assert act == "gelu_pytorch_tanh" and not cfg.attention_bias and not cfg.use_bidirectional_attention
     if spec["arch"] == "gemma2":
-        # handgrad neither caps scores nor scales them by anything but 1/sqrt(head_dim), and
-        # a window at least as long as any sequence here leaves sliding layers causal.
-        assert cfg.attn_logit_softcapping is None and cfg.query_pre_attn_scalar == cfg.head_dim
+        # handgrad scales scores by 1/sqrt(head_dim) only, and a window at least as long as
+        # any sequence here leaves sliding layers causal.
+        assert cfg.attn_logit_softcapping == hf["attn_logit_softcapping"] and cfg.query_pre_attn_scalar == cfg.head_dim
         assert cfg.final_logit_softcapping == hf["final_logit_softcapping"] > 0
         assert cfg.sliding_window >= cfg.max_position_embeddings >= spec["seq_len"]
         assert set(cfg.layer_types) <= {"full_attention", "sliding_attention"}
@@ -276,10 +276,11 @@ def exact_float64(arch):
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
     def eager(module, query, key, value, attention_mask, scaling, dropout=0.0, softcap=None, **kwargs):
-        assert softcap is None, "handgrad's attention does not cap scores"  # Gemma 2's attn_logit_softcapping
         key_states = mod.repeat_kv(key, module.num_key_value_groups)
         value_states = mod.repeat_kv(value, module.num_key_value_groups)
         attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+        if softcap is not None:  # Gemma 2's attn_logit_softcapping
+            attn_weights = softcap * torch.tanh(attn_weights / softcap)
         if attention_mask is not None:
             attn_weights = attn_weights + attention_mask
         attn_weights = F.softmax(attn_weights, dim=-1)
@@ -327,6 +328,8 @@ def handgrad_config(spec):
     if arch == "gemma2":
         cfg["block"] = "sandwich"
         cfg["logit_softcap"] = h["final_logit_softcapping"]
+        if h.get("attn_logit_softcapping"):
+            cfg["attn_softcap"] = h["attn_logit_softcapping"]
     if arch == "olmo2":  # post norms only; q and k normalised over all their heads at once
         cfg["block"] = "postnorm"
         cfg["qk_norm_whole"] = True
@@ -486,11 +489,14 @@ def build(spec, hg, dtype):
     return model
 
 
-def handgrad_forward(spec, hg, tokens):
+def handgrad_forward(spec, hg, tokens, attn_cap=True):
     """An independent float64 forward over the handgrad-layout tensors, written from the
     layout table and driven by handgrad's config (the fixture's metadata), not from
-    transformers, used only to check the mapping both ways."""
+    transformers, used only to check the mapping both ways (attn_cap False: without the
+    attention scores' cap, to show that it bends them)."""
     cfg = handgrad_config(spec)
+    if not attn_cap:
+        cfg.pop("attn_softcap", None)
     NH, NKV, hs, F_ = cfg["n_head"], cfg["n_kv_head"], cfg["head_dim"], cfg["d_ff"]
     eps, theta = cfg["norm_eps"], cfg["rope_theta"]
     rot = cfg.get("rotary_dim") or hs  # the first rot dims of a head rotate, the rest pass
@@ -539,6 +545,8 @@ def handgrad_forward(spec, hg, tokens):
             q, k = rms(q, hg[p + "attn.q_norm.weight"]), rms(k, hg[p + "attn.k_norm.weight"])
         q, k = rope(q), rope(k)  # after the q/k norm
         s = (q @ k[:, kv_of].transpose(-1, -2)) / math.sqrt(hs)
+        if cfg.get("attn_softcap"):
+            s = cfg["attn_softcap"] * torch.tanh(s / cfg["attn_softcap"])
         y = s.masked_fill(~mask, -math.inf).softmax(-1) @ v[:, kv_of]
         return linear(y.transpose(1, 2).reshape(B, T, QD), p + "attn.c_proj")
 
@@ -667,6 +675,11 @@ def generate(name, spec, out_dir):
     # Independent check of the layout: a forward written from the table, on handgrad tensors.
     hg64 = {k: v.double().requires_grad_() for k, v in params.items()}
     ref_logits = handgrad_forward(spec, hg64, tokens)
+    if handgrad_config(spec).get("attn_softcap"):  # the score cap must matter
+        with torch.no_grad():
+            bent = (handgrad_forward(spec, hg64, tokens, attn_cap=False) - ref_logits).abs().max().item()
+        print(f"{name}: attn_softcap {handgrad_config(spec)['attn_softcap']}: logits move by {bent:.3e} without it")
+        assert bent > 1e-3 * ref_logits.abs().max().item(), f"{name}: the attention cap hardly matters"
     loss_fn(ref_logits, targets).backward()
     ind_logits = ((ref_logits.detach() - logits).abs().max() / logits.abs().max()).item()
     ind_grad = max(rel_err(hg64[k].grad, grads[k]) for k in grads)
