@@ -474,10 +474,12 @@ const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
 }
 
 hf_arch hf_arch_default(const hg_config *c) {
-    static const hf_arch order[] = {HF_GPT2, HF_GEMMA2, HF_GEMMA, HF_PHI, HF_PHI3, HF_OLMO2, HF_QWEN3, HF_QWEN2};
+    /* Phi-3 holds every Llama without biases: it is the default only for what Llama cannot
+     * hold, a partial rotary embedding */
+    static const hf_arch order[] = {HF_GPT2, HF_GEMMA2, HF_GEMMA, HF_PHI, HF_OLMO2, HF_QWEN3, HF_QWEN2};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (!hf_arch_cannot(order[i], c)) return order[i];
-    return HF_LLAMA;
+    return c->rotary_dim && !hf_arch_cannot(HF_PHI3, c) ? HF_PHI3 : HF_LLAMA;
 }
 
 char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const char *dtype) {
