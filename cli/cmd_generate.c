@@ -36,7 +36,7 @@ typedef struct gen_args {
 #define O(field) offsetof(gen_args, field)
 static const cli_opt gen_options[] = {
     {"model", CLI_STR, O(model), "PATH", 0, 0, 0,
-     "a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3), or a handgrad checkpoint: a weights "
+     "a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Phi-2, Phi-3, OLMo 2), or a handgrad checkpoint: a weights "
      ".safetensors file, a ckpt_N folder, or a run folder (its newest checkpoint) (required)"},
     {"prompt", CLI_STR, O(prompt), "TEXT", 0, 0, CLI_TEXT,
      "the prompt (default: all of stdin), after the tokenizer's BOS when its tokenizer.json adds one; empty: "

@@ -26,7 +26,7 @@ static const cli_opt defs[] = {
     {"init-from", CLI_STR, F(init_from), "CKPT", 0, 0, CLI_SAVED,
      "start from these weights: a checkpoint or run folder, or a .safetensors"},
     {"init-from-hf", CLI_STR, F(init_from_hf), "DIR", 0, 0, CLI_SAVED,
-     "start from a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3)"},
+     "start from a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Phi-2, Phi-3, OLMo 2)"},
     {"Data", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"train", CLI_STR, F(train), "GLOB", 0, 0, CLI_SAVED, "training token shards, e.g. 'data/kjv/train_*.bin' (required)"},
     {"val", CLI_STR, F(val), "GLOB", 0, 0, CLI_SAVED, "validation shards (evaluation needs them)"},

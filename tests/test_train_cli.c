@@ -897,6 +897,8 @@ int main(int argc, char **argv) {
     band_resume_exact();
     fine_tune_hf("hf_qwen2", "Qwen2ForCausalLM");
     fine_tune_hf("hf_llama", "LlamaForCausalLM");
+    fine_tune_hf("hf_gemma2", "Gemma2ForCausalLM"); /* the sandwich block and both caps */
+    fine_tune_hf("hf_phi", "PhiForCausalLM");       /* the parallel block and lm_head's bias */
     sigint_then_resume();
     two_writers();
     resume_guards();
