@@ -300,19 +300,24 @@ static hg_status set_partial(hfc *c, hg_config *cfg, double partial) {
     return HG_OK;
 }
 
-/* Phi-2: the parallel block of LayerNorm, attention and a GELU MLP, biases on every
- * linear (the output layer's too), a partial rotary embedding (half a head by default). */
-static hg_status parse_phi(hfc *c, hg_config *cfg) {
-    int heads, tied = 0;
+/* The sizes every class but GPT-2 writes the same way; head_dim and max_position_embeddings
+ * default to the class's values when absent. */
+static hg_status parse_sizes(hfc *c, hg_config *cfg, int head_dim, int max_pos) {
     HG_TRY(get_int(c, "vocab_size", -1, &cfg->vocab_size));
     HG_TRY(get_int(c, "hidden_size", -1, &cfg->d_model));
     HG_TRY(get_int(c, "intermediate_size", -1, &cfg->d_ff));
     HG_TRY(get_int(c, "num_hidden_layers", -1, &cfg->n_layer));
-    HG_TRY(get_int(c, "num_attention_heads", -1, &heads));
-    cfg->n_head = heads;
-    HG_TRY(get_int(c, "num_key_value_heads", heads, &cfg->n_kv_head));
-    HG_TRY(get_int(c, "head_dim", 0, &cfg->head_dim));
-    HG_TRY(get_int(c, "max_position_embeddings", 2048, &cfg->max_seq_len));
+    HG_TRY(get_int(c, "num_attention_heads", -1, &cfg->n_head));
+    HG_TRY(get_int(c, "num_key_value_heads", cfg->n_head, &cfg->n_kv_head));
+    HG_TRY(get_int(c, "head_dim", head_dim, &cfg->head_dim));
+    return get_int(c, "max_position_embeddings", max_pos, &cfg->max_seq_len);
+}
+
+/* Phi-2: the parallel block of LayerNorm, attention and a GELU MLP, biases on every
+ * linear (the output layer's too), a partial rotary embedding (half a head by default). */
+static hg_status parse_phi(hfc *c, hg_config *cfg) {
+    int tied = 0;
+    HG_TRY(parse_sizes(c, cfg, 0, 2048));
     cfg->norm_eps = 1e-5f;
     HG_TRY(get_num(c, c->j, "layer_norm_eps", 1.0, &cfg->norm_eps));
     double partial = 0.5; /* PhiConfig's default */
@@ -331,19 +336,14 @@ static hg_status parse_phi(hfc *c, hg_config *cfg) {
 }
 
 static hg_status parse_llama(hfc *c, hf_arch a, hg_config *cfg) {
-    int heads, tied = 0, attn_bias = 0, mlp_bias = 0;
+    int tied = 0, attn_bias = 0, mlp_bias = 0;
     const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
-    HG_TRY(get_int(c, "vocab_size", -1, &cfg->vocab_size));
-    HG_TRY(get_int(c, "hidden_size", -1, &cfg->d_model));
-    HG_TRY(get_int(c, "intermediate_size", -1, &cfg->d_ff));
-    HG_TRY(get_int(c, "num_hidden_layers", -1, &cfg->n_layer));
-    HG_TRY(get_int(c, "num_attention_heads", -1, &heads));
-    cfg->n_head = heads;
-    HG_TRY(get_int(c, "num_key_value_heads", heads, &cfg->n_kv_head));
-    HG_TRY(get_int(c, "head_dim", gemma ? 256 : 0, &cfg->head_dim));
-    HG_TRY(get_int(c, "max_position_embeddings",
-                   a == HF_LLAMA || a == HF_OLMO2 ? 2048 : a == HF_MISTRAL ? 131072 : gemma ? 8192 : a == HF_PHI3 ? 4096 : 32768,
-                   &cfg->max_seq_len));
+    HG_TRY(parse_sizes(c, cfg, gemma ? 256 : 0,
+                       a == HF_LLAMA || a == HF_OLMO2 ? 2048
+                       : a == HF_MISTRAL             ? 131072
+                       : gemma                       ? 8192
+                       : a == HF_PHI3                ? 4096
+                                                     : 32768));
     cfg->norm_eps = a == HF_PHI3 || a == HF_OLMO2 ? 1e-5f : 1e-6f;
     HG_TRY(get_num(c, c->j, "rms_norm_eps", 1.0, &cfg->norm_eps));
     double partial = 1.0;
