@@ -136,7 +136,8 @@ static hg_status attention_backward_in(hg_model *m, int l, float *din, const flo
 /* A post norm (half 0: attn.post_norm, 1: mlp.post_norm; postnorm and sandwich blocks):
  * where its branch writes (A_POST1/A_POST2, its saved input; S_PROJ without one), its
  * forward into S_POST, and its backward from dy into S_DPOST. Without post norms the
- * branch output and its gradient pass through. */
+ * branch output and its gradient pass through. Its mean and rstd follow its input in
+ * enum gpt_act (a + 1, a + 2). */
 static float *branch_out(hg_model *m, int l, int half) {
     return gpt_has_post_norm(&m->cfg) ? gpt_act(m, half ? A_POST2 : A_POST1, l) : gpt_act(m, S_PROJ, 0);
 }
