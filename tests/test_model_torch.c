@@ -11,7 +11,7 @@
  * tools/gen_llama_fixture.py. The model's config comes from the fixture's metadata
  * through hg_config_set, field by field.
  *
- * Then the GPT-2, Llama, Qwen2 and Qwen3 fixtures again with the CPU in bf16 (bf16
+ * Then every fixture again with the CPU in bf16 (bf16
  * weights and activations, fp32 masters and gradients), against the same float64 reference:
  *   loss, and the loss of each of the ten AdamW steps   1e-2 relative
  *   gradients            per tensor: cosine similarity with the reference >= 0.999
@@ -351,11 +351,11 @@ int main(void) {
     check_fixture("fixtures/phi3_partial.safetensors");
     check_fixture("fixtures/olmo2_postnorm.safetensors");
     check_fixture("fixtures/phi2_parallel.safetensors");
-    /* bf16 not yet for the Gemma, Gemma 2, Phi-3, OLMo 2 and Phi-2 fixtures: they have no
-     * autocast run in tests/fixtures/autocast.json */
-    static const char *const bf16[] = {"fixtures/gpt2_odd.safetensors", "fixtures/gpt2_tiny.safetensors",
-                                       "fixtures/llama_gqa.safetensors", "fixtures/qwen2_bias.safetensors",
-                                       "fixtures/qwen3_qknorm.safetensors"};
+    static const char *const bf16[] = {"fixtures/gpt2_odd.safetensors",       "fixtures/gpt2_tiny.safetensors",
+                                       "fixtures/llama_gqa.safetensors",      "fixtures/qwen2_bias.safetensors",
+                                       "fixtures/qwen3_qknorm.safetensors",   "fixtures/gemma_geglu.safetensors",
+                                       "fixtures/gemma2_sandwich.safetensors", "fixtures/phi3_partial.safetensors",
+                                       "fixtures/olmo2_postnorm.safetensors", "fixtures/phi2_parallel.safetensors"};
     for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++) check_fixture_bf16(bf16[i]);
     CHECK_DONE();
 }

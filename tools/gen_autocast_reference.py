@@ -2,11 +2,12 @@
 trajectory of each model fixture, the yardstick for handgrad's bf16 training in the C tests.
 
 For each of gpt2_odd, gpt2_tiny (tools/gen_gpt2_fixture.py) and llama_gqa, qwen2_bias,
-qwen3_qknorm (tools/gen_llama_fixture.py), the reference model of its generator is built in
-float32 from the fixture's initial parameters (param.<name>, handgrad's layout, mapped with the
+qwen3_qknorm, gemma_geglu, gemma2_sandwich, phi3_partial, olmo2_postnorm, phi2_parallel
+(tools/gen_llama_fixture.py), the reference model of its generator is built in float32 from
+the fixture's initial parameters (param.<name>, handgrad's layout, mapped with the
 generator's own functions): torch_gpt2.GPT (attn_impl "math") for GPT-2, and transformers'
-stock LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM (eager attention, with its
-float32 casts left in) for the rest. It then takes the fixture's 10 AdamW steps on the
+stock classes (LlamaForCausalLM ... PhiForCausalLM; eager attention, with their float32
+casts left in) for the rest. It then takes the fixture's 10 AdamW steps on the
 fixture's tokens and targets, with the forward and the loss under
 torch.autocast("cpu", dtype=torch.bfloat16) and the backward outside it, recording the loss
 before each update. The update rule is the generators': torch.nn.utils.clip_grad_norm_ with
@@ -17,6 +18,8 @@ mean cross-entropy over targets already aligned with tokens, -1 ignored.
 As a check of the mapping and the update rule, the same 10 steps run first in plain float32
 and must match the fixture's float64 adamw.losses to 1e-4 relative; otherwise nothing is
 written and the script exits non-zero.
+Rerunning it leaves the existing entries' numbers as they were (checked 2026-11-27 when
+the five newer fixtures were added).
 Usage: python3 tools/gen_autocast_reference.py [--out tests/fixtures/autocast.json]
                                                [--fixtures-dir tests/fixtures]
 
@@ -44,7 +47,9 @@ import gen_llama_fixture as llama  # noqa: E402
 from torch_gpt2 import GPTConfig  # noqa: E402
 
 FIXTURES = ["gpt2_odd.safetensors", "gpt2_tiny.safetensors", "llama_gqa.safetensors",
-            "qwen2_bias.safetensors", "qwen3_qknorm.safetensors"]
+            "qwen2_bias.safetensors", "qwen3_qknorm.safetensors", "gemma_geglu.safetensors",
+            "gemma2_sandwich.safetensors", "phi3_partial.safetensors", "olmo2_postnorm.safetensors",
+            "phi2_parallel.safetensors"]
 STEPS = gpt2.ADAMW_STEPS
 FLOAT32_TOL = 1e-4  # plain float32 against the float64 trajectory, relative per step
 NOTE = ("float32 model under torch.autocast cpu bfloat16, 10 AdamW steps from each "

@@ -159,7 +159,7 @@ static const char *const gelu_tanh_names[] = {"gelu_new", "gelu_pytorch_tanh", "
 static const char *const silu_names[] = {"silu", "swish", NULL};
 
 static hg_status parse_gpt2(hfc *c, hg_config *cfg) {
-    int n_ctx, tied;
+    int n_ctx, tied = 1;
     HG_TRY(get_int(c, "n_ctx", 0, &n_ctx));
     HG_TRY(get_int(c, "vocab_size", -1, &cfg->vocab_size));
     HG_TRY(get_int(c, "n_positions", n_ctx > 0 ? n_ctx : -1, &cfg->max_seq_len));
