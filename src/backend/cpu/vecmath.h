@@ -20,15 +20,9 @@ float expf(float x);
 float tanhf(float x);
 #endif
 
-/* GELU's tanh form and its derivative (GELU, and GeGLU's gate), inlined into the callers'
- * `omp simd` loops so that tanhf takes the vector variant. */
-#define HG_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define HG_GELU_A 0.044715f
-static inline float hg_gelu(float x) { return 0.5f * x * (1.0f + tanhf(HG_GELU_K * (x + HG_GELU_A * x * x * x))); }
-static inline float hg_gelu_grad(float x) {
-    float th = tanhf(HG_GELU_K * (x + HG_GELU_A * x * x * x));
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * HG_GELU_K * (1.0f + 3.0f * HG_GELU_A * x * x);
-}
+/* GELU's tanh form and its derivative (GELU, and GeGLU's gate), after the declarations
+ * above, so that tanhf takes the vector variant where they inline into `omp simd` loops. */
+#include "ops/gelu_math.h"
 
 /* a * b + c, fused where the target has FMA (-std=c17 forbids the compiler to contract). */
 #if defined(__FMA__)

@@ -13,7 +13,7 @@ __global__ void gated_forward_kernel(T *out /* (N,F) */, const T *pre /* (N,2F) 
     const size_t n = (size_t)N * F;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const T *g = pre + i / F * 2 * F + i % F, *u = g + F;
-        float x = to_f(*g), a = GELU ? gelu_f(x) : x / (1.0f + expf(-x));
+        float x = to_f(*g), a = GELU ? hg_gelu(x) : x / (1.0f + expf(-x));
         out[i] = from_f<T>(a * to_f(*u));
     }
 }
@@ -27,8 +27,8 @@ __global__ void gated_backward_kernel(T *dpre /* (N,2F) */, const T *pre /* (N,2
         const size_t j = i / F * 2 * F + i % F; /* gate at j, up at j + F */
         float g = to_f(pre[j]), u = to_f(pre[j + F]), dy = to_f(dout[i]);
         if (GELU) {
-            dpre[j] = from_f<T>(dy * u * gelu_grad_f(g));
-            dpre[j + F] = from_f<T>(dy * gelu_f(g));
+            dpre[j] = from_f<T>(dy * u * hg_gelu_grad(g));
+            dpre[j + F] = from_f<T>(dy * hg_gelu(g));
         } else {
             float sg = 1.0f / (1.0f + expf(-g));
             dpre[j] = from_f<T>(dy * u * sg * (1.0f + g * (1.0f - sg)));

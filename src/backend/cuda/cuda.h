@@ -158,13 +158,7 @@ static inline cudaDataType_t cuda_type(hg_precision p) { return p == HG_PRECISIO
 
 /* GELU's tanh form and its derivative, the CPU's formulas (gelu.cu, and GeGLU's gate in
  * activation.cu). */
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_A 0.044715f
-__device__ __forceinline__ float gelu_f(float x) { return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x))); }
-__device__ __forceinline__ float gelu_grad_f(float x) {
-    float th = tanhf(GELU_K * (x + GELU_A * x * x * x));
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-}
+#include "ops/gelu_math.h"
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -10,7 +10,7 @@ __global__ void gelu_forward_kernel(T *out, const T *inp, size_t n) {
     for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * VW; i < n; i += (size_t)gridDim.x * blockDim.x * VW) {
         load_v(f, inp + i);
 #pragma unroll
-        for (int j = 0; j < VW; j++) f[j] = gelu_f(f[j]);
+        for (int j = 0; j < VW; j++) f[j] = hg_gelu(f[j]);
         store_v(out + i, f);
     }
 }
@@ -23,7 +23,7 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, size_
         load_v(x, inp + i);
         load_v(d, dout + i);
 #pragma unroll
-        for (int j = 0; j < VW; j++) d[j] *= gelu_grad_f(x[j]);
+        for (int j = 0; j < VW; j++) d[j] *= hg_gelu_grad(x[j]);
         store_v(dinp + i, d);
     }
 }
@@ -66,7 +66,7 @@ __global__ void gelu_epilogue_kernel(T *out, const T *pre, int M, int N, int ld)
     size_t n = (size_t)M * N;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t j = i / N * ld + i % N;
-        out[j] = from_f<T>(gelu_f(to_f(pre[j])));
+        out[j] = from_f<T>(hg_gelu(to_f(pre[j])));
     }
 }
 
@@ -75,7 +75,7 @@ __global__ void dgelu_epilogue_kernel(T *d, const T *pre, int M, int N, int ld) 
     size_t n = (size_t)M * N;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t j = i / N * ld + i % N;
-        d[j] = from_f<T>(to_f(d[j]) * gelu_grad_f(to_f(pre[j])));
+        d[j] = from_f<T>(to_f(d[j]) * hg_gelu_grad(to_f(pre[j])));
     }
 }
 
