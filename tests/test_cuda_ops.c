@@ -209,37 +209,43 @@ static void test_norm(hg_backend *cpu, hg_backend *gpu, int C, const hg_norm_spe
  * not) and backward. Written 2026-11-24 after the day's GPU time: cuda_supports refuses
  * qk_norm until this group has passed on a GPU. ---- */
 
-static void test_qk_norm(hg_backend *cpu, hg_backend *gpu, int N, int NH, int NKV, int hs, int has_w) {
-    const hg_qk_norm_shape s = {N, NH, NKV, hs, 1e-6f, 0};
-    const size_t W = (size_t)(NH + 2 * NKV) * hs, n = (size_t)N * W, QK = (size_t)N * (NH + NKV) * hs, H = (size_t)N * (NH + NKV);
-    trng r = trng_seed(91 + (uint64_t)(NH * 10 + NKV + hs + has_w));
+/* whole: OLMo 2's q/k norm, all q heads as one unit and all k heads as another. */
+static void test_qk_norm(hg_backend *cpu, hg_backend *gpu, int N, int NH, int NKV, int hs, int has_w, int whole) {
+    const hg_qk_norm_shape s = {N, NH, NKV, hs, 1e-6f, whole};
+    int nq, uq, nk, uk; /* units of q and k per row, and their widths */
+    hg_qk_norm_units(&s, &nq, &uq, &nk, &uk);
+    const size_t W = (size_t)(NH + 2 * NKV) * hs, n = (size_t)N * W, QK = (size_t)N * (NH + NKV) * hs, H = (size_t)N * (nq + nk);
+    const size_t nw = (size_t)uq + uk;
+    trng r = trng_seed(91 + (uint64_t)(NH * 10 + NKV + hs + has_w + 3 * whole));
     float *qkv = rvec(gpu, n, &r, -1.5, 2.5), *dq = rvec(gpu, n, &r, -1, 1);
-    float *wq = has_w ? rvec(gpu, hs, &r, 0.5, 1.5) : NULL, *wk = has_w ? rvec(gpu, hs, &r, 0.5, 1.5) : NULL;
-    float *dw0 = rvec(gpu, 2 * (size_t)hs, &r, -1, 1);
-    float *out = copy_of(qkv, n), *raw = fvec(QK), *rstd = fvec(H), *din = copy_of(dq, n), *dw = copy_of(dw0, 2 * (size_t)hs);
-    float *scr = fvec(cpu->ops->layernorm_scratch_bytes(cpu, N, hs) / sizeof(float));
+    float *wq = has_w ? rvec(gpu, uq, &r, 0.5, 1.5) : NULL, *wk = has_w ? rvec(gpu, uk, &r, 0.5, 1.5) : NULL;
+    float *dw0 = rvec(gpu, nw, &r, -1, 1);
+    float *out = copy_of(qkv, n), *raw = fvec(QK), *rstd = fvec(H), *din = copy_of(dq, n), *dw = copy_of(dw0, nw);
+    const int widest = uq > uk ? uq : uk;
+    float *scr = fvec(cpu->ops->layernorm_scratch_bytes(cpu, N, widest) / sizeof(float));
     cpu->ops->qk_norm_forward(cpu, out, raw, rstd, wq, wk, &s);
-    cpu->ops->qk_norm_backward(cpu, din, has_w ? dw : NULL, has_w ? dw + hs : NULL, raw, rstd, wq, wk, &s, scr);
+    cpu->ops->qk_norm_backward(cpu, din, has_w ? dw : NULL, has_w ? dw + uq : NULL, raw, rstd, wq, wk, &s, scr);
 
     void *g_out = dev_from(gpu, qkv, n, 1), *g_in = dev_from(gpu, qkv, n, 1), *g_raw = dev_poison(gpu, QK, 1);
     void *g_rstd = dev_poison(gpu, H, 0), *g_rstd2 = dev_poison(gpu, H, 0), *g_d = dev_from(gpu, dq, n, 1);
-    void *g_wq = has_w ? dev_from(gpu, wq, hs, 1) : NULL, *g_wk = has_w ? dev_from(gpu, wk, hs, 1) : NULL;
-    float *g_dw = dev_from(gpu, dw0, 2 * (size_t)hs, 0);
-    void *g_scr = dev_poison(gpu, gpu->ops->layernorm_scratch_bytes(gpu, N, hs) / sizeof(float), 0);
+    void *g_wq = has_w ? dev_from(gpu, wq, uq, 1) : NULL, *g_wk = has_w ? dev_from(gpu, wk, uk, 1) : NULL;
+    float *g_dw = dev_from(gpu, dw0, nw, 0);
+    void *g_scr = dev_poison(gpu, gpu->ops->layernorm_scratch_bytes(gpu, N, widest) / sizeof(float), 0);
     gpu->ops->qk_norm_forward(gpu, g_out, g_raw, g_rstd, g_wq, g_wk, &s);
     gpu->ops->qk_norm_forward(gpu, g_in, NULL, g_rstd2, g_wq, g_wk, &s); /* in place, raw not kept */
     /* backward from the CPU's raw and rstd, so only the backward is under test */
-    gpu->ops->qk_norm_backward(gpu, g_d, has_w ? g_dw : NULL, has_w ? g_dw + hs : NULL, dev_from(gpu, raw, QK, 1),
+    gpu->ops->qk_norm_backward(gpu, g_d, has_w ? g_dw : NULL, has_w ? g_dw + uq : NULL, dev_from(gpu, raw, QK, 1),
                                dev_from(gpu, rstd, H, 0), g_wq, g_wk, &s, g_scr);
     sync_or_fail(gpu, "qk_norm");
-    printf("  qk_norm N=%d NH=%d NKV=%d hs=%d, %s\n", N, NH, NKV, hs, has_w ? "wq and wk" : "no weights");
+    printf("  qk_norm N=%d NH=%d NKV=%d hs=%d, %s%s\n", N, NH, NKV, hs, has_w ? "wq and wk" : "no weights",
+           whole ? ", whole (one q unit, one k unit)" : "");
     check(gpu, "qk_norm_forward qkv (v untouched)", g_out, out, n, 1, tol(gpu, 1e-5, 1e-2));
     check(gpu, "qk_norm_forward raw", g_raw, raw, QK, 1, 1e-6);
     check(gpu, "qk_norm_forward rstd", g_rstd, rstd, H, 0, 1e-5);
     check(gpu, "qk_norm_forward in place, raw not kept", g_in, out, n, 1, tol(gpu, 1e-5, 1e-2));
     check(gpu, "qk_norm_forward rstd (in place)", g_rstd2, rstd, H, 0, 1e-5);
     check(gpu, "qk_norm_backward dqkv", g_d, din, n, 1, tol(gpu, 1e-5, 2e-2));
-    if (has_w) check_acc(gpu, "qk_norm_backward dwq | dwk (increment)", g_dw, dw, dw0, 2 * (size_t)hs, 0, 1e-4);
+    if (has_w) check_acc(gpu, "qk_norm_backward dwq | dwk (increment)", g_dw, dw, dw0, nw, 0, 1e-4);
     dev_free_all(gpu);
     free(qkv), free(dq), free(wq), free(wk), free(dw0), free(out), free(raw), free(rstd), free(din), free(dw), free(scr);
 }
@@ -451,12 +457,16 @@ static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, in
 
 /* ---- classifier ---- */
 
-static void test_classifier(hg_backend *cpu, hg_backend *gpu, int backward) {
+/* extras: Phi-2's output bias (and its gradient, accumulated) and Gemma 2's logit cap,
+ * at 2.5, which bends these logits (their standard deviation is near 1.1) */
+static void test_classifier(hg_backend *cpu, hg_backend *gpu, int backward, int extras) {
     const int N = 111, C = 96, V = 1000, Vp = 1024, chunk = 40;
     const size_t NC = (size_t)N * C, VC = (size_t)Vp * C, E = hg_precision_bytes(gpu->precision);
-    trng r = trng_seed(61 + (uint64_t)backward);
+    trng r = trng_seed(61 + (uint64_t)backward + 2 * (uint64_t)extras);
     float *x = rvec(gpu, NC, &r, -1, 1), *wte = rvec(gpu, VC, &r, -0.3, 0.3), *dwte0 = rvec(gpu, VC, &r, -1, 1);
     for (size_t i = (size_t)V * C; i < VC; i++) wte[i] *= 10.0f; /* padding that would dominate if it scored */
+    float *bias = extras ? rvec(gpu, Vp, &r, -1, 1) : NULL, *db0 = rvec(gpu, Vp, &r, -1, 1), *db = copy_of(db0, Vp);
+    const float cap = extras ? 2.5f : 0.0f;
     int32_t *tg = ivec(N);
     for (int n = 0; n < N; n++) tg[n] = n % 7 == 3 ? -1 : trng_int(&r, V);
     float *losses = fvec(N), *logits = fvec((size_t)N * V), *dx = fvec(NC), *dwte = copy_of(dwte0, VC);
@@ -466,21 +476,25 @@ static void test_classifier(hg_backend *cpu, hg_backend *gpu, int backward) {
     const void *d_wte = dev_from(gpu, wte, VC, 1);
     int32_t *d_tg = dev_bytes(gpu, tg, sizeof(int32_t) * N);
     float *d_losses = dev_poison(gpu, N, 0), *d_dwte = dev_from(gpu, dwte0, VC, 0);
+    const void *d_bias = extras ? dev_from(gpu, bias, Vp, 1) : NULL;
+    float *d_db = dev_from(gpu, db0, Vp, 0);
     void *d_scr = dev_poison(gpu, (size_t)chunk * Vp, 1);
     hg_status st = HG_OK;
     /* chunk by chunk, as gpt_classifier calls them; the GPU's logits go to host memory */
     for (int r0 = 0; r0 < N && st == HG_OK; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
         hg_classifier_args a = {.N = rows, .C = C, .V = V, .Vp = Vp, .x = x + (size_t)r0 * C, .wte = wte,
-                                .targets = tg + r0, .losses = losses + r0,
+                                .bias = bias, .targets = tg + r0, .losses = losses + r0, .softcap = cap,
                                 .logits = backward ? NULL : logits + (size_t)r0 * V, .dscale = 0.7f,
-                                .dx = backward ? dx + (size_t)r0 * C : NULL, .dwte = backward ? dwte : NULL, .scratch = scr};
+                                .dx = backward ? dx + (size_t)r0 * C : NULL, .dwte = backward ? dwte : NULL,
+                                .dbias = backward && extras ? db : NULL, .scratch = scr};
         st = cpu->ops->classifier_forward(cpu, &a);
         if (st == HG_OK && backward) st = cpu->ops->classifier_backward(cpu, &a);
         hg_classifier_args ga = a;
         ga.x = (const float *)(d_x + (size_t)r0 * C * E), ga.wte = d_wte, ga.targets = d_tg + r0, ga.losses = d_losses + r0;
         ga.logits = backward ? NULL : g_logits + (size_t)r0 * V;
         ga.dx = backward ? (float *)(d_dx + (size_t)r0 * C * E) : NULL, ga.dwte = backward ? d_dwte : NULL;
+        ga.bias = (const float *)d_bias, ga.dbias = backward && extras ? d_db : NULL;
         ga.scratch = d_scr;
         if (st == HG_OK) st = gpu->ops->classifier_forward(gpu, &ga);
         if (st == HG_OK && backward) st = gpu->ops->classifier_backward(gpu, &ga);
@@ -490,14 +504,22 @@ static void test_classifier(hg_backend *cpu, hg_backend *gpu, int backward) {
         failures++;
     } else {
         sync_or_fail(gpu, "classifier");
-        check(gpu, backward ? "classifier losses (backward pass)" : "classifier losses", d_losses, losses, N, 0, tol(gpu, 1e-5, 1e-2));
-        if (!backward) failures += compare("classifier logits (to host)", g_logits, logits, (size_t)N * V, tol(gpu, 1e-5, 1e-2));
+        const char *with = extras ? " (bias, cap)" : "";
+        char name[96];
+        snprintf(name, sizeof name, "classifier losses%s%s", with, backward ? " (backward pass)" : "");
+        check(gpu, name, d_losses, losses, N, 0, tol(gpu, 1e-5, 1e-2));
+        snprintf(name, sizeof name, "classifier logits (to host)%s", with);
+        if (!backward) failures += compare(name, g_logits, logits, (size_t)N * V, tol(gpu, 1e-5, 1e-2));
         if (backward) {
-            check(gpu, "classifier dx", d_dx, dx, NC, 1, tol(gpu, 1e-5, 2e-2));
-            check_acc(gpu, "classifier dwte (increment)", d_dwte, dwte, dwte0, VC, 0, tol(gpu, 1e-5, 1e-2));
+            snprintf(name, sizeof name, "classifier dx%s", with);
+            check(gpu, name, d_dx, dx, NC, 1, tol(gpu, 1e-5, 2e-2));
+            snprintf(name, sizeof name, "classifier dwte (increment)%s", with);
+            check_acc(gpu, name, d_dwte, dwte, dwte0, VC, 0, tol(gpu, 1e-5, 1e-2));
+            if (extras) check_acc(gpu, "classifier dbias (increment)", d_db, db, db0, Vp, 0, tol(gpu, 1e-5, 1e-2));
         }
     }
     dev_free_all(gpu);
+    free(bias), free(db0), free(db);
     free(x), free(wte), free(dwte0), free(tg), free(losses), free(logits), free(dx), free(dwte), free(scr), free(g_logits);
 }
 
@@ -631,9 +653,11 @@ static void g_norm(hg_backend *cpu, hg_backend *gpu) {
 }
 
 static void g_qk_norm(hg_backend *cpu, hg_backend *gpu) {
-    test_qk_norm(cpu, gpu, 37, 4, 2, 32, 1); /* Qwen3's: a weight per q and per k */
-    test_qk_norm(cpu, gpu, 19, 3, 1, 128, 1);
-    test_qk_norm(cpu, gpu, 23, 2, 2, 64, 0);
+    test_qk_norm(cpu, gpu, 37, 4, 2, 32, 1, 0); /* Qwen3's: a weight per q and per k */
+    test_qk_norm(cpu, gpu, 19, 3, 1, 128, 1, 0);
+    test_qk_norm(cpu, gpu, 23, 2, 2, 64, 0, 0);
+    test_qk_norm(cpu, gpu, 37, 4, 2, 32, 1, 1); /* OLMo 2's: one weight over all q, one over all k */
+    test_qk_norm(cpu, gpu, 19, 12, 4, 64, 1, 1);
 }
 
 static void g_matmul(hg_backend *cpu, hg_backend *gpu) {
@@ -642,6 +666,18 @@ static void g_matmul(hg_backend *cpu, hg_backend *gpu) {
     test_matmul(cpu, gpu, 111, 96, 384, 1);
     test_matmul(cpu, gpu, 111, 100, 300, 1); /* d_ff not a multiple of 8: the unfused epilogue */
     test_gelu(cpu, gpu);
+    /* the bias gradients above ran in the dW GEMM's epilogue (BGRADA) unless epilogues
+     * are forced off; a cuBLASLt that refuses it falls back to the column sums, which the
+     * checks pass too, so the path is named and, in bf16, required */
+    const char *e = gpu->ops->gemm_epilogues(gpu), *unfused = getenv("HANDGRAD_CUDA_UNFUSED");
+    const char *bg = e ? strstr(e, "bgrad ") : NULL;
+    printf("    GEMM epilogues, %s\n", e ? e : "?");
+    const char *off = getenv("HANDGRAD_CUDA_BGRAD");
+    if (gpu->precision == HG_PRECISION_BF16 && !(unfused && !strcmp(unfused, "1")) && !(off && !strcmp(off, "off")) &&
+        (!bg || atoi(bg + 6) == 0)) {
+        printf("  FAIL no bias gradient ran in cuBLASLt's epilogue (BGRADA)\n");
+        failures++;
+    }
 }
 
 static void g_activation(hg_backend *cpu, hg_backend *gpu) {
@@ -695,8 +731,10 @@ static void g_attention_own(hg_backend *cpu, hg_backend *gpu) {
 }
 
 static void g_classifier(hg_backend *cpu, hg_backend *gpu) {
-    test_classifier(cpu, gpu, 0);
-    test_classifier(cpu, gpu, 1);
+    test_classifier(cpu, gpu, 0, 0);
+    test_classifier(cpu, gpu, 1, 0);
+    test_classifier(cpu, gpu, 0, 1);
+    test_classifier(cpu, gpu, 1, 1);
 }
 
 static void g_adamw(hg_backend *cpu, hg_backend *gpu) {

@@ -3,7 +3,10 @@
  * column-major GEMM with BLAS semantics (operands swapped as the map says) and compared
  * with a row-major reference, for every transpose pair, odd shapes and padded strides.
  * Also: each stored layout is what op() needs (op(A) m x k, op(B) k x n) and each leading
- * dimension covers its rows. Integer values keep every sum exact. */
+ * dimension covers its rows. And the bias-gradient epilogue the map names
+ * (gemm_lt_bgrad_is_a): cuBLASLt's BGRADA/BGRADB, run as documented (its op(A) or op(B)
+ * summed over k) on the mapped call, gives op(B)'s column sums or op(A)'s row sums.
+ * Integer values keep every sum exact. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -24,6 +27,22 @@ static void gemm_colmajor(int m, int n, int k, int opa, int opb, const float *A,
             }
             C[i + (size_t)j * ldc] = s;
         }
+}
+
+/* cuBLASLt's bias-gradient epilogues on a column-major call: BGRADA (is_a) sums op(A)
+ * (m, k) over k into out[0..m), BGRADB sums op(B) (k, n) over k into out[0..n). Returns
+ * the vector's length. */
+static int bgrad_colmajor(int is_a, int m, int n, int k, int opa, int opb, const float *A, int lda, const float *B, int ldb,
+                          float *out) {
+    int len = is_a ? m : n;
+    for (int i = 0; i < len; i++) {
+        float s = 0.0f;
+        for (int p = 0; p < k; p++)
+            s += is_a ? (opa ? A[p + (size_t)i * lda] : A[i + (size_t)p * lda])
+                      : (opb ? B[i + (size_t)p * ldb] : B[p + (size_t)i * ldb]);
+        out[i] = s;
+    }
+    return len;
 }
 
 static float val(uint32_t *x) {
@@ -62,6 +81,25 @@ static int check_shape(int M, int N, int K, int ta, int tb, int pad) {
                 bad += D[(size_t)i * ldd + j] != want;
             }
     }
+    /* the bias gradients: op(B)'s column sums (N) and op(A)'s row sums (M) */
+    for (int of = GEMM_BGRAD_OF_A; fits && of <= GEMM_BGRAD_OF_B; of++) {
+        float got[64], want[64];
+        for (int i = 0; i < 64; i++) got[i] = -1e30f;
+        int len = bgrad_colmajor(gemm_lt_bgrad_is_a((gemm_bgrad_of)of), m, n, k, g.op_a, g.op_b, B, g.a_ld, A, g.b_ld, got);
+        int wlen = of == GEMM_BGRAD_OF_B ? N : M;
+        for (int i = 0; i < wlen; i++) {
+            want[i] = 0.0f;
+            for (int p = 0; p < K; p++)
+                want[i] += of == GEMM_BGRAD_OF_B ? (tb ? B[(size_t)i * ldb + p] : B[(size_t)p * ldb + i])
+                                                 : (ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p]);
+        }
+        int wrong = len != wlen;
+        for (int i = 0; !wrong && i < wlen; i++) wrong += got[i] != want[i];
+        CHECK(!wrong);
+        if (wrong) fprintf(stderr, "  M %d N %d K %d trans %d%d: the bias gradient of %s is wrong\n", M, N, K, ta, tb,
+                           of == GEMM_BGRAD_OF_B ? "B" : "A");
+        bad += wrong;
+    }
     CHECK(bad == 0);
     if (bad || !fits) fprintf(stderr, "  M %d N %d K %d trans %d%d pad %d: %d wrong\n", M, N, K, ta, tb, pad, bad);
     free(A), free(B), free(D);
@@ -75,6 +113,7 @@ int main(void) {
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
                 for (int pad = 0; pad < 3; pad += 2, n++) failed += check_shape(shapes[s][0], shapes[s][1], shapes[s][2], ta, tb, pad);
-    printf("%d of %d GEMM shapes mapped correctly to cuBLASLt's column-major call\n", n - failed, n);
+    printf("%d of %d GEMM shapes mapped correctly to cuBLASLt's column-major call, bias-gradient epilogues included\n",
+           n - failed, n);
     CHECK_DONE();
 }

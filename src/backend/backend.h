@@ -75,6 +75,9 @@ struct hg_backend_ops {
     /* Which kernels the last attention forward and backward ran, in words (for profile
      * and bench), or NULL where there is one kind. */
     const char *(*attention_kernels)(hg_backend *be);
+    /* How often each GEMM epilogue ran fused in the GEMM library and how often as a
+     * kernel of its own, since creation, in words (tests), or NULL where there is one way. */
+    const char *(*gemm_epilogues)(hg_backend *be);
     /* Runs body(ctx), which issues ops only. A backend may record it once and replay it
      * while `key` is unchanged (a CUDA graph). NULL: the model calls body directly. */
     hg_status (*run_graph)(hg_backend *be, uint64_t key, hg_status (*body)(void *ctx), void *ctx);

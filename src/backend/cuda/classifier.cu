@@ -1,13 +1,14 @@
 /* The lm_head and cross-entropy on the GPU, on one chunk of rows (the caller loops).
  *
- * Forward: logits (N, Vp) = x @ wte^T (cuBLASLt, T) into the scratch; when the caller
- * wants logits (hg_forward, generation) they are copied to its host buffer; then one
- * block per row reads its logits once for an online max and sum of exponentials (fp32),
- * writes the loss, and, when training, writes the gradient (softmax - onehot) * dscale
- * over the logits in place on a second read: normalised probabilities are never stored.
- * Backward, from those dlogits left in the scratch: dx = dlogits @ wte (T) and
- * dwte += dlogits^T @ x (fp32, accumulated). Padded vocabulary columns (>= V) score
- * nothing and get zero gradient. */
+ * Forward: logits (N, Vp) = x @ wte^T (+ bias in cuBLASLt's epilogue; T) into the
+ * scratch; when the caller wants logits (hg_forward, generation) they are copied to its
+ * host buffer; then one block per row reads its logits once for an online max and sum
+ * of exponentials (fp32), writes the loss, and, when training, writes the gradient
+ * (softmax - onehot) * dscale over the logits in place on a second read: normalised
+ * probabilities are never stored. Backward, from those dlogits left in the scratch:
+ * dx = dlogits @ wte (T) and dwte += dlogits^T @ x (fp32, accumulated), with
+ * dbias += dlogits' column sums in that GEMM's epilogue. Padded vocabulary columns
+ * (>= V) score nothing and get zero gradient. */
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
@@ -94,8 +95,8 @@ static hg_status copy_logits(hg_backend *be, float *dst, const void *src, int ro
 extern "C" hg_status cuda_classifier_forward(hg_backend *be, const hg_classifier_args *a) {
     CUDA_OP("classifier_forward");
     const int C = a->C, V = a->V, Vp = a->Vp;
-    cuda_gemm_desc fwd = {a->N, Vp, C, 0, 1, C, C, Vp, 0, 0, EPI_NONE};
-    HG_TRY(cuda_gemm(be, &fwd, a->x, a->wte, a->scratch, NULL, NULL));
+    cuda_gemm_desc fwd = {a->N, Vp, C, 0, 1, C, C, Vp, 0, 0, a->bias ? EPI_BIAS : EPI_NONE};
+    HG_TRY(cuda_gemm(be, &fwd, a->x, a->wte, a->scratch, a->bias, NULL));
     if (a->softcap > 0) {
         const size_t n = (size_t)a->N * V;
         CUDA_DISPATCH(be, softcap_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>((T *)a->scratch, a->N, V, Vp,
@@ -115,6 +116,6 @@ extern "C" hg_status cuda_classifier_backward(hg_backend *be, const hg_classifie
     const int C = a->C, Vp = a->Vp;
     cuda_gemm_desc ddx = {a->N, C, Vp, 0, 0, Vp, C, C, 0, 0, EPI_NONE};
     HG_TRY(cuda_gemm(be, &ddx, a->scratch, a->wte, a->dx, NULL, NULL));
-    cuda_gemm_desc dw = {Vp, C, a->N, 1, 0, Vp, C, C, 1, 1, EPI_NONE};
-    return cuda_gemm(be, &dw, a->scratch, a->x, a->dwte, NULL, NULL);
+    cuda_gemm_desc dw = {Vp, C, a->N, 1, 0, Vp, C, C, 1, 1, a->dbias ? EPI_BGRAD_A : EPI_NONE};
+    return cuda_gemm(be, &dw, a->scratch, a->x, a->dwte, a->dbias, NULL);
 }

@@ -211,6 +211,8 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
     s->smem_optin = prop.sharedMemPerBlockOptin;
     const char *unfused = getenv("HANDGRAD_CUDA_UNFUSED");
     s->unfused = unfused && !strcmp(unfused, "1");
+    const char *bgrad = getenv("HANDGRAD_CUDA_BGRAD");
+    s->bgrad_off = bgrad && !strcmp(bgrad, "off");
     hg_status st = cuda_check(be, cudaSetDevice(0), "cudaSetDevice");
     if (st == HG_OK) st = cuda_check(be, cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == HG_OK) st = cuda_check_lt(be, cublasLtCreate(&s->lt), "cublasLtCreate");
@@ -233,7 +235,8 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
 
 /* What the CUDA kernels run: every switch of hg_config (norms with or without affine
  * parameters, RoPE, the MLP activations, biases, tying, grouped-query attention, a
- * head_dim of its own, the q/k norm), with head sizes up to CUDA_MAX_HEAD_SIZE. A
+ * head_dim of its own, the q/k norm per head or whole, the block layouts, the output
+ * bias), with head sizes up to CUDA_MAX_HEAD_SIZE, except the attention cap. A
  * config the kernels cannot run is refused at creation, naming the field, rather than
  * failing inside a step; a new config switch without CUDA kernels belongs here. */
 static hg_status cuda_supports(const hg_config *c, const hg_options *) {
@@ -243,10 +246,6 @@ static hg_status cuda_supports(const hg_config *c, const hg_options *) {
                        "the CPU", CUDA_MAX_HEAD_SIZE, hs);
     if (c->attn_softcap > 0)
         return hg_fail(HG_ERR_UNSUPPORTED, "attn_softcap: the CUDA attention kernels do not cap scores yet; use the CPU");
-    if (c->lm_head_bias)
-        return hg_fail(HG_ERR_UNSUPPORTED, "lm_head_bias: the CUDA classifier has no bias yet; use the CPU");
-    if (c->qk_norm_whole) /* the q/k norm kernel takes a warp per head */
-        return hg_fail(HG_ERR_UNSUPPORTED, "qk_norm_whole: the CUDA q/k norm kernels normalise each head; use the CPU");
     return HG_OK;
 }
 
@@ -267,6 +266,7 @@ static const hg_backend_ops cuda_ops = {
     .sync = cuda_sync,
     .wait = cuda_wait,
     .attention_kernels = cuda_attention_kernels,
+    .gemm_epilogues = cuda_gemm_epilogues,
     .run_graph = cuda_run_graph,
     .workspace_bytes = cuda_workspace_bytes,
     .encoder_forward = cuda_encoder_forward,

@@ -23,6 +23,20 @@
 /* ---- state ---- */
 
 typedef struct cuda_gemm_cache cuda_gemm_cache;
+
+/* The GEMM epilogues (gemm.cu: cuda_gemm). */
+typedef enum cuda_epilogue {
+    EPI_NONE,      /* D = alpha op(A) op(B) + beta C */
+    EPI_BIAS,      /* + bias (N) */
+    EPI_GELU_AUX,  /* aux = AB + bias; D = GELU(aux) */
+    EPI_DGELU,     /* D = (AB) * GELU'(aux) */
+    EPI_BGRAD,     /* D as EPI_NONE; bias (N, fp32) += column sums of B (K, N), trans_b = 0,
+                      out_fp32: the dW GEMM that also yields dbias (cuBLASLt's BGRADA) */
+    EPI_BGRAD_A,   /* D as EPI_NONE; bias (M, fp32) += column sums of A (K, M), trans_a = 1,
+                      out_fp32: the classifier's dwte GEMM and the output bias (BGRADB) */
+    EPI_COUNT
+} cuda_epilogue;
+
 struct cudnn_attn;
 
 typedef struct cuda_state {
@@ -41,6 +55,9 @@ typedef struct cuda_state {
     char errmsg[512];
     int trial;
     int unfused; /* HANDGRAD_CUDA_UNFUSED=1: GEMM epilogues as their own kernels (tests) */
+    int bgrad_off; /* HANDGRAD_CUDA_BGRAD=off: bias gradients as column sums (A/B timing) */
+    unsigned epi_runs[2][EPI_COUNT]; /* [fused?][cuda_epilogue]: how each epilogue ran (gemm.cu) */
+    char epi_words[200];
     /* CUDA graph of the training pass (cuda.cu: cuda_run_graph) */
     int capturing;
     cudaGraphExec_t graph;
@@ -203,17 +220,11 @@ __host__ __device__ __forceinline__ int kv_head_of(int h, int NH, int NKV) { ret
 
 /* ---- GEMM (gemm.cu): row-major, as cpu_gemm_desc ---- */
 
-typedef enum cuda_epilogue {
-    EPI_NONE,      /* D = alpha op(A) op(B) + beta C */
-    EPI_BIAS,      /* + bias (N) */
-    EPI_GELU_AUX,  /* aux = AB + bias; D = GELU(aux) */
-    EPI_DGELU,     /* D = (AB) * GELU'(aux) */
-} cuda_epilogue;
-
 /* D (M,N) = op(A) @ op(B) with A (M,K) stored row-major with row stride lda, or (K,M)
  * when trans_a; B (K,N) with stride ldb, or (N,K) when trans_b; D with stride ldd.
  * A and B are compute-type T; D is T, or fp32 when out_fp32 (then accumulate adds into
- * it: the dW += GEMMs). bias (N) and aux (M,N, stride ldd) are T. */
+ * it: the dW += GEMMs). bias (N) and aux (M,N, stride ldd) are T; EPI_BGRAD's bias is
+ * an fp32 gradient. */
 typedef struct cuda_gemm_desc {
     int M, N, K;
     int trans_a, trans_b;
@@ -226,6 +237,7 @@ typedef struct cuda_gemm_desc {
  * unfused (the plain GEMM, then bias/GELU/dGELU kernels), so callers need not care. */
 hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D,
                     const void *bias, void *aux);
+const char *cuda_gemm_epilogues(hg_backend *be);
 hg_status cuda_gemm_cache_create(cuda_gemm_cache **out);
 void cuda_gemm_cache_free(cuda_gemm_cache *c);
 
@@ -233,6 +245,8 @@ void cuda_gemm_cache_free(cuda_gemm_cache *c);
 hg_status cuda_bias_add(hg_backend *be, void *out, const void *bias, int M, int N, int ld);
 hg_status cuda_gelu_inplace(hg_backend *be, void *out, void *pre, int M, int N, int ld);
 hg_status cuda_dgelu_inplace(hg_backend *be, void *d, const void *pre, int M, int N, int ld);
+/* dst (n) += src (n), fp32. */
+hg_status cuda_add_f32(hg_backend *be, float *dst, const float *src, int n);
 
 /* dst (N) += column sums of src (M,N) in T, accumulated in fp32, in a fixed order
  * (matmul.cu). */

@@ -97,3 +97,8 @@ hg_status cuda_dgelu_inplace(hg_backend *be, void *d, const void *pre, int M, in
                                                                                                           M, N, ld));
     return cuda_launched(be, "dgelu_epilogue_kernel");
 }
+
+hg_status cuda_add_f32(hg_backend *be, float *dst, const float *src, int n) {
+    bias_add_kernel<float><<<cuda_blocks((size_t)n, 256), 256, 0, cuda_stream(be)>>>(dst, src, 1, n, n);
+    return cuda_launched(be, "bias_add_kernel (fp32)");
+}

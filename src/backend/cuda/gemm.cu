@@ -2,11 +2,15 @@
  * to cuBLASLt's column-major terms (our B is its A, our A its B).
  *
  * Bias and GELU run in cuBLASLt's epilogue (BIAS, GELU_AUX_BIAS or GELU_AUX when there is
- * no bias, DGELU) when it can: the fused call is a trial whose failures are not recorded,
+ * no bias, DGELU), and the bias gradient in the dW GEMM's (BGRADA, or BGRADB for the
+ * classifier's, which write the column sums to backend scratch; a small kernel adds them
+ * to the accumulating dbias),
+ * when it can: the fused call is a trial whose failures are not recorded,
  * and on any failure, or where its preconditions do not hold, the GEMM runs plain and
  * small kernels (gelu.cu) apply the epilogue. The unfused path is also taken for GELU in
  * fp32 (cuBLASLt's GELU may use a cheaper tanh than ours; fp32 is the checking mode) and
- * for every epilogue with HANDGRAD_CUDA_UNFUSED=1 (so tests cover both paths).
+ * for every epilogue with HANDGRAD_CUDA_UNFUSED=1 (so tests cover both paths); for the bias
+ * gradient alone with HANDGRAD_CUDA_BGRAD=off (to time the two against each other).
  *
  * The heuristic's choice is cached per shape, transposes, types, epilogue (and whether it
  * has a bias) and pointer alignment (the alignment limits which kernels are valid).
@@ -84,7 +88,16 @@ static hg_status lt_call_init(hg_backend *be, lt_call *k, const cuda_gemm_desc *
     if (d->epilogue == EPI_BIAS) epi = CUBLASLT_EPILOGUE_BIAS;
     if (d->epilogue == EPI_GELU_AUX) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     if (d->epilogue == EPI_DGELU) epi = CUBLASLT_EPILOGUE_DGELU;
+    const int bgrad = d->epilogue == EPI_BGRAD || d->epilogue == EPI_BGRAD_A;
+    if (bgrad) /* our B's column sums, or our A's */
+        epi = gemm_lt_bgrad_is_a(d->epilogue == EPI_BGRAD ? GEMM_BGRAD_OF_B : GEMM_BGRAD_OF_A) ? CUBLASLT_EPILOGUE_BGRADA
+                                                                                                : CUBLASLT_EPILOGUE_BGRADB;
     LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (bgrad) {
+        cudaDataType_t f = CUDA_R_32F;
+        LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f, sizeof f));
+    }
     if ((d->epilogue == EPI_BIAS || d->epilogue == EPI_GELU_AUX) && bias) {
         LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         LT(cublasLtMatmulDescSetAttribute(k->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t));
@@ -171,12 +184,13 @@ static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, co
  * and 16-byte alignment, which cuBLASLt requires (a d_ff such as 300 breaks them). */
 static int fused_allowed(hg_backend *be, const cuda_gemm_desc *d, const void *aux) {
     if (cuda_of(be)->unfused) return 0;
+    if (d->epilogue == EPI_BGRAD || d->epilogue == EPI_BGRAD_A) return !cuda_of(be)->bgrad_off;
     if (d->epilogue != EPI_GELU_AUX && d->epilogue != EPI_DGELU) return 1;
     return be->precision != HG_PRECISION_FP32 && d->ldd % 8 == 0 && alignment(aux) >= 16;
 }
 
-hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D, const void *bias,
-                    void *aux) {
+static hg_status gemm_run(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D, const void *bias,
+                          void *aux, int *fused) {
     int ran = 0;
     if (d->epilogue == EPI_NONE) {
         HG_TRY(gemm_plain_or_fused(be, d, A, B, D, NULL, NULL, &ran));
@@ -184,12 +198,22 @@ hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, cons
         return cuda_fail(be, HG_ERR_BACKEND, "cuBLASLt has no kernel for a %dx%dx%d GEMM (trans %d%d, ld %d %d %d)", d->M, d->N,
                          d->K, d->trans_a, d->trans_b, d->lda, d->ldb, d->ldd);
     }
+    /* the bias gradients' vector: its length, and the stored (rows, len) operand summed */
+    const int bgrad = d->epilogue == EPI_BGRAD || d->epilogue == EPI_BGRAD_A, len = d->epilogue == EPI_BGRAD ? d->N : d->M;
+    HG_ASSERT(d->epilogue != EPI_BGRAD || (!d->trans_b && d->ldb == d->N && d->out_fp32 && bias));
+    HG_ASSERT(d->epilogue != EPI_BGRAD_A || (d->trans_a && d->lda == d->M && d->out_fp32 && bias));
     if (fused_allowed(be, d, aux)) {
         cuda_state *s = cuda_of(be);
+        /* BGRADA/B write the sums, so they go to scratch and are added to the gradient */
+        float *sums = bgrad ? (float *)cuda_work(be, sizeof(float) * (size_t)len) : NULL;
+        if (bgrad && !sums) return s->err;
         s->trial++;
-        hg_status st = gemm_plain_or_fused(be, d, A, B, D, bias, aux, &ran);
+        hg_status st = gemm_plain_or_fused(be, d, A, B, D, sums ? sums : bias, aux, &ran);
         s->trial--;
-        if (st == HG_OK && ran) return HG_OK;
+        if (st == HG_OK && ran) {
+            *fused = 1;
+            return sums ? cuda_add_f32(be, (float *)bias, sums, len) : HG_OK;
+        }
     }
     /* unfused: the plain GEMM, then the epilogue as its own pass */
     cuda_gemm_desc plain = *d;
@@ -205,9 +229,31 @@ hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, cons
     case EPI_DGELU:
         HG_TRY(cuda_gemm(be, &plain, A, B, D, NULL, NULL));
         return cuda_dgelu_inplace(be, D, aux, d->M, d->N, d->ldd);
-    case EPI_NONE: break;
+    case EPI_BGRAD:
+    case EPI_BGRAD_A:
+        HG_TRY(cuda_gemm(be, &plain, A, B, D, NULL, NULL));
+        return cuda_bias_backward(be, (float *)bias, d->epilogue == EPI_BGRAD ? B : A, d->K, len);
+    case EPI_NONE:
+    case EPI_COUNT: break;
     }
     return HG_OK;
+}
+
+hg_status cuda_gemm(hg_backend *be, const cuda_gemm_desc *d, const void *A, const void *B, void *D, const void *bias,
+                    void *aux) {
+    int fused = 0;
+    hg_status st = gemm_run(be, d, A, B, D, bias, aux, &fused);
+    if (st == HG_OK && d->epilogue != EPI_NONE) cuda_of(be)->epi_runs[fused][d->epilogue]++;
+    return st;
+}
+
+const char *cuda_gemm_epilogues(hg_backend *be) {
+    cuda_state *s = cuda_of(be);
+    static const char *names[EPI_COUNT] = {"none", "bias", "gelu_aux", "dgelu", "bgrad", "bgrad_a"};
+    int n = snprintf(s->epi_words, sizeof s->epi_words, "fused/own kernels:");
+    for (int e = EPI_BIAS; e < EPI_COUNT && n > 0 && (size_t)n < sizeof s->epi_words; e++)
+        n += snprintf(s->epi_words + n, sizeof s->epi_words - (size_t)n, " %s %u/%u", names[e], s->epi_runs[1][e], s->epi_runs[0][e]);
+    return s->epi_words;
 }
 
 /* ---- the GEMM ceiling: hg_gemm_peak_gflops ---- */

@@ -29,4 +29,13 @@ HG_HOST_DEVICE static inline gemm_lt_map gemm_lt_map_of(int M, int N, int K, int
     return g;
 }
 
+/* A bias gradient fused into the GEMM: the sums over K of op(B)'s columns (length N, one
+ * per column of our D) or of op(A)'s rows (length M). cuBLASLt's BGRADA reduces its
+ * op(A) over k into a vector of its m (the rows of its D), BGRADB its op(B) into one of
+ * its n. Its A is our B and its m our N, so our B's sums are BGRADA and our A's BGRADB.
+ * Returns 1 for BGRADA, 0 for BGRADB. */
+typedef enum gemm_bgrad_of { GEMM_BGRAD_OF_A, GEMM_BGRAD_OF_B } gemm_bgrad_of;
+
+HG_HOST_DEVICE static inline int gemm_lt_bgrad_is_a(gemm_bgrad_of of) { return of == GEMM_BGRAD_OF_B; }
+
 #endif

@@ -156,64 +156,80 @@ struct ln_param_terms {
     }
 };
 
-/* ---- q/k norm (ops/layernorm.h): RMSNorm of each q and k head in place, a warp per
- * (row, head); head h < NH is a q head (wq), else a k head (wk). ---- */
+/* ---- q/k norm (ops/layernorm.h): RMSNorm of each unit of a row's q|k part in place, a
+ * warp per (row, unit). A unit is a head (hs wide; unit u < NH is a q head, weighted by
+ * wq, else a k head, by wk), or with `whole` (OLMo 2) all q heads as one unit (QD wide)
+ * and all k heads as another (KVD wide). ---- */
+
+/* Units per row, and unit u's column in the row's q|k part, its width, whether it is q. */
+struct qk_unit {
+    int off, width, q;
+};
+__host__ __device__ __forceinline__ int qk_units(const hg_qk_norm_shape &s) { return s.whole ? 2 : s.NH + s.NKV; }
+__device__ __forceinline__ qk_unit qk_unit_of(const hg_qk_norm_shape &s, int u) {
+    if (s.whole) return {u ? s.NH * s.hs : 0, (u ? s.NKV : s.NH) * s.hs, u == 0};
+    return {u * s.hs, s.hs, u < s.NH};
+}
 
 template <typename T>
 __global__ void __launch_bounds__(32 * LN_WARPS)
-    qk_norm_forward_kernel(T *qkv /* (N,W) */, T *raw /* (N,(NH+NKV) hs) or NULL */, float *rstd /* (N, NH+NKV) */,
-                           const T *wq /* (hs) or NULL */, const T *wk /* (hs) or NULL */, hg_qk_norm_shape s) {
-    const int H = s.NH + s.NKV, hs = s.hs;
+    qk_norm_forward_kernel(T *qkv /* (N,W) */, T *raw /* (N,(NH+NKV) hs) or NULL */, float *rstd /* (N, units) */,
+                           const T *wq /* (unit width) or NULL */, const T *wk /* likewise */, hg_qk_norm_shape s) {
+    const int U = qk_units(s), QK = (s.NH + s.NKV) * s.hs;
     const long long r = (long long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
-    if (r >= (long long)s.N * H) return;
-    const int n = (int)(r / H), h = (int)(r % H);
-    T *y = qkv + (size_t)n * qkv_width(s.NH, s.NKV, hs) + (size_t)h * hs;
-    if (raw) { /* kept for backward; each lane copies, then reads back, its own elements */
-        T *x = raw + (size_t)r * hs;
-        for (int i = threadIdx.x % 32; i < hs; i += 32) x[i] = y[i];
+    if (r >= (long long)s.N * U) return;
+    const int n = (int)(r / U);
+    const qk_unit u = qk_unit_of(s, (int)(r % U));
+    T *y = qkv + (size_t)n * qkv_width(s.NH, s.NKV, s.hs) + u.off;
+    T *kept = raw ? raw + (size_t)n * QK + u.off : NULL;
+    if (kept) { /* kept for backward; each lane copies, then reads back, its own elements */
+        for (int i = threadIdx.x % 32; i < u.width; i += 32) kept[i] = y[i];
         __syncwarp();
     }
-    const T *x = raw ? raw + (size_t)r * hs : y;
+    const T *x = kept ? kept : y;
     float m, rs;
-    row_stats<T, 1>(x, hs, 1, s.eps, &m, &rs);
-    norm_row<T, 1>(y, x, h < s.NH ? wq : wk, NULL, hs, 0.0f, rs);
+    row_stats<T, 1>(x, u.width, 1, s.eps, &m, &rs);
+    norm_row<T, 1>(y, x, u.q ? wq : wk, NULL, u.width, 0.0f, rs);
     if (threadIdx.x % 32 == 0) rstd[r] = rs;
 }
 
-/* d (one head of dqkv) = rstd (g - xhat mean(g xhat)), g = d w, in place. */
+/* d (one unit of dqkv) = rstd (g - xhat mean(g xhat)), g = d w, in place. */
 template <typename T>
 __global__ void __launch_bounds__(32 * LN_WARPS)
-    qk_norm_backward_kernel(T *dqkv /* (N,W) */, const T *raw /* (N,(NH+NKV) hs) */, const float *rstd /* (N, NH+NKV) */,
+    qk_norm_backward_kernel(T *dqkv /* (N,W) */, const T *raw /* (N,(NH+NKV) hs) */, const float *rstd /* (N, units) */,
                             const T *wq, const T *wk, hg_qk_norm_shape s) {
-    const int H = s.NH + s.NKV, hs = s.hs;
+    const int U = qk_units(s), QK = (s.NH + s.NKV) * s.hs;
     const long long r = (long long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
-    if (r >= (long long)s.N * H) return;
-    const int n = (int)(r / H), h = (int)(r % H), lane = threadIdx.x % 32;
-    T *d = dqkv + (size_t)n * qkv_width(s.NH, s.NKV, hs) + (size_t)h * hs;
-    const T *x = raw + (size_t)r * hs, *w = h < s.NH ? wq : wk;
+    if (r >= (long long)s.N * U) return;
+    const int n = (int)(r / U), lane = threadIdx.x % 32;
+    const qk_unit u = qk_unit_of(s, (int)(r % U));
+    T *d = dqkv + (size_t)n * qkv_width(s.NH, s.NKV, s.hs) + u.off;
+    const T *x = raw + (size_t)n * QK + u.off, *w = u.q ? wq : wk;
     const float rs = rstd[r];
     float sum_gx = 0.0f;
-    for (int i = lane; i < hs; i += 32) sum_gx += to_f(d[i]) * (w ? to_f(w[i]) : 1.0f) * to_f(x[i]) * rs;
-    const float mgx = warp_sum(sum_gx) / (float)hs;
-    for (int i = lane; i < hs; i += 32) {
+    for (int i = lane; i < u.width; i += 32) sum_gx += to_f(d[i]) * (w ? to_f(w[i]) : 1.0f) * to_f(x[i]) * rs;
+    const float mgx = warp_sum(sum_gx) / (float)u.width;
+    for (int i = lane; i < u.width; i += 32) {
         float g = to_f(d[i]) * (w ? to_f(w[i]) : 1.0f);
         d[i] = from_f<T>(rs * (g - to_f(x[i]) * rs * mgx));
     }
 }
 
-/* (dy xhat, 0) at (m, c) for the q heads (m = n NH + h) or the k heads (m = n NKV + h):
+/* (dy xhat, 0) at (m, c) for the q units (m = n nq + j) or the k units (m = n nk + j):
  * the terms of dwq or dwk. */
 template <typename T>
 struct qk_norm_terms {
     const T *dqkv, *raw;
     const float *rstd;
     hg_qk_norm_shape s;
-    int k; /* 0: q heads, 1: k heads */
+    int k; /* 0: q units, 1: k units */
     __device__ float2 operator()(int m, int c) const {
-        const int per = k ? s.NKV : s.NH, n = m / per, h = m % per + (k ? s.NH : 0), H = s.NH + s.NKV;
-        const size_t r = (size_t)n * H + h;
-        float dy = to_f(dqkv[(size_t)n * qkv_width(s.NH, s.NKV, s.hs) + (size_t)h * s.hs + c]);
-        return make_float2(dy * to_f(raw[r * s.hs + c]) * rstd[r], 0.0f);
+        const int per = s.whole ? 1 : k ? s.NKV : s.NH, n = m / per, U = qk_units(s);
+        const int j = s.whole ? k : m % per + (k ? s.NH : 0);
+        const qk_unit u = qk_unit_of(s, j);
+        const size_t r = (size_t)n * U + j;
+        float dy = to_f(dqkv[(size_t)n * qkv_width(s.NH, s.NKV, s.hs) + u.off + c]);
+        return make_float2(dy * to_f(raw[(size_t)n * (s.NH + s.NKV) * s.hs + u.off + c]) * rstd[r], 0.0f);
     }
 };
 
@@ -284,7 +300,7 @@ extern "C" void cuda_layernorm_backward(hg_backend *be, float *dinp, float *dw, 
 }
 
 static unsigned head_blocks(const hg_qk_norm_shape *s) {
-    return (unsigned)(((long long)s->N * (s->NH + s->NKV) + LN_WARPS - 1) / LN_WARPS);
+    return (unsigned)(((long long)s->N * qk_units(*s) + LN_WARPS - 1) / LN_WARPS);
 }
 
 extern "C" void cuda_qk_norm_forward(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq, const float *wk,
@@ -301,8 +317,10 @@ extern "C" void cuda_qk_norm_backward(hg_backend *be, float *dqkv, float *dwq, f
     CUDA_OP("qk_norm_backward");
     CUDA_DISPATCH(be, {
         const qk_norm_terms<T> q = {(const T *)dqkv, (const T *)raw, rstd, *s, 0}, k = {(const T *)dqkv, (const T *)raw, rstd, *s, 1};
-        if (dwq && colsum(be, dwq, NULL, (float2 *)scratch, s->N * s->NH, s->hs, q, "qk_norm_backward (dwq)") != HG_OK) return;
-        if (dwk && colsum(be, dwk, NULL, (float2 *)scratch, s->N * s->NKV, s->hs, k, "qk_norm_backward (dwk)") != HG_OK) return;
+        int nq, wqn, nk, wkn;
+        hg_qk_norm_units(s, &nq, &wqn, &nk, &wkn);
+        if (dwq && colsum(be, dwq, NULL, (float2 *)scratch, s->N * nq, wqn, q, "qk_norm_backward (dwq)") != HG_OK) return;
+        if (dwk && colsum(be, dwk, NULL, (float2 *)scratch, s->N * nk, wkn, k, "qk_norm_backward (dwk)") != HG_OK) return;
         qk_norm_backward_kernel<T><<<head_blocks(s), 32 * LN_WARPS, 0, cuda_stream(be)>>>((T *)dqkv, (const T *)raw, rstd,
                                                                                            (const T *)wq, (const T *)wk, *s);
     });

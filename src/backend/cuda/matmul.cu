@@ -1,5 +1,6 @@
 /* Linear layers on the GPU: cuBLASLt GEMMs with bias and GELU in the epilogue, and the
- * bias gradient as a fixed-order column sum. Weights are (K, N), input-major, as Hugging
+ * bias gradient in the dW GEMM's epilogue (or, where cuBLASLt refuses it or epilogues
+ * are off, as a fixed-order column sum). Weights are (K, N), input-major, as Hugging
  * Face's Conv1D stores them. Activations and weights are T; dw and dbias are fp32 and
  * accumulate (the dW GEMM writes fp32 with beta = 1). */
 #include "backend/cuda/cuda.h"
@@ -32,9 +33,8 @@ static hg_status backward(hg_backend *be, float *dinp, float *dw, float *dbias, 
                           const float *w, int M, int K, int N, cuda_epilogue epi, const float *pre) {
     cuda_gemm_desc dx = {M, K, N, 0, 1, N, N, K, 0, 0, epi};
     HG_TRY(cuda_gemm(be, &dx, dout, w, dinp, NULL, (void *)pre));
-    cuda_gemm_desc dwd = {K, N, M, 1, 0, K, N, N, 1, 1, EPI_NONE};
-    HG_TRY(cuda_gemm(be, &dwd, inp, dout, dw, NULL, NULL));
-    return dbias ? cuda_bias_backward(be, dbias, dout, M, N) : HG_OK;
+    cuda_gemm_desc dwd = {K, N, M, 1, 0, K, N, N, 1, 1, dbias ? EPI_BGRAD : EPI_NONE};
+    return cuda_gemm(be, &dwd, inp, dout, dw, dbias, NULL);
 }
 
 extern "C" hg_status cuda_matmul_backward(hg_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
