@@ -22,8 +22,7 @@ typedef struct cli_shape {
     int n_layer, n_head, d_model, d_ff, max_seq_len, vocab_size;
 } cli_shape;
 
-/* Where a model runs: --device, --precision, and --cuda-graphs (bench and profile only:
- * train steps through the data-parallel layer, whose gradient hook keeps graphs off, and
+/* Where a model runs: --device, --precision, and --cuda-graphs (bench, profile and train;
  * generation never records one). */
 typedef struct cli_device {
     const char *device, *precision; /* "cpu" or "cuda"; "fp32" or "bf16" */
@@ -81,7 +80,8 @@ typedef struct cli_model {
      "with a backward that adds by atomics), and a token-embedding gradient without atomics; the cpu is always " \
      "deterministic"}
 #define CLI_OPT_CUDA_GRAPHS(T, P) \
-    {"cuda-graphs", CLI_BOOL, offsetof(T, P cuda_graphs), 0, 0, 1, 0, "replay the training pass as a CUDA graph"}
+    {"cuda-graphs", CLI_BOOL, offsetof(T, P cuda_graphs), 0, 0, 1, CLI_SAVED,                                  \
+     "cuda: replay the training pass as a CUDA graph (not while dropout is on, nor across ranks)"}
 
 #define CLI_OPTS_SAMPLE(T, P)                                                                               \
     {"temperature", CLI_F64, offsetof(T, P temperature), "X", 0, 100, CLI_SAVED, "sampling temperature; 0 is " \

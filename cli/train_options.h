@@ -32,7 +32,7 @@ typedef struct train_opts {
     int64_t max_steps, max_tokens;
     int64_t seed;
     int threads;
-    cli_device dev;    /* --device, --precision (no --cuda-graphs: cli_model.h) */
+    cli_device dev;    /* --device, --precision, --deterministic, --cuda-graphs */
     int max_nan_steps;
     double loss_band_z;   /* the loss band's width in spreads (train_band.h); 0: off */
     int max_band_steps;   /* stop after this many steps above the band in a row */

@@ -86,7 +86,8 @@ typedef struct hg_dist hg_dist;
 /* Collective. Checks that every rank runs the same binary with the same model config,
  * batch, sequence length, seed, dist options and config_hash (a clear error on every
  * rank otherwise), copies rank 0's parameters to all ranks, and installs the model's
- * gradient-ready hook. With zero = 1 the model must have been created with
+ * gradient-ready hook (not on one rank without ZeRO-1, which has nothing to reduce: its
+ * CUDA steps may then replay as graphs, HG_FLAG_CUDA_GRAPHS). With zero = 1 the model must have been created with
  * shards = ranks, shard = rank. A CUDA model runs on one rank with zero = 0 only
  * (HG_ERR_UNSUPPORTED otherwise; docs/cuda.md). The model and communicator must outlive
  * the hg_dist. */

@@ -39,6 +39,8 @@ struct hg_dist {
     size_t bucket_hi, ready_lo; /* the open bucket is [ready_lo, bucket_hi) */
     int armed;               /* the running backward reduces */
     int pending;             /* reduction started, not yet consumed by the optimizer step */
+    int solo;                /* one rank without ZeRO-1: nothing to reduce, so no gradient
+                                hook (which would keep CUDA graphs off) */
     hg_status hook_status;   /* a failure inside the hook, reported after backward */
     char hook_error[256];
     double t_first, t_backward_end;
@@ -214,7 +216,7 @@ hg_status hg_dist_forward_backward(hg_dist *d, const int32_t *tokens, const int3
         return st;
     }
     if (reduce) {
-        HG_ASSERT(d->ready_lo == 0 && d->nb > 0);
+        HG_ASSERT(d->solo || (d->ready_lo == 0 && d->nb > 0));
         d->pending = 1;
         d->stats.buckets = d->nb;
         d->stats.backward_s = d->t_backward_end - d->t_first;
@@ -412,9 +414,10 @@ hg_status hg_dist_create(hg_dist **out, hg_comm *c, hg_model *m, const hg_dist_o
         d->gshard = m->be->ops->alloc(m->be, m->shard_n ? m->shard_n * sizeof(float) : HG_ALIGN);
         if (!d->gshard) st = hg_fail(HG_ERR_NOMEM, "out of memory for the gradient slice (%zu bytes)", m->shard_n * sizeof(float));
     }
+    d->solo = c->size == 1 && !o->zero;
     /* a rank failing here leaves the others waiting in the broadcast until the timeout */
     if (st == HG_OK) st = hg_dist_broadcast_params(d);
-    if (st == HG_OK) st = hg_set_grad_ready_hook(m, on_grad_ready, d);
+    if (st == HG_OK && !d->solo) st = hg_set_grad_ready_hook(m, on_grad_ready, d);
     if (st != HG_OK) {
         hg_dist_free(d);
         return st;
