@@ -377,8 +377,8 @@ static int check_device(const trainer *t) {
     if (cli_device_check("train", &o->dev)) return 2;
     if (strcmp(o->dev.device, "cuda")) return 0;
     if (t->ranks > 1)
-        return USAGE("--device cuda: data parallelism (%d ranks) is not wired for CUDA models yet (docs/cuda.md); "
-                     "run one rank", t->ranks);
+        return USAGE("--device cuda: data parallelism (%d ranks) is refused for CUDA models until its NCCL path has run "
+                     "on GPUs (docs/cuda.md); run one rank", t->ranks);
     if (o->zero)
         return USAGE("--zero 1: ZeRO-1 is not wired for CUDA models yet (docs/cuda.md); use --zero 0 with --device cuda");
     return 0;

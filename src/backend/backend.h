@@ -72,6 +72,9 @@ struct hg_backend_ops {
     /* Waits for queued work and keeps any failure for the next sync (the profiler times
      * ops with it). NULL: the backend queues nothing (the CPU). */
     void (*wait)(hg_backend *be);
+    /* The device stream ops are queued on (CUDA: a cudaStream_t), which a communicator must
+     * follow (hg_comm_follow_backend). NULL: ops have finished when they return (the CPU). */
+    void *(*stream)(hg_backend *be);
     /* Which kernels the last attention forward and backward ran, in words (for profile
      * and bench), or NULL where there is one kind. */
     const char *(*attention_kernels)(hg_backend *be);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "backend/backend.h"
 #include "backend/cuda_module.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -99,4 +100,13 @@ hg_status hg_comm_barrier(hg_comm *c, double timeout_s) {
     hg_comm_req r = {0};
     HG_TRY(c->ops->barrier_start(c, &r));
     return hg_comm_wait(c, &r, timeout_s, "a barrier");
+}
+
+hg_status hg_comm_follow_backend(hg_comm *c, hg_backend *be) {
+    void *stream = be->ops->stream ? be->ops->stream(be) : NULL;
+    if (!stream) return HG_OK;
+    if (!c->ops->follow)
+        return hg_fail(HG_ERR_UNSUPPORTED, "the %s communicator cannot order its collectives after the %s backend's stream: "
+                       "use NCCL", c->ops->name, be->ops->name);
+    return c->ops->follow(c, stream);
 }

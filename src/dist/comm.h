@@ -51,6 +51,10 @@ struct hg_comm_ops {
     hg_status (*barrier_start)(hg_comm *c, hg_comm_req *req);
     /* *done = 1 once the request has completed (it is then released). */
     hg_status (*test)(hg_comm *c, hg_comm_req *req, int *done);
+    /* From now on, each collective starts after the work queued so far on `stream` (a
+     * device stream: the model's backend's). NULL: buffers are host memory, and a
+     * communicator without it cannot serve a backend that queues work. */
+    hg_status (*follow)(hg_comm *c, void *stream);
 };
 
 /* Polls req until it completes. After timeout_s seconds, marks the communicator broken
@@ -58,6 +62,12 @@ struct hg_comm_ops {
 hg_status hg_comm_wait(hg_comm *c, hg_comm_req *req, double timeout_s, const char *what);
 /* Refuses when the communicator is broken. */
 hg_status hg_comm_check(const hg_comm *c);
+/* Hands the backend's stream (hg_backend_ops.stream) to the communicator, so that its
+ * collectives read gradients only after the kernels that write them. Nothing to do for a
+ * backend whose ops finish when they return; HG_ERR_UNSUPPORTED, naming the
+ * communicator, when one has a stream and the communicator cannot follow it. */
+struct hg_backend;
+hg_status hg_comm_follow_backend(hg_comm *c, struct hg_backend *be);
 
 hg_status hg_comm_local_open(hg_comm **out);
 /* Under a launcher (mpirun, srun), the world size its environment announces; else 0. */

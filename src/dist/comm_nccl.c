@@ -4,10 +4,11 @@
  * (backend/cuda_module.h) when CMake finds NCCL.
  *
  * - Float buffers are device memory. Each collective first waits (cudaStreamWaitEvent)
- *   for the work queued so far on the legacy default stream (the CUDA backend's own
- *   stream is non-blocking and not handed over yet: see docs/cuda.md), then runs on the
- *   communicator's stream; its request is an event recorded after it, polled with
- *   cudaEventQuery, so hg_comm_wait's timeout applies as for MPI.
+ *   for the work queued so far on the stream it follows: the CUDA backend's, handed over
+ *   by hg_dist_create (hg_comm_follow_backend), else the legacy default stream. Then it
+ *   runs on the communicator's stream; its request is an event recorded after it, polled
+ *   with cudaEventQuery, so hg_comm_wait's timeout applies as for MPI, and the backend's
+ *   later work (the optimizer step) is queued only after the wait.
  * - A variable-count reduce-scatter is one ncclReduce per rank whose piece is not empty,
  *   and the in-place variable all-gather one ncclBroadcast per rank, each set in one
  *   group. The gather of optimizer state to a host buffer is not supported yet.
@@ -164,6 +165,11 @@ static hg_status nccl_test(hg_comm *c, hg_comm_req *req, int *done) {
     return HG_OK;
 }
 
+static hg_status nccl_follow(hg_comm *c, void *stream) {
+    ((nccl_impl *)c->impl)->compute = (cudaStream_t)stream;
+    return HG_OK;
+}
+
 static void nccl_close(hg_comm *c) {
     nccl_impl *im = c->impl;
     if (im->comm) {
@@ -192,6 +198,7 @@ static const hg_comm_ops nccl_ops = {
     .allgather_u64_start = nccl_allgather_u64,
     .barrier_start = nccl_barrier,
     .test = nccl_test,
+    .follow = nccl_follow,
 };
 
 /* The rank among those on this node: the launcher's, else the rank modulo the GPUs. */

@@ -95,11 +95,12 @@ static uint64_t config_hash(const hg_model *m, const hg_dist_options *o) {
 /* This rank's own checks; every rank runs them before the exchange. */
 static hg_status check_setup(const hg_comm *c, const hg_model *m, const hg_dist_options *o) {
     if (!m->opt.training) return hg_fail(HG_ERR_INVALID, "data parallel training needs a model created with training=1");
-    /* a CUDA model on one rank without ZeRO-1: every collective is a no-op on its buffers;
-     * ZeRO-1's one-rank collectives are host copies of the gradient and moment slices */
+    /* a CUDA model on one rank without ZeRO-1 reduces nothing; ZeRO-1's one-rank
+     * collectives are host copies of the gradient and moment slices. Across ranks, NCCL
+     * follows the backend's stream (hg_comm_follow_backend), which has not run on GPUs */
     if (m->opt.device != HG_DEVICE_CPU && (c->size > 1 || o->zero))
-        return hg_fail(HG_ERR_UNSUPPORTED, "data parallelism with a CUDA model is not wired yet (docs/cuda.md): "
-                       "run one rank without ZeRO-1, or the CPU");
+        return hg_fail(HG_ERR_UNSUPPORTED, "data parallelism with a CUDA model is refused until its NCCL path has run on "
+                       "GPUs (docs/cuda.md): run one rank without ZeRO-1, or the CPU");
     if (o->zero != 0 && o->zero != 1) return hg_fail(HG_ERR_INVALID, "zero must be 0 or 1, got %d", o->zero);
     if (o->bucket_bytes < 1024) return hg_fail(HG_ERR_INVALID, "bucket_bytes must be >= 1024, got %zu", o->bucket_bytes);
     if (!(o->timeout_s > 0)) return hg_fail(HG_ERR_INVALID, "timeout_s must be > 0, got %g", o->timeout_s);
@@ -414,7 +415,10 @@ hg_status hg_dist_create(hg_dist **out, hg_comm *c, hg_model *m, const hg_dist_o
         d->gshard = m->be->ops->alloc(m->be, m->shard_n ? m->shard_n * sizeof(float) : HG_ALIGN);
         if (!d->gshard) st = hg_fail(HG_ERR_NOMEM, "out of memory for the gradient slice (%zu bytes)", m->shard_n * sizeof(float));
     }
+    /* collectives on a device's buffers start after the kernels queued before them: the
+     * communicator follows the backend's stream (one rank without one reduces nothing) */
     d->solo = c->size == 1 && !o->zero;
+    if (st == HG_OK && (!d->solo || c->ops->follow)) st = hg_comm_follow_backend(c, m->be);
     /* a rank failing here leaves the others waiting in the broadcast until the timeout */
     if (st == HG_OK) st = hg_dist_broadcast_params(d);
     if (st == HG_OK && !d->solo) st = hg_set_grad_ready_hook(m, on_grad_ready, d);

@@ -115,6 +115,7 @@ static hg_status cuda_sync(hg_backend *be) {
 }
 
 static void cuda_wait(hg_backend *be) { cuda_check(be, cudaStreamSynchronize(cuda_stream(be)), "cudaStreamSynchronize"); }
+static void *cuda_stream_of(hg_backend *be) { return (void *)cuda_stream(be); }
 
 /* cuBLASLt's workspace and the backend scratch, allocated outside the tables. */
 static size_t cuda_workspace_bytes(hg_backend *be) { return CUDA_LT_WORKSPACE + cuda_of(be)->work_bytes; }
@@ -265,6 +266,7 @@ static const hg_backend_ops cuda_ops = {
     .to_compute = cuda_to_compute,
     .sync = cuda_sync,
     .wait = cuda_wait,
+    .stream = cuda_stream_of,
     .attention_kernels = cuda_attention_kernels,
     .gemm_epilogues = cuda_gemm_epilogues,
     .run_graph = cuda_run_graph,
