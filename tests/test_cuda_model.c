@@ -360,13 +360,13 @@ int main(int argc, char **argv) {
     hg_config_preset("qwen3-tiny", &qwen3);
     hg_config mqa = cs336;
     mqa.n_kv_head = 1, mqa.head_dim = 48;
-    /* the block layouts with the switches of the families that use them, at odd's size
-     * (head size 32): Gemma 2's sandwich with GeGLU, the embedding scale and the logit
-     * cap; OLMo 2's post-norm with its q/k norm over all heads; Phi-2's parallel block with
+    /* the block layouts with the switches of the families that use them, at odd's size:
+     * Gemma 2's sandwich with GeGLU, the embedding scale, both caps and its head size 256;
+     * OLMo 2's post-norm with its q/k norm over all heads; Phi-2's parallel block with
      * partial rotary embeddings and the output bias */
     hg_config sandwich = cs336, postnorm = cs336, parallel = odd;
     sandwich.block = HG_BLOCK_SANDWICH, sandwich.mlp = HG_MLP_GEGLU, sandwich.embed_scale = 9.8f;
-    sandwich.logit_softcap = 30.0f, sandwich.untied = 0;
+    sandwich.logit_softcap = 30.0f, sandwich.attn_softcap = 1.0f, sandwich.head_dim = 256, sandwich.untied = 0;
     postnorm.block = HG_BLOCK_POSTNORM, postnorm.qk_norm = 1, postnorm.qk_norm_whole = 1;
     parallel.block = HG_BLOCK_PARALLEL, parallel.position = HG_POS_ROPE, parallel.rotary_dim = 16;
     parallel.lm_head_bias = 1, parallel.untied = 1;
@@ -389,8 +389,8 @@ int main(int argc, char **argv) {
         {"odd as cs336, 1 kv head, head_dim 48 bf16", mqa, 3, 37, HG_PRECISION_BF16, 0},
         {"qwen3-tiny (q/k norm) fp32", qwen3, 2, 64, HG_PRECISION_FP32, 0},
         {"qwen3-tiny (q/k norm) bf16", qwen3, 2, 64, HG_PRECISION_BF16, 0},
-        {"odd sandwich, GeGLU, embedding scale, logit cap fp32", sandwich, 3, 37, HG_PRECISION_FP32, 0},
-        {"odd sandwich, GeGLU, embedding scale, logit cap bf16", sandwich, 3, 37, HG_PRECISION_BF16, 0},
+        {"odd sandwich, GeGLU, embedding scale, both caps, head_dim 256 fp32", sandwich, 3, 37, HG_PRECISION_FP32, 0},
+        {"odd sandwich, GeGLU, embedding scale, both caps, head_dim 256 bf16", sandwich, 3, 37, HG_PRECISION_BF16, 0},
         {"odd post-norm, whole q/k norm fp32", postnorm, 3, 37, HG_PRECISION_FP32, 0},
         {"odd post-norm, whole q/k norm bf16", postnorm, 3, 37, HG_PRECISION_BF16, 0},
         {"odd parallel, partial rotary, output bias fp32", parallel, 3, 37, HG_PRECISION_FP32, 0},

@@ -390,11 +390,12 @@ static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, 
 static int attention_on_cudnn; /* shapes whose forward and backward both ran on cuDNN */
 static int cudnn_loaded;       /* some shape ran on cuDNN, or cuDNN refused it */
 
-static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal) {
-    hg_attention_shape s = {B, T, NH, hs, causal, NKV, 0};
+/* cap > 0: Gemma 2's score cap (the own kernels' capped instantiation; cuDNN has none). */
+static void test_attention_cap(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal, float cap) {
+    hg_attention_shape s = {B, T, NH, hs, causal, NKV, cap};
     const int C = NH * hs, W = (NH + 2 * hg_attention_kv_heads(&s)) * hs;
     const size_t n3 = (size_t)B * T * W, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    trng r = trng_seed(51 + (uint64_t)(T * hs + causal + 7 * NKV));
+    trng r = trng_seed(51 + (uint64_t)(T * hs + causal + 7 * NKV + (cap > 0)));
     float *qkv = rvec(gpu, n3, &r, -1.5, 1.5), *dout = rvec(gpu, n1, &r, -1, 1);
     float *out = fvec(n1), *lse = fvec(nl), *dqkv = fvec(n3);
     void *scr = malloc(cpu->ops->attention_scratch_bytes(cpu, &s) + 64);
@@ -412,8 +413,8 @@ static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int N
         failures++;
     } else {
         sync_or_fail(gpu, "attention");
-        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d hs=%d%s", B, T, NH, NKV, hs,
-                 causal ? "" : " full");
+        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d hs=%d%s%s", B, T, NH, NKV, hs,
+                 causal ? "" : " full", cap > 0 ? " capped" : "");
         check(gpu, name, d_out, out, n1, 1, tol(gpu, 1e-5, 1e-2));
         check(gpu, "attention_forward lse", d_lse, lse, nl, 0, tol(gpu, 1e-5, 1e-4));
         check(gpu, "attention_backward dqkv", d_dqkv, dqkv, n3, 1, tol(gpu, 1e-5, 3e-2));
@@ -426,27 +427,32 @@ static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int N
     free(qkv), free(dout), free(out), free(lse), free(dqkv), free(scr);
 }
 
+static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal) {
+    test_attention_cap(cpu, gpu, B, T, NH, NKV, hs, causal, 0.0f);
+}
+
 /* Through the KV cache: n new rows at pos0 of a cache of Tc rows, whose first pos0 rows
  * hold the same earlier keys and values on both backends. NKV 0: as many as NH. */
-static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n, int NH, int NKV) {
-    const int hs = 32, C = NH * hs, Tc = 40, KV = NKV ? NKV : NH;
-    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV, 0};
+static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n, int NH, int NKV, int hs, float cap) {
+    const int C = NH * hs, Tc = 40, KV = NKV ? NKV : NH;
+    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV, cap};
     const size_t nc = (size_t)KV * Tc * hs, nq = (size_t)n * (NH + 2 * KV) * hs, no = (size_t)n * C;
     trng r = trng_seed(91 + (uint64_t)(pos0 + 5 * NKV));
     float *kc = rvec(gpu, nc, &r, -1.5, 1.5), *vc = rvec(gpu, nc, &r, -1, 1), *qkv = rvec(gpu, nq, &r, -1.5, 1.5);
     float *out = fvec(no);
     void *d_kc = dev_from(gpu, kc, nc, 1), *d_vc = dev_from(gpu, vc, nc, 1), *d_out = dev_poison(gpu, no, 1);
-    hg_attention_shape as = {1, Tc, NH, hs, 1, NKV, 0};
+    hg_attention_shape as = {1, Tc, NH, hs, 1, NKV, cap};
     void *scr = malloc(cpu->ops->attention_scratch_bytes(cpu, &as) + 64);
     hg_status st = cpu->ops->attention_cached(cpu, out, kc, vc, qkv, &s, scr);
     if (st == HG_OK) st = gpu->ops->attention_cached(gpu, d_out, d_kc, d_vc, dev_from(gpu, qkv, nq, 1), &s, NULL);
     if (st != HG_OK) {
-        printf("  FAIL attention_cached pos0=%d n=%d NH=%d NKV=%d: %s\n", pos0, n, NH, NKV, hg_last_error());
+        printf("  FAIL attention_cached pos0=%d n=%d NH=%d NKV=%d hs=%d: %s\n", pos0, n, NH, NKV, hs, hg_last_error());
         failures++;
     } else {
         sync_or_fail(gpu, "attention_cached");
-        char name[64];
-        snprintf(name, sizeof name, "attention_cached out pos0=%d n=%d NH=%d NKV=%d", pos0, n, NH, NKV);
+        char name[96];
+        snprintf(name, sizeof name, "attention_cached out pos0=%d n=%d NH=%d NKV=%d hs=%d%s", pos0, n, NH, NKV, hs,
+                 cap > 0 ? " capped" : "");
         check(gpu, name, d_out, out, no, 1, tol(gpu, 1e-5, 1e-2));
         check(gpu, "attention_cached k cache", d_kc, kc, nc, 1, 1e-6); /* copies: exact */
         check(gpu, "attention_cached v cache", d_vc, vc, nc, 1, 1e-6);
@@ -708,6 +714,14 @@ static void attention_shapes(hg_backend *cpu, hg_backend *gpu) {
     test_attention(cpu, gpu, 1, 384, 2, 0, 128, 1);
     test_attention(cpu, gpu, 1, 128, 6, 2, 64, 1);
     test_attention(cpu, gpu, 1, 200, 2, 0, 128, 1);
+    /* Gemma 2's score cap, at 1.0 so that it bends these scores (standard deviation 0.75),
+     * on the own kernels whatever cuDNN takes; Gemma's head size 256, on cuDNN where it
+     * takes it, else the row kernels */
+    test_attention_cap(cpu, gpu, 2, 37, 3, 0, 32, 1, 1.0f);
+    test_attention_cap(cpu, gpu, 1, 130, 4, 2, 64, 1, 1.0f);
+    test_attention_cap(cpu, gpu, 2, 70, 2, 1, 128, 1, 1.0f);
+    test_attention(cpu, gpu, 1, 70, 2, 0, 256, 1);
+    test_attention_cap(cpu, gpu, 1, 130, 4, 2, 256, 1, 1.0f);
 }
 
 /* The backend as the library makes it: in bf16, cuDNN's fused attention where cuDNN is
@@ -745,10 +759,11 @@ static void g_adamw(hg_backend *cpu, hg_backend *gpu) {
 }
 
 static void g_cached(hg_backend *cpu, hg_backend *gpu) {
-    test_attention_cached(cpu, gpu, 0, 9, 3, 0);
-    test_attention_cached(cpu, gpu, 12, 1, 3, 0);
-    test_attention_cached(cpu, gpu, 0, 9, 4, 2);
-    test_attention_cached(cpu, gpu, 12, 1, 6, 1);
+    test_attention_cached(cpu, gpu, 0, 9, 3, 0, 32, 0.0f);
+    test_attention_cached(cpu, gpu, 12, 1, 3, 0, 32, 0.0f);
+    test_attention_cached(cpu, gpu, 0, 9, 4, 2, 32, 0.0f);
+    test_attention_cached(cpu, gpu, 12, 1, 6, 1, 32, 0.0f);
+    test_attention_cached(cpu, gpu, 12, 1, 4, 2, 256, 1.0f); /* Gemma 2's head size and cap */
 }
 
 static const struct {

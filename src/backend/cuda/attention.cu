@@ -24,8 +24,12 @@
  *              (docs/cuda.md).
  *
  * Head sizes: any multiple of 16 up to 128, compiled for widths 64 and 128. These
- * kernels are bf16 (tensor cores); fp32 mode runs the simple kernels of
- * attention_fp32.cu instead (fp32 is a checking mode). */
+ * kernels are bf16 (tensor cores); fp32 mode (a checking mode), and bf16 head sizes up
+ * to 256 that cuDNN does not take, run the simple kernels of attention_rows.cu instead.
+ *
+ * Gemma 2's score cap (attn_softcap): each kernel has a second instantiation (CAP) that
+ * caps the scaled scores, c tanh(z / c), before the softmax, and multiplies dS by the
+ * cap's slope; cuDNN's graph has no cap, so capped attention always runs here. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,6 +187,20 @@ __device__ __forceinline__ float exp2_fast(float x) {
     return y;
 }
 
+/* A score in base-2 units: s scale log2(e); with the cap c of Gemma 2 (CAP),
+ * c tanh(s scale / c) log2(e). */
+template <bool CAP>
+__device__ __forceinline__ float score2(float s, float scale, float cap) {
+    return CAP ? cap * tanhf(s * scale / cap) * LOG2E : s * scale * LOG2E;
+}
+/* The cap's derivative 1 - tanh^2 at a capped score x2 in base-2 units (1 without a cap). */
+template <bool CAP>
+__device__ __forceinline__ float cap_slope(float x2, float cap) {
+    if (!CAP) return 1.0f;
+    float t = x2 / (LOG2E * cap);
+    return 1.0f - t * t;
+}
+
 /* The grid is one-dimensional, blocks = row blocks x heads (no 65535 limit on heads):
  * block x takes row-block rank x / heads of head x % heads, so every head's first rank
  * starts in the first wave. */
@@ -191,10 +209,10 @@ __device__ __forceinline__ void block_coords(int heads, int *rank, int *head) {
     *head = (int)(blockIdx.x % (unsigned)heads);
 }
 
-template <typename T, int HSM>
+template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
     flash_forward_kernel(T *out /* (B,T,C) */, float *lse /* (B,NH,T) */, const T *qkv /* (B,T,W) */, int Tn, int NH, int NKV,
-                         int hs, int causal, float scale, int heads) {
+                         int hs, int causal, float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, MT = row_tiles<HSM>::MT, BM = row_tiles<HSM>::BM;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -211,7 +229,6 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) row[mt][0] = q0 + (warp * MT + mt) * 16 + g, row[mt][1] = row[mt][0] + 8;
     const int last = last_key_block(q0, BM, Tn, causal);
-    const float scale2 = scale * LOG2E;
 
     load_tile_async<T, LD, 64 * MT>(Qs, q, ld, q0, Tn, hs);
     load_tile_async<T, LD>(Ks, k, ld, 0, Tn, hs);
@@ -246,7 +263,8 @@ __global__ void __launch_bounds__(THREADS)
                 for (int e = 0; e < 4; e++) {
                     int j = kb * BK + nt * 8 + 2 * t + (e & 1);
                     /* rows past T are computed like the others (every row sees key 0) and never written */
-                    float x = full || (j < Tn && (!causal || j <= row[mt][e >> 1])) ? s[mt][nt][e] * scale2 : -INFINITY;
+                    float x = full || (j < Tn && (!causal || j <= row[mt][e >> 1])) ? score2<CAP>(s[mt][nt][e], scale, cap)
+                                                                                     : -INFINITY;
                     s[mt][nt][e] = x;
                     mx[e >> 1] = fmaxf(mx[e >> 1], x);
                 }
@@ -313,11 +331,11 @@ __global__ void flash_backward_dot_kernel(float *D, const T *dout, const T *out,
 /* One block per (key block, b, kv head): dK, dV of its 64 keys summed over the query
  * heads of the group, one head after another (a fixed order), each over its query
  * blocks; Q and dO tiles stream through two buffers. */
-template <typename T, int HSM>
+template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
     flash_backward_kv_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
                              const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
-                             int causal, float scale, int heads) {
+                             int causal, float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -332,7 +350,6 @@ __global__ void __launch_bounds__(THREADS)
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const int key[2] = {kb * BK + warp * 16 + g, kb * BK + warp * 16 + g + 8};
     const int q0 = causal ? kb * BK / BQ : 0, per_head = nqb - q0, steps = group * per_head;
-    const float scale2 = scale * LOG2E;
 
     /* step i: query head kh*group + i/per_head, query block q0 + i%per_head */
     auto fetch = [&](int i, int buf) {
@@ -374,7 +391,9 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int c = nt * 8 + 2 * t + (e & 1);
-                p[0][nt][e] = full || visible(qb * BQ + c, key[e >> 1], Tn, causal) ? exp2_fast(p[0][nt][e] * scale2 - lse_b[c]) : 0.0f;
+                p[0][nt][e] = full || visible(qb * BQ + c, key[e >> 1], Tn, causal)
+                                  ? exp2_fast(score2<CAP>(p[0][nt][e], scale, cap) - lse_b[c])
+                                  : 0.0f;
             }
         accumulate<HSM, LD, 1>(dv, p, dOb, hs); /* dV += P^T dO */
         float dp[1][8][4];                      /* dP^T = V dO^T */
@@ -382,7 +401,14 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - D_b[nt * 8 + 2 * t + (e & 1)]);
+            for (int e = 0; e < 4; e++) {
+                const int c = nt * 8 + 2 * t + (e & 1);
+                const float pe = p[0][nt][e];
+                /* dS times the cap's slope, at the capped score found again from P (no
+                 * registers kept for it): x2 = log2(P) + lse2 */
+                const float slope = CAP && pe > 0.0f ? cap_slope<CAP>(__log2f(pe) + lse_b[c], cap) : 1.0f;
+                dp[0][nt][e] = pe * (dp[0][nt][e] - D_b[c]) * slope;
+            }
         accumulate<HSM, LD, 1>(dk, dp, Qb, hs); /* dK += dS^T Q */
     }
 #pragma unroll
@@ -401,11 +427,11 @@ __global__ void __launch_bounds__(THREADS)
 
 /* One block per (block of BM queries, b, head): dQ, with K and V tiles streaming through
  * two buffers. */
-template <typename T, int HSM>
+template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
     flash_backward_q_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
                             const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
-                            int causal, float scale, int heads) {
+                            int causal, float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, MT = row_tiles<HSM>::MT, BM = row_tiles<HSM>::BM;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -420,7 +446,6 @@ __global__ void __launch_bounds__(THREADS)
     const T *dO = dout + (size_t)b * Tn * C + h * hs;
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, q0 = qb * BM;
     const int last = last_key_block(q0, BM, Tn, causal);
-    const float scale2 = scale * LOG2E;
     int row[MT][2];
     float lse_r[MT][2], D_r[MT][2];
 #pragma unroll
@@ -462,8 +487,9 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int j = kb * BK + nt * 8 + 2 * t + (e & 1), r = e >> 1;
-                    float pe = full || visible(row[mt][r], j, Tn, causal) ? exp2_fast(p[mt][nt][e] * scale2 - lse_r[mt][r]) : 0.0f;
-                    dp[mt][nt][e] = pe * (dp[mt][nt][e] - D_r[mt][r]);
+                    const float x2 = score2<CAP>(p[mt][nt][e], scale, cap);
+                    float pe = full || visible(row[mt][r], j, Tn, causal) ? exp2_fast(x2 - lse_r[mt][r]) : 0.0f;
+                    dp[mt][nt][e] = pe * (dp[mt][nt][e] - D_r[mt][r]) * cap_slope<CAP>(x2, cap);
                 }
         accumulate<HSM, LD, MT>(dq, dp, Kb, hs); /* dQ += dS K */
     }
@@ -497,12 +523,13 @@ static hg_status raise_smem(hg_backend *be, K kernel, size_t bytes, const char *
     return cuda_check(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes), name);
 }
 
-template <typename T, int HSM>
+template <typename T, int HSM, bool CAP>
 static hg_status set_smem(hg_backend *be) {
     typedef tiles<T, HSM> L;
-    HG_TRY(raise_smem(be, flash_forward_kernel<T, HSM>, L::forward, "cudaFuncSetAttribute (flash_forward_kernel)"));
-    HG_TRY(raise_smem(be, flash_backward_kv_kernel<T, HSM>, L::backward_kv, "cudaFuncSetAttribute (flash_backward_kv_kernel)"));
-    return raise_smem(be, flash_backward_q_kernel<T, HSM>, L::backward_q, "cudaFuncSetAttribute (flash_backward_q_kernel)");
+    HG_TRY(raise_smem(be, flash_forward_kernel<T, HSM, CAP>, L::forward, "cudaFuncSetAttribute (flash_forward_kernel)"));
+    HG_TRY(raise_smem(be, flash_backward_kv_kernel<T, HSM, CAP>, L::backward_kv,
+                      "cudaFuncSetAttribute (flash_backward_kv_kernel)"));
+    return raise_smem(be, flash_backward_q_kernel<T, HSM, CAP>, L::backward_q, "cudaFuncSetAttribute (flash_backward_q_kernel)");
 }
 
 /* ---- cuDNN's fused attention or the kernels above ----
@@ -519,8 +546,10 @@ static bool cudnn_deterministic(const hg_backend *be) {
 }
 
 hg_status cuda_attention_init(hg_backend *be) {
-    HG_TRY((set_smem<bf16, 64>(be)));
-    HG_TRY((set_smem<bf16, 128>(be)));
+    HG_TRY((set_smem<bf16, 64, false>(be)));
+    HG_TRY((set_smem<bf16, 128, false>(be)));
+    HG_TRY((set_smem<bf16, 64, true>(be)));
+    HG_TRY((set_smem<bf16, 128, true>(be)));
     cuda_state *st = cuda_of(be);
     const char *dirs = getenv("HANDGRAD_CUDNN_ATTENTION");
     st->dnn_dirs = !dirs || !*dirs ? 3u : !strcmp(dirs, "forward") ? 1u : !strcmp(dirs, "backward") ? 2u : 0u;
@@ -569,6 +598,10 @@ static bool use_cudnn(hg_backend *be, int dir, const hg_attention_shape *s) {
     char *used = st->att_used[dir];
     const size_t n = sizeof st->att_used[dir];
 #ifdef HG_HAVE_CUDNN
+    if (st->dnn && (st->dnn_dirs >> dir & 1u) && s->softcap > 0) {
+        snprintf(used, n, "own kernels (cuDNN's graph has no score cap, attn_softcap)");
+        return false;
+    }
     if (st->dnn && (st->dnn_dirs >> dir & 1u)) {
         const int graph = st->dnn_graph[dir];
         char why[600];
@@ -589,26 +622,26 @@ static bool use_cudnn(hg_backend *be, int dir, const hg_attention_shape *s) {
 
 static hg_status check_shape(hg_backend *be, const hg_attention_shape *s, size_t smem) {
     if (!width_for(s->hs))
-        return cuda_fail(be, HG_ERR_UNSUPPORTED, "attention: head size %d is not supported on CUDA (a multiple of 16, at most 128)",
-                         s->hs);
+        return cuda_fail(be, HG_ERR_UNSUPPORTED, "attention: head size %d is not supported by the flash kernels (a multiple "
+                         "of 16, at most 128)", s->hs);
     if (smem > cuda_of(be)->smem_optin)
         return cuda_fail(be, HG_ERR_UNSUPPORTED, "attention: head size %d needs %zu bytes of shared memory; this GPU allows %zu",
                          s->hs, smem, cuda_of(be)->smem_optin);
     return HG_OK;
 }
 
-template <typename T, int HSM>
+template <typename T, int HSM, bool CAP>
 static hg_status forward_launch(hg_backend *be, T *out, float *lse, const T *qkv, const hg_attention_shape *s) {
     size_t smem = tiles<T, HSM>::forward;
     HG_TRY(check_shape(be, s, smem));
     const int heads = s->B * s->NH, BM = row_tiles<HSM>::BM;
     const unsigned grid = (unsigned)((s->T + BM - 1) / BM) * (unsigned)heads;
-    flash_forward_kernel<T, HSM><<<grid, THREADS, smem, cuda_stream(be)>>>(out, lse, qkv, s->T, s->NH, hg_attention_kv_heads(s),
-                                                                           s->hs, s->causal, 1.0f / sqrtf((float)s->hs), heads);
+    flash_forward_kernel<T, HSM, CAP><<<grid, THREADS, smem, cuda_stream(be)>>>(
+        out, lse, qkv, s->T, s->NH, hg_attention_kv_heads(s), s->hs, s->causal, 1.0f / sqrtf((float)s->hs), s->softcap, heads);
     return cuda_launched(be, "flash_forward_kernel");
 }
 
-template <typename T, int HSM>
+template <typename T, int HSM, bool CAP>
 static hg_status backward_launch(hg_backend *be, T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse,
                                  const hg_attention_shape *s, float *D) {
     typedef tiles<T, HSM> L;
@@ -619,32 +652,46 @@ static hg_status backward_launch(hg_backend *be, T *dqkv, const T *dout, const T
     const int NKV = hg_attention_kv_heads(s), BM = row_tiles<HSM>::BM;
     const unsigned kblocks = (unsigned)((s->T + BK - 1) / BK), qblocks = (unsigned)((s->T + BM - 1) / BM);
     float scale = 1.0f / sqrtf((float)s->hs);
-    flash_backward_kv_kernel<T, HSM><<<kblocks * (unsigned)(s->B * NKV), THREADS, L::backward_kv, cuda_stream(be)>>>(
-        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale, s->B * NKV);
+    flash_backward_kv_kernel<T, HSM, CAP><<<kblocks * (unsigned)(s->B * NKV), THREADS, L::backward_kv, cuda_stream(be)>>>(
+        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale, s->softcap, s->B * NKV);
     HG_TRY(cuda_launched(be, "flash_backward_kv_kernel"));
-    flash_backward_q_kernel<T, HSM><<<qblocks * (unsigned)(s->B * s->NH), THREADS, L::backward_q, cuda_stream(be)>>>(
-        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale, s->B * s->NH);
+    flash_backward_q_kernel<T, HSM, CAP><<<qblocks * (unsigned)(s->B * s->NH), THREADS, L::backward_q, cuda_stream(be)>>>(
+        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale, s->softcap, s->B * s->NH);
     return cuda_launched(be, "flash_backward_q_kernel");
 }
 
-/* Calls launch<bf16, width>(...) for hs's compiled width. */
+/* Calls launch<bf16, width, capped>(...) for hs's compiled width and whether scores are
+ * capped. */
 #define ATTENTION_DISPATCH(be, s, launch, ...)                                                          \
     do {                                                                                                \
         int w_ = width_for((s)->hs);                                                                    \
         if (!w_) return check_shape(be, s, 0);                                                          \
         typedef bf16 T;                                                                                 \
-        return w_ == 64 ? launch<T, 64>(be, __VA_ARGS__) : launch<T, 128>(be, __VA_ARGS__);             \
+        if ((s)->softcap > 0)                                                                           \
+            return w_ == 64 ? launch<T, 64, true>(be, __VA_ARGS__) : launch<T, 128, true>(be, __VA_ARGS__); \
+        return w_ == 64 ? launch<T, 64, false>(be, __VA_ARGS__) : launch<T, 128, false>(be, __VA_ARGS__); \
     } while (0)
+
+/* Whether direction dir runs the row kernels (fp32, or a head size the flash kernels
+ * lack that cuDNN did not take; use_cudnn has noted why not cuDNN). */
+static bool use_rows(hg_backend *be, int dir, const hg_attention_shape *s) {
+    cuda_state *st = cuda_of(be);
+    if (be->precision == HG_PRECISION_FP32) {
+        snprintf(st->att_used[dir], sizeof st->att_used[dir], "%s", st->dnn_note);
+        return true;
+    }
+    if (width_for(s->hs)) return false;
+    char was[sizeof st->att_used[dir]];
+    snprintf(was, sizeof was, "%s", st->att_used[dir]);
+    snprintf(st->att_used[dir], sizeof st->att_used[dir], "own row kernels (head size %d; %.600s)", s->hs, was);
+    return true;
+}
 
 extern "C" hg_status cuda_attention_forward(hg_backend *be, float *out, float *lse, const float *qkv, const hg_attention_shape *s,
                                             void *scratch) {
     CUDA_OP("attention_forward");
-    if (be->precision == HG_PRECISION_FP32) {
-        snprintf(cuda_of(be)->att_used[0], sizeof cuda_of(be)->att_used[0], "%s", cuda_of(be)->dnn_note);
-        return cuda_attention_fp32_forward(be, out, lse, qkv, s);
-    }
 #ifdef HG_HAVE_CUDNN
-    if (use_cudnn(be, CUDNN_ATTN_FORWARD, s)) {
+    if (be->precision == HG_PRECISION_BF16 && use_cudnn(be, CUDNN_ATTN_FORWARD, s)) {
         char why[600];
         if (cudnn_attn_forward(cuda_of(be)->dnn, out, lse, qkv, s, scratch, why, sizeof why) != 0)
             return cuda_fail(be, HG_ERR_BACKEND, "attention forward: %s", why);
@@ -653,24 +700,22 @@ extern "C" hg_status cuda_attention_forward(hg_backend *be, float *out, float *l
 #else
     (void)scratch;
 #endif
+    if (use_rows(be, 0, s)) return cuda_attention_rows_forward(be, out, lse, qkv, s);
     ATTENTION_DISPATCH(be, s, forward_launch, (T *)out, lse, (const T *)qkv, s);
 }
 
 extern "C" hg_status cuda_attention_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                              const float *lse, const hg_attention_shape *s, void *scratch) {
     CUDA_OP("attention_backward");
-    if (be->precision == HG_PRECISION_FP32) {
-        snprintf(cuda_of(be)->att_used[1], sizeof cuda_of(be)->att_used[1], "%s", cuda_of(be)->dnn_note);
-        return cuda_attention_fp32_backward(be, dqkv, dout, qkv, out, lse, s, (float *)scratch);
-    }
 #ifdef HG_HAVE_CUDNN
-    if (use_cudnn(be, CUDNN_ATTN_BACKWARD, s)) {
+    if (be->precision == HG_PRECISION_BF16 && use_cudnn(be, CUDNN_ATTN_BACKWARD, s)) {
         char why[600];
         if (cudnn_attn_backward(cuda_of(be)->dnn, cuda_of(be)->dnn_graph[1], dqkv, dout, qkv, out, lse, s, scratch, why, sizeof why) != 0)
             return cuda_fail(be, HG_ERR_BACKEND, "attention backward: %s", why);
         return cuda_launched(be, "cuDNN attention backward");
     }
 #endif
+    if (use_rows(be, 1, s)) return cuda_attention_rows_backward(be, dqkv, dout, qkv, out, lse, s, (float *)scratch);
     ATTENTION_DISPATCH(be, s, backward_launch, (T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)out, lse, s,
                        (float *)scratch);
 }

@@ -1,12 +1,12 @@
 /* Attention through the KV cache on the GPU (generation; src/ops/attention.h), in fp32 or
- * bf16 storage with fp32 arithmetic. Written for clarity, like attention_fp32.cu: a
+ * bf16 storage with fp32 arithmetic. Written for clarity, like attention_rows.cu: a
  * decoding step has one query row per head, so there is little to tile.
  *
  *   kv_store_kernel       - the new rows' k and v into the caches, one thread an element;
  *   attention_cached_kernel - one warp per (head, new row): online softmax over cache rows
  *                           0 .. pos0+i of the head's kv head; lane l holds elements l,
- *                           l+32, l+64, l+96 of the head vectors (hs <= 128), each dot
- *                           product a warp sum.
+ *                           l+32, ..., l+224 of the head vectors (hs <= 256), each dot
+ *                           product a warp sum; scores capped where s.softcap is set.
  * Two launches, so every row a query reads is stored before any query runs.
  *
  * qkv (n,W) as in cuda.h: q (NH heads) | k (NKV) | v (NKV); caches (NKV,Tc,hs); out (n,C),
@@ -15,7 +15,7 @@
 
 #include "backend/cuda/cuda.h"
 
-enum { CACHED_WARPS = 8, CACHED_PER_LANE = 4 }; /* hs <= 32 * CACHED_PER_LANE */
+enum { CACHED_WARPS = 8, CACHED_PER_LANE = CUDA_MAX_HEAD_SIZE / 32 }; /* hs <= 32 * CACHED_PER_LANE */
 
 template <typename T>
 __global__ void kv_store_kernel(T *kc /* (NKV,Tc,hs) */, T *vc /* (NKV,Tc,hs) */, const T *qkv /* (n,W) */, hg_kv_shape s) {
@@ -52,7 +52,9 @@ __global__ void attention_cached_kernel(T *out /* (n,C) */, const T *kc /* (NKV,
             int d = lane + 32 * u;
             if (d < s.hs) dot += q[u] * to_f(K[(size_t)j * s.hs + d]);
         }
-        float sc = warp_sum(dot) * scale, mnew = fmaxf(m, sc), corr = expf(m - mnew), p = expf(sc - mnew);
+        float sc = warp_sum(dot) * scale;
+        if (s.softcap > 0.0f) sc = s.softcap * tanhf(sc / s.softcap);
+        float mnew = fmaxf(m, sc), corr = expf(m - mnew), p = expf(sc - mnew);
         l = l * corr + p;
 #pragma unroll
         for (int u = 0; u < CACHED_PER_LANE; u++) {

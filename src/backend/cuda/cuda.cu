@@ -237,7 +237,7 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
 /* What the CUDA kernels run: every switch of hg_config (norms with or without affine
  * parameters, RoPE, the MLP activations, biases, tying, grouped-query attention, a
  * head_dim of its own, the q/k norm per head or whole, the block layouts, the output
- * bias), with head sizes up to CUDA_MAX_HEAD_SIZE, except the attention cap. A
+ * bias, the attention and logit caps), with head sizes up to CUDA_MAX_HEAD_SIZE. A
  * config the kernels cannot run is refused at creation, naming the field, rather than
  * failing inside a step; a new config switch without CUDA kernels belongs here. */
 static hg_status cuda_supports(const hg_config *c, const hg_options *) {
@@ -245,8 +245,6 @@ static hg_status cuda_supports(const hg_config *c, const hg_options *) {
     if (hs > CUDA_MAX_HEAD_SIZE)
         return hg_fail(HG_ERR_UNSUPPORTED, "head_dim: the CUDA attention kernels take head sizes up to %d, this model's is %d; use "
                        "the CPU", CUDA_MAX_HEAD_SIZE, hs);
-    if (c->attn_softcap > 0)
-        return hg_fail(HG_ERR_UNSUPPORTED, "attn_softcap: the CUDA attention kernels do not cap scores yet; use the CPU");
     return HG_OK;
 }
 

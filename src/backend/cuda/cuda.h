@@ -213,10 +213,10 @@ __host__ __device__ __forceinline__ int k_column(int kh, int NH, int hs) { retur
 __host__ __device__ __forceinline__ int v_column(int kh, int NH, int NKV, int hs) { return (NH + NKV + kh) * hs; }
 __host__ __device__ __forceinline__ int kv_head_of(int h, int NH, int NKV) { return h / (NH / NKV); }
 
-/* The largest head size the attention kernels take (attention.cu: widths 64 and 128;
- * attention_fp32.cu and attention_cached.cu: 4 elements a lane); cuda_supports refuses
- * larger ones at model creation. */
-#define CUDA_MAX_HEAD_SIZE 128
+/* The largest head size the attention kernels take (attention.cu's flash kernels: widths
+ * 64 and 128; attention_rows.cu and attention_cached.cu: 8 elements a lane, up to 256);
+ * cuda_supports refuses larger ones at model creation. */
+#define CUDA_MAX_HEAD_SIZE 256
 
 /* ---- GEMM (gemm.cu): row-major, as cpu_gemm_desc ---- */
 
@@ -287,9 +287,10 @@ hg_sumsq_fn cuda_sumsq;
 
 /* dst (n, T) = src (n, fp32) (adamw.cu). */
 void cuda_to_compute(hg_backend *be, void *dst, const float *src, size_t n);
-/* fp32 attention: simple kernels, one warp per row (attention_fp32.cu); D (B,NH,T) scratch. */
-hg_status cuda_attention_fp32_forward(hg_backend *be, float *out, float *lse, const float *qkv, const hg_attention_shape *s);
-hg_status cuda_attention_fp32_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+/* Attention one warp per row (attention_rows.cu): fp32, and bf16 head sizes the flash
+ * kernels are not compiled for; D (B,NH,T) scratch. */
+hg_status cuda_attention_rows_forward(hg_backend *be, float *out, float *lse, const float *qkv, const hg_attention_shape *s);
+hg_status cuda_attention_rows_backward(hg_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                        const float *lse, const hg_attention_shape *s, float *D);
 /* Raises the dynamic shared-memory limit of the attention kernels and, in bf16 unless
  * HG_FLAG_DETERMINISTIC, loads cuDNN's fused attention (attention.cu). */

@@ -18,7 +18,7 @@ add_library(handgrad_cuda MODULE
   backend/cuda/layernorm.cu
   backend/cuda/encoder.cu
   backend/cuda/attention.cu
-  backend/cuda/attention_fp32.cu
+  backend/cuda/attention_rows.cu
   backend/cuda/attention_cached.cu
   backend/cuda/classifier.cu
   backend/cuda/adamw.cu
