@@ -187,19 +187,21 @@ __device__ __forceinline__ float exp2_fast(float x) {
     return y;
 }
 
-/* A score in base-2 units: s scale log2(e); with the cap c of Gemma 2 (CAP),
- * c tanh(s scale / c) log2(e). */
+/* Scores in base-2 units: s scale log2(e); with the cap c of Gemma 2 (CAP),
+ * c tanh(s scale / c) log2(e). slope: the cap's derivative 1 - tanh^2 at such a capped
+ * score (1 without a cap). */
 template <bool CAP>
-__device__ __forceinline__ float score2(float s, float scale, float cap) {
-    return CAP ? cap * tanhf(s * scale / cap) * LOG2E : s * scale * LOG2E;
-}
-/* The cap's derivative 1 - tanh^2 at a capped score x2 in base-2 units (1 without a cap). */
-template <bool CAP>
-__device__ __forceinline__ float cap_slope(float x2, float cap) {
-    if (!CAP) return 1.0f;
-    float t = x2 / (LOG2E * cap);
-    return 1.0f - t * t;
-}
+struct score_map {
+    float mul, inner, outer;
+    __device__ __forceinline__ score_map(float scale, float cap)
+        : mul(scale * LOG2E), inner(CAP ? scale / cap : 0.0f), outer(CAP ? cap * LOG2E : 0.0f) {}
+    __device__ __forceinline__ float operator()(float s) const { return CAP ? outer * tanhf(s * inner) : s * mul; }
+    __device__ __forceinline__ float slope(float x2) const {
+        if (!CAP) return 1.0f;
+        float t = x2 / outer;
+        return 1.0f - t * t;
+    }
+};
 
 /* The grid is one-dimensional, blocks = row blocks x heads (no 65535 limit on heads):
  * block x takes row-block rank x / heads of head x % heads, so every head's first rank
@@ -229,6 +231,7 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) row[mt][0] = q0 + (warp * MT + mt) * 16 + g, row[mt][1] = row[mt][0] + 8;
     const int last = last_key_block(q0, BM, Tn, causal);
+    const score_map<CAP> score2(scale, cap);
 
     load_tile_async<T, LD, 64 * MT>(Qs, q, ld, q0, Tn, hs);
     load_tile_async<T, LD>(Ks, k, ld, 0, Tn, hs);
@@ -263,7 +266,7 @@ __global__ void __launch_bounds__(THREADS)
                 for (int e = 0; e < 4; e++) {
                     int j = kb * BK + nt * 8 + 2 * t + (e & 1);
                     /* rows past T are computed like the others (every row sees key 0) and never written */
-                    float x = full || (j < Tn && (!causal || j <= row[mt][e >> 1])) ? score2<CAP>(s[mt][nt][e], scale, cap)
+                    float x = full || (j < Tn && (!causal || j <= row[mt][e >> 1])) ? score2(s[mt][nt][e])
                                                                                      : -INFINITY;
                     s[mt][nt][e] = x;
                     mx[e >> 1] = fmaxf(mx[e >> 1], x);
@@ -350,6 +353,7 @@ __global__ void __launch_bounds__(THREADS)
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const int key[2] = {kb * BK + warp * 16 + g, kb * BK + warp * 16 + g + 8};
     const int q0 = causal ? kb * BK / BQ : 0, per_head = nqb - q0, steps = group * per_head;
+    const score_map<CAP> score2(scale, cap);
 
     /* step i: query head kh*group + i/per_head, query block q0 + i%per_head */
     auto fetch = [&](int i, int buf) {
@@ -392,7 +396,7 @@ __global__ void __launch_bounds__(THREADS)
             for (int e = 0; e < 4; e++) {
                 int c = nt * 8 + 2 * t + (e & 1);
                 p[0][nt][e] = full || visible(qb * BQ + c, key[e >> 1], Tn, causal)
-                                  ? exp2_fast(score2<CAP>(p[0][nt][e], scale, cap) - lse_b[c])
+                                  ? exp2_fast(score2(p[0][nt][e]) - lse_b[c])
                                   : 0.0f;
             }
         accumulate<HSM, LD, 1>(dv, p, dOb, hs); /* dV += P^T dO */
@@ -406,7 +410,7 @@ __global__ void __launch_bounds__(THREADS)
                 const float pe = p[0][nt][e];
                 /* dS times the cap's slope, at the capped score found again from P (no
                  * registers kept for it): x2 = log2(P) + lse2 */
-                const float slope = CAP && pe > 0.0f ? cap_slope<CAP>(__log2f(pe) + lse_b[c], cap) : 1.0f;
+                const float slope = CAP && pe > 0.0f ? score2.slope(__log2f(pe) + lse_b[c]) : 1.0f;
                 dp[0][nt][e] = pe * (dp[0][nt][e] - D_b[c]) * slope;
             }
         accumulate<HSM, LD, 1>(dk, dp, Qb, hs); /* dK += dS^T Q */
@@ -446,6 +450,7 @@ __global__ void __launch_bounds__(THREADS)
     const T *dO = dout + (size_t)b * Tn * C + h * hs;
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, q0 = qb * BM;
     const int last = last_key_block(q0, BM, Tn, causal);
+    const score_map<CAP> score2(scale, cap);
     int row[MT][2];
     float lse_r[MT][2], D_r[MT][2];
 #pragma unroll
@@ -487,9 +492,9 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int j = kb * BK + nt * 8 + 2 * t + (e & 1), r = e >> 1;
-                    const float x2 = score2<CAP>(p[mt][nt][e], scale, cap);
+                    const float x2 = score2(p[mt][nt][e]);
                     float pe = full || visible(row[mt][r], j, Tn, causal) ? exp2_fast(x2 - lse_r[mt][r]) : 0.0f;
-                    dp[mt][nt][e] = pe * (dp[mt][nt][e] - D_r[mt][r]) * cap_slope<CAP>(x2, cap);
+                    dp[mt][nt][e] = pe * (dp[mt][nt][e] - D_r[mt][r]) * score2.slope(x2);
                 }
         accumulate<HSM, LD, MT>(dq, dp, Kb, hs); /* dQ += dS K */
     }
