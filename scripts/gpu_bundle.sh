@@ -11,17 +11,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-gpu}
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHANDGRAD_NATIVE=OFF -DHANDGRAD_CUDA=ON >/dev/null
-targets=(handgrad_cli handgrad_cuda test_cuda_ops test_cuda_model attention_cuda)
+targets=(handgrad_cli handgrad_cuda test_cuda_ops test_cuda_model test_cuda_comm attention_cuda)
 grep -q test_cudnn_graph "$dir/Makefile" 2>/dev/null && targets+=(test_cudnn_graph) # where cuDNN's headers were found
 cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib"
 cp "$dir/handgrad" "$dir/libhandgrad_cuda.so" "$dir/tests/test_cuda_ops" "$dir/tests/test_cuda_model" \
-  "$dir/bench/attention_cuda" "$stage/"
+  "$dir/tests/test_cuda_comm" "$dir/bench/attention_cuda" "$stage/"
 [ -f "$dir/tests/test_cudnn_graph" ] && cp "$dir/tests/test_cudnn_graph" "$stage/"
 strip --strip-debug "$stage"/handgrad "$stage"/libhandgrad_cuda.so "$stage"/test_cuda_ops "$stage"/test_cuda_model \
-  "$stage"/attention_cuda
+  "$stage"/test_cuda_comm "$stage"/attention_cuda
 # HG_ALT_MODULES="NAME=PATH ..." adds other builds of the CUDA module as alt/NAME.so, for
 # scripts/gpu_session.sh ab (one lease comparing kernel versions)
 mkdir -p "$stage/alt"

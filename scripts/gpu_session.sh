@@ -11,7 +11,11 @@
 #   facts            the machine: GPU, driver, host CPU's ISA, where cuDNN is
 #   cudnn-ref        PyTorch's cuDNN SDPA on handgrad's packed layout with cuDNN's logs
 #                    (the reference graphs for src/backend/cuda/cudnn_attention.c)
-#   new              the checks first written without a GPU (q/k norm, the profiled pass)
+#   new              the checks first written without a GPU: the bias gradients in the
+#                    GEMM epilogue (and timed against the column sums), the classifier's
+#                    bias and cap, the whole q/k norm, GeGLU, partial rotary, the
+#                    attention cap and head size 256, the block layouts, NCCL following
+#                    the backend's stream
 #   cudnn            cuDNN's fused attention (cudnn_attention.c) and the deterministic
 #                    path: the graphs planned with the driver, the attention op groups on
 #                    both paths, the ordered token-embedding gradient (and its sanitizers),
@@ -81,7 +85,7 @@ within() { # within SECONDS CMD...: CMD in a process group of its own, killed wh
 case $part in
 session)
   # seconds each part may take; measured times go to docs/cuda.md ("A GPU session")
-  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=150 [cudnn]=120 [check]=240 [sanitize]=300 [bench-train]=480
+  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=240 [cudnn]=120 [check]=240 [sanitize]=300 [bench-train]=480
     [profile]=180 [bench-attention]=300 [bench-small]=90 [ab]=300 [cli]=180 [seed-table]=90)
   for kv in ${SESSION_LIMITS:-}; do limit[${kv%%=*}]=${kv#*=}; done # "part=seconds ..." overrides
   logs=/tmp/gpu-logs
@@ -109,6 +113,7 @@ facts)
   step versions python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
   # where a cuDNN lives there: the system's, the toolkit's, PyTorch's wheel (what the
   # cuDNN loader of the CUDA module searches)
+  step mpi sh -c 'ls -l /lib/x86_64-linux-gnu/libmpi.so.40 2>&1; command -v mpirun orted || echo "no mpirun or orted"'
   step cudnn_where sh -c 'ldconfig -p | grep -i cudnn; ls -l /usr/local/cuda/lib64/libcudnn.so* 2>&1;
     python3 -c "import nvidia.cudnn, os; d = nvidia.cudnn.__path__[0]; print(d); [print(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs if f.startswith(\"libcudnn\")]"'
   ;;
@@ -122,20 +127,38 @@ cudnn-ref)
   ls -l "$out"
   ;;
 new)
-  # written without a GPU: the q/k norm kernels (op group and Qwen3 model checks), the
-  # GEMM plan cache's lookup (matmul group), the profiled pass through the backend's wait
-  # op; then sanitizers on the final attention kernels and the 16-byte vector kernels
+  # written without a GPU on 2026-11-27: the bias gradients in the dW GEMM's epilogue
+  # (matmul group; HANDGRAD_CUDA_BGRAD=off: the column sums), the classifier's output bias
+  # and logit cap, OLMo 2's whole q/k norm, GeGLU, partial rotary embeddings, the
+  # attention cap and head size 256 (flash, row and KV-cache kernels), the block layouts'
+  # model checks, NCCL following the backend's stream (MPI as a singleton, without
+  # mpirun's daemon); then memcheck on the new paths and racecheck on the capped kernels
   log=$out/new.log
   : >"$log"
   for p in fp32 bf16; do
-    for g in head_norm matmul; do runone "ops $p $g" "$bin"/test_cuda_ops $p $g; done
+    for g in matmul classifier qk_norm activation rope attention attention_own attention_cached; do
+      runone "ops $p $g" "$bin"/test_cuda_ops $p $g
+    done
+    runone "ops $p matmul, column sums" env HANDGRAD_CUDA_BGRAD=off "$bin"/test_cuda_ops $p matmul
   done
-  for i in $("$bin"/test_cuda_model --list | grep -E 'qwen3|profiled' | cut -d: -f1); do
+  for i in $("$bin"/test_cuda_model --list | grep -E 'sandwich|post-norm|parallel' | cut -d: -f1); do
     runone "model $i" "$bin"/test_cuda_model "$i"
   done
-  for t in racecheck synccheck; do runone "$t ops bf16 attention" cs $t "$bin"/test_cuda_ops bf16 attention; done
-  runone "memcheck ops bf16" cs memcheck "$bin"/test_cuda_ops bf16
+  runone "nccl" env OMPI_MCA_ess_singleton_isolated=1 "$bin"/test_cuda_comm
+  for g in matmul classifier qk_norm attention_own attention_cached; do
+    runone "memcheck ops bf16 $g" cs memcheck "$bin"/test_cuda_ops bf16 $g
+  done
+  for t in racecheck synccheck; do runone "$t ops bf16 attention_own" cs $t "$bin"/test_cuda_ops bf16 attention_own; done
+  grep -E "GEMM epilogues|capped|hs=256|before the hand-over|following the backend|hg_dist over NCCL|skipped" "$log" | cut -c1-200
   summary new
+  # the bias gradients in the epilogue against the column sums, GPT-2 small, alternating
+  for round in 1 2 3; do
+    for mode in on off; do
+      printf 'bgrad %s round %d: ' "$mode" "$round"
+      HANDGRAD_CUDA_BGRAD=$mode "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 \
+        --warmup 2 --steps 10 --pass step 2>&1 | grep -E '^small' || { echo "bench failed"; status=1; }
+    done
+  done
   ;;
 cudnn)
   log=$out/cudnn.log
