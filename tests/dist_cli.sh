@@ -56,7 +56,7 @@ done
 [[ ! -e bad ]] || fail "a refused run wrote its folder"
 if "${mpi[@]}" 2 "$hg" train "${args[@]}" --out bad --device cuda >bad.log 2>&1; then fail "--device cuda on 2 ranks ran"; fi
 for r in 0 1; do
-  grep -q "(rank $r of 2): --device cuda: data parallelism (2 ranks) is not wired" bad.log ||
+  grep -q "(rank $r of 2): --device cuda: data parallelism (2 ranks) is refused for CUDA models" bad.log ||
     fail "--device cuda: rank $r did not say why: $(cat bad.log)"
 done
 [[ ! -e bad ]] || fail "a refused run wrote its folder"
