@@ -15,7 +15,7 @@
 #                    GEMM epilogue (and timed against the column sums), the classifier's
 #                    bias and cap, the whole q/k norm, GeGLU, partial rotary, the
 #                    attention cap and head size 256, the block layouts, NCCL following
-#                    the backend's stream
+#                    the backend's stream, the GEMM tuning experiment
 #   cudnn            cuDNN's fused attention (cudnn_attention.c) and the deterministic
 #                    path: the graphs planned with the driver, the attention op groups on
 #                    both paths, the ordered token-embedding gradient (and its sanitizers),
@@ -85,7 +85,7 @@ within() { # within SECONDS CMD...: CMD in a process group of its own, killed wh
 case $part in
 session)
   # seconds each part may take; measured times go to docs/cuda.md ("A GPU session")
-  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=240 [cudnn]=120 [check]=240 [sanitize]=300 [bench-train]=480
+  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=300 [cudnn]=120 [check]=240 [sanitize]=300 [bench-train]=480
     [profile]=180 [bench-attention]=300 [bench-small]=90 [ab]=300 [cli]=180 [seed-table]=90)
   for kv in ${SESSION_LIMITS:-}; do limit[${kv%%=*}]=${kv#*=}; done # "part=seconds ..." overrides
   logs=/tmp/gpu-logs
@@ -145,17 +145,20 @@ new)
     runone "model $i" "$bin"/test_cuda_model "$i"
   done
   runone "nccl" env OMPI_MCA_ess_singleton_isolated=1 "$bin"/test_cuda_comm
+  for g in matmul classifier; do runone "ops bf16 $g, GEMMs tuned" env HANDGRAD_CUDA_GEMM_TUNE=1 "$bin"/test_cuda_ops bf16 $g; done
+  runone "model 1, GEMMs tuned" env HANDGRAD_CUDA_GEMM_TUNE=1 "$bin"/test_cuda_model 1
   for g in matmul classifier qk_norm attention_own attention_cached; do
     runone "memcheck ops bf16 $g" cs memcheck "$bin"/test_cuda_ops bf16 $g
   done
   for t in racecheck synccheck; do runone "$t ops bf16 attention_own" cs $t "$bin"/test_cuda_ops bf16 attention_own; done
   grep -E "GEMM epilogues|capped|hs=256|before the hand-over|following the backend|hg_dist over NCCL|skipped" "$log" | cut -c1-200
   summary new
-  # the bias gradients in the epilogue against the column sums, GPT-2 small, alternating
+  # GPT-2 small's step, alternating: the bias gradients in the epilogue (the default), as
+  # column sums, and the default with the GEMM candidates timed (HANDGRAD_CUDA_GEMM_TUNE)
   for round in 1 2 3; do
-    for mode in on off; do
-      printf 'bgrad %s round %d: ' "$mode" "$round"
-      HANDGRAD_CUDA_BGRAD=$mode "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 \
+    for v in "epilogue HANDGRAD_CUDA_BGRAD=on" "colsums HANDGRAD_CUDA_BGRAD=off" "tuned HANDGRAD_CUDA_GEMM_TUNE=1"; do
+      printf '%s round %d: ' "${v%% *}" "$round"
+      env "${v#* }" "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 \
         --warmup 2 --steps 10 --pass step 2>&1 | grep -E '^small' || { echo "bench failed"; status=1; }
     done
   done

@@ -214,6 +214,8 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
     s->unfused = unfused && !strcmp(unfused, "1");
     const char *bgrad = getenv("HANDGRAD_CUDA_BGRAD");
     s->bgrad_off = bgrad && !strcmp(bgrad, "off");
+    const char *tune = getenv("HANDGRAD_CUDA_GEMM_TUNE");
+    s->gemm_tune = tune && !strcmp(tune, "1");
     hg_status st = cuda_check(be, cudaSetDevice(0), "cudaSetDevice");
     if (st == HG_OK) st = cuda_check(be, cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == HG_OK) st = cuda_check_lt(be, cublasLtCreate(&s->lt), "cublasLtCreate");

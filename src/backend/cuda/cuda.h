@@ -56,8 +56,10 @@ typedef struct cuda_state {
     int trial;
     int unfused; /* HANDGRAD_CUDA_UNFUSED=1: GEMM epilogues as their own kernels (tests) */
     int bgrad_off; /* HANDGRAD_CUDA_BGRAD=off: bias gradients as column sums (A/B timing) */
+    int gemm_tune; /* HANDGRAD_CUDA_GEMM_TUNE=1: time the heuristic's candidates (gemm.cu) */
+    unsigned gemm_tuned, gemm_retuned; /* shapes tuned; those whose pick was not the first */
     unsigned epi_runs[2][EPI_COUNT]; /* [fused?][cuda_epilogue]: how each epilogue ran (gemm.cu) */
-    char epi_words[200];
+    char epi_words[260];
     /* CUDA graph of the training pass (cuda.cu: cuda_run_graph) */
     int capturing;
     cudaGraphExec_t graph;

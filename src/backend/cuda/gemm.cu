@@ -3,17 +3,20 @@
  *
  * Bias and GELU run in cuBLASLt's epilogue (BIAS, GELU_AUX_BIAS or GELU_AUX when there is
  * no bias, DGELU), and the bias gradient in the dW GEMM's (BGRADA, or BGRADB for the
- * classifier's, which write the column sums to backend scratch; a small kernel adds them
- * to the accumulating dbias),
- * when it can: the fused call is a trial whose failures are not recorded,
- * and on any failure, or where its preconditions do not hold, the GEMM runs plain and
- * small kernels (gelu.cu) apply the epilogue. The unfused path is also taken for GELU in
+ * classifier's; both write the column sums, so they go to backend scratch and a small
+ * kernel adds them to the accumulating dbias), when it can: the fused call is a trial
+ * whose failures are not recorded, and on any failure, or where its preconditions do not
+ * hold, the GEMM runs plain and small kernels apply the epilogue (gelu.cu; the column
+ * sums of reduce.cuh for the bias gradients). The unfused path is also taken for GELU in
  * fp32 (cuBLASLt's GELU may use a cheaper tanh than ours; fp32 is the checking mode) and
  * for every epilogue with HANDGRAD_CUDA_UNFUSED=1 (so tests cover both paths); for the bias
  * gradient alone with HANDGRAD_CUDA_BGRAD=off (to time the two against each other).
  *
  * The heuristic's choice is cached per shape, transposes, types, epilogue (and whether it
  * has a bias) and pointer alignment (the alignment limits which kernels are valid).
+ * HANDGRAD_CUDA_GEMM_TUNE=1 (an experiment): the first call of a shape times up to
+ * TUNE_ALGOS of the heuristic's candidates on its own operands and caches the fastest
+ * (tune_pick).
  * Accumulation is fp32 (CUBLAS_COMPUTE_32F; no TF32 in fp32 mode). */
 #include <stdlib.h>
 #include <string.h>
@@ -127,23 +130,80 @@ static gemm_entry *cached(hg_backend *be, const gemm_key *key) {
     return NULL;
 }
 
-/* *algo = the cached (or newly found) kernel for key; *found = 0 when cuBLASLt has none. */
-static hg_status find_algo(hg_backend *be, lt_call *k, const gemm_key *key, cublasLtMatmulAlgo_t *algo, int *found) {
+/* One call's operands, for timing candidates on them. */
+typedef struct gemm_operands {
+    const void *A, *B;
+    void *D;
+    int accumulate;
+    size_t d_bytes;
+} gemm_operands;
+
+enum { TUNE_ALGOS = 8, TUNE_REPS = 3 };
+
+/* The index of the fastest of the n candidates in res, each run once to warm up and then
+ * TUNE_REPS times (the least time counts). A call that accumulates is timed with beta = 0
+ * into a scratch D of its size (allocated here, on a shape's first call only, never
+ * inside graph capture), so its real D is written once, by the call itself; the others
+ * write D, and aux or the bias gradient's sums, with the call's own values again. A
+ * candidate that fails is passed over; the heuristic's first (0) stands if none can be
+ * timed. */
+static int tune_pick(hg_backend *be, const lt_call *k, const gemm_operands *o, const cublasLtMatmulHeuristicResult_t *res,
+                     int n) {
+    cuda_state *s = cuda_of(be);
+    void *D = o->D, *tmp = NULL;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    if (o->accumulate && cudaMalloc(&tmp, o->d_bytes) != cudaSuccess) n = 0;
+    if (tmp) D = tmp;
+    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess) n = 0;
+    const float alpha = 1.0f, beta = 0.0f;
+    float best_ms = INFINITY;
+    int best = 0;
+    for (int i = 0; i < n; i++) {
+        float least = INFINITY, ms = 0.0f;
+        int ok = 1;
+        for (int r = 0; r <= TUNE_REPS && ok; r++) {
+            ok = cudaEventRecord(ev[0], s->stream) == cudaSuccess &&
+                 cublasLtMatmul(s->lt, k->op, &alpha, o->B, k->a, o->A, k->b, &beta, D, k->c, D, k->c, &res[i].algo,
+                                s->lt_workspace, CUDA_LT_WORKSPACE, s->stream) == CUBLAS_STATUS_SUCCESS &&
+                 cudaEventRecord(ev[1], s->stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess &&
+                 cudaEventElapsedTime(&ms, ev[0], ev[1]) == cudaSuccess;
+            if (ok && r > 0 && ms < least) least = ms;
+        }
+        if (ok && least < best_ms) best_ms = least, best = i;
+    }
+    cudaStreamSynchronize(s->stream);
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    cudaFree(tmp);
+    cudaGetLastError(); /* a candidate's launch failure is not the step's */
+    s->gemm_tuned++;
+    s->gemm_retuned += best != 0;
+    return best;
+}
+
+/* *algo = the cached (or newly found) kernel for key; *found = 0 when cuBLASLt has none.
+ * o: the call's operands, for tuning. */
+static hg_status find_algo(hg_backend *be, lt_call *k, const gemm_key *key, const gemm_operands *o, cublasLtMatmulAlgo_t *algo,
+                           int *found) {
     const gemm_entry *e = cached(be, key);
     if (e) {
         *algo = e->algo;
         *found = e->found;
         return HG_OK;
     }
-    cublasLtMatmulHeuristicResult_t res;
-    memset(&res, 0, sizeof res);
+    cuda_state *s = cuda_of(be);
+    const int tune = s->gemm_tune && !s->capturing && !(be->flags & HG_FLAG_DETERMINISTIC);
+    cublasLtMatmulHeuristicResult_t res[TUNE_ALGOS];
+    memset(res, 0, sizeof res);
     int n = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cuda_of(be)->lt, k->op, k->a, k->b, k->c, k->c, k->pref, 1, &res, &n);
+    cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(s->lt, k->op, k->a, k->b, k->c, k->c, k->pref, tune ? TUNE_ALGOS : 1, res, &n);
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) HG_TRY(cuda_check_lt(be, st, "cublasLtMatmulAlgoGetHeuristic"));
     *found = st == CUBLAS_STATUS_SUCCESS && n > 0;
-    *algo = res.algo;
-    cuda_gemm_cache *c = cuda_of(be)->gemm;
-    if (c->count < GEMM_CACHE) c->e[c->count++] = (gemm_entry){*key, *found, res.algo};
+    const int pick = *found && tune && n > 1 ? tune_pick(be, k, o, res, n) : 0;
+    *algo = res[pick].algo;
+    cuda_gemm_cache *c = s->gemm;
+    if (c->count < GEMM_CACHE) c->e[c->count++] = (gemm_entry){*key, *found, res[pick].algo};
     return HG_OK;
 }
 
@@ -163,7 +223,9 @@ static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, co
     hg_status st = lt_call_init(be, &k, d, &key, bias, aux);
     cublasLtMatmulAlgo_t algo;
     int found = 0;
-    if (st == HG_OK) st = find_algo(be, &k, &key, &algo, &found);
+    const size_t d_bytes = (size_t)d->ldd * d->M * (d->out_fp32 ? 4 : hg_precision_bytes(be->precision));
+    const gemm_operands o = {A, B, D, d->accumulate, d_bytes};
+    if (st == HG_OK) st = find_algo(be, &k, &key, &o, &algo, &found);
     *ran = 0;
     if (st == HG_OK && found) {
         float alpha = 1.0f, beta = d->accumulate ? 1.0f : 0.0f;
@@ -253,6 +315,9 @@ const char *cuda_gemm_epilogues(hg_backend *be) {
     int n = snprintf(s->epi_words, sizeof s->epi_words, "fused/own kernels:");
     for (int e = EPI_BIAS; e < EPI_COUNT && n > 0 && (size_t)n < sizeof s->epi_words; e++)
         n += snprintf(s->epi_words + n, sizeof s->epi_words - (size_t)n, " %s %u/%u", names[e], s->epi_runs[1][e], s->epi_runs[0][e]);
+    if (s->gemm_tune && n > 0 && (size_t)n < sizeof s->epi_words)
+        snprintf(s->epi_words + n, sizeof s->epi_words - (size_t)n, "; tuned %u shapes, %u not the heuristic's first",
+                 s->gemm_tuned, s->gemm_retuned);
     return s->epi_words;
 }
 
