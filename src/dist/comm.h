@@ -52,8 +52,9 @@ struct hg_comm_ops {
     /* *done = 1 once the request has completed (it is then released). */
     hg_status (*test)(hg_comm *c, hg_comm_req *req, int *done);
     /* From now on, each collective starts after the work queued so far on `stream` (a
-     * device stream: the model's backend's). NULL: buffers are host memory, and a
-     * communicator without it cannot serve a backend that queues work. */
+     * device stream: the model's backend's; NULL: the default stream again, as before the
+     * first call). NULL op: buffers are host memory, and a communicator without it cannot
+     * serve a backend that queues work. */
     hg_status (*follow)(hg_comm *c, void *stream);
 };
 

@@ -381,6 +381,8 @@ hg_status hg_dist_optimizer_save(hg_dist *d, const hg_train_state *st, const cha
 
 void hg_dist_free(hg_dist *d) {
     if (!d) return;
+    if (d->c && d->m && d->c->ops->follow && d->m->be->ops->stream) /* the stream may go with the model */
+        d->c->ops->follow(d->c, NULL);
     if (d->m && d->m->grad_ready_ctx == d) {
         hg_set_grad_ready_hook(d->m, NULL, NULL);
         d->m->dropout_seed = d->m->opt.seed;
