@@ -203,6 +203,12 @@ typedef struct hg_config {
                                                "" for none (the built-in path) */
 } hg_config;
 
+/* The head size of c: head_dim, or d_model / n_head (0 when n_head is not positive). Safe
+ * on a config not yet validated. */
+static inline int hg_head_size(const hg_config *c) {
+    return c->head_dim ? c->head_dim : c->n_head > 0 ? c->d_model / c->n_head : 0;
+}
+
 /* Presets: the GPT-2 ladder "small", "medium", "large", "xl", "2.7B" (V=50257,
  * Tmax=1024); the same ladder as the CS336 model, "cs336-small" ... "cs336-2.7B"
  * (RMSNorm, RoPE, SwiGLU, no biases, untied, V=10000, Tmax=1024); "smollm-135m"

@@ -275,7 +275,7 @@ static hg_status parse_gemma(hfc *c, hf_arch a, hg_config *cfg) {
     HG_TRY(get_num(c, c->j, "attn_logit_softcapping", 1e4, &cfg->attn_softcap));
     float scalar = 256.0f; /* transformers' default, as head_dim's */
     HG_TRY(get_num(c, c->j, "query_pre_attn_scalar", 1e6, &scalar));
-    const int hs = gpt_dims_of(cfg).hs;
+    const int hs = hg_head_size(cfg); /* cfg is not validated yet */
     if (scalar != (float)hs)
         return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'query_pre_attn_scalar' = %g is not supported: handgrad scales "
                        "scores by 1/sqrt(head_dim), so it must equal head_dim = %d", c->file, scalar, hs);
@@ -292,7 +292,7 @@ static double partial_factor(int rot, int hs) {
 }
 
 static hg_status set_partial(hfc *c, hg_config *cfg, double partial) {
-    const int hs = gpt_dims_of(cfg).hs, rot = (int)(hs * partial);
+    const int hs = hg_head_size(cfg), rot = (int)(hs * partial); /* cfg is not validated yet */
     if (rot < 2)
         return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'partial_rotary_factor' = %g turns %d of a head's %d dims", c->file,
                        partial, rot, hs);

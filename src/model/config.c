@@ -327,7 +327,7 @@ gpt_dims gpt_dims_of(const hg_config *c) {
     d.C = c->d_model;
     d.NH = c->n_head;
     d.NKV = c->n_kv_head ? c->n_kv_head : c->n_head;
-    d.hs = c->head_dim ? c->head_dim : c->n_head ? c->d_model / c->n_head : 0;
+    d.hs = hg_head_size(c);
     d.QD = d.NH * d.hs;
     d.KVD = d.NKV * d.hs;
     d.QKV = d.QD + 2 * d.KVD;

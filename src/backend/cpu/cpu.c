@@ -73,7 +73,7 @@ static hg_status cpu_supports(const hg_config *c, const hg_options *o) {
     if (o->precision == HG_PRECISION_BF16 && c->d_model > CPU_BF16_ROW_MAX)
         return hg_fail(HG_ERR_UNSUPPORTED, "d_model: the CPU's bf16 kernels take d_model up to %d, this model's is %d; use fp32",
                        CPU_BF16_ROW_MAX, c->d_model);
-    const int hs = c->head_dim ? c->head_dim : c->d_model / c->n_head, qd = c->n_head * hs;
+    const int hs = hg_head_size(c), qd = c->n_head * hs;
     if (o->precision == HG_PRECISION_BF16 && c->qk_norm_whole && qd > CPU_BF16_ROW_MAX)
         return hg_fail(HG_ERR_UNSUPPORTED, "qk_norm_whole: the CPU's bf16 kernels normalise rows of up to %d, this model's "
                        "q rows are %d wide; use fp32", CPU_BF16_ROW_MAX, qd);

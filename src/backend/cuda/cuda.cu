@@ -243,7 +243,7 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
  * config the kernels cannot run is refused at creation, naming the field, rather than
  * failing inside a step; a new config switch without CUDA kernels belongs here. */
 static hg_status cuda_supports(const hg_config *c, const hg_options *) {
-    int hs = c->head_dim ? c->head_dim : c->n_head > 0 ? c->d_model / c->n_head : 0;
+    int hs = hg_head_size(c);
     if (hs > CUDA_MAX_HEAD_SIZE)
         return hg_fail(HG_ERR_UNSUPPORTED, "head_dim: the CUDA attention kernels take head sizes up to %d, this model's is %d; use "
                        "the CPU", CUDA_MAX_HEAD_SIZE, hs);
