@@ -59,6 +59,9 @@ static int alignment(const void *p) {
     return al;
 }
 
+/* Whether an epilogue is a bias gradient (EPI_BGRAD, EPI_BGRAD_A). */
+static inline int is_bgrad(cuda_epilogue e) { return e == EPI_BGRAD || e == EPI_BGRAD_A; }
+
 /* The descriptors of one call, destroyed together. */
 typedef struct lt_call {
     cublasLtMatmulDesc_t op;
@@ -91,7 +94,7 @@ static hg_status lt_call_init(hg_backend *be, lt_call *k, const cuda_gemm_desc *
     if (d->epilogue == EPI_BIAS) epi = CUBLASLT_EPILOGUE_BIAS;
     if (d->epilogue == EPI_GELU_AUX) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     if (d->epilogue == EPI_DGELU) epi = CUBLASLT_EPILOGUE_DGELU;
-    const int bgrad = d->epilogue == EPI_BGRAD || d->epilogue == EPI_BGRAD_A;
+    const int bgrad = is_bgrad(d->epilogue);
     if (bgrad) /* our B's column sums, or our A's */
         epi = gemm_lt_bgrad_is_a(d->epilogue == EPI_BGRAD ? GEMM_BGRAD_OF_B : GEMM_BGRAD_OF_A) ? CUBLASLT_EPILOGUE_BGRADA
                                                                                                 : CUBLASLT_EPILOGUE_BGRADB;
@@ -246,7 +249,7 @@ static hg_status gemm_plain_or_fused(hg_backend *be, const cuda_gemm_desc *d, co
  * and 16-byte alignment, which cuBLASLt requires (a d_ff such as 300 breaks them). */
 static int fused_allowed(hg_backend *be, const cuda_gemm_desc *d, const void *aux) {
     if (cuda_of(be)->unfused) return 0;
-    if (d->epilogue == EPI_BGRAD || d->epilogue == EPI_BGRAD_A) return !cuda_of(be)->bgrad_off;
+    if (is_bgrad(d->epilogue)) return !cuda_of(be)->bgrad_off;
     if (d->epilogue != EPI_GELU_AUX && d->epilogue != EPI_DGELU) return 1;
     return be->precision != HG_PRECISION_FP32 && d->ldd % 8 == 0 && alignment(aux) >= 16;
 }
@@ -261,7 +264,7 @@ static hg_status gemm_run(hg_backend *be, const cuda_gemm_desc *d, const void *A
                          d->K, d->trans_a, d->trans_b, d->lda, d->ldb, d->ldd);
     }
     /* the bias gradients' vector: its length, and the stored (rows, len) operand summed */
-    const int bgrad = d->epilogue == EPI_BGRAD || d->epilogue == EPI_BGRAD_A, len = d->epilogue == EPI_BGRAD ? d->N : d->M;
+    const int bgrad = is_bgrad(d->epilogue), len = d->epilogue == EPI_BGRAD ? d->N : d->M;
     HG_ASSERT(d->epilogue != EPI_BGRAD || (!d->trans_b && d->ldb == d->N && d->out_fp32 && bias));
     HG_ASSERT(d->epilogue != EPI_BGRAD_A || (d->trans_a && d->lda == d->M && d->out_fp32 && bias));
     if (fused_allowed(be, d, aux)) {
