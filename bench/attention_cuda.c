@@ -7,12 +7,16 @@
  * JSON object per line, the fields that
  * bench/compare_torch_cuda.py reads:
  *   {"impl", "T", "hs", "B", "NH", "causal", "forward_ms", "forward_backward_ms",
- *    "forward_tflops", "forward_backward_tflops", "bytes", "kernels"}
+ *    "forward_tflops", "forward_backward_tflops", "device_bytes", "kernels"}
  * FLOPs are counted as FlashAttention's benchmarks count them: forward 4 B NH T^2 hs,
- * halved when causal; backward 2.5x forward. bytes: every buffer the op reads or writes
- * (qkv, out, lse, dout, dqkv) plus its scratch: all it allocates.
- * Timing: the median over 5 batches of the mean of `reps` calls, synchronised around
- * each batch, after two untimed calls. Usage: attention_cuda [--reps N] [--T T,... --hs D,...]. */
+ * halved when causal; backward 2.5x forward.
+ * Measured as compare_torch_cuda.py measures PyTorch's SDPA (one method on both sides):
+ *   time: the median over BATCHES batches of CALLS back-to-back calls, synchronised
+ *   around each batch, after WARM untimed calls;
+ *   device_bytes: the device memory the shape took, cudaMemGetInfo's free memory before
+ *   its buffers were allocated less the free memory after the timed calls (a backend of
+ *   its own for each shape, so workspace grown for an earlier shape is not reused).
+ * Usage: attention_cuda [--T T,... --hs D,...]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,40 +72,44 @@ static hg_status pass(const hg_attention_shape *s, const bufs *b, int backward) 
     return HG_OK;
 }
 
-/* Median over 5 batches of the mean seconds per call. */
-static double time_pass(const hg_attention_shape *s, const bufs *b, int backward, int reps) {
-    for (int i = 0; i < 2; i++)
+/* the timing method, the same as compare_torch_cuda.py's for SDPA */
+enum { WARM = 3, BATCHES = 15, CALLS = 4 };
+
+/* Median over BATCHES batches of the mean seconds per call. */
+static double time_pass(const hg_attention_shape *s, const bufs *b, int backward) {
+    for (int i = 0; i < WARM; i++)
         if (pass(s, b, backward) != HG_OK) die("attention");
     if (be->ops->sync(be) != HG_OK) die("sync");
-    double t[5];
-    for (int k = 0; k < 5; k++) {
+    double t[BATCHES];
+    for (int k = 0; k < BATCHES; k++) {
         double t0 = hg_now();
-        for (int i = 0; i < reps; i++)
+        for (int i = 0; i < CALLS; i++)
             if (pass(s, b, backward) != HG_OK) die("attention");
         if (be->ops->sync(be) != HG_OK) die("sync");
-        t[k] = (hg_now() - t0) / reps;
+        t[k] = (hg_now() - t0) / CALLS;
     }
-    qsort(t, 5, sizeof t[0], cmp_double);
-    return t[2];
+    qsort(t, BATCHES, sizeof t[0], cmp_double);
+    return t[BATCHES / 2];
 }
 
-static void run(const char *impl, int T, int hs, int reps) {
+static void run(const char *impl, int T, int hs) {
     const int C = 2048, NH = C / hs, B = 16384 / T > 0 ? 16384 / T : 1;
     hg_attention_shape s = {B, T, NH, hs, 1, 0, 0};
     size_t n = (size_t)B * T * C, E = 2, scratch = be->ops->attention_scratch_bytes(be, &s);
+    size_t free0 = be->ops->mem_available(be);
     bufs b = {dev(3 * n * E), dev(n * E), dev((size_t)B * NH * T * 4), dev(n * E), dev(3 * n * E), dev(scratch)};
     fill(b.qkv, 3 * n, 1);
     fill(b.dout, n, 2);
-    double fwd = time_pass(&s, &b, 0, reps), fb = time_pass(&s, &b, 1, reps);
+    double fwd = time_pass(&s, &b, 0), fb = time_pass(&s, &b, 1);
     double flops = 4.0 * B * NH * (double)T * T * hs * 0.5;
-    size_t bytes = 3 * n * E * 2 + 2 * n * E + (size_t)B * NH * T * 4 + scratch;
+    size_t free1 = be->ops->mem_available(be), bytes = free0 > free1 ? free0 - free1 : 0;
     char kernels[512];
     const char *k = be->ops->attention_kernels(be);
     snprintf(kernels, sizeof kernels, "%s", k ? k : "");
     for (char *c = kernels; *c; c++)
         if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '\'';
     printf("{\"impl\": \"%s\", \"T\": %d, \"hs\": %d, \"B\": %d, \"NH\": %d, \"causal\": 1, \"forward_ms\": %.4f, "
-           "\"forward_backward_ms\": %.4f, \"forward_tflops\": %.2f, \"forward_backward_tflops\": %.2f, \"bytes\": %zu, "
+           "\"forward_backward_ms\": %.4f, \"forward_tflops\": %.2f, \"forward_backward_tflops\": %.2f, \"device_bytes\": %zu, "
            "\"kernels\": \"%s\"}\n",
            impl, T, hs, B, NH, fwd * 1e3, fb * 1e3, flops / fwd / 1e12, 3.5 * flops / fb / 1e12, bytes, kernels);
     fflush(stdout);
@@ -122,14 +130,13 @@ static int parse_list(const char *s, int *v) {
 }
 
 int main(int argc, char **argv) {
-    int reps = 10, Ts[16] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6, hss[16] = {64, 128}, nhs = 2;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--T")) nT = parse_list(argv[i + 1], Ts);
-        else if (!strcmp(argv[i], "--hs")) nhs = parse_list(argv[i + 1], hss);
+    int Ts[16] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6, hss[16] = {64, 128}, nhs = 2;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 < argc && !strcmp(argv[i], "--T")) nT = parse_list(argv[i + 1], Ts);
+        else if (i + 1 < argc && !strcmp(argv[i], "--hs")) nhs = parse_list(argv[i + 1], hss);
         else nT = 0;
-        if (reps < 1 || nT < 1 || nhs < 1) {
-            fprintf(stderr, "usage: attention_cuda [--reps N] [--T T,... --hs D,...]\n");
+        if (nT < 1 || nhs < 1) {
+            fprintf(stderr, "usage: attention_cuda [--T T,... --hs D,...]\n");
             return 2;
         }
     }
@@ -144,10 +151,12 @@ int main(int argc, char **argv) {
         opt.flags = paths[p].flags;
         /* the third: cuDNN's backward without the dQ accumulator (an experiment) */
         setenv("HANDGRAD_CUDNN_DETERMINISTIC", p == 2 ? "1" : "0", 1);
-        if (hg_backend_create(&be, &opt, 1) != HG_OK) die("CUDA backend");
         for (int h = 0; h < nhs; h++)
-            for (int t = 0; t < nT; t++) run(paths[p].impl, Ts[t], hss[h], reps);
-        be->ops->destroy(be);
+            for (int t = 0; t < nT; t++) {
+                if (hg_backend_create(&be, &opt, 1) != HG_OK) die("CUDA backend");
+                run(paths[p].impl, Ts[t], hss[h]);
+                be->ops->destroy(be);
+            }
     }
     return 0;
 }

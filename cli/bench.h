@@ -44,6 +44,7 @@ enum { PASS_FORWARD = 1, PASS_BACKWARD = 2, PASS_STEP = 4 };
 
 typedef struct bench_stat {
     double mean, std; /* seconds; std is the sample standard deviation (0 for one sample) */
+    double median;    /* seconds; the middle sample, or the mean of the two middle ones */
 } bench_stat;
 
 bench_stat bench_stats(const double *x, int n);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/tile.h"
@@ -9,12 +10,25 @@
 #include "cli_io.h"
 #include "core/timer.h"
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 bench_stat bench_stats(const double *x, int n) {
-    bench_stat s = {0, 0};
+    bench_stat s = {0, 0, 0};
     for (int i = 0; i < n; i++) s.mean += x[i];
     s.mean /= n;
     for (int i = 0; i < n; i++) s.std += (x[i] - s.mean) * (x[i] - s.mean);
     s.std = n > 1 ? sqrt(s.std / (n - 1)) : 0.0;
+    double *sorted = malloc(sizeof(double) * (size_t)n);
+    s.median = NAN; /* without memory for the copy: not computed */
+    if (sorted) {
+        memcpy(sorted, x, sizeof(double) * (size_t)n);
+        qsort(sorted, (size_t)n, sizeof(double), cmp_double);
+        s.median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        free(sorted);
+    }
     return s;
 }
 

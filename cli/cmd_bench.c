@@ -265,6 +265,7 @@ static void print_model_row(const bench_opts *o, const model_case *mc, const mod
     double nan = NAN, run = r->skipped ? nan : 1.0;
     rec_num(&rec, "mean_s", r->t.mean * run);
     rec_num(&rec, "std_s", r->t.std * run);
+    rec_num(&rec, "median_s", r->t.median * run); /* backward rows: forward+backward's less forward's */
     int bw = r->pass == PASS_BACKWARD;
     rec_num(&rec, "forward_backward_mean_s", bw ? r->fb.mean * run : nan);
     rec_num(&rec, "forward_backward_std_s", bw ? r->fb.std * run : nan);
@@ -378,7 +379,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
                 x = x * 6364136223846793005ull + 1442695040888963407ull;
                 tgt[i] = (int32_t)((x >> 33) % (uint64_t)mc->cfg.vocab_size);
             }
-            bench_stat f = {0, 0}, fb = {0, 0}, step = {0, 0};
+            bench_stat f = {0}, fb = {0}, step = {0};
             if (!rc && (o->passes & (PASS_FORWARD | PASS_BACKWARD))) rc = time_pass(o, m, PASS_FORWARD, tok, tgt, T, &f);
             if (!rc && trains && (o->passes & PASS_BACKWARD)) rc = time_pass(o, m, PASS_BACKWARD, tok, tgt, T, &fb);
             if (!rc && trains && (o->passes & PASS_STEP)) rc = time_pass(o, m, PASS_STEP, tok, tgt, T, &step);
@@ -392,6 +393,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
                     r->fb = fb;
                     r->t.mean = fb.mean - f.mean;
                     r->t.std = hypot(fb.std, f.std); /* independent samples: stds in quadrature */
+                    r->t.median = fb.median - f.median;
                 }
             }
             free(tok);

@@ -4,7 +4,9 @@
 # scripts/gpu_bundle.sh; unpacked to /tmp/handgrad-gpu); logs and results go to $OUT
 # (default gpu-out/).
 #   session          the parts below in order, each under its own time limit, for one
-#                    device call (SESSION_PARTS picks and orders them); a timestamp
+#                    device call (SESSION_PARTS picks and orders them, SESSION_LIMITS
+#                    "part=seconds ..." overrides limits, SESSION_LOGS names the logs'
+#                    folder of a session run beside another); a timestamp
 #                    before each part, the summary in $OUT/session.log, every part's logs
 #                    packed into $OUT/logs.tar.gz after each part, so a call cut short
 #                    keeps what it measured
@@ -12,10 +14,10 @@
 #   cudnn-ref        PyTorch's cuDNN SDPA on handgrad's packed layout with cuDNN's logs
 #                    (the reference graphs for src/backend/cuda/cudnn_attention.c)
 #   new              the checks first written without a GPU: the bias gradients in the
-#                    GEMM epilogue (and timed against the column sums), the classifier's
-#                    bias and cap, the whole q/k norm, GeGLU, partial rotary, the
-#                    attention cap and head size 256, the block layouts, NCCL following
-#                    the backend's stream, the GEMM tuning experiment
+#                    GEMM epilogue, the classifier's bias and cap, the whole q/k norm,
+#                    GeGLU, partial rotary, the attention cap and head size 256, the block
+#                    layouts, NCCL following the backend's stream, the GEMM tuning
+#                    experiment (their timings: bench-train's A/B variants)
 #   cudnn            cuDNN's fused attention (cudnn_attention.c) and the deterministic
 #                    path: the graphs planned with the driver, the attention op groups on
 #                    both paths, the ordered token-embedding gradient (and its sanitizers),
@@ -31,21 +33,37 @@
 #   cli              handgrad train (GPT-2 small, bf16, on .gpu/data), --resume, generate
 #   profile          Nsight Compute's time for each kernel of one GPT-2 small step, and
 #                    handgrad profile's per-op table
-#   bench-train      GPT-2 small B=8/16/32: handgrad vs torch eager/compile  (~8 min)
-#   bench-attention  flash attention sweep vs SDPA's four backends           (~5 min)
+#   prewarm          compiles bench-train's and bench-cpu's PyTorch workers once, so a
+#                    later call on the same (warm) machine finds inductor's caches full
+#   bench-train      GPT-2 small B=8/16/32 and cs336-small B=16: handgrad (with and
+#                    without CUDA graphs; at B=8 also the bias gradients as column sums
+#                    and the GEMM candidates timed) against torch.compile (and eager at
+#                    two sizes), three interleaved rounds, per-round ratios, device
+#                    memory from NVML on both sides (bench/compare_torch_cuda.py)
+#   bench-cpu        the host CPU: handgrad --precision bf16 against PyTorch autocast,
+#                    eager and compiled, GPT-2 small and cs336-small at B=4 T=256, three
+#                    interleaved rounds at each of CPU_THREADS (default 2,16)
+#   bench-attention  attention sweep: handgrad's two paths against SDPA's four backends,
+#                    one timing and one memory method on both sides
 #   seed-table       the CS336 benchmark's table of handgrad on the GPU (cs336-small, -medium)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-part=${1:?usage: scripts/gpu_session.sh session|facts|cudnn-ref|new|cudnn|check|bench-small|sanitize|ab|cli|profile|bench-train|bench-attention|seed-table}
+part=${1:?usage: scripts/gpu_session.sh session|facts|cudnn-ref|new|cudnn|check|bench-small|sanitize|ab|cli|profile|prewarm|bench-train|bench-cpu|bench-attention|seed-table}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -f .gpu/bundle.tar.gz ] || { echo "gpu_session: .gpu/ is missing: run scripts/gpu_bundle.sh here and carry .gpu"; exit 2; }
-bin=/tmp/handgrad-gpu
-rm -rf "$bin" && mkdir -p "$bin" && tar -xzf .gpu/bundle.tar.gz -C "$bin" || exit 2
+# unpacked once per bundle: parts, and sessions run side by side, share it
+bin=/tmp/handgrad-gpu-$(md5sum <.gpu/bundle.tar.gz | cut -c1-12)
+if [ ! -d "$bin" ]; then
+  tmp=$(mktemp -d /tmp/handgrad-gpu.XXXXXX) && tar -xzf .gpu/bundle.tar.gz -C "$tmp" || exit 2
+  mv -T "$tmp" "$bin" 2>/dev/null || rm -rf "$tmp" # another process got there first
+fi
 # cuBLASLt, cudart and NCCL (the CUDA module links them): the toolkit's, else PyTorch's wheels
 pylibs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for n in ("libcublasLt", "libcudart", "libnccl") for p in glob.glob(d + "/**/" + n + ".so*", recursive=True)})))' 2>/dev/null)
 export LD_LIBRARY_PATH="$bin/lib:/usr/local/cuda/lib64:${pylibs}:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
+# one compile cache for every part and call, so prewarm's compiles serve bench-train's
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/hg-inductor}
 status=0
 step() { # step NAME CMD...: runs CMD, log in $out/NAME.log, keeps going on failure
   local name=$1; shift
@@ -85,13 +103,14 @@ within() { # within SECONDS CMD...: CMD in a process group of its own, killed wh
 case $part in
 session)
   # seconds each part may take; measured times go to docs/cuda.md ("A GPU session")
-  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=300 [cudnn]=120 [check]=240 [sanitize]=300 [bench-train]=480
-    [profile]=180 [bench-attention]=300 [bench-small]=90 [ab]=300 [cli]=180 [seed-table]=90)
+  declare -A limit=([facts]=30 [cudnn-ref]=90 [new]=150 [cudnn]=120 [check]=150 [sanitize]=120 [bench-train]=240
+    [profile]=180 [bench-attention]=120 [bench-small]=90 [ab]=300 [cli]=180 [seed-table]=90 [prewarm]=240
+    [bench-cpu]=300)
   for kv in ${SESSION_LIMITS:-}; do limit[${kv%%=*}]=${kv#*=}; done # "part=seconds ..." overrides
-  logs=/tmp/gpu-logs
+  logs=${SESSION_LOGS:-/tmp/gpu-logs} # a session running beside another names its own
   rm -rf "$logs" && mkdir -p "$logs"
   t_start=$SECONDS
-  for p in ${SESSION_PARTS:-facts new check sanitize bench-train profile}; do
+  for p in ${SESSION_PARTS:-facts new check sanitize}; do
     [ -n "${limit[$p]:-}" ] || { echo "gpu_session: session: unknown part '$p'"; status=1; continue; }
     echo "== $(date -u +%H:%M:%S) part $p (limit ${limit[$p]} s, $((SECONDS - t_start)) s into the session)"
     t0=$SECONDS
@@ -153,15 +172,6 @@ new)
   for t in racecheck synccheck; do runone "$t ops bf16 attention_own" cs $t "$bin"/test_cuda_ops bf16 attention_own; done
   grep -E "GEMM epilogues|capped|hs=256|before the hand-over|following the backend|hg_dist over NCCL|skipped" "$log" | cut -c1-200
   summary new
-  # GPT-2 small's step, alternating: the bias gradients in the epilogue (the default), as
-  # column sums, and the default with the GEMM candidates timed (HANDGRAD_CUDA_GEMM_TUNE)
-  for round in 1 2 3; do
-    for v in "epilogue HANDGRAD_CUDA_BGRAD=on" "colsums HANDGRAD_CUDA_BGRAD=off" "tuned HANDGRAD_CUDA_GEMM_TUNE=1"; do
-      printf '%s round %d: ' "${v%% *}" "$round"
-      env "${v#* }" "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 \
-        --warmup 2 --steps 10 --pass step 2>&1 | grep -E '^small' || { echo "bench failed"; status=1; }
-    done
-  done
   ;;
 cudnn)
   log=$out/cudnn.log
@@ -271,10 +281,24 @@ profile)
   step profile_ops "$bin"/handgrad profile --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --steps 2
   ;;
 bench-train)
-  # rows are printed as they complete (a run cut short keeps them); BATCHES=8 for one size
-  # MODEL=cs336-small|cs336-medium|smollm-135m for the Llama family (default GPT-2 small)
-  python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out" --model "${MODEL:-small}" \
-    --batches "${BATCHES:-8,16,32}" 2>&1 | tee "$out/train.log" | grep --line-buffered -E '^(row: |[a-z0-9-]+, T=|  B | +[0-9]+ )' || status=1
+  # rows are printed as they complete (a run cut short keeps them); CONFIGS=MODEL:B,... narrows it
+  python3 bench/compare_torch_cuda.py --part train --handgrad "$bin"/handgrad --out "$out" \
+    ${CONFIGS:+--configs "$CONFIGS"} 2>"$out/train.err" | tee "$out/train.log" || status=1
+  ;;
+bench-cpu)
+  # each thread count on the last cores of this part's affinity (2 threads: the last two)
+  python3 bench/compare_torch_cuda.py --part cpu --handgrad "$bin"/handgrad --out "$out" \
+    --threads "${CPU_THREADS:-2,16}" ${CPU_CONFIGS:+--configs "$CPU_CONFIGS"} ${CPU_CTX:+--ctx "$CPU_CTX"} \
+    2>"$out/cpu.err" | tee "$out/cpu.log" || status=1
+  ;;
+prewarm)
+  # the GPU's workers and the CPU's (unpinned, so their compiles use every core) at once
+  python3 bench/compare_torch_cuda.py --part train --prewarm ${CONFIGS:+--configs "$CONFIGS"} \
+    >"$out/prewarm_train.log" 2>&1 &
+  python3 bench/compare_torch_cuda.py --part cpu --prewarm --threads "${CPU_THREADS:-2,16}" \
+    ${CPU_CONFIGS:+--configs "$CPU_CONFIGS"} ${CPU_CTX:+--ctx "$CPU_CTX"} >"$out/prewarm_cpu.log" 2>&1
+  wait
+  grep -h '^ready' "$out"/prewarm_*.log | cut -c1-200
   ;;
 seed-table)
   # the CS336 benchmark's table (Model, Pass, Warmup, Mean, Std) of handgrad on the GPU

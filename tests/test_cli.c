@@ -81,6 +81,7 @@ static void test_model_rows(void) {
 #endif
         if (i != 1) { /* a difference of two noisy means may come out negative on a tiny model */
             CHECK(field(j, "mean_s") > 0 && field(j, "tokens_per_s") > 0 && field(j, "gflops") > 0);
+            CHECK_CLOSE(field(j, "median_s"), field(j, "mean_s"), 1e-12, 1e-6); /* of two samples: their mean */
             double frac = field(j, "peak_fraction");
             CHECK(frac > 0 && frac < 2);
         } else {
