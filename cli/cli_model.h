@@ -27,7 +27,8 @@ typedef struct cli_shape {
 typedef struct cli_device {
     const char *device, *precision; /* "cpu" or "cuda"; "fp32" or "bf16" */
     int cuda_graphs;
-    int deterministic; /* HG_FLAG_DETERMINISTIC */
+    int deterministic;     /* HG_FLAG_DETERMINISTIC */
+    const char *recompute; /* "none", "attn", "mlp", "block" (NULL: none); not generate's */
 } cli_device;
 #define CLI_DEVICE_DEFAULT ((cli_device){.device = "cpu", .precision = "fp32"})
 
@@ -79,6 +80,11 @@ typedef struct cli_model {
      "bit-identical runs on cuda: handgrad's own attention kernels, not cuDNN's (the default in bf16, faster, "  \
      "with a backward that adds by atomics), and a token-embedding gradient without atomics; the cpu is always " \
      "deterministic"}
+#define CLI_OPT_RECOMPUTE(T, P)                                                                               \
+    {"recompute", CLI_CHOICE, offsetof(T, P recompute), "none|attn|mlp|block", 0, 0, CLI_SAVED,                \
+     "what the backward computes again instead of keeping: attn ln_1 and q|k|v, mlp ln_2 and the MLP's "         \
+     "pre-activation, block all of a block but its input; less memory for more time, the same results "         \
+     "(docs/training.md)"}
 #define CLI_OPT_CUDA_GRAPHS(T, P) \
     {"cuda-graphs", CLI_BOOL, offsetof(T, P cuda_graphs), 0, 0, 1, CLI_SAVED,                                  \
      "cuda: replay the training pass as a CUDA graph (not while dropout is on, nor across ranks)"}
@@ -106,7 +112,8 @@ int cli_model_setup(const char *cmd, const cli_model *m, int training, hg_config
 /* --precision bf16 on a CPU without bf16 hardware: prints one note saying why it is no
  * faster than fp32 (hg_cpu_bf16_slow). Returns 0 (CLI_USAGE is kept for refusals). */
 int cli_device_check(const char *cmd, const cli_device *d);
-/* Copies the device, precision and CUDA graphs of d into opt (part of cli_model_setup). */
+/* Copies the device, precision, flags and recompute mode of d into opt (part of
+ * cli_model_setup). */
 void cli_device_options(const cli_device *d, hg_options *opt);
 /* Why a model could not be created (or loaded) with opt, from hg_last_error(), into buf:
  * the library's "device: why" and "precision: why" as the flag that asked for them

@@ -44,6 +44,7 @@ static const cli_opt bench_options[] = {
      "zero_grad and AdamW"},
     CLI_OPTS_DEVICE(bench_opts, m.dev.),
     CLI_OPT_CUDA_GRAPHS(bench_opts, m.dev.),
+    CLI_OPT_RECOMPUTE(bench_opts, m.dev.),
     {"Attention (--attention; --n-head NH: heads per cell, default 1)", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"attention", CLI_BOOL, O(attention), 0, 0, 1, 0, "time attention alone over head sizes and lengths"},
     {"head-dims", CLI_INTS, O(head_dims), "LIST", 16, 4096, 0, "head sizes, multiples of 16 (default 16,32,64,128)"},
@@ -220,6 +221,7 @@ typedef struct model_row {
     double sgemm;        /* the sgemm ceiling of these threads (CPU; = peak in fp32) */
     const char *peak_kind; /* bench_peak_kind */
     size_t estimate, rss, avail;
+    hg_memory_plan plan; /* the model's, of which estimate is the total */
     int skipped, bf16;
 } model_row;
 
@@ -273,11 +275,14 @@ static void print_model_row(const bench_opts *o, const model_case *mc, const mod
     rec_num(&rec, "gflop", r->gflop);
     rec_num(&rec, "gflops", gflops * run);
     rec_str(&rec, "precision", r->bf16 ? "bf16" : "fp32");
+    rec_str(&rec, "recompute", o->m.dev.recompute ? o->m.dev.recompute : "none");
     rec_str(&rec, "gemm_peak", r->peak_kind);
     rec_num(&rec, "gemm_peak_gflops", r->peak);
     rec_num(&rec, "sgemm_peak_gflops", r->sgemm);
     rec_num(&rec, "peak_fraction", gflops / r->peak * run);
     rec_int(&rec, "estimate_bytes", (long long)r->estimate);
+    rec_int(&rec, "activations_bytes", (long long)r->plan.activations); /* kept for the backward */
+    rec_int(&rec, "scratch_bytes", (long long)r->plan.scratch);
     if (r->skipped) rec_null(&rec, "peak_rss_bytes");
     else rec_int(&rec, "peak_rss_bytes", (long long)r->rss);
     rec_int(&rec, "available_bytes", (long long)r->avail);
@@ -315,10 +320,9 @@ static int time_pass(const bench_opts *o, hg_model *m, int pass, const int32_t *
 }
 
 /* The options were checked before the run (bench_models), so the plan cannot fail. */
-static size_t estimate(const hg_config *cfg, const hg_options *opt, size_t baseline) {
-    hg_memory_plan plan;
-    if (hg_memory_required(cfg, opt, &plan) != HG_OK) return SIZE_MAX;
-    return plan.total + baseline + RUNTIME_ALLOWANCE;
+static size_t estimate(const hg_config *cfg, const hg_options *opt, size_t baseline, hg_memory_plan *plan) {
+    if (hg_memory_required(cfg, opt, plan) != HG_OK) return SIZE_MAX;
+    return plan->total + baseline + RUNTIME_ALLOWANCE;
 }
 
 /* Runs every requested pass of one (model, ctx, threads), appending rows to rows[*n]. */
@@ -331,9 +335,10 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
     opt.threads = threads;
     opt.seed = o->m.seed;
     cli_device_options(&o->m.dev, &opt);
-    size_t need_train = estimate(&mc->cfg, &opt, baseline);
+    hg_memory_plan plan_train = {0}, plan_infer = {0};
+    size_t need_train = estimate(&mc->cfg, &opt, baseline, &plan_train);
     opt.training = 0;
-    size_t need_infer = estimate(&mc->cfg, &opt, baseline);
+    size_t need_infer = estimate(&mc->cfg, &opt, baseline, &plan_infer);
     size_t avail = hg_memory_available();
     int trains = (o->passes & (PASS_BACKWARD | PASS_STEP)) && need_train <= avail;
     int infer = !trains && (o->passes & PASS_FORWARD) && need_infer <= avail;
@@ -353,6 +358,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
         r->pass = p;
         r->gflop = p == PASS_FORWARD ? flop / 3 : p == PASS_BACKWARD ? 2 * flop / 3 : flop;
         r->estimate = p == PASS_FORWARD && !trains ? need_infer : need_train;
+        r->plan = p == PASS_FORWARD && !trains ? plan_infer : plan_train;
         r->training = p == PASS_FORWARD ? trains : 1;
         r->skipped = !(trains || (infer && p == PASS_FORWARD));
     }

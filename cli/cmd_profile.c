@@ -20,7 +20,7 @@ static const char about[] =
 
 typedef struct prof_args {
     cli_model m;
-    int warmup, steps, json, memory;
+    int warmup, steps, json, memory, plan;
     const char *trace, *plot;
 } prof_args;
 
@@ -36,6 +36,7 @@ static const cli_opt prof_options[] = {
     CLI_OPT_SEED(prof_args, m.),
     CLI_OPTS_DEVICE(prof_args, m.dev.),
     CLI_OPT_CUDA_GRAPHS(prof_args, m.dev.),
+    CLI_OPT_RECOMPUTE(prof_args, m.dev.),
     {"warmup", CLI_INT, O(warmup), "N", 0, 1 << 20, 0, "untimed steps first"},
     {"steps", CLI_INT, O(steps), "N", 1, 1 << 20, 0, "profiled training steps"},
     {"Output", CLI_SECTION, 0, 0, 0, 0, 0, 0},
@@ -43,6 +44,9 @@ static const cli_opt prof_options[] = {
     {"trace", CLI_STR, O(trace), "FILE", 0, 0, 0, "write a Chrome trace (chrome://tracing, Perfetto)"},
     {"memory", CLI_BOOL, O(memory), 0, 0, 1, 0, "the memory report: bytes by category, peaks, live activations"},
     {"memory-plot", CLI_STR, O(plot), "FILE", 0, 0, 0, "an SVG of live activation bytes over the step"},
+    {"plan", CLI_BOOL, O(plan), 0, 0, 1, 0,
+     "print the step as the model plans it (each op, what it reads and writes; each buffer's copies and whether it "
+     "is kept) instead of timing it"},
 };
 #undef O
 
@@ -326,6 +330,10 @@ int cmd_profile(int argc, char **argv) {
         goto done;
     }
     r.threads = hg_model_options(r.m)->threads;
+    if (a.plan) {
+        rc = profile_plan(r.m, stdout);
+        goto done;
+    }
     if (hg_profiler_create(&r.p, events_per_step(&r) * r.steps) != HG_OK || hg_model_set_profiler(r.m, r.p) != HG_OK) {
         rc = cli_fail("profile");
         goto done;

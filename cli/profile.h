@@ -1,5 +1,6 @@
 /* handgrad profile's parts: the run and its tables (cmd_profile.c), the Chrome trace
- * (profile_trace.c), the memory report and plot (profile_memory.c). */
+ * (profile_trace.c), the memory report and plot (profile_memory.c), the step's
+ * description (profile_plan.c). */
 #ifndef HG_CLI_PROFILE_H
 #define HG_CLI_PROFILE_H
 
@@ -58,5 +59,9 @@ int profile_measure_forward(const prof_run *r, const int32_t *tokens, const int3
  * when json is not NULL; the curve drawn to plot_path when not NULL. Returns 0, or 1
  * with the error printed. */
 int profile_memory(const prof_run *r, const prof_rss *rss, FILE *f, cJSON *json, const char *plot_path);
+
+/* handgrad profile --plan: the step as m planned it (hg_step_op_at) and the buffers the
+ * plan derived from it, printed to f. Returns 0, or 1 with the error printed. */
+int profile_plan(const hg_model *m, FILE *f);
 
 #endif

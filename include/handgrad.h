@@ -273,6 +273,23 @@ enum {
                                               deterministic. Default off: docs/cuda.md says why */
 };
 
+/* What a training step's backward computes again instead of keeping from the forward:
+ * memory for time, with the same results (bit for bit on the CPU). The memory plan keeps
+ * only what the backward then reads from the forward (hg_memory_required shows it).
+ *  NONE   keeps every activation the backward reads (the MLP's activation is always
+ *         recomputed from its pre-activation);
+ *  ATTN   keeps each block's input, attention output and log-sum-exp, and recomputes
+ *         ln_1 and q|k|v (with the q/k norm and the rotary embedding);
+ *  MLP    recomputes ln_2 (where the MLP has a norm of its own) and the MLP's
+ *         pre-activation from the stream after the attention half;
+ *  BLOCK  keeps each block's input alone and recomputes the block but for its last add. */
+typedef enum hg_recompute {
+    HG_RECOMPUTE_NONE = 0,
+    HG_RECOMPUTE_ATTN,
+    HG_RECOMPUTE_MLP,
+    HG_RECOMPUTE_BLOCK
+} hg_recompute;
+
 typedef struct hg_options {
     int batch;    /* B: largest batch a call may pass */
     int seq_len;  /* T: largest sequence length a call may pass (<= Tmax) */
@@ -286,9 +303,10 @@ typedef struct hg_options {
     /* ZeRO-1 (handgrad_dist.h): the AdamW state covers only slice `shard` of `shards`
      * equal slices of the flat parameter buffer. 0 or 1 shards: the whole state. */
     int shards, shard;
+    hg_recompute recompute; /* what the backward recomputes (above) */
 } hg_options;
 
-/* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32, no flags, shards=1 */
+/* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32, no flags, shards=1, recompute none */
 hg_options hg_options_default(void);
 
 /* ---------------------------------------------------------------- memory */
@@ -510,12 +528,40 @@ hg_status hg_profiler_event(const hg_profiler *p, int index, hg_prof_event *out)
 /* Buffers of a model's activation table: stored activations and per-op scratch. */
 typedef struct hg_buffer_info {
     const char *name;    /* e.g. "qkv", "scratch.logits" */
-    int scratch;         /* 1: a per-op temporary, allocated for the whole run */
-    int64_t copies;      /* one per layer for a stored activation in a training model */
-    size_t bytes;        /* all copies */
+    int scratch;         /* 1: values live within a pass region (forward, classifier,
+                            backward); 0: kept, read after the region that wrote them (by
+                            the backward, or by the next call: the KV cache) */
+    int64_t copies;      /* one per block for a value kept for the backward */
+    size_t bytes;        /* all copies; 0 for a buffer the model's step never touches */
 } hg_buffer_info;
 int hg_buffer_count(const hg_model *m);
 hg_status hg_buffer_at(const hg_model *m, int index, hg_buffer_info *out);
+
+/* The step as the model planned it (docs/architecture.md, "The step described once"):
+ * every op of the passes the model can run, in the order the step's code calls them,
+ * with the activation buffers (hg_buffer_at's indices) each reads and writes. The memory
+ * plan (which buffers exist, how many copies each has, which are kept for the backward
+ * and which are scratch) and the ops a backend must have are derived from this list, at
+ * model creation. */
+#define HG_STEP_MAX_ACCESS 10
+typedef struct hg_step_access {
+    int buffer; /* hg_buffer_at's index */
+    int copy;   /* the copy the step addresses: the block's index for a per-block buffer,
+                   0 for scratch; the plan maps it onto the buffer's copies */
+} hg_step_access;
+typedef struct hg_step_op {
+    const char *name;   /* as the profiler names the op, e.g. "matmul c_attn forward" */
+    int pass;           /* 0 a training step (hg_forward_backward), 1 the forward
+                           (hg_forward), 2 new tokens through the KV cache (hg_kv_forward);
+                           a pass the model cannot run is not listed */
+    const char *region; /* "forward", "classifier" or "backward" */
+    int layer;          /* as hg_prof_event's */
+    int recompute;      /* 1: a forward op the backward runs again (hg_options.recompute) */
+    int nread, nwrite;
+    hg_step_access read[HG_STEP_MAX_ACCESS], write[HG_STEP_MAX_ACCESS]; /* an accumulated buffer is in both */
+} hg_step_op;
+int hg_step_op_count(const hg_model *m);
+hg_status hg_step_op_at(const hg_model *m, int index, hg_step_op *out);
 /* Bytes the backend allocated at first use, outside the plan (oneDNN's GEMM scratchpad). */
 size_t hg_model_workspace_bytes(const hg_model *m);
 

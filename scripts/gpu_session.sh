@@ -17,7 +17,8 @@
 #                    GEMM epilogue, the classifier's bias and cap, the whole q/k norm,
 #                    GeGLU, partial rotary, the attention cap and head size 256, the block
 #                    layouts, NCCL following the backend's stream, the GEMM tuning
-#                    experiment (their timings: bench-train's A/B variants)
+#                    experiment (their timings: bench-train's A/B variants); recompute
+#                    (2026-11-28): its model checks and GPT-2 small's step in each mode
 #   cudnn            cuDNN's fused attention (cudnn_attention.c) and the deterministic
 #                    path: the graphs planned with the driver, the attention op groups on
 #                    both paths, the ordered token-embedding gradient (and its sanitizers),
@@ -62,6 +63,9 @@ fi
 pylibs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for n in ("libcublasLt", "libcudart", "libnccl") for p in glob.glob(d + "/**/" + n + ".so*", recursive=True)})))' 2>/dev/null)
 export LD_LIBRARY_PATH="$bin/lib:/usr/local/cuda/lib64:${pylibs}:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
+# the checks run what was written without a GPU, which the library otherwise refuses by
+# name (src/backend/cuda/cuda.cu: cuda_supports)
+export HANDGRAD_CUDA_UNTESTED=1
 # one compile cache for every part and call, so prewarm's compiles serve bench-train's
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/hg-inductor}
 status=0
@@ -160,7 +164,7 @@ new)
     done
     runone "ops $p matmul, column sums" env HANDGRAD_CUDA_BGRAD=off "$bin"/test_cuda_ops $p matmul
   done
-  for i in $("$bin"/test_cuda_model --list | grep -E 'sandwich|post-norm|parallel' | cut -d: -f1); do
+  for i in $("$bin"/test_cuda_model --list | grep -E 'sandwich|post-norm|parallel|recompute' | cut -d: -f1); do
     runone "model $i" "$bin"/test_cuda_model "$i"
   done
   runone "nccl" env OMPI_MCA_ess_singleton_isolated=1 "$bin"/test_cuda_comm
@@ -172,6 +176,12 @@ new)
   for t in racecheck synccheck; do runone "$t ops bf16 attention_own" cs $t "$bin"/test_cuda_ops bf16 attention_own; done
   grep -E "GEMM epilogues|capped|hs=256|before the hand-over|following the backend|hg_dist over NCCL|skipped" "$log" | cut -c1-200
   summary new
+  # written 2026-11-28: the step with each recompute mode (the backward runs forward ops again)
+  for r in none attn mlp block; do
+    printf 'recompute %s: ' "$r"
+    "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5 \
+      --pass step --recompute "$r" 2>&1 | grep -E '^small' || { echo "bench failed"; status=1; }
+  done
   ;;
 cudnn)
   log=$out/cudnn.log

@@ -41,6 +41,17 @@ static int check_failures = 0;
         }                                                                        \
     } while (0)
 
+/* The call fails with status `want` and its message contains `text` (a field, a file). */
+#define CHECK_FAILS(call, want, text)                                                           \
+    do {                                                                                        \
+        hg_status s_ = (call);                                                                  \
+        if (s_ != (want) || !strstr(hg_last_error(), (text))) {                                 \
+            fprintf(stderr, "%s:%d: %s -> %s '%s', want %s naming '%s'\n", __FILE__, __LINE__, #call, \
+                    hg_status_name(s_), hg_last_error(), hg_status_name(want), text);            \
+            check_failures++;                                                                   \
+        }                                                                                       \
+    } while (0)
+
 #define CHECK_DONE()                                                             \
     do {                                                                         \
         if (check_failures) {                                                    \

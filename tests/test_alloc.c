@@ -40,9 +40,10 @@ static int generate(hg_model *m, float *logits, int V) {
     return 0;
 }
 
-/* Training steps (with dropout) and generation of one architecture allocate nothing. */
-static void check_preset(const char *preset, const char *block, hg_precision precision) {
-    printf("%s, %s block%s\n", preset, block, precision == HG_PRECISION_BF16 ? " in bf16" : "");
+/* Training steps (with dropout, under recompute mode r) and generation of one
+ * architecture allocate nothing. */
+static void check_preset(const char *preset, const char *block, hg_precision precision, hg_recompute r) {
+    printf("%s, %s block%s, recompute %d\n", preset, block, precision == HG_PRECISION_BF16 ? " in bf16" : "", (int)r);
     hg_config cfg;
     CHECK_OK(hg_config_preset(preset, &cfg));
     CHECK_OK(hg_config_set(&cfg, "block", block));
@@ -54,6 +55,7 @@ static void check_preset(const char *preset, const char *block, hg_precision pre
     o.threads = 2;
     o.seed = 7;
     o.precision = precision;
+    o.recompute = r;
     hg_model *m = NULL;
     CHECK_OK(hg_model_create(&m, &cfg, &o));
     if (!m) return;
@@ -112,13 +114,17 @@ static void check_preset(const char *preset, const char *block, hg_precision pre
 int main(void) {
     for (int bf16 = 0; bf16 < 2; bf16++) {
         hg_precision p = bf16 ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
-        check_preset("odd", "prenorm", p);        /* GPT-2 */
-        check_preset("llama-tiny", "prenorm", p); /* RMSNorm, RoPE, SwiGLU, GQA, untied */
-        check_preset("qwen2-tiny", "prenorm", p); /* the same with a q/k/v bias, tied */
-        check_preset("qwen3-tiny", "prenorm", p); /* q/k norm, head_dim above d_model/n_head */
-        check_preset("odd", "parallel", p); /* the other layouts */
-        check_preset("llama-tiny", "postnorm", p);
-        check_preset("odd", "sandwich", p);
+        const hg_recompute none = HG_RECOMPUTE_NONE;
+        check_preset("odd", "prenorm", p, none);        /* GPT-2 */
+        check_preset("llama-tiny", "prenorm", p, none); /* RMSNorm, RoPE, SwiGLU, GQA, untied */
+        check_preset("qwen2-tiny", "prenorm", p, none); /* the same with a q/k/v bias, tied */
+        check_preset("qwen3-tiny", "prenorm", p, none); /* q/k norm, head_dim above d_model/n_head */
+        check_preset("odd", "parallel", p, none); /* the other layouts */
+        check_preset("llama-tiny", "postnorm", p, none);
+        check_preset("odd", "sandwich", p, none);
+        check_preset("llama-tiny", "prenorm", p, HG_RECOMPUTE_BLOCK); /* what the backward runs again */
+        check_preset("odd", "sandwich", p, HG_RECOMPUTE_ATTN);
+        check_preset("qwen3-tiny", "prenorm", p, HG_RECOMPUTE_MLP);
     }
     CHECK_DONE();
 }

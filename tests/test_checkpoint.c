@@ -23,15 +23,6 @@
 #include "model/gpt.h"
 #include "train/checkpoint.h"
 
-#define CHECK_FAILS(call, want, text)                                                           \
-    do {                                                                                        \
-        hg_status s_ = (call);                                                                  \
-        if (s_ != (want) || !strstr(hg_last_error(), (text))) {                                 \
-            fprintf(stderr, "%s:%d: %s -> %s '%s', want %s naming '%s'\n", __FILE__, __LINE__, #call, \
-                    hg_status_name(s_), hg_last_error(), hg_status_name(want), text);            \
-            check_failures++;                                                                   \
-        }                                                                                       \
-    } while (0)
 
 enum { B = 2, T = 16 };
 static char dir[256];

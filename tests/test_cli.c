@@ -202,6 +202,35 @@ static void test_plots(void) {
 }
 
 /* Each bad input: a non-zero exit and one line naming the problem. */
+/* --recompute: the memory each mode keeps, the same losses, and the step's description
+ * (profile --plan) saying what the backward runs again. */
+static void test_recompute(void) {
+    int st;
+    double kept[2] = {0, 0};
+    const char *modes[] = {"none", "block"};
+    for (int i = 0; i < 2; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "bench --model tiny --batch 2 --ctx 32 --threads 2 --warmup 0 --steps 1 --pass step "
+                 "--recompute %s --json", modes[i]);
+        char *out = run(args, 0, &st);
+        CHECK(out && st == 0);
+        cJSON *rows[2];
+        int n = out ? parse_rows(out, rows, 2) : 0;
+        CHECK(n == 1);
+        if (n == 1) {
+            CHECK(!strcmp(str(rows[0], "recompute"), modes[i]));
+            kept[i] = field(rows[0], "estimate_bytes");
+            cJSON_Delete(rows[0]);
+        }
+        free(out);
+    }
+    CHECK(kept[1] < kept[0]);
+    char *out = run("profile --model tiny --batch 2 --ctx 32 --threads 2 --recompute attn --plan", 0, &st);
+    CHECK(out && st == 0 && strstr(out, "recompute attn") && strstr(out, "matmul c_attn forward (recompute)") &&
+          strstr(out, "kept") && strstr(out, "scratch"));
+    free(out);
+}
+
 static void test_bad_input(void) {
     static const struct {
         const char *args, *want;
@@ -224,6 +253,8 @@ static void test_bad_input(void) {
         {"bench --head-dims 16", "--attention"},
         {"bench --plot /dev/null/dir", "--plot /dev/null/dir: cannot create the folder: /dev/null is a file"},
         {"bench extra", "extra"},
+        {"bench --recompute sideways", "--recompute"},
+        {"profile --recompute all --plan", "--recompute"},
         {"frobnicate", "unknown command"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -312,6 +343,7 @@ int main(int argc, char **argv) {
     test_attention();
     test_tiles_env();
     test_plots();
+    test_recompute();
     test_bad_input();
     test_common_options();
     CHECK_DONE();

@@ -33,6 +33,12 @@ enum {
     HG_SPEC_SITE = 1u << 4,     /* a site op's: initialised by the op, its FLOPs not counted */
     HG_SPEC_LOOKUP = 1u << 5,   /* read by row lookup only (wpe; wte when untied): no FLOPs */
     HG_SPEC_POSITION = 1u << 6, /* the learned position embedding */
+    /* activations (model/plan.h): what a pass reads that no op of it wrote (the tokens,
+     * the rotary table, the KV cache), and what is read after the pass (the losses, the
+     * KV cache) */
+    HG_SPEC_INPUT = 1u << 7,
+    HG_SPEC_OUTPUT = 1u << 8,
+    HG_SPEC_KEPT = 1u << 9, /* set by the plan: a stored activation, not scratch */
 };
 
 typedef struct hg_tensor_spec {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "model/plan.h"
 
 hg_options hg_options_default(void) {
     hg_options o = {.batch = 1, .seq_len = 0, .training = 1, .threads = 0, .seed = 0,
@@ -163,80 +164,83 @@ gpt_param_map gpt_param_map_of(const hg_table *t) {
     return pm;
 }
 
-/* The activation table; its order must match enum gpt_act. E is the compute type's size,
- * Er the residual type's (the residual stream and its gradient); statistics, ids, losses
- * and the rotary table are 4 bytes; the two op scratches are sized in bytes. */
+/* The activation table, in the order of enum gpt_act: each tensor at its full shape, with
+ * the copies the plan gives it (plan NULL: the trace's maximal table, L + 1 copies of
+ * every tensor). A tensor the plan gives no copies has no bytes: no op touches it.
+ * E is the compute type's size, Er the residual type's (the residual stream and its
+ * gradient); statistics, ids, losses and the rotary table are 4 bytes; the two op
+ * scratches are sized in bytes. */
 static int build_act_table(const hg_config *c, const hg_options *o, const gpt_sites *st, hg_table *t, size_t E,
-                           size_t Er, size_t attention_scratch, size_t reduce_scratch, int chunk) {
+                           size_t Er, size_t attention_scratch, size_t reduce_scratch, int chunk,
+                           const gpt_plan *plan) {
     gpt_dims d = gpt_dims_of(c);
-    int64_t C = d.C, L = d.L, N = (int64_t)o->batch * o->seq_len;
-    int64_t layers = o->training ? L : 1, bw = o->training ? 1 : 0, ln = c->norm == HG_NORM_LAYERNORM;
-    int64_t wide = d.FI > d.QKV ? d.FI : d.QKV, rope = c->position == HG_POS_ROPE, qn = c->qk_norm != 0;
-    int64_t n1 = gpt_has_ln1(c), n2 = gpt_has_ln2(c), np = gpt_has_post_norm(c);
-    /* a postnorm block in bf16 on the CPU keeps its branches' inputs in the compute type
-     * where the norms' outputs would be (gpt_step.c: plain_input) */
-    int64_t copies_in = c->block == HG_BLOCK_POSTNORM && Er != E;
-    int ok = 1;
-    ok &= add(t, "tokens", 1, N, 1, 0, 1, 4, 0) == A_TOKENS;
-    ok &= add(t, "targets", 1, N, 1, 0, 1, 4, 0) == A_TARGETS;
-    ok &= add(t, "residual", 2, N, C, 0, o->training ? L + 1 : 2, Er, 0) == A_RESIDUAL;
-    ok &= add(t, "ln1", 2, (n1 || copies_in) * N, C, 0, layers, E, 0) == A_LN1;
-    ok &= add(t, "ln1.mean", 1, n1 * ln * N, 1, 0, layers, 4, 0) == A_LN1_MEAN;
-    ok &= add(t, "ln1.rstd", 1, n1 * N, 1, 0, layers, 4, 0) == A_LN1_RSTD;
-    ok &= add(t, "qkv", 2, N, d.QKV, 0, layers, E, 0) == A_QKV;
-    ok &= add(t, "qk_raw", 2, qn * bw * N, d.QD + d.KVD, 0, layers, E, 0) == A_QK_RAW;
-    ok &= add(t, "qk_rstd", 2, qn * N, c->qk_norm_whole ? 2 : d.NH + d.NKV, 0, layers, 4, 0) == A_QK_RSTD;
-    ok &= add(t, "atty", 2, N, d.QD, 0, layers, E, 0) == A_ATTY;
-    ok &= add(t, "lse", 2, d.NH, N, 0, layers, 4, 0) == A_LSE;
-    ok &= add(t, "residual2", 2, N, C, 0, layers, Er, 0) == A_RESIDUAL2;
-    ok &= add(t, "ln2", 2, (n2 || copies_in) * N, C, 0, layers, E, 0) == A_LN2;
-    ok &= add(t, "ln2.mean", 1, n2 * ln * N, 1, 0, layers, 4, 0) == A_LN2_MEAN;
-    ok &= add(t, "ln2.rstd", 1, n2 * N, 1, 0, layers, 4, 0) == A_LN2_RSTD;
-    ok &= add(t, "fch", 2, N, d.FI, 0, layers, E, 0) == A_FCH;
-    ok &= add(t, "post1", 2, np * N, C, 0, layers, E, 0) == A_POST1;
-    ok &= add(t, "post1.mean", 1, np * ln * N, 1, 0, layers, 4, 0) == A_POST1_MEAN;
-    ok &= add(t, "post1.rstd", 1, np * N, 1, 0, layers, 4, 0) == A_POST1_RSTD;
-    ok &= add(t, "post2", 2, np * N, C, 0, layers, E, 0) == A_POST2;
-    ok &= add(t, "post2.mean", 1, np * ln * N, 1, 0, layers, 4, 0) == A_POST2_MEAN;
-    ok &= add(t, "post2.rstd", 1, np * N, 1, 0, layers, 4, 0) == A_POST2_RSTD;
-    ok &= add(t, "lnf", 2, N, C, 0, 1, E, 0) == A_LNF;
-    ok &= add(t, "lnf.mean", 1, ln * N, 1, 0, 1, 4, 0) == A_LNF_MEAN;
-    ok &= add(t, "lnf.rstd", 1, N, 1, 0, 1, 4, 0) == A_LNF_RSTD;
-    ok &= add(t, "losses", 1, N, 1, 0, 1, 4, 0) == A_LOSSES;
-    ok &= add(t, "kv_cache", 2, gpt_has_kv(o) ? 2 * N : 0, d.KVD, 0, L, E, 0) == A_KV;
-    ok &= add(t, "rope", 2, rope * c->max_seq_len, d.rot, 0, 1, 4, 0) == A_ROPE;
-    ok &= add(t, "scratch.proj", 2, N, C, 0, 1, E, 0) == S_PROJ;
-    ok &= add(t, "scratch.post", 2, np * N, C, 0, 1, E, 0) == S_POST;
-    ok &= add(t, "scratch.act", 2, N, d.F, 0, 1, E, 0) == S_ACT;
-    ok &= add(t, "scratch.logits", 2, chunk, d.Vp, 0, 1, E, 0) == S_LOGITS;
-    ok &= add(t, "scratch.attention", 1, (int64_t)attention_scratch, 1, 0, 1, 1, 0) == S_ATTENTION;
-    ok &= add(t, "scratch.dresidual", 2, bw * N, C, 0, 1, Er, 0) == S_DRES;
-    /* a branch's gradient apart from dres: under dropout, or in the compute type */
-    ok &= add(t, "scratch.dbranch", 2, c->dropout > 0 || Er != E ? bw * N : 0, C, 0, 1, E, 0) == S_DBRANCH;
-    ok &= add(t, "scratch.dln", 2, bw * N, C, 0, 1, E, 0) == S_DLN;
-    ok &= add(t, "scratch.datty", 2, bw * N, d.QD, 0, 1, E, 0) == S_DATTY;
-    ok &= add(t, "scratch.dwide", 2, bw * N, wide, 0, 1, E, 0) == S_DWIDE;
-    int64_t dact = c->mlp != HG_MLP_GELU || st->on[HG_SITE_MLP_ACT];
-    ok &= add(t, "scratch.dact", 2, dact * bw * N, d.F, 0, 1, E, 0) == S_DACT;
-    ok &= add(t, "scratch.dpost", 2, np * bw * N, C, 0, 1, E, 0) == S_DPOST;
-    ok &= add(t, "scratch.reduce", 1, bw * (int64_t)reduce_scratch, 1, 0, 1, 1, 0) == S_REDUCE;
-    int64_t on_attn = st->on[HG_SITE_ATTN_PROJ], on_final = st->on[HG_SITE_FINAL_NORM];
-    ok &= add(t, "site.attn_proj.in", 2, on_attn * N, C, 0, layers, E, 0) == A_SITE_IN;
-    ok &= add(t, "site.final_norm.out", 2, on_final * N, C, 0, 1, E, 0) == A_SITE_OUT;
-    ok &= add(t, "scratch.site_grad", 2, (on_attn || on_final) * bw * N, C, 0, 1, E, 0) == S_SITE_GRAD;
+    const int64_t C = d.C, N = (int64_t)o->batch * o->seq_len, wide = d.FI > d.QKV ? d.FI : d.QKV;
+    const unsigned in = HG_SPEC_INPUT, out = HG_SPEC_OUTPUT;
+    int a = 0, ok = 1;
+#define ACT(name, d0, d1, elem, flags)                                                                  \
+    do {                                                                                                \
+        int64_t n_ = plan ? plan->copies[a] : d.L + 1;                                                  \
+        unsigned f_ = (flags) | (plan && plan->kept[a] ? HG_SPEC_KEPT : 0);                             \
+        ok &= add(t, name, 2, n_ ? (d0) : 0, d1, 0, n_ ? n_ : 1, elem, f_) == a;                        \
+        a++;                                                                                            \
+    } while (0)
+    ACT("tokens", N, 1, 4, in);
+    ACT("targets", N, 1, 4, in);
+    ACT("residual", N, C, Er, 0);
+    ACT("ln1", N, C, E, 0);
+    ACT("ln1.mean", N, 1, 4, 0);
+    ACT("ln1.rstd", N, 1, 4, 0);
+    ACT("qkv", N, d.QKV, E, 0);
+    ACT("qk_raw", N, d.QD + d.KVD, E, 0);
+    ACT("qk_rstd", N, c->qk_norm_whole ? 2 : d.NH + d.NKV, 4, 0);
+    ACT("atty", N, d.QD, E, 0);
+    ACT("lse", d.NH, N, 4, 0);
+    ACT("residual2", N, C, Er, 0);
+    ACT("ln2", N, C, E, 0);
+    ACT("ln2.mean", N, 1, 4, 0);
+    ACT("ln2.rstd", N, 1, 4, 0);
+    ACT("fch", N, d.FI, E, 0);
+    ACT("post1", N, C, E, 0);
+    ACT("post1.mean", N, 1, 4, 0);
+    ACT("post1.rstd", N, 1, 4, 0);
+    ACT("post2", N, C, E, 0);
+    ACT("post2.mean", N, 1, 4, 0);
+    ACT("post2.rstd", N, 1, 4, 0);
+    ACT("lnf", N, C, E, 0);
+    ACT("lnf.mean", N, 1, 4, 0);
+    ACT("lnf.rstd", N, 1, 4, 0);
+    ACT("losses", N, 1, 4, out);
+    ACT("kv_cache", 2 * N, d.KVD, E, in | out);
+    ACT("rope", c->max_seq_len, d.rot, 4, in);
+    ACT("scratch.proj", N, C, E, 0);
+    ACT("scratch.post", N, C, E, 0);
+    ACT("scratch.act", N, d.F, E, 0);
+    ACT("scratch.logits", chunk, d.Vp, E, 0);
+    ACT("scratch.attention", (int64_t)attention_scratch, 1, 1, 0);
+    ACT("scratch.dresidual", N, C, Er, 0);
+    ACT("scratch.dbranch", N, C, E, 0);
+    ACT("scratch.dln", N, C, E, 0);
+    ACT("scratch.datty", N, d.QD, E, 0);
+    ACT("scratch.dwide", N, wide, E, 0);
+    ACT("scratch.dact", N, d.F, E, 0);
+    ACT("scratch.dpost", N, C, E, 0);
+    ACT("scratch.reduce", (int64_t)reduce_scratch, 1, 1, 0);
+    ACT("site.attn_proj.in", N, C, E, 0);
+    ACT("site.final_norm.out", N, C, E, 0);
+    ACT("scratch.site_grad", N, C, E, 0);
     for (int s = 0; s < HG_SITES; s++) { /* named after the config field, less its "op_" */
         char name[64];
         snprintf(name, sizeof name, "scratch.site.%s", hg_site_field((hg_site)s) + 3);
-        ok &= add(t, name, 1, st->on[s] ? st->z[s].scratch_bytes : 0, 1, 0, 1, 1, 0) == S_SITE_SCRATCH + s;
+        ACT(name, st->on[s] ? (int64_t)st->z[s].scratch_bytes : 0, 1, 1, 0);
     }
     for (int s = 0; s < HG_SITES; s++)
         for (int k = 0; k < HG_OP_MAX_TENSORS; k++) {
             char name[64];
             snprintf(name, sizeof name, "site.%s.saved%d", hg_site_field((hg_site)s) + 3, k);
-            int64_t n = st->on[s] ? st->z[s].saved[k] : 0, copies = s == HG_SITE_FINAL_NORM ? 1 : layers;
-            ok &= add(t, name, 1, n, 1, 0, copies, 4, 0) == A_SITE_SAVED + s * HG_OP_MAX_TENSORS + k;
+            ACT(name, st->on[s] ? st->z[s].saved[k] : 0, 1, 4, 0);
         }
-    return ok;
+#undef ACT
+    return ok && a == GPT_ACTS;
 }
 
 int gpt_has_kv(const hg_options *o) { return !o->training && o->batch == 1; }
@@ -252,84 +256,28 @@ static int classifier_chunk(const hg_config *c, int64_t N, size_t budget, size_t
 
 static int resolve_threads(const hg_options *o) { return o->threads > 0 ? o->threads : omp_get_num_procs(); }
 
-/* The op entries a config needs, each with the config field (or option) that needs it:
- * the first missing one refuses the model, naming it. */
-typedef struct op_need {
-    const char *field; /* what to change: a config field or an option */
-    size_t entry, alt; /* offsetof(hg_backend_ops, entry), and of an entry that does its work
-                          fused (0: none) */
-    const char *op;
-    int (*when)(const hg_config *c, const hg_options *o);
-} op_need;
-
-static int always(const hg_config *c, const hg_options *o) { return (void)c, (void)o, 1; }
-static int training(const hg_config *c, const hg_options *o) { return (void)c, o->training; }
-static int kv_cache(const hg_config *c, const hg_options *o) { return (void)c, gpt_has_kv(o); }
-static int qk_norm(const hg_config *c, const hg_options *o) { return (void)o, c->qk_norm != 0; }
-static int qk_norm_training(const hg_config *c, const hg_options *o) { return c->qk_norm && o->training; }
-static int rope(const hg_config *c, const hg_options *o) { return (void)o, c->position == HG_POS_ROPE; }
-static int rope_training(const hg_config *c, const hg_options *o) { return c->position == HG_POS_ROPE && o->training; }
-static int gated(const hg_config *c, const hg_options *o) { return (void)o, c->mlp != HG_MLP_GELU; }
-static int gated_training(const hg_config *c, const hg_options *o) { return c->mlp != HG_MLP_GELU && o->training; }
-static int gelu(const hg_config *c, const hg_options *o) { return (void)o, c->mlp == HG_MLP_GELU; }
-static int gelu_training(const hg_config *c, const hg_options *o) { return c->mlp == HG_MLP_GELU && o->training; }
-static int dropout(const hg_config *c, const hg_options *o) { return c->dropout > 0 && o->training; }
-/* a residual add with no norm after it: the postnorm's, the parallel block's first */
-static int plain_add(const hg_config *c, const hg_options *o) {
-    return (void)o, c->block == HG_BLOCK_POSTNORM || c->block == HG_BLOCK_PARALLEL;
-}
-
-#define NEED(field, entry, when) {field, offsetof(hg_backend_ops, entry), 0, #entry, when}
-#define NEED_OR(field, entry, alt, when) {field, offsetof(hg_backend_ops, entry), offsetof(hg_backend_ops, alt), #entry, when}
-static const op_need op_needs[] = {
-    NEED("device", encoder_forward, always),         NEED("device", encoder_backward, training),
-    NEED("device", layernorm_forward, always),       NEED("device", residual_layernorm_forward, always),
-    NEED("device", layernorm_backward, training),    NEED("device", layernorm_scratch_bytes, always),
-    NEED("device", matmul_forward, always),          NEED("device", matmul_backward, training),
-    NEED("device", attention_forward, always),       NEED("device", attention_backward, training),
-    NEED("device", attention_scratch_bytes, always), NEED("device", classifier_forward, always),
-    NEED("device", classifier_backward, training),   NEED("device", adamw, training),
-    NEED("device", sumsq, training),                 NEED("batch", attention_cached, kv_cache),
-    NEED("qk_norm", qk_norm_forward, qk_norm),       NEED("qk_norm", qk_norm_backward, qk_norm_training),
-    NEED("position", rope_forward, rope),            NEED("position", rope_backward, rope_training),
-    NEED("mlp", activation_forward, gated),          NEED("mlp", activation_backward, gated_training),
-    NEED_OR("mlp", gelu_forward, matmul_gelu_forward, gelu),
-    NEED_OR("mlp", gelu_backward, matmul_gelu_backward, gelu_training),
-    NEED("dropout", dropout_backward, dropout),      NEED("block", residual_add, plain_add),
-};
-#undef NEED
-#undef NEED_OR
-
-static int has_entry(const hg_backend_ops *ops, size_t entry) {
-    return entry && *(void *const *)((const char *)ops + entry) != NULL;
-}
-
-hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops) {
+/* Refuses a backend without kernels in opt's precision, or one that keeps the residual
+ * stream in fp32 and cannot convert it into the compute type (dropout_backward with
+ * p = 0 converts each branch's gradient, and a postnorm block's inputs). */
+static hg_status check_precision(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops) {
     if (!(ops->precisions >> opt->precision & 1))
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: the %s backend has no kernels in %s", ops->name,
                        opt->precision == HG_PRECISION_BF16 ? "bf16" : opt->precision == HG_PRECISION_FP16 ? "fp16" : "fp32");
-    /* a backend that keeps the residual stream in fp32 converts each branch's gradient, and
-     * a postnorm block's inputs, into the compute type with dropout_backward (p = 0) */
     if (ops->residual_fp32 && opt->precision != HG_PRECISION_FP32 &&
         (opt->training || cfg->block == HG_BLOCK_POSTNORM) && !ops->dropout_backward)
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: the %s backend has no dropout_backward kernel, which converts "
                        "the residual stream into the compute type", ops->name);
-    for (size_t i = 0; i < sizeof op_needs / sizeof op_needs[0]; i++) {
-        const op_need *n = &op_needs[i];
-        if (!n->when(cfg, opt) || has_entry(ops, n->entry) || has_entry(ops, n->alt)) continue;
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s: the %s backend has no %s kernel, which this model needs", n->field,
-                       ops->name, n->op);
-    }
     return HG_OK;
 }
 
-hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
-                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites) {
+/* The tables of (cfg, opt) on a backend with table ops: the parameters, their compute
+ * copy, and the activations as the step's trace plans them (model/plan.h), which also
+ * refuses a model whose step needs an entry ops lacks. trace_out: see gpt_plan_derive. */
+static hg_status build_tables(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops, int threads,
+                              hg_table *params, hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites,
+                              gpt_trace *trace_out) {
     int64_t N = (int64_t)opt->batch * opt->seq_len;
-    const hg_backend_ops *ops;
-    HG_TRY(hg_backend_ops_for(opt->device, &ops));
-    HG_TRY(gpt_check_ops(cfg, opt, ops));
-    if (ops->supports) HG_TRY(ops->supports(cfg, opt));
+    HG_TRY(check_precision(cfg, opt, ops));
     HG_TRY(gpt_sites_resolve(cfg, opt, threads, sites));
     hg_backend probe = {.ops = ops, .threads = threads, .precision = opt->precision, .flags = opt->flags};
     size_t E = hg_precision_bytes(opt->precision), Er = hg_precision_bytes(hg_residual_precision(&probe));
@@ -343,18 +291,69 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
     hg_table_init(params);
     hg_table_init(weights);
     hg_table_init(acts);
-    if (!build_param_table(cfg, sites, params, (param_elems){4, 4}) ||
+    hg_table all;
+    hg_table_init(&all);
+    gpt_plan *plan = malloc(sizeof *plan);
+    hg_status st = HG_OK;
+    if (!plan || !build_param_table(cfg, sites, params, (param_elems){4, 4}) ||
         !build_param_table(cfg, sites, weights, (param_elems){E, Er}) ||
-        !build_act_table(cfg, opt, sites, acts, E, Er, att, red, *chunk)) {
+        !build_act_table(cfg, opt, sites, &all, E, Er, att, red, *chunk, NULL))
+        st = hg_fail(HG_ERR_NOMEM, "out of memory building the model's tables");
+    if (st == HG_OK) {
+        hg_table_layout(params);
+        hg_table_layout(weights);
+        hg_table_layout(&all);
+        st = gpt_plan_derive(cfg, opt, ops, threads, params, weights, &all, *chunk, sites, plan, trace_out);
+    }
+    if (st == HG_OK && !build_act_table(cfg, opt, sites, acts, E, Er, att, red, *chunk, plan))
+        st = hg_fail(HG_ERR_NOMEM, "out of memory building the model's tables");
+    if (st == HG_OK && ops->supports) st = ops->supports(cfg, opt);
+    hg_table_free(&all);
+    free(plan);
+    if (st != HG_OK) {
         hg_table_free(params);
         hg_table_free(weights);
         hg_table_free(acts);
-        return hg_fail(HG_ERR_NOMEM, "out of memory building the model's tables");
+        return st;
     }
-    hg_table_layout(params);
-    hg_table_layout(weights);
     hg_table_layout(acts);
     return HG_OK;
+}
+
+hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops) {
+    hg_table p, w, a;
+    int chunk;
+    gpt_sites *sites = malloc(sizeof *sites);
+    if (!sites) return hg_fail(HG_ERR_NOMEM, "out of memory checking the model's ops");
+    hg_options o = *opt;
+    if (!o.seq_len) o.seq_len = cfg->max_seq_len;
+    hg_status st = build_tables(cfg, &o, ops, resolve_threads(&o), &p, &w, &a, &chunk, sites, NULL);
+    if (st == HG_OK) hg_table_free(&p), hg_table_free(&w), hg_table_free(&a);
+    free(sites);
+    return st;
+}
+
+hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
+                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites, gpt_trace *trace_out) {
+    const hg_backend_ops *ops;
+    HG_TRY(hg_backend_ops_for(opt->device, &ops));
+    return build_tables(cfg, opt, ops, threads, params, weights, acts, chunk, sites, trace_out);
+}
+
+int gpt_act_locate(const hg_model *m, const void *p, int *buffer, int *copy) {
+    uintptr_t base = (uintptr_t)m->act, at = (uintptr_t)p;
+    if (!p || at < base || at >= base + m->acts.bytes) return 0;
+    size_t off = at - base;
+    for (int i = 0; i < m->acts.count; i++) {
+        const hg_tensor_spec *s = &m->acts.specs[i];
+        size_t copy_bytes = (size_t)s->alloc * s->elem_size;
+        if (copy_bytes && off >= s->offset && off < s->offset + copy_bytes * (size_t)s->copies) {
+            *buffer = i;
+            *copy = (int)((off - s->offset) / copy_bytes);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static hg_status check_options(const hg_config *cfg, const hg_options *o) {
@@ -374,6 +373,8 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
     if (o->precision == HG_PRECISION_FP16)
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: fp16 (with dynamic loss scaling) is not implemented; use bf16");
     if (o->shards < 0 || o->shards > 65536) return hg_fail(HG_ERR_INVALID, "shards must be in [0, 65536], got %d", o->shards);
+    if ((unsigned)o->recompute > HG_RECOMPUTE_BLOCK)
+        return hg_fail(HG_ERR_INVALID, "recompute must be HG_RECOMPUTE_NONE, _ATTN, _MLP or _BLOCK, got %d", (int)o->recompute);
     if (o->shard < 0 || o->shard >= (o->shards > 1 ? o->shards : 1))
         return hg_fail(HG_ERR_INVALID, "shard must be in [0, shards=%d), got %d", o->shards > 1 ? o->shards : 1, o->shard);
     return HG_OK;
@@ -401,7 +402,7 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     hg_table p, w, a;
     int chunk;
     gpt_sites sites;
-    HG_TRY(gpt_build_tables(cfg, &opt, resolve_threads(&opt), &p, &w, &a, &chunk, &sites));
+    HG_TRY(gpt_build_tables(cfg, &opt, resolve_threads(&opt), &p, &w, &a, &chunk, &sites, NULL));
     size_t copy = opt.precision == HG_PRECISION_FP32 ? 0 : w.bytes;
     memset(out, 0, sizeof *out);
     out->params = p.bytes + copy;
@@ -414,8 +415,8 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     for (int i = 0; i < a.count; i++) {
         const hg_tensor_spec *s = &a.specs[i];
         size_t bytes = (size_t)s->alloc * s->copies * s->elem_size;
-        if (!strncmp(s->name, "scratch.", 8)) out->scratch += bytes;
-        else out->activations += bytes;
+        if (s->flags & HG_SPEC_KEPT) out->activations += bytes;
+        else out->scratch += bytes;
     }
     out->total = a.bytes + out->params + out->grads + out->optimizer;
     hg_table_free(&p);
@@ -555,6 +556,8 @@ void hg_model_free(hg_model *m) {
     hg_table_free(&m->params);
     hg_table_free(&m->weights);
     hg_table_free(&m->acts);
+    if (m->steps) gpt_trace_free(m->steps);
+    free(m->steps);
     free(m->host_losses);
     free(m);
 }
@@ -589,8 +592,10 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
         m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
         if (!m->host_losses) st = hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
     }
+    if (st == HG_OK && !(m->steps = calloc(1, sizeof *m->steps)))
+        st = hg_fail(HG_ERR_NOMEM, "out of memory for the model's step description");
     if (st == HG_OK)
-        st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->weights, &m->acts, &m->chunk, &m->sites);
+        st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->weights, &m->acts, &m->chunk, &m->sites, m->steps);
     if (st != HG_OK) {
         hg_model_free(m);
         return st;
@@ -642,8 +647,25 @@ hg_status hg_buffer_at(const hg_model *m, int index, hg_buffer_info *out) {
     if (index < 0 || index >= m->acts.count)
         return hg_fail(HG_ERR_INVALID, "buffer index %d is out of range [0, %d)", index, m->acts.count);
     const hg_tensor_spec *s = &m->acts.specs[index];
-    *out = (hg_buffer_info){.name = s->name, .scratch = !strncmp(s->name, "scratch.", 8), .copies = s->copies,
+    *out = (hg_buffer_info){.name = s->name, .scratch = !(s->flags & HG_SPEC_KEPT), .copies = s->copies,
                             .bytes = (size_t)s->alloc * s->elem_size * (size_t)s->copies};
+    return HG_OK;
+}
+
+_Static_assert(PROF_MAX_RD <= HG_STEP_MAX_ACCESS && PROF_MAX_WR <= HG_STEP_MAX_ACCESS, "hg_step_op holds a traced op");
+
+int hg_step_op_count(const hg_model *m) { return m && m->steps ? m->steps->n : 0; }
+
+hg_status hg_step_op_at(const hg_model *m, int index, hg_step_op *out) {
+    if (!m || !out) return hg_fail(HG_ERR_INVALID, "hg_step_op_at: NULL argument");
+    if (index < 0 || index >= hg_step_op_count(m))
+        return hg_fail(HG_ERR_INVALID, "step op index %d is out of range [0, %d)", index, hg_step_op_count(m));
+    const gpt_event *e = &m->steps->ev[index];
+    static const char *const regions[] = {"forward", "classifier", "backward"};
+    *out = (hg_step_op){.name = prof_kind_name(e->kind), .pass = e->pass, .region = regions[e->phase],
+                        .layer = e->layer, .recompute = e->recompute, .nread = e->nrd, .nwrite = e->nwr};
+    for (int i = 0; i < e->nrd; i++) out->read[i] = (hg_step_access){e->rd[i].buffer, e->rd[i].copy};
+    for (int i = 0; i < e->nwr; i++) out->write[i] = (hg_step_access){e->wr[i].buffer, e->wr[i].copy};
     return HG_OK;
 }
 

@@ -69,11 +69,12 @@ typedef struct gpt_param_map {
     int layer0, per_layer;
 } gpt_param_map;
 
-/* Activations and scratch, in table order. Stored tensors have one copy per layer in a
- * training model and one shared copy in an inference model. Activations are in the
- * backend's compute type (backend.h); tokens, targets, mean, rstd, lse, losses and the
- * rotary table are int32 or fp32 on every backend. A tensor the config does not need
- * has size 0. */
+/* Activations and scratch, in table order. The step addresses a per-layer tensor by its
+ * layer, and the plan (model/plan.h) decides from the step's trace how many copies it
+ * gets (a copy per layer where its values are kept for the backward, fewer where they
+ * are not) and gives a tensor no op touches no bytes. Activations are in the backend's
+ * compute type (backend.h); tokens, targets, mean, rstd, lse, losses and the rotary
+ * table are int32 or fp32 on every backend. */
 enum gpt_act {
     A_TOKENS,    /* (N) int32 */
     A_TARGETS,   /* (N) int32 */
@@ -163,6 +164,7 @@ void gpt_sites_registered(const hg_config *cfg, gpt_sites *out);
 hg_status gpt_run_model_hooks(hg_model *m);
 
 typedef enum gpt_phase { PHASE_NONE, PHASE_FORWARD } gpt_phase;
+struct gpt_trace;
 
 struct hg_model {
     hg_config cfg;
@@ -196,15 +198,21 @@ struct hg_model {
     float grad_scale;           /* hg_forward_backward's, for the recorded training pass */
     hg_profiler *prof;          /* attached profiler, or NULL (profile/profile.h) */
     int kv_len;                 /* positions held in the KV cache */
+    int recomputing;            /* 1 while the backward runs forward ops again (opt.recompute) */
+    struct gpt_trace *trace;    /* the plan's recording: ops are recorded, not run (model/plan.h) */
+    struct gpt_trace *steps;    /* the recording the plan was derived from (hg_step_op_at) */
 };
 
-/* HG_OK when the backend table ops has every kernel cfg and opt need (in opt's
- * precision), else HG_ERR_UNSUPPORTED naming the config field or option that needs the
- * first missing one. Called by gpt_build_tables before the backend's own limits. */
+/* HG_OK when the backend table ops has every kernel the step of (cfg, opt) calls (in
+ * opt's precision; model/plan.h), else HG_ERR_UNSUPPORTED naming the config field or
+ * option that brings in the first missing one. */
 hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops);
-/* Builds the tables for (cfg, opt) without allocating, with the site ops in sites. */
+/* Builds the tables for (cfg, opt) without allocating, with the site ops in sites: the
+ * activations as the step's trace plans them, after the backend's checks (gpt_check_ops,
+ * then its own limits). trace_out (NULL: not kept) receives the trace (gpt_trace_free). */
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
-                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites);
+                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites,
+                           struct gpt_trace *trace_out);
 /* The role map of a parameter table built by gpt_build_tables. */
 gpt_param_map gpt_param_map_of(const hg_table *params);
 
@@ -267,9 +275,13 @@ hg_status gpt_host_end(hg_model *m, float *buf, float *host);
 static inline void gpt_host_free(const float *buf, float *host) {
     if (host != buf) hg_aligned_free(host);
 }
+/* Activation a of block `layer` (scratch: layer 0); the copy is the layer modulo the
+ * copies the plan gave it. */
 static inline void *gpt_act(const hg_model *m, int a, int layer) {
     return hg_table_ptr(&m->acts, m->act, a, layer);
 }
+/* The activation buffer and copy that p points into: 1, or 0 when it points into none. */
+int gpt_act_locate(const hg_model *m, const void *p, int *buffer, int *copy);
 
 /* 1 when the model holds a KV cache (created with training=0 and batch=1). */
 int gpt_has_kv(const hg_options *o);
@@ -291,5 +303,13 @@ const char *gpt_site_pass_name(gpt_site_pass pass);
 
 /* Backward from S_DLN (gradient at the final LayerNorm output) to the embeddings. */
 hg_status gpt_backward_body(hg_model *m);
+
+/* The passes a model runs, on the (B, T) inputs already staged, as the public calls run
+ * them and as the plan traces them: a training pass (forward, the classifier with its
+ * backward, backward); the forward with the classifier (logits: host memory or NULL); the
+ * forward of T new tokens through the KV cache at kv_len with the last row's logits. */
+hg_status gpt_pass_train(hg_model *m);
+hg_status gpt_pass_forward(hg_model *m, float *logits);
+hg_status gpt_pass_kv(hg_model *m, float *logits);
 
 #endif

@@ -1,14 +1,48 @@
 /* The backend's ops as the step calls them: each wrapper runs the op through the
  * model's backend and, when a profiler is attached, records its kind (a row of the op
  * registry, ops/registry.h), layer, shape, work (the op's cost function, beside its
- * contract) and the activation-table buffers it touched (profile/profile.h). Legend as
+ * contract) and the activation-table buffers it reads and writes (profile/profile.h).
+ * While the model is traced (model/plan.h) a wrapper records the same and runs nothing:
+ * the reads and writes declared here are what the memory plan is made from, so each
+ * must match its op's contract (an accumulated output is read and written). Legend as
  * in src/ops/README.md. */
 #ifndef HG_MODEL_GPT_OPS_H
 #define HG_MODEL_GPT_OPS_H
 
+#include <stddef.h>
+
 #include "core/error.h"
 #include "model/gpt.h"
+#include "model/plan.h"
 #include "profile/profile.h"
+
+/* Calls backend entry `entry` with the parenthesised `args`, then records the call (the
+ * fields of a prof_op follow) for an attached profiler; or, while m is traced, records
+ * it in the trace and calls nothing. OP_RUN_STATUS keeps the entry's status in st. */
+#define OP_RUN(m, entry, args, ...)                                                        \
+    do {                                                                                   \
+        const prof_op op_ = {__VA_ARGS__};                                                 \
+        if ((m)->trace) {                                                                  \
+            gpt_trace_op((m), offsetof(hg_backend_ops, entry), &op_);                      \
+            break;                                                                         \
+        }                                                                                  \
+        double t0_ = prof_begin(m);                                                        \
+        (m)->be->ops->entry args;                                                          \
+        if (PROF_ON(m)) prof_record((m), &op_, t0_);                                       \
+    } while (0)
+#define OP_RUN_STATUS(st, m, entry, args, ...)                                             \
+    do {                                                                                   \
+        const prof_op op_ = {__VA_ARGS__};                                                 \
+        if ((m)->trace) {                                                                  \
+            gpt_trace_op((m), offsetof(hg_backend_ops, entry), &op_);                      \
+            (st) = HG_OK;                                                                  \
+            break;                                                                         \
+        }                                                                                  \
+        double t0_ = prof_begin(m);                                                        \
+        hg_clear_error();                                                                  \
+        (st) = (m)->be->ops->entry args;                                                   \
+        if (PROF_ON(m)) prof_record((m), &op_, t0_);                                       \
+    } while (0)
 
 /* The status of a kernel that returns one; on failure hg_last_error() names the op and
  * its block (layer < 0: none) before the kernel's own message (an override may leave none). The wrappers
@@ -24,16 +58,16 @@ static inline float gpt_embed_scale(const hg_model *m) { return m->cfg.embed_sca
 
 static inline void op_encoder_forward(hg_model *m, float *out, const int32_t *tokens, const float *wte,
                                       const float *wpe, int B, int T, int C, const hg_dropout *d) {
-    double t0 = prof_begin(m);
-    m->be->ops->encoder_forward(m->be, out, tokens, wte, wpe, B, T, C, gpt_embed_scale(m), d);
-    PROF_OP(m, t0, .kind = OP_ENCODER_FWD, .layer = -1, .dims = {B, T, C}, .cost = hg_encoder_forward_cost(B, T, C, wpe != NULL), .touch = {out, tokens});
+    OP_RUN(m, encoder_forward, (m->be, out, tokens, wte, wpe, B, T, C, gpt_embed_scale(m), d),
+           .kind = OP_ENCODER_FWD, .layer = -1, .dims = {B, T, C}, .cost = hg_encoder_forward_cost(B, T, C, wpe != NULL),
+           .rd = {tokens}, .wr = {out});
 }
 
 static inline void op_encoder_backward(hg_model *m, float *dwte, float *dwpe, const float *dout,
                                        const int32_t *tokens, int B, int T, int C, const hg_dropout *d) {
-    double t0 = prof_begin(m);
-    m->be->ops->encoder_backward(m->be, dwte, dwpe, dout, tokens, B, T, C, gpt_embed_scale(m), d);
-    PROF_OP(m, t0, .kind = OP_ENCODER_BWD, .layer = -1, .dims = {B, T, C}, .cost = hg_encoder_backward_cost(B, T, C, dwpe != NULL), .touch = {dout, tokens});
+    OP_RUN(m, encoder_backward, (m->be, dwte, dwpe, dout, tokens, B, T, C, gpt_embed_scale(m), d),
+           .kind = OP_ENCODER_BWD, .layer = -1, .dims = {B, T, C}, .cost = hg_encoder_backward_cost(B, T, C, dwpe != NULL),
+           .rd = {dout, tokens});
 }
 
 /* The model's norm: which one, and its epsilon. */
@@ -47,10 +81,9 @@ static inline void op_layernorm_forward(hg_model *m, int layer, float *out, floa
                                         const float *inp, const float *w, const float *b, int N, int C, int branch) {
     hg_norm_spec ns = gpt_norm_spec(m);
     ns.branch = branch;
-    double t0 = prof_begin(m);
-    m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, w, b, N, C, &ns);
-    PROF_OP(m, t0, .kind = ns.rms ? OP_RMSNORM_FWD : OP_LAYERNORM_FWD, .layer = layer, .dims = {N, C},
-            .cost = hg_norm_forward_cost(N, C), .touch = {out, rstd, inp, mean});
+    OP_RUN(m, layernorm_forward, (m->be, out, mean, rstd, inp, w, b, N, C, &ns),
+           .kind = ns.rms ? OP_RMSNORM_FWD : OP_LAYERNORM_FWD, .layer = layer, .dims = {N, C},
+           .cost = hg_norm_forward_cost(N, C), .rd = {inp}, .wr = {out, mean, rstd});
 }
 
 static inline void op_residual_layernorm_forward(hg_model *m, int layer, float *res_out, float *out, float *mean,
@@ -58,11 +91,9 @@ static inline void op_residual_layernorm_forward(hg_model *m, int layer, float *
                                                  const float *w, const float *b, int N, int C,
                                                  const hg_dropout *d) {
     hg_norm_spec ns = gpt_norm_spec(m);
-    double t0 = prof_begin(m);
-    m->be->ops->residual_layernorm_forward(m->be, res_out, out, mean, rstd, res_in, delta, w, b, N, C, d, &ns);
-    PROF_OP(m, t0, .kind = ns.rms ? OP_RESIDUAL_RMS_FWD : OP_RESIDUAL_LN_FWD, .layer = layer, .dims = {N, C},
-            .cost = hg_residual_norm_forward_cost(N, C),
-            .touch = {res_out, out, rstd, res_in, delta, mean});
+    OP_RUN(m, residual_layernorm_forward, (m->be, res_out, out, mean, rstd, res_in, delta, w, b, N, C, d, &ns),
+           .kind = ns.rms ? OP_RESIDUAL_RMS_FWD : OP_RESIDUAL_LN_FWD, .layer = layer, .dims = {N, C},
+           .cost = hg_residual_norm_forward_cost(N, C), .rd = {res_in, delta}, .wr = {res_out, out, mean, rstd});
 }
 
 static inline void op_layernorm_backward(hg_model *m, int layer, float *dinp, float *dw, float *db,
@@ -71,10 +102,9 @@ static inline void op_layernorm_backward(hg_model *m, int layer, float *dinp, fl
                                          int branch) {
     hg_norm_spec ns = gpt_norm_spec(m);
     ns.branch = branch;
-    double t0 = prof_begin(m);
-    m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch, &ns);
-    PROF_OP(m, t0, .kind = ns.rms ? OP_RMSNORM_BWD : OP_LAYERNORM_BWD, .layer = layer, .dims = {N, C},
-            .cost = hg_norm_backward_cost(N, C), .touch = {dinp, dout, inp, rstd, mean});
+    OP_RUN(m, layernorm_backward, (m->be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch, &ns),
+           .kind = ns.rms ? OP_RMSNORM_BWD : OP_LAYERNORM_BWD, .layer = layer, .dims = {N, C},
+           .cost = hg_norm_backward_cost(N, C), .rd = {dinp, dout, inp, mean, rstd}, .wr = {dinp, scratch});
 }
 
 /* The q/k norm of block `layer` on qkv: forward, or with dqkv its backward in place. */
@@ -86,30 +116,29 @@ static inline hg_qk_norm_shape gpt_qk_norm_shape(const hg_model *m) {
 static inline void op_qk_norm_forward(hg_model *m, int layer, float *qkv, float *raw, float *rstd, const float *wq,
                                       const float *wk) {
     hg_qk_norm_shape s = gpt_qk_norm_shape(m);
-    double t0 = prof_begin(m);
-    m->be->ops->qk_norm_forward(m->be, qkv, raw, rstd, wq, wk, &s);
-    PROF_OP(m, t0, .kind = OP_QK_NORM_FWD, .layer = layer, .dims = {s.N, s.NH + s.NKV, s.hs},
-            .cost = hg_qk_norm_cost(&s, 0), .touch = {qkv, raw, rstd});
+    OP_RUN(m, qk_norm_forward, (m->be, qkv, raw, rstd, wq, wk, &s),
+           .kind = OP_QK_NORM_FWD, .layer = layer, .dims = {s.N, s.NH + s.NKV, s.hs},
+           .cost = hg_qk_norm_cost(&s, 0), .rd = {qkv}, .wr = {qkv, raw, rstd});
 }
 
 static inline void op_qk_norm_backward(hg_model *m, int layer, float *dqkv, float *dwq, float *dwk,
                                        const float *raw, const float *rstd, const float *wq, const float *wk,
                                        float *scratch) {
     hg_qk_norm_shape s = gpt_qk_norm_shape(m);
-    double t0 = prof_begin(m);
-    m->be->ops->qk_norm_backward(m->be, dqkv, dwq, dwk, raw, rstd, wq, wk, &s, scratch);
-    PROF_OP(m, t0, .kind = OP_QK_NORM_BWD, .layer = layer, .dims = {s.N, s.NH + s.NKV, s.hs},
-            .cost = hg_qk_norm_cost(&s, 1), .touch = {dqkv, raw, rstd});
+    OP_RUN(m, qk_norm_backward, (m->be, dqkv, dwq, dwk, raw, rstd, wq, wk, &s, scratch),
+           .kind = OP_QK_NORM_BWD, .layer = layer, .dims = {s.N, s.NH + s.NKV, s.hs},
+           .cost = hg_qk_norm_cost(&s, 1), .rd = {dqkv, raw, rstd}, .wr = {dqkv, scratch});
 }
 
 /* kind: OP_ROPE_FWD on qkv, or OP_ROPE_BWD on dqkv. */
 static inline void op_rope(hg_model *m, prof_kind kind, int layer, float *qkv, const float *cos_sin,
                            const hg_rope_shape *s) {
-    double t0 = prof_begin(m);
-    if (kind == OP_ROPE_FWD) m->be->ops->rope_forward(m->be, qkv, cos_sin, s);
-    else m->be->ops->rope_backward(m->be, qkv, cos_sin, s);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {s->B, s->T, s->NH + s->NKV, s->hs},
-            .cost = hg_rope_cost(s), .touch = {qkv});
+#define ROPE_OP(entry) \
+    OP_RUN(m, entry, (m->be, qkv, cos_sin, s), .kind = kind, .layer = layer, \
+           .dims = {s->B, s->T, s->NH + s->NKV, s->hs}, .cost = hg_rope_cost(s), .rd = {qkv, cos_sin}, .wr = {qkv})
+    if (kind == OP_ROPE_FWD) ROPE_OP(rope_forward);
+    else ROPE_OP(rope_backward);
+#undef ROPE_OP
 }
 
 /* The MLP activations other than GELU: the forward, or with recompute its recompute in
@@ -120,74 +149,60 @@ static inline void op_activation_forward(hg_model *m, int recompute, int layer, 
     prof_kind kind = mk == HG_MLP_SWIGLU   ? (recompute ? OP_SWIGLU_RECOMPUTE : OP_SWIGLU_FWD)
                      : mk == HG_MLP_GEGLU ? (recompute ? OP_GEGLU_RECOMPUTE : OP_GEGLU_FWD)
                                           : (recompute ? OP_RELU2_RECOMPUTE : OP_RELU2_FWD);
-    double t0 = prof_begin(m);
-    m->be->ops->activation_forward(m->be, mk, out, pre, N, F);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {N, F}, .cost = hg_activation_forward_cost(mk, N, F),
-            .touch = {out, pre});
+    OP_RUN(m, activation_forward, (m->be, mk, out, pre, N, F), .kind = kind, .layer = layer, .dims = {N, F},
+           .cost = hg_activation_forward_cost(mk, N, F), .rd = {pre}, .wr = {out});
 }
 
 static inline void op_activation_backward(hg_model *m, int layer, float *dpre, const float *pre, const float *dout,
                                           int N, int F) {
     hg_mlp_kind mk = m->cfg.mlp;
-    double t0 = prof_begin(m);
-    m->be->ops->activation_backward(m->be, mk, dpre, pre, dout, N, F);
-    PROF_OP(m, t0, .kind = mk == HG_MLP_SWIGLU ? OP_SWIGLU_BWD : mk == HG_MLP_GEGLU ? OP_GEGLU_BWD : OP_RELU2_BWD,
-            .layer = layer, .dims = {N, F},
-            .cost = hg_activation_backward_cost(mk, N, F), .touch = {dpre, pre, dout});
+    OP_RUN(m, activation_backward, (m->be, mk, dpre, pre, dout, N, F),
+           .kind = mk == HG_MLP_SWIGLU ? OP_SWIGLU_BWD : mk == HG_MLP_GEGLU ? OP_GEGLU_BWD : OP_RELU2_BWD,
+           .layer = layer, .dims = {N, F}, .cost = hg_activation_backward_cost(mk, N, F), .rd = {pre, dout},
+           .wr = {dpre});
 }
 
 static inline void op_residual_add(hg_model *m, int layer, float *res_out, const float *res_in, const float *delta,
                                    size_t n, const hg_dropout *d) {
-    double t0 = prof_begin(m);
-    m->be->ops->residual_add(m->be, res_out, res_in, delta, n, d);
-    PROF_OP(m, t0, .kind = OP_RESIDUAL_ADD, .layer = layer, .dims = {(long long)n}, .cost = hg_residual_add_cost(n),
-            .touch = {res_out, res_in, delta});
+    OP_RUN(m, residual_add, (m->be, res_out, res_in, delta, n, d), .kind = OP_RESIDUAL_ADD, .layer = layer,
+           .dims = {(long long)n}, .cost = hg_residual_add_cost(n), .rd = {res_in, delta}, .wr = {res_out});
 }
 
 static inline void op_dropout_backward(hg_model *m, int layer, float *dbranch, const float *dres, size_t n,
                                        const hg_dropout *d) {
-    double t0 = prof_begin(m);
-    m->be->ops->dropout_backward(m->be, dbranch, dres, n, d);
-    PROF_OP(m, t0, .kind = OP_DROPOUT_BWD, .layer = layer, .dims = {(long long)n},
-            .cost = hg_dropout_backward_cost(n), .touch = {dbranch, dres});
+    OP_RUN(m, dropout_backward, (m->be, dbranch, dres, n, d), .kind = OP_DROPOUT_BWD, .layer = layer,
+           .dims = {(long long)n}, .cost = hg_dropout_backward_cost(n), .rd = {dres}, .wr = {dbranch});
 }
 
 /* kind: which linear layer and pass, e.g. OP_C_FC_FWD. */
 static inline hg_status op_matmul_forward(hg_model *m, prof_kind kind, int layer, float *out, const float *inp,
                                           const float *w, const float *bias, int M, int K, int N) {
-    double t0 = prof_begin(m);
-    hg_clear_error();
-    hg_status st = m->be->ops->matmul_forward(m->be, out, inp, w, bias, M, K, N);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N},
-            .cost = hg_matmul_forward_cost(M, K, N), .touch = {out, inp});
+    hg_status st;
+    OP_RUN_STATUS(st, m, matmul_forward, (m->be, out, inp, w, bias, M, K, N), .kind = kind, .layer = layer,
+                  .dims = {M, K, N}, .cost = hg_matmul_forward_cost(M, K, N), .rd = {inp}, .wr = {out});
     return op_status(kind, layer, st);
 }
 
 static inline hg_status op_matmul_backward(hg_model *m, prof_kind kind, int layer, float *dinp, float *dw,
                                            float *dbias, const float *dout, const float *inp, const float *w,
                                            int M, int K, int N) {
-    double t0 = prof_begin(m);
-    hg_clear_error();
-    hg_status st = m->be->ops->matmul_backward(m->be, dinp, dw, dbias, dout, inp, w, M, K, N);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {M, K, N}, .cost = hg_matmul_backward_cost(M, K, N),
-            .touch = {dinp, dout, inp});
+    hg_status st;
+    OP_RUN_STATUS(st, m, matmul_backward, (m->be, dinp, dw, dbias, dout, inp, w, M, K, N), .kind = kind,
+                  .layer = layer, .dims = {M, K, N}, .cost = hg_matmul_backward_cost(M, K, N), .rd = {dout, inp},
+                  .wr = {dinp});
     return op_status(kind, layer, st);
 }
 
 /* kind: OP_GELU_FWD, or OP_GELU_RECOMPUTE in backward. */
 static inline void op_gelu_forward(hg_model *m, prof_kind kind, int layer, float *out, const float *inp, size_t n) {
-    double t0 = prof_begin(m);
-    m->be->ops->gelu_forward(m->be, out, inp, n);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {(long long)n},
-            .cost = hg_gelu_forward_cost(n), .touch = {out, inp});
+    OP_RUN(m, gelu_forward, (m->be, out, inp, n), .kind = kind, .layer = layer, .dims = {(long long)n},
+           .cost = hg_gelu_forward_cost(n), .rd = {inp}, .wr = {out});
 }
 
 static inline void op_gelu_backward(hg_model *m, int layer, float *dinp, const float *inp, const float *dout,
                                     size_t n) {
-    double t0 = prof_begin(m);
-    m->be->ops->gelu_backward(m->be, dinp, inp, dout, n);
-    PROF_OP(m, t0, .kind = OP_GELU_BWD, .layer = layer, .dims = {(long long)n},
-            .cost = hg_gelu_backward_cost(n), .touch = {dinp, inp, dout});
+    OP_RUN(m, gelu_backward, (m->be, dinp, inp, dout, n), .kind = OP_GELU_BWD, .layer = layer,
+           .dims = {(long long)n}, .cost = hg_gelu_backward_cost(n), .rd = {inp, dout}, .wr = {dinp});
 }
 
 /* The MLP's c_fc and its GELU: pre (M,N) = inp @ w + bias, out = GELU(pre). One fused op
@@ -200,11 +215,10 @@ static inline hg_status op_matmul_gelu_forward(hg_model *m, int layer, float *ou
         op_gelu_forward(m, OP_GELU_FWD, layer, out, pre, (size_t)M * N);
         return HG_OK;
     }
-    double t0 = prof_begin(m);
-    hg_clear_error();
-    hg_status st = m->be->ops->matmul_gelu_forward(m->be, out, pre, inp, w, bias, M, K, N);
-    PROF_OP(m, t0, .kind = OP_C_FC_GELU_FWD, .layer = layer, .dims = {M, K, N},
-            .cost = hg_matmul_gelu_forward_cost(M, K, N), .touch = {out, pre, inp});
+    hg_status st;
+    OP_RUN_STATUS(st, m, matmul_gelu_forward, (m->be, out, pre, inp, w, bias, M, K, N), .kind = OP_C_FC_GELU_FWD,
+                  .layer = layer, .dims = {M, K, N}, .cost = hg_matmul_gelu_forward_cost(M, K, N), .rd = {inp},
+                  .wr = {out, pre});
     return op_status(OP_C_FC_GELU_FWD, layer, st);
 }
 
@@ -221,60 +235,64 @@ static inline hg_status op_matmul_gelu_backward(hg_model *m, int layer, float *d
         op_gelu_backward(m, layer, dpre, pre, dpre, (size_t)M * K);
         return HG_OK;
     }
-    double t0 = prof_begin(m);
-    hg_clear_error();
-    hg_status st = m->be->ops->matmul_gelu_backward(m->be, dpre, dw, dbias, act, dout, pre, w, M, K, N);
-    PROF_OP(m, t0, .kind = OP_MLP_PROJ_GELU_BWD, .layer = layer, .dims = {M, K, N},
-            .cost = hg_matmul_gelu_backward_cost(M, K, N), .touch = {dpre, act, dout, pre});
+    hg_status st;
+    OP_RUN_STATUS(st, m, matmul_gelu_backward, (m->be, dpre, dw, dbias, act, dout, pre, w, M, K, N),
+                  .kind = OP_MLP_PROJ_GELU_BWD, .layer = layer, .dims = {M, K, N},
+                  .cost = hg_matmul_gelu_backward_cost(M, K, N), .rd = {dout, pre}, .wr = {dpre, act});
     return op_status(OP_MLP_PROJ_GELU_BWD, layer, st);
 }
 
 static inline hg_status op_attention_forward(hg_model *m, int layer, float *out, float *lse, const float *qkv,
                                              const hg_attention_shape *s, void *scratch) {
-    double t0 = prof_begin(m);
-    hg_clear_error();
-    hg_status st = m->be->ops->attention_forward(m->be, out, lse, qkv, s, scratch);
-    PROF_OP(m, t0, .kind = OP_ATTENTION_FWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
-            .cost = hg_attention_forward_cost(s), .touch = {out, lse, qkv});
+    hg_status st;
+    OP_RUN_STATUS(st, m, attention_forward, (m->be, out, lse, qkv, s, scratch), .kind = OP_ATTENTION_FWD,
+                  .layer = layer, .dims = {s->B, s->T, s->NH, s->hs}, .cost = hg_attention_forward_cost(s),
+                  .rd = {qkv}, .wr = {out, lse, scratch});
     return op_status(OP_ATTENTION_FWD, layer, st);
 }
 
 static inline hg_status op_attention_backward(hg_model *m, int layer, float *dqkv, const float *dout,
                                               const float *qkv, const float *out, const float *lse,
                                               const hg_attention_shape *s, void *scratch) {
-    double t0 = prof_begin(m);
-    hg_clear_error();
-    hg_status st = m->be->ops->attention_backward(m->be, dqkv, dout, qkv, out, lse, s, scratch);
-    PROF_OP(m, t0, .kind = OP_ATTENTION_BWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
-            .cost = hg_attention_backward_cost(s), .touch = {dqkv, dout, qkv, out, lse});
+    hg_status st;
+    OP_RUN_STATUS(st, m, attention_backward, (m->be, dqkv, dout, qkv, out, lse, s, scratch),
+                  .kind = OP_ATTENTION_BWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
+                  .cost = hg_attention_backward_cost(s), .rd = {dout, qkv, out, lse}, .wr = {dqkv, scratch});
     return op_status(OP_ATTENTION_BWD, layer, st);
+}
+
+/* Attention of n new rows through block `layer`'s KV cache (ops/attention.h): reads and
+ * appends to the cache. */
+static inline hg_status op_attention_cached(hg_model *m, int layer, float *out, float *kc, float *vc,
+                                            const float *qkv, const hg_kv_shape *s, void *scratch) {
+    hg_status st;
+    OP_RUN_STATUS(st, m, attention_cached, (m->be, out, kc, vc, qkv, s, scratch), .kind = OP_ATTENTION_CACHED,
+                  .layer = layer, .dims = {1, s->n, s->NH, s->hs}, .cost = hg_attention_cached_cost(s),
+                  .rd = {qkv, kc, vc}, .wr = {out, kc, vc, scratch});
+    return op_status(OP_ATTENTION_CACHED, layer, st);
 }
 
 /* One chunk: logits GEMM, loss, and in training the softmax gradient in place. */
 static inline hg_status op_classifier_forward(hg_model *m, const hg_classifier_args *a) {
-    double t0 = prof_begin(m);
-    hg_clear_error();
-    hg_status st = m->be->ops->classifier_forward(m->be, a);
-    PROF_OP(m, t0, .kind = OP_CLASSIFIER_FWD, .layer = m->cfg.n_layer, .dims = {a->N, a->C, a->Vp},
-            .cost = hg_classifier_forward_cost(a), .touch = {a->x, a->targets, a->losses});
+    hg_status st;
+    OP_RUN_STATUS(st, m, classifier_forward, (m->be, a), .kind = OP_CLASSIFIER_FWD, .layer = m->cfg.n_layer,
+                  .dims = {a->N, a->C, a->Vp}, .cost = hg_classifier_forward_cost(a), .rd = {a->x, a->targets},
+                  .wr = {a->losses, a->scratch});
     return op_status(OP_CLASSIFIER_FWD, -1, st);
 }
 
 static inline hg_status op_classifier_backward(hg_model *m, const hg_classifier_args *a) {
-    double t0 = prof_begin(m);
-    hg_clear_error();
-    hg_status st = m->be->ops->classifier_backward(m->be, a);
-    PROF_OP(m, t0, .kind = OP_CLASSIFIER_BWD, .layer = m->cfg.n_layer, .dims = {a->N, a->C, a->Vp},
-            .cost = hg_classifier_backward_cost(a), .touch = {a->x, a->dx});
+    hg_status st;
+    OP_RUN_STATUS(st, m, classifier_backward, (m->be, a), .kind = OP_CLASSIFIER_BWD, .layer = m->cfg.n_layer,
+                  .dims = {a->N, a->C, a->Vp}, .cost = hg_classifier_backward_cost(a), .rd = {a->x, a->scratch},
+                  .wr = {a->dx});
     return op_status(OP_CLASSIFIER_BWD, -1, st);
 }
 
 /* kind: OP_ZERO_GRAD, or OP_ZERO_DRES in backward. */
 static inline void op_zero(hg_model *m, prof_kind kind, int layer, void *p, size_t bytes) {
-    double t0 = prof_begin(m);
-    m->be->ops->zero(m->be, p, bytes);
-    PROF_OP(m, t0, .kind = kind, .layer = layer, .dims = {(long long)(bytes / sizeof(float))},
-            .cost = hg_zero_cost(bytes));
+    OP_RUN(m, zero, (m->be, p, bytes), .kind = kind, .layer = layer, .dims = {(long long)(bytes / sizeof(float))},
+           .cost = hg_zero_cost(bytes), .wr = {p});
 }
 
 static inline void op_sumsq(hg_model *m, const float *x, size_t n, double *out) {

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/gpt.h"
 #include "model/gpt_ops.h"
+#include "model/plan.h"
 
 #define P(l, r) gpt_weight(m, gpt_pi(m, l, r))
 #define G(l, r) gpt_param(m, m->grad, gpt_pi(m, l, r))
@@ -71,12 +72,11 @@ static hg_status mlp_backward(hg_model *m, int l, float *dpre, const float *dmlp
     return HG_OK;
 }
 
-/* The attention half of block l from its input `in` (N, C) into out (N, C): q|k|v, the
- * q/k norm, the rotary embedding, attention (kv_pos >= 0: through the KV cache), the
- * output projection and the op after it. */
-static hg_status attention_forward(hg_model *m, int l, int kv_pos, float *out, const float *in) {
-    const int N = m->B * m->T, C = m->d.C, QD = m->d.QD;
-    float *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
+/* q|k|v of block l from the attention half's input `in` (N, C): the projection, the q/k
+ * norm, the rotary embedding (at position kv_pos with the KV cache). */
+static hg_status qkv_forward(hg_model *m, int l, int kv_pos, const float *in) {
+    const int N = m->B * m->T, C = m->d.C;
+    float *qkv = gpt_act(m, A_QKV, l);
     HG_TRY(op_matmul_forward(m, OP_C_ATTN_FWD, l, qkv, in, P(l, R_QKV_W), P(l, R_QKV_B), N, C, m->d.QKV));
     if (m->cfg.qk_norm)
         op_qk_norm_forward(m, l, qkv, m->opt.training ? gpt_act(m, A_QK_RAW, l) : NULL, gpt_act(m, A_QK_RSTD, l),
@@ -85,13 +85,21 @@ static hg_status attention_forward(hg_model *m, int l, int kv_pos, float *out, c
         hg_rope_shape rs = rope_shape(m, kv_pos > 0 ? kv_pos : 0);
         op_rope(m, OP_ROPE_FWD, l, qkv, gpt_act(m, A_ROPE, 0), &rs);
     }
+    return HG_OK;
+}
+
+/* The rest of the attention half of block l, from q|k|v into out (N, C): attention
+ * (kv_pos >= 0: through the KV cache), the output projection and the op after it. */
+static hg_status attention_out_forward(hg_model *m, int l, int kv_pos, float *out) {
+    const int N = m->B * m->T, C = m->d.C, QD = m->d.QD;
+    float *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
     if (kv_pos < 0) {
         hg_attention_shape as = attention_shape(m);
         HG_TRY(op_attention_forward(m, l, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
     } else {
         hg_kv_shape ks = {kv_pos, m->T, m->opt.seq_len, m->d.NH, m->d.hs, m->d.NKV, m->cfg.attn_softcap};
         float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * m->d.KVD);
-        HG_TRY(m->be->ops->attention_cached(m->be, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
+        HG_TRY(op_attention_cached(m, l, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
     }
     if (site_on(m, HG_SITE_ATTN_PROJ)) { /* the projection into the op's saved input, the op into out */
         float *x = gpt_act(m, A_SITE_IN, l);
@@ -187,12 +195,52 @@ static void pre_norm_forward(hg_model *m, int l, int layer, float *res, const fl
     else op_layernorm_forward(m, layer, out, mean, rstd, res, w, b, N, C, 0);
 }
 
+/* The input of block l's attention half: ln_1's output, or (the postnorm block) the
+ * residual stream, as plain_input gives it; `make`: as plain_input's. */
+static const float *attention_input(hg_model *m, int l, int make) {
+    if (gpt_has_ln1(&m->cfg)) return gpt_act(m, A_LN1, l);
+    return plain_input(m, l, gpt_act(m, A_RESIDUAL, l), A_LN1, make);
+}
+
+/* The input of block l's MLP: ln_2's output, the parallel block's ln_1, or the residual
+ * stream after the attention half (the postnorm block). */
+static const float *mlp_input(hg_model *m, int l, int make) {
+    if (gpt_has_ln2(&m->cfg)) return gpt_act(m, A_LN2, l);
+    if (m->cfg.block == HG_BLOCK_PARALLEL) return gpt_act(m, A_LN1, l);
+    return plain_input(m, l, gpt_act(m, A_RESIDUAL2, l), A_LN2, make);
+}
+
+/* Block l up to the add that ends it: the attention half, its post norm and its add
+ * (fused with ln_2 where the MLP reads ln_2), then the MLP. whole_mlp 1: the MLP branch
+ * and its post norm, *delta the branch's output to add; 0: the MLP's first linear alone
+ * (its pre-activation A_FCH, what a recomputing backward needs of it without post norms). */
+static hg_status block_forward(hg_model *m, int l, int kv_pos, int whole_mlp, const float **delta) {
+    const int N = m->B * m->T, C = m->d.C;
+    float *res = gpt_act(m, A_RESIDUAL, l), *res2 = gpt_act(m, A_RESIDUAL2, l);
+    float *out = branch_out(m, l, 0);
+    HG_TRY(qkv_forward(m, l, kv_pos, attention_input(m, l, 1)));
+    HG_TRY(attention_out_forward(m, l, kv_pos, out));
+    const float *d = post_norm_forward(m, l, 0, out);
+    hg_dropout da = dropout_site(m, 1 + 2 * l);
+    if (gpt_has_ln2(&m->cfg))
+        op_residual_layernorm_forward(m, l, res2, gpt_act(m, A_LN2, l), norm_mean(m, A_LN2_MEAN, l),
+                                      gpt_act(m, A_LN2_RSTD, l), res, d, P(l, R_LN2_W), P(l, R_LN2_B), N, C, &da);
+    else
+        op_residual_add(m, l, res2, res, d, (size_t)N * C, &da);
+    if (!whole_mlp)
+        return op_matmul_forward(m, OP_C_FC_FWD, l, gpt_act(m, A_FCH, l), mlp_input(m, l, 1), P(l, R_FC_W),
+                                 P(l, R_FC_B), N, C, m->d.FI);
+    out = branch_out(m, l, 1);
+    HG_TRY(mlp_forward(m, l, out, gpt_act(m, S_ACT, 0), gpt_act(m, A_FCH, l), mlp_input(m, l, 1)));
+    *delta = post_norm_forward(m, l, 1, out);
+    return HG_OK;
+}
+
 /* The blocks in the order of cfg.block (hg_block_kind). A residual add is fused with the
  * norm that reads its result, where one does: the next ln_1 (or ln_f) after a block, ln_2
  * after the attention half; elsewhere it is a plain add. */
 hg_status gpt_forward_body(hg_model *m, int kv_pos) {
-    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L;
-    const int ln1 = gpt_has_ln1(&m->cfg), ln2 = gpt_has_ln2(&m->cfg), parallel = m->cfg.block == HG_BLOCK_PARALLEL;
+    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L, ln1 = gpt_has_ln1(&m->cfg);
     const float *wpe = P(-1, R_WPE);
     if (wpe) wpe = gpt_elems(m, wpe, (size_t)(kv_pos > 0 ? kv_pos : 0) * C);
 
@@ -200,25 +248,13 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
     op_encoder_forward(m, gpt_act(m, A_RESIDUAL, 0), gpt_act(m, A_TOKENS, 0), P(-1, R_WTE), wpe, B, T, C, &d0);
     if (ln1) pre_norm_forward(m, 0, 0, gpt_act(m, A_RESIDUAL, 0), NULL, NULL, NULL);
     for (int l = 0; l < L; l++) {
-        float *res = gpt_act(m, A_RESIDUAL, l), *res2 = gpt_act(m, A_RESIDUAL2, l), *ln2_out = gpt_act(m, A_LN2, l);
-        /* attention, then its add: fused with ln_2 where the MLP reads ln_2 */
-        float *out = branch_out(m, l, 0);
-        HG_TRY(attention_forward(m, l, kv_pos, out, ln1 ? gpt_act(m, A_LN1, l) : plain_input(m, l, res, A_LN1, 1)));
-        const float *delta = post_norm_forward(m, l, 0, out);
-        hg_dropout da = dropout_site(m, 1 + 2 * l);
-        if (ln2)
-            op_residual_layernorm_forward(m, l, res2, ln2_out, norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
-                                          res, delta, P(l, R_LN2_W), P(l, R_LN2_B), N, C, &da);
-        else
-            op_residual_add(m, l, res2, res, delta, (size_t)N * C, &da);
-        /* the MLP, then its add: fused with the next ln_1, or ln_f */
-        out = branch_out(m, l, 1);
-        HG_TRY(mlp_forward(m, l, out, gpt_act(m, S_ACT, 0), gpt_act(m, A_FCH, l),
-                           ln2 ? ln2_out : parallel ? gpt_act(m, A_LN1, l) : plain_input(m, l, res2, A_LN2, 1)));
-        delta = post_norm_forward(m, l, 1, out);
+        const float *delta;
+        HG_TRY(block_forward(m, l, kv_pos, 1, &delta));
+        /* the MLP's add: fused with the next ln_1, or ln_f */
+        float *res2 = gpt_act(m, A_RESIDUAL2, l), *next = gpt_act(m, A_RESIDUAL, l + 1);
         hg_dropout dm = dropout_site(m, 2 + 2 * l);
-        if (ln1 || l == L - 1) pre_norm_forward(m, l + 1, l, gpt_act(m, A_RESIDUAL, l + 1), res2, delta, &dm);
-        else op_residual_add(m, l, gpt_act(m, A_RESIDUAL, l + 1), res2, delta, (size_t)N * C, &dm);
+        if (ln1 || l == L - 1) pre_norm_forward(m, l + 1, l, next, res2, delta, &dm);
+        else op_residual_add(m, l, next, res2, delta, (size_t)N * C, &dm);
     }
     if (site_on(m, HG_SITE_FINAL_NORM)) { /* ln_f again, on the op's output (the fused one's is discarded) */
         float *y = gpt_act(m, A_SITE_OUT, 0);
@@ -227,6 +263,33 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
                              P(-1, R_LNF_W), P(-1, R_LNF_B), N, C, 0);
     }
     return HG_OK;
+}
+
+/* What opt.recompute left out of block l's kept activations, made again before its
+ * backward from what is kept (the plan, model/plan.h, sizes the memory by whatever this
+ * writes): attn, ln_1 and q|k|v from the block's input; mlp, ln_2 (where the MLP has its
+ * own norm) and the MLP's pre-activation; block, the whole block from its input but the
+ * add that ends it. Deterministic kernels make the same values as the forward. */
+static hg_status recompute(hg_model *m, int l) {
+    const hg_recompute r = m->opt.recompute;
+    const int N = m->B * m->T, C = m->d.C;
+    if (r == HG_RECOMPUTE_NONE) return HG_OK;
+    m->recomputing = 1;
+    hg_status st = HG_OK;
+    if (r == HG_RECOMPUTE_ATTN || r == HG_RECOMPUTE_BLOCK) {
+        if (gpt_has_ln1(&m->cfg)) pre_norm_forward(m, l, l, gpt_act(m, A_RESIDUAL, l), NULL, NULL, NULL);
+        const float *delta;
+        if (r == HG_RECOMPUTE_BLOCK) st = block_forward(m, l, -1, gpt_has_post_norm(&m->cfg), &delta);
+        else st = qkv_forward(m, l, -1, attention_input(m, l, 1));
+    } else {
+        if (gpt_has_ln2(&m->cfg))
+            op_layernorm_forward(m, l, gpt_act(m, A_LN2, l), norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
+                                 gpt_act(m, A_RESIDUAL2, l), P(l, R_LN2_W), P(l, R_LN2_B), N, C, 0);
+        st = op_matmul_forward(m, OP_C_FC_FWD, l, gpt_act(m, A_FCH, l), mlp_input(m, l, 1), P(l, R_FC_W), P(l, R_FC_B),
+                               N, C, m->d.FI);
+    }
+    m->recomputing = 0;
+    return st;
 }
 
 /* Chunk by chunk (S_LOGITS holds one): forward, then in training its backward. */
@@ -282,8 +345,7 @@ static void input_backward(hg_model *m, int l, int which, float *dres, const flo
 }
 
 hg_status gpt_backward_body(hg_model *m) {
-    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L;
-    const int ln1 = gpt_has_ln1(&m->cfg), ln2 = gpt_has_ln2(&m->cfg), parallel = m->cfg.block == HG_BLOCK_PARALLEL;
+    const int B = m->B, T = m->T, N = B * T, C = m->d.C, L = m->d.L, parallel = m->cfg.block == HG_BLOCK_PARALLEL;
     float *dres = gpt_act(m, S_DRES, 0), *dln = gpt_act(m, S_DLN, 0), *dwide = gpt_act(m, S_DWIDE, 0);
 
     /* ln_f, fused into the last block's forward, counts to that block here too; with an op
@@ -297,20 +359,18 @@ hg_status gpt_backward_body(hg_model *m) {
     if (final) HG_TRY(gpt_site_run(m, HG_SITE_FINAL_NORM, SITE_BACKWARD, -1, gpt_act(m, A_RESIDUAL, L), NULL, dnorm_in, dres));
     gpt_grad_ready(m, gpt_layer_first(m, L), m->params.count);
     for (int l = L - 1; l >= 0; l--) {
+        HG_TRY(recompute(m, l));
         /* the MLP: its post norm, c_proj and the activation (recomputed), c_fc, its input */
-        const float *in_m = ln2        ? gpt_act(m, A_LN2, l)
-                            : parallel ? gpt_act(m, A_LN1, l)
-                                       : plain_input(m, l, gpt_act(m, A_RESIDUAL2, l), A_LN2, 0);
         HG_TRY(mlp_backward(m, l, dwide, post_norm_backward(m, l, 1, branch_grad(m, l, dres, 2 + 2 * l)),
                             gpt_act(m, A_FCH, l)));
-        HG_TRY(op_matmul_backward(m, OP_C_FC_BWD, l, dln, G(l, R_FC_W), G(l, R_FC_B), dwide, in_m, P(l, R_FC_W), N, C,
-                                  m->d.FI));
+        HG_TRY(op_matmul_backward(m, OP_C_FC_BWD, l, dln, G(l, R_FC_W), G(l, R_FC_B), dwide, mlp_input(m, l, 0),
+                                  P(l, R_FC_W), N, C, m->d.FI));
         /* the parallel block's branches both read the residual before it: the MLP's input
          * gradient joins dres once the attention half has taken its gradient from it */
         if (!parallel) input_backward(m, l, 1, dres, dln);
         HG_TRY(attention_backward_out(m, l, post_norm_backward(m, l, 0, branch_grad(m, l, dres, 1 + 2 * l))));
         if (parallel) input_backward(m, l, 0, dres, dln);
-        HG_TRY(attention_backward_in(m, l, dln, ln1 ? gpt_act(m, A_LN1, l) : plain_input(m, l, gpt_act(m, A_RESIDUAL, l), A_LN1, 0)));
+        HG_TRY(attention_backward_in(m, l, dln, attention_input(m, l, 0)));
         input_backward(m, l, 0, dres, dln);
         gpt_grad_ready(m, gpt_layer_first(m, l), gpt_layer_first(m, l + 1));
     }
@@ -348,8 +408,9 @@ static hg_status stage_inputs(hg_model *m, const int32_t *tokens, const int32_t 
     return HG_OK;
 }
 
-/* The three parts of a step, each a region for an attached profiler. */
+/* The three parts of a step, each a region for an attached profiler and for the trace. */
 static hg_status forward_body(hg_model *m) {
+    gpt_trace_phase(m, TRACE_FORWARD);
     double t0 = prof_begin(m);
     HG_TRY(gpt_forward_body(m, -1));
     prof_region(m, PROF_FORWARD, t0);
@@ -357,6 +418,7 @@ static hg_status forward_body(hg_model *m) {
 }
 
 static hg_status classifier(hg_model *m, int backward, float grad_scale, float *logits) {
+    gpt_trace_phase(m, TRACE_CLASSIFIER);
     double t0 = prof_begin(m);
     HG_TRY(gpt_classifier(m, backward, grad_scale, logits));
     prof_region(m, PROF_CLASSIFIER, t0);
@@ -364,6 +426,7 @@ static hg_status classifier(hg_model *m, int backward, float grad_scale, float *
 }
 
 static hg_status backward_body(hg_model *m) {
+    gpt_trace_phase(m, TRACE_BACKWARD);
     double t0 = prof_begin(m);
     HG_TRY(gpt_backward_body(m));
     prof_region(m, PROF_BACKWARD, t0);
@@ -391,8 +454,7 @@ hg_status hg_forward(hg_model *m, const int32_t *tokens, const int32_t *targets,
     if (!m) return hg_fail(HG_ERR_INVALID, "model is NULL");
     HG_TRY(stage_inputs(m, tokens, targets, B, T));
     m->phase = PHASE_NONE;
-    HG_TRY(forward_body(m));
-    HG_TRY(classifier(m, 0, 0.0f, logits));
+    HG_TRY(gpt_pass_forward(m, logits));
     HG_TRY(finish(m, targets ? loss : NULL));
     m->phase = PHASE_FORWARD;
     if (loss && !targets) *loss = 0.0f;
@@ -416,13 +478,19 @@ hg_status hg_backward(hg_model *m, float grad_scale) {
     return finish(m, NULL);
 }
 
-/* The training pass after stage_inputs: what a backend may record as one graph. */
-static hg_status train_body(void *ctx) {
-    hg_model *m = ctx;
+hg_status gpt_pass_train(hg_model *m) {
     HG_TRY(forward_body(m));
     HG_TRY(classifier(m, 1, m->grad_scale, NULL));
     return backward_body(m);
 }
+
+hg_status gpt_pass_forward(hg_model *m, float *logits) {
+    HG_TRY(forward_body(m));
+    return classifier(m, 0, 0.0f, logits);
+}
+
+/* The training pass after stage_inputs: what a backend may record as one graph. */
+static hg_status train_body(void *ctx) { return gpt_pass_train(ctx); }
 
 /* A graph bakes in every op argument, so it is replayed only while they are unchanged:
  * the shape, the loss normaliser and the gradient scale. Dropout masks change every step
@@ -460,6 +528,19 @@ hg_status hg_zero_grad(hg_model *m) {
 
 /* ---- generation with the KV cache ---- */
 
+hg_status gpt_pass_kv(hg_model *m, float *logits) {
+    gpt_trace_phase(m, TRACE_FORWARD);
+    HG_TRY(gpt_forward_body(m, m->kv_len));
+    const int C = m->d.C;
+    hg_classifier_args a = {
+        .N = 1, .C = C, .V = m->d.V, .Vp = m->d.Vp,
+        .x = gpt_elems(m, gpt_act(m, A_LNF, 0), (size_t)(m->T - 1) * C),
+        .wte = gpt_weight(m, head_index(m)), .bias = P(-1, R_LM_HEAD_B), .logits = logits, .scratch = gpt_act(m, S_LOGITS, 0),
+        .softcap = m->cfg.logit_softcap,
+    };
+    return op_classifier_forward(m, &a);
+}
+
 static hg_status check_kv(const hg_model *m) {
     if (!m) return hg_fail(HG_ERR_INVALID, "model is NULL");
     if (!gpt_has_kv(&m->opt))
@@ -491,15 +572,7 @@ hg_status hg_kv_forward(hg_model *m, const int32_t *tokens, int n, float *logits
                        m->kv_len, m->opt.seq_len);
     HG_TRY(stage_inputs(m, tokens, NULL, 1, n));
     m->phase = PHASE_NONE;
-    HG_TRY(gpt_forward_body(m, m->kv_len));
-    const int C = m->d.C;
-    hg_classifier_args a = {
-        .N = 1, .C = C, .V = m->d.V, .Vp = m->d.Vp,
-        .x = gpt_elems(m, gpt_act(m, A_LNF, 0), (size_t)(n - 1) * C),
-        .wte = gpt_weight(m, head_index(m)), .bias = P(-1, R_LM_HEAD_B), .logits = logits, .scratch = gpt_act(m, S_LOGITS, 0),
-        .softcap = m->cfg.logit_softcap,
-    };
-    HG_TRY(op_classifier_forward(m, &a));
+    HG_TRY(gpt_pass_kv(m, logits));
     HG_TRY(m->be->ops->sync(m->be));
     m->kv_len += n;
     return HG_OK;

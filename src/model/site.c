@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/gpt.h"
+#include "model/plan.h"
 #include "profile/profile.h"
 
 /* ---- the registry ---- */
@@ -218,13 +219,24 @@ hg_status gpt_site_run(hg_model *m, hg_site s, gpt_site_pass pass, int layer, co
                       .out_width = m->sites.shape[s].out_width, .x = x, .y = y, .dy = dy, .dx = dx, .w = w, .dw = dw,
                       .saved = saved, .scratch = z->scratch_bytes ? gpt_act(m, S_SITE_SCRATCH + s, 0) : NULL,
                       .recompute = pass == SITE_RECOMPUTE};
+    double in = (double)c.N * c.in_width, out = (double)c.N * c.out_width;
+    /* forward writes its saved tensors, backward reads them; a recompute is taken to read
+     * them, so that the plan keeps them whether or not the op writes them again */
+    prof_op op = {.kind = OP_SITE_ATTN_FWD + 3 * s + pass, .layer = c.layer, .dims = {c.N, c.in_width, c.out_width},
+                  .cost = {0.0, HG_COST_F4 * (pass == SITE_BACKWARD ? 2 * in + out : in + out)},
+                  .rd = {x, dy}, .wr = {y, dx, c.scratch}};
+    for (int i = 0; i < d->op.n_saved; i++) {
+        if (pass == SITE_FORWARD) op.wr[3 + i] = saved[i];
+        else op.rd[2 + i] = saved[i];
+    }
+    if (m->trace) {
+        gpt_trace_op(m, 0, &op);
+        return HG_OK;
+    }
     hg_clear_error();
     double t0 = prof_begin(m);
     hg_status st = pass == SITE_BACKWARD ? d->op.backward(d->op.ctx, &c) : d->op.forward(d->op.ctx, &c);
-    double in = (double)c.N * c.in_width, out = (double)c.N * c.out_width;
-    PROF_OP(m, t0, .kind = OP_SITE_ATTN_FWD + 3 * s + pass, .layer = c.layer, .dims = {c.N, c.in_width, c.out_width},
-            .cost = {0.0, HG_COST_F4 * (pass == SITE_BACKWARD ? 2 * in + out : in + out)},
-            .touch = {x, y, dy, dx, saved[0]});
+    if (PROF_ON(m)) prof_record(m, &op, t0);
     if (st == HG_OK) return HG_OK;
     return hg_fail_returned(st, "op '%s' (%s, block %d): its %s", d->name, site_fields[s], c.layer,
                             gpt_site_pass_name(pass));

@@ -35,9 +35,10 @@ typedef struct hg_kv_shape {
 typedef hg_status hg_attention_cached_fn(hg_backend *be, float *out, float *kcache, float *vcache,
                                          const float *qkv, const hg_kv_shape *s, void *scratch);
 
-#define HG_ATTENTION_OPS(X)                                     \
-    X(ATTENTION_FWD, "attention forward", FORWARD, ATTENTION)   \
-    X(ATTENTION_BWD, "attention backward", BACKWARD, ATTENTION)
+#define HG_ATTENTION_OPS(X)                                         \
+    X(ATTENTION_FWD, "attention forward", FORWARD, ATTENTION)       \
+    X(ATTENTION_BWD, "attention backward", BACKWARD, ATTENTION)     \
+    X(ATTENTION_CACHED, "attention cached", FORWARD, ATTENTION)
 
 /* FLOPs of one score product (QK^T, PV, ...) over the causal half (or all of T x T). */
 static inline double hg_attention_pair_flops(const hg_attention_shape *s) {
@@ -54,6 +55,15 @@ static inline hg_op_cost hg_attention_forward_cost(const hg_attention_shape *s) 
 static inline hg_op_cost hg_attention_backward_cost(const hg_attention_shape *s) {
     double N = (double)s->B * s->T, C = (double)s->NH * s->hs, KV = (double)hg_attention_kv_heads(s) * s->hs;
     hg_op_cost c = {5.0 * hg_attention_pair_flops(s), HG_COST_F4 * (4.0 * N * C + 4.0 * N * KV + N * s->NH)};
+    return c;
+}
+
+/* The n new rows' two products against pos0 + n cached rows (the causal half of the new
+ * block); reads the cache's rows and q, writes the new k, v and out. */
+static inline hg_op_cost hg_attention_cached_cost(const hg_kv_shape *s) {
+    double n = s->n, keys = s->pos0 + 0.5 * (s->n + 1.0), C = (double)s->NH * s->hs;
+    double KV = (double)(s->NKV ? s->NKV : s->NH) * s->hs;
+    hg_op_cost c = {4.0 * n * keys * C, HG_COST_F4 * (2.0 * n * C + 2.0 * (s->pos0 + n) * KV)};
     return c;
 }
 

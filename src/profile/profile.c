@@ -42,7 +42,7 @@ typedef struct prof_touch {
 typedef struct prof_event {
     double t0, t1, flops, bytes;
     long long dims[4];
-    int kind, step, layer, thread, param, ntouch;
+    int kind, step, layer, thread, param, ntouch, recompute;
     prof_touch touch[PROF_MAX_TOUCH];
 } prof_event;
 
@@ -64,6 +64,8 @@ struct hg_profiler {
     int nbuf;
     /* the site-op kinds' names for the attached model: "<op> forward", ... */
     char site_name[OP_SITE_FINAL_BWD - OP_SITE_ATTN_FWD + 1][HG_OP_NAME_MAX + 16];
+    /* an op run again in backward by a recompute policy: "<name> (recompute)" */
+    char recompute_name[PROF_KINDS][64];
 };
 
 static int is_site_kind(int kind) { return kind >= OP_SITE_ATTN_FWD && kind <= OP_SITE_FINAL_BWD; }
@@ -91,18 +93,7 @@ static prof_event *claim(hg_profiler *p) {
 
 /* The buffer and copy of the activation table that ptr points into; 0 if none. */
 static int resolve(const hg_model *m, const void *ptr, prof_touch *out) {
-    const char *base = m->act, *c = ptr;
-    if (!ptr || c < base || c >= base + m->acts.bytes) return 0;
-    size_t off = (size_t)(c - base);
-    for (int i = 0; i < m->acts.count; i++) {
-        const hg_tensor_spec *s = &m->acts.specs[i];
-        size_t copy_bytes = (size_t)s->alloc * s->elem_size;
-        if (copy_bytes && off >= s->offset && off < s->offset + copy_bytes * (size_t)s->copies) {
-            *out = (prof_touch){i, (int)((off - s->offset) / copy_bytes)};
-            return 1;
-        }
-    }
-    return 0;
+    return gpt_act_locate(m, ptr, &out->buffer, &out->copy);
 }
 
 double prof_now(const hg_model *m) {
@@ -117,10 +108,10 @@ void prof_record(const hg_model *m, const prof_op *op, double t0) {
     if (!e) return;
     *e = (prof_event){.t0 = t0 - p->epoch, .t1 = t1 - p->epoch, .flops = op->cost.flops, .bytes = op->cost.bytes,
                       .kind = op->kind, .step = p->step, .layer = op->layer, .thread = thread_id(),
-                      .param = op->param};
+                      .param = op->param, .recompute = m->recomputing};
     memcpy(e->dims, op->dims, sizeof e->dims);
-    for (int i = 0; i < PROF_MAX_TOUCH && op->touch[i]; i++)
-        e->ntouch += resolve(m, op->touch[i], &e->touch[e->ntouch]);
+    for (int i = 0; i < PROF_MAX_RD; i++) e->ntouch += resolve(m, op->rd[i], &e->touch[e->ntouch]);
+    for (int i = 0; i < PROF_MAX_WR; i++) e->ntouch += resolve(m, op->wr[i], &e->touch[e->ntouch]);
 }
 
 static void record_region(hg_profiler *p, prof_kind kind, double t0, double t1) {
@@ -145,6 +136,7 @@ hg_status hg_profiler_create(hg_profiler **out, int max_events) {
         return hg_fail(HG_ERR_NOMEM, "out of memory for %d profiler events", max_events);
     }
     p->cap = max_events;
+    for (int k = 0; k < PROF_KINDS; k++) snprintf(p->recompute_name[k], sizeof p->recompute_name[k], "%s (recompute)", kinds[k].name);
     hg_profiler_reset(p);
     *out = p;
     return HG_OK;
@@ -174,7 +166,7 @@ hg_status hg_model_set_profiler(hg_model *m, hg_profiler *p) {
         if (!buf) return hg_fail(HG_ERR_NOMEM, "out of memory attaching a profiler");
         for (int i = 0; i < m->acts.count; i++) {
             const hg_tensor_spec *s = &m->acts.specs[i];
-            buf[i] = (prof_buffer){(size_t)s->alloc * s->elem_size, s->copies, !strncmp(s->name, "scratch.", 8)};
+            buf[i] = (prof_buffer){(size_t)s->alloc * s->elem_size, s->copies, !(s->flags & HG_SPEC_KEPT)};
         }
         free(p->buf);
         p->buf = buf;
@@ -224,8 +216,11 @@ hg_status hg_profiler_event(const hg_profiler *p, int index, hg_prof_event *out)
         return hg_fail(HG_ERR_INVALID, "event index %d is out of range [0, %d)", index, hg_profiler_count(p));
     const prof_event *e = &p->ev[index];
     const struct kind_info *k = &kinds[e->kind];
-    const char *name = is_site_kind(e->kind) ? p->site_name[e->kind - OP_SITE_ATTN_FWD] : k->name;
-    *out = (hg_prof_event){.name = name, .region = k->region, .pass = k->pass, .gemm = k->cls == CLASS_GEMM,
+    const char *name = is_site_kind(e->kind) ? p->site_name[e->kind - OP_SITE_ATTN_FWD]
+                       : e->recompute        ? p->recompute_name[e->kind]
+                                             : k->name;
+    *out = (hg_prof_event){.name = name, .region = k->region, .pass = e->recompute ? HG_PASS_BACKWARD : k->pass,
+                           .gemm = k->cls == CLASS_GEMM,
                            .flop_bound = k->cls != CLASS_MEMORY, .step = e->step, .layer = e->layer, .thread = e->thread,
                            .start = e->t0, .end = e->t1, .flops = e->flops, .bytes = e->bytes,
                            .param = e->kind == OP_ADAMW ? e->param : -1};

@@ -26,16 +26,22 @@ typedef enum prof_kind {
 } prof_kind;
 
 #define PROF_NO_LAYER (-2)
-#define PROF_MAX_TOUCH 6
+#define PROF_MAX_RD 10 /* a site op's backward: x, dy and its saved tensors */
+#define PROF_MAX_WR 10 /* a site op's forward: y and its saved tensors */
+#define PROF_MAX_TOUCH (PROF_MAX_RD + PROF_MAX_WR)
 
-/* What an op wrapper knows about one call. */
+/* What an op wrapper knows about one call: its kind, shape, work, and the buffers it
+ * reads and writes (an accumulated one is in both; NULL entries are skipped). The same
+ * record describes the call to the step's trace (model/plan.h), which derives the
+ * memory plan from the reads and writes. */
 typedef struct prof_op {
     prof_kind kind;
     int layer;
     int param;                      /* OP_ADAMW: the parameter's table index */
     long long dims[4];              /* the shape; meaning per kind (profile.c: format_shape) */
     hg_op_cost cost;                /* from the op's cost function (ops/<op>.h) */
-    const void *touch[PROF_MAX_TOUCH]; /* buffers read or written; NULL-terminated */
+    const void *rd[PROF_MAX_RD];    /* buffers read */
+    const void *wr[PROF_MAX_WR];    /* buffers written */
 } prof_op;
 
 /* The kind's name as the profiler's tables print it, e.g. "matmul c_fc forward". */

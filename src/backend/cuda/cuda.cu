@@ -242,11 +242,21 @@ extern "C" hg_status hg_backend_cuda_create(hg_backend **out, int threads, hg_pr
  * bias, the attention and logit caps), with head sizes up to CUDA_MAX_HEAD_SIZE. A
  * config the kernels cannot run is refused at creation, naming the field, rather than
  * failing inside a step; a new config switch without CUDA kernels belongs here. */
-static hg_status cuda_supports(const hg_config *c, const hg_options *) {
+/* What was written without a GPU and has not run on one is refused by name, unless
+ * HANDGRAD_CUDA_UNTESTED=1 (the GPU session's checks of it, scripts/gpu_session.sh new). */
+static int untested_allowed(void) {
+    const char *e = getenv("HANDGRAD_CUDA_UNTESTED");
+    return e && !strcmp(e, "1");
+}
+
+static hg_status cuda_supports(const hg_config *c, const hg_options *o) {
     int hs = hg_head_size(c);
     if (hs > CUDA_MAX_HEAD_SIZE)
         return hg_fail(HG_ERR_UNSUPPORTED, "head_dim: the CUDA attention kernels take head sizes up to %d, this model's is %d; use "
                        "the CPU", CUDA_MAX_HEAD_SIZE, hs);
+    if (o->training && o->recompute != HG_RECOMPUTE_NONE && !untested_allowed())
+        return hg_fail(HG_ERR_UNSUPPORTED, "recompute: not yet run on a GPU (written 2026-11-28); use the CPU, or "
+                       "HANDGRAD_CUDA_UNTESTED=1 to run it unchecked");
     return HG_OK;
 }
 
