@@ -77,6 +77,9 @@ def parse_args():
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                     help="bf16: forward and loss under torch.autocast(\"cpu\", dtype=torch.bfloat16), fp32 parameters")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="activation checkpointing: each block under torch.utils.checkpoint (non-reentrant), "
+                    "recomputed in backward")
     ap.add_argument("--json", action="store_true", help="JSON lines only")
     args = ap.parse_args()
 
@@ -150,6 +153,10 @@ def run(args, torch, rows):
     model = GPT(cfg, attn_impl="sdpa" if sdpa else "math")
     tokens = torch.randint(0, args.vocab, (B, T))
     targets = torch.randint(0, args.vocab, (B, T))
+    if args.checkpoint:  # the peer of handgrad's --recompute block
+        from torch.utils.checkpoint import checkpoint
+        for block in (model.h if hasattr(model, "h") else model.layers):
+            block.forward = (lambda f: lambda *a: checkpoint(f, *a, use_reentrant=False))(block.forward)
     compiled = torch.compile(model) if args.mode == "compile" else model
 
     def fwd(x, y):  # mixed precision as a PyTorch user turns it on: autocast around the forward
@@ -199,7 +206,8 @@ def main():
         print(f"torch {torch.__version__} has no torch.compile", file=sys.stderr)
         return 2
 
-    rows = {p: {"kind": "model", "impl": f"torch-{args.mode}", "torch_version": torch.__version__,
+    rows = {p: {"kind": "model", "impl": f"torch-{args.mode}" + ("-checkpoint" if args.checkpoint else ""),
+                "torch_version": torch.__version__,
                 "model": args.model_name, "batch": args.batch, "ctx": args.ctx, "threads": args.threads,
                 "pass": p, "warmup": args.warmup, "steps": args.steps, "precision": args.precision, "oom": False,
                 "note": ""}
