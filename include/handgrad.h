@@ -290,6 +290,35 @@ typedef enum hg_recompute {
     HG_RECOMPUTE_BLOCK
 } hg_recompute;
 
+/* Low-rank adapters (LoRA; docs/training.md): a trained low-rank update on linear layers
+ * of a frozen model, y = x W + b + s (drop(x) A^T) B^T, A (r, in), B (out, r), s = alpha / r
+ * (alpha / sqrt(r) with rslora), as PEFT computes it. The layers come in four groups, and
+ * a group's output splits into the modules a Hugging Face class stores apart: the q|k|v
+ * projection into q, k and v (split 3) or whole (1, GPT-2's c_attn, Phi-3's qkv_proj); a
+ * gated MLP's first layer into gate and up (2) or whole (1); the others whole. Bit j of
+ * targets[g] puts an adapter on module j of group g. With r > 0 every parameter but the
+ * adapters is frozen. hg_hf_lora_targets resolves PEFT's module names into these. */
+typedef enum hg_lora_group {
+    HG_LORA_QKV,      /* attn.c_attn: q|k|v */
+    HG_LORA_ATTN_OUT, /* attn.c_proj (o_proj, dense) */
+    HG_LORA_MLP_IN,   /* mlp.c_fc: gate|up, or fc1 */
+    HG_LORA_MLP_OUT,  /* mlp.c_proj (down_proj, fc2) */
+    HG_LORA_GROUPS
+} hg_lora_group;
+typedef enum hg_lora_init {
+    HG_LORA_INIT_KAIMING = 0, /* PEFT's default: A uniform in +-1/sqrt(in), B = 0 */
+    HG_LORA_INIT_GAUSSIAN,    /* A normal with std 1/r, B = 0 */
+} hg_lora_init;
+typedef struct hg_lora {
+    int r;                            /* rank; 0: no adapters */
+    float alpha;                      /* the scale's numerator */
+    float dropout;                    /* on the adapters' input, while training */
+    int rslora;                       /* 1: s = alpha / sqrt(r) */
+    hg_lora_init init;
+    int split[HG_LORA_GROUPS];        /* modules a group's output splits into; 0 means 1 */
+    unsigned targets[HG_LORA_GROUPS]; /* bit j: an adapter on module j */
+} hg_lora;
+
 typedef struct hg_options {
     int batch;    /* B: largest batch a call may pass */
     int seq_len;  /* T: largest sequence length a call may pass (<= Tmax) */
@@ -304,9 +333,16 @@ typedef struct hg_options {
      * equal slices of the flat parameter buffer. 0 or 1 shards: the whole state. */
     int shards, shard;
     hg_recompute recompute; /* what the backward recomputes (above) */
+    hg_lora lora;           /* adapters (above); lora.r = 0: none */
+    /* Parameters trained by no optimizer: comma-separated globs (fnmatch) over
+     * hg_param_info names ("h.*.mlp.*", "wte.weight"), or "all"; NULL: none. A frozen
+     * tensor has no gradient and no AdamW state, and its linear layer's backward skips
+     * its weight-gradient product. A glob that matches nothing is refused. */
+    const char *freeze;
 } hg_options;
 
-/* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32, no flags, shards=1, recompute none */
+/* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32, no flags, shards=1, recompute
+ * none, no adapters, nothing frozen */
 hg_options hg_options_default(void);
 
 /* ---------------------------------------------------------------- memory */
@@ -425,11 +461,12 @@ typedef struct hg_param_info {
     float *data;       /* row-major, shape as above (the fp32 master weights; a bf16
                           model computes from a bf16 copy of them, which hg_param_write
                           refreshes and a store through this pointer does not) */
-    float *grad;       /* same layout; NULL in an inference model */
+    float *grad;       /* same layout; NULL in an inference model and for a frozen tensor */
     float *adam_m;     /* AdamW first moment; NULL in an inference model, and with
                           shards > 1 (see hg_dist_optimizer_get) */
     float *adam_v;     /* AdamW second moment; NULL likewise */
     int decay;         /* 1 if weight decay applies (2-D matrices) */
+    int frozen;        /* 1: trained by no optimizer (hg_options.freeze, or LoRA's base) */
     hg_device device;  /* where data..adam_v live: with HG_DEVICE_CUDA they are GPU
                           addresses; copy with hg_param_read / hg_param_write */
 } hg_param_info;
@@ -632,10 +669,48 @@ typedef struct hg_tokenizer hg_tokenizer; /* handgrad_data.h */
  * rope_scaling type other than llama3, ...) is refused by name. A sliding window caps
  * max_seq_len at the window, where it equals full causal attention. */
 hg_status hg_hf_config_load(const char *path, hg_config *out);
+/* The transformers class a config.json names (e.g. "Phi3ForCausalLM"), as handgrad
+ * reads it: a class handgrad does not read is refused as by hg_hf_config_load. */
+hg_status hg_hf_config_class(const char *path, const char **class_name);
 /* Creates a model from DIR's config.json and weights. opt as for hg_model_create
  * (seq_len 0: the model's context). Every tensor must be there with its exact shape,
  * and no other; the message names the file and tensor. */
 hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *opt);
+
+/* ---------------------------------------------------------- PEFT adapters */
+
+/* LoRA adapters as PEFT shares them (docs/formats.md, "PEFT folders"): a folder with
+ * adapter_config.json and adapter_model.safetensors, whose tensors are named after the
+ * base model's Hugging Face modules ("base_model.model.model.layers.0.self_attn.q_proj.
+ * lora_A.weight"). A model takes the class it was loaded as (hg_model_load_hf), else
+ * hg_hf_architecture's. */
+typedef struct hg_peft_config {
+    hg_lora lora;         /* r, alpha, dropout, rslora, init; the splits and targets are
+                             resolved against a model by hg_hf_lora_targets */
+    char targets[1024];   /* target_modules, comma-separated */
+    char base_model[512]; /* base_model_name_or_path, "" when null */
+} hg_peft_config;
+/* Reads DIR/adapter_config.json (or an image of one, named `name` in messages). A key
+ * that asks for what plain LoRA does not compute (DoRA, a rank_pattern, modules_to_save,
+ * bias other than "none", ...) is refused by name, as is an unknown key. */
+hg_status hg_peft_config_load(const char *dir, hg_peft_config *out);
+hg_status hg_peft_config_parse(const char *name, const char *text, size_t len, hg_peft_config *out);
+/* Resolves PEFT target module names (comma-separated, e.g. "q_proj,v_proj" or GPT-2's
+ * "c_attn,c_proj", matched as PEFT matches them: a module's name or its last components)
+ * against the linear layers of cfg as class hf_class stores them (NULL: the config's
+ * default), into lora's split and targets. A name that matches none is refused, naming
+ * it and the class's layers. */
+hg_status hg_hf_lora_targets(const hg_config *cfg, const char *hf_class, const char *targets, hg_lora *lora);
+/* Loads DIR/adapter_model.safetensors into the adapters of m, created with the
+ * matching hg_options.lora. Every adapter must be there with its shape, finite, and no
+ * other tensor; else nothing is written and the file and tensor are named. */
+hg_status hg_peft_load(hg_model *m, const char *dir);
+/* Writes m's adapters as a PEFT folder DIR (which must not exist or be empty), through
+ * DIR.tmp renamed when whole; base_model (may be NULL) goes into base_model_name_or_path. */
+hg_status hg_peft_save(const hg_model *m, const char *dir, const char *base_model);
+/* Folds the adapters into the base weights, W += s (B A)^T, and zeroes each B: the model
+ * computes as before, and hg_model_save_hf writes the merged model. */
+hg_status hg_lora_merge(hg_model *m);
 
 /* The token ids generation needs: bos_token_id and eos_token_id (one or a list) from
  * DIR/generation_config.json, then DIR/config.json for what that lacks; bos -1 and

@@ -139,7 +139,7 @@ typedef void hg_residual_layernorm_forward_fn(hg_backend *be, float *res_out, fl
                                               const float *w, const float *b, int N, int C,
                                               const hg_dropout *drop, const hg_norm_spec *ns);
 /* dinp (N,C) += the gradient wrt inp (it is the residual stream's gradient: it
- * accumulates); dw (C) += ..., db (C) += ... (NULL exactly when w, b are). inp is the
+ * accumulates); dw (C) += ..., db (C) += ... (NULL when w, b are, or are frozen). inp is the
  * norm's input, mean and rstd the forward's. scratch: hg_norm_scratch_bytes(m) bytes
  * (the built-in keeps per-thread partial sums of dw and db there). */
 typedef void hg_layernorm_backward_fn(hg_backend *be, float *dinp, float *dw, float *db, const float *dout,
@@ -160,8 +160,8 @@ size_t hg_norm_scratch_bytes(const hg_model *m);
 /* out (M,N) = inp (M,K) @ w (K,N) + bias (N); bias may be NULL. */
 typedef hg_status hg_matmul_forward_fn(hg_backend *be, float *out, const float *inp, const float *w,
                                        const float *bias, int M, int K, int N);
-/* dinp (M,K) = dout @ w^T (written); dw (K,N) += inp^T @ dout; dbias (N) += the column
- * sums of dout (dbias NULL: no bias). */
+/* dinp (M,K) = dout @ w^T (written); dw (K,N) += inp^T @ dout (dw NULL: w is frozen,
+ * no product); dbias (N) += the column sums of dout (dbias NULL: no bias, or frozen). */
 typedef hg_status hg_matmul_backward_fn(hg_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
                                         const float *inp, const float *w, int M, int K, int N);
 /* Replaces the linear layers' forward and/or backward (NULL keeps the built-in) for m

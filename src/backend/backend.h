@@ -17,6 +17,7 @@
 #include "ops/encoder.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
+#include "ops/lora.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
 
@@ -112,6 +113,8 @@ struct hg_backend_ops {
     hg_classifier_forward_fn *classifier_forward;
     hg_classifier_backward_fn *classifier_backward;
     hg_attention_cached_fn *attention_cached;
+    hg_lora_forward_fn *lora_forward;
+    hg_lora_backward_fn *lora_backward;
     hg_adamw_fn *adamw;
     hg_sumsq_fn *sumsq;
 };

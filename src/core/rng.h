@@ -46,6 +46,12 @@ HG_HOST_DEVICE static inline float hg_u32_to_unit(uint32_t x) { return (float)(x
 /* Streams: the third counter word says what a draw is for, so streams never overlap. */
 enum { HG_RNG_INIT = 1, HG_RNG_DROPOUT = 2, HG_RNG_ROUNDING = 3 };
 
+/* Uniform in [-1, 1) for element i of tensor `tensor`, from the init stream. */
+static inline float hg_rng_uniform(uint64_t seed, uint32_t tensor, uint64_t i) {
+    hg_u32x4 r = hg_philox(seed, (uint32_t)i, (uint32_t)(i >> 32), HG_RNG_INIT | 1u << 8, tensor);
+    return 2.0f * hg_u32_to_unit(r.v[0]) - 1.0f;
+}
+
 /* Standard normal for element i of tensor `tensor` (Box-Muller on one Philox block). */
 static inline float hg_rng_normal(uint64_t seed, uint32_t tensor, uint64_t i) {
     hg_u32x4 r = hg_philox(seed, (uint32_t)(i >> 1), (uint32_t)(i >> 33), HG_RNG_INIT, tensor);

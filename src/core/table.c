@@ -38,16 +38,23 @@ int hg_table_add(hg_table *t, const char *name, int ndim, const int64_t *shape,
     return t->count++;
 }
 
-void hg_table_layout(hg_table *t) {
-    size_t off = 0;
-    for (int i = 0; i < t->count; i++) {
-        hg_tensor_spec *s = &t->specs[i];
-        s->offset = off;
-        size_t bytes = (size_t)s->alloc * (size_t)s->copies * s->elem_size;
-        off += (bytes + HG_ALIGN - 1) / HG_ALIGN * HG_ALIGN;
+size_t hg_table_layout_last(hg_table *t, unsigned last) {
+    size_t off = 0, first = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) first = off;
+        for (int i = 0; i < t->count; i++) {
+            hg_tensor_spec *s = &t->specs[i];
+            if (!(s->flags & last) != !pass) continue;
+            s->offset = off;
+            size_t bytes = (size_t)s->alloc * (size_t)s->copies * s->elem_size;
+            off += (bytes + HG_ALIGN - 1) / HG_ALIGN * HG_ALIGN;
+        }
     }
     t->bytes = off;
+    return first;
 }
+
+void hg_table_layout(hg_table *t) { hg_table_layout_last(t, 0); }
 
 int hg_table_find(const hg_table *t, const char *name) {
     for (int i = 0; i < t->count; i++)

@@ -39,6 +39,9 @@ enum {
     HG_SPEC_INPUT = 1u << 7,
     HG_SPEC_OUTPUT = 1u << 8,
     HG_SPEC_KEPT = 1u << 9, /* set by the plan: a stored activation, not scratch */
+    HG_SPEC_FROZEN = 1u << 10, /* a parameter no optimizer trains: laid out after the
+                                  trainable ones, outside the gradient and AdamW buffers */
+    HG_SPEC_LORA = 1u << 11,   /* a low-rank adapter's A or B (ops/lora.h) */
 };
 
 typedef struct hg_tensor_spec {
@@ -69,6 +72,9 @@ int hg_table_add(hg_table *t, const char *name, int ndim, const int64_t *shape,
                  int64_t alloc, int64_t copies, size_t elem_size, unsigned flags);
 /* Assigns offsets in order and sets t->bytes. */
 void hg_table_layout(hg_table *t);
+/* The same, but the specs flagged `last` after all the others (each group in order);
+ * returns the bytes before the first of them. */
+size_t hg_table_layout_last(hg_table *t, unsigned last);
 int hg_table_find(const hg_table *t, const char *name);
 /* Address of copy `copy` of spec `i` (copy is taken modulo the spec's copies). */
 static inline void *hg_table_ptr(const hg_table *t, void *base, int i, int64_t copy) {

@@ -360,7 +360,7 @@ hg_status hg_dist_optimizer_save(hg_dist *d, const hg_train_state *st, const cha
     hg_model *m = d->m;
     if (!d->o.zero) return d->c->rank == 0 ? hg_optimizer_save(m, st, path) : HG_OK;
     /* rank 0 gathers the whole state, one tensor at a time, then writes it */
-    float *full = d->c->rank == 0 ? calloc(2, m->params.bytes) : NULL;
+    float *full = d->c->rank == 0 ? calloc(2, m->train_bytes) : NULL;
     hg_status s = d->c->rank != 0 || full ? HG_OK : hg_fail(HG_ERR_NOMEM, "%s: out of memory gathering the optimizer state", path);
     int failed = s != HG_OK;
     double any = failed;
@@ -369,7 +369,7 @@ hg_status hg_dist_optimizer_save(hg_dist *d, const hg_train_state *st, const cha
         free(full);
         return failed ? s : hg_fail(HG_ERR_NOMEM, "rank 0 could not gather the optimizer state");
     }
-    float *mfull = full, *vfull = full ? full + m->params.bytes / sizeof(float) : NULL;
+    float *mfull = full, *vfull = full ? full + m->train_bytes / sizeof(float) : NULL;
     for (int i = 0; s == HG_OK && i < m->params.count; i++)
         s = hg_dist_optimizer_get(d, i, 0, mfull ? gpt_param(m, mfull, i) : NULL, vfull ? gpt_param(m, vfull, i) : NULL);
     if (s == HG_OK && full) s = ckpt_optimizer_write(m, st, path, mfull, vfull);
@@ -398,13 +398,16 @@ hg_status hg_dist_create(hg_dist **out, hg_comm *c, hg_model *m, const hg_dist_o
     *out = NULL;
     HG_TRY(hg_comm_check(c));
     hg_clear_error();
-    hg_status mine = check_setup(c, m, o);
+    hg_status mine = m->train_bytes != m->params.bytes
+                         ? hg_fail(HG_ERR_UNSUPPORTED, "freeze: data parallelism with frozen parameters (or LoRA adapters) "
+                                   "is not implemented; train on one rank")
+                         : check_setup(c, m, o);
     HG_TRY(handshake(c, m, o, mine, o->timeout_s > 0 ? o->timeout_s : 300.0));
 
     hg_dist *d = calloc(1, sizeof *d);
     if (!d) return hg_fail(HG_ERR_NOMEM, "out of memory for hg_dist");
     d->c = c, d->m = m, d->o = *o;
-    d->P = m->params.bytes / sizeof(float);
+    d->P = m->train_bytes / sizeof(float);
     d->cap = m->cfg.n_layer + 2; /* at most one bucket per gradient-ready call */
     d->shard_lo = calloc(4 * (size_t)c->size, sizeof(size_t));
     d->buckets = calloc((size_t)d->cap, sizeof *d->buckets);

@@ -324,10 +324,23 @@ static int recipe_of(const hg_model *m, hf_arch a, int k, gpt_role role, int l, 
     return 1;
 }
 
+int hf_lora_modules(const hg_model *m, hf_arch a, hg_lora_group g, int layer, char (*names)[112]) {
+    static const gpt_role weight[HG_LORA_GROUPS] = {R_QKV_W, R_PROJ_W, R_FC_W, R_FCPROJ_W};
+    hf_recipe r;
+    const int k = gpt_pi(m, layer, weight[g]);
+    if (k < 0 || !recipe_of(m, a, k, weight[g], layer, &r)) return 0;
+    for (int i = 0; i < r.n; i++) {
+        snprintf(names[i], sizeof names[i], "%s", r.names[0][i]);
+        char *dot = strrchr(names[i], '.');
+        if (dot && !strcmp(dot, ".weight")) *dot = 0;
+    }
+    return r.n;
+}
+
 /* Calls fn for every parameter of m with its role and layer. */
 typedef hg_status (*param_fn)(void *ctx, int k, gpt_role role, int layer);
 static hg_status each_param(const hg_model *m, param_fn fn, void *ctx) {
-    for (int role = 0; role < GPT_ROLES; role++)
+    for (int role = 0; role < R_LORA_QKV; role++) /* the adapters are a PEFT folder's (io/peft.c) */
         for (int l = 0; l < (role < GPT_FIRST_LAYER_ROLE ? 1 : m->d.L); l++) {
             int k = gpt_pi(m, l, (gpt_role)role);
             if (k >= 0) HG_TRY(fn(ctx, k, (gpt_role)role, l));
@@ -520,6 +533,7 @@ hg_status hg_model_load_hf(hg_model **out, const char *dir, const hg_options *op
     hg_model *m = NULL;
     if (st == HG_OK) st = hg_model_create(&m, &cfg, opt);
     if (st == HG_OK) st = hf_load_weights(m, a, t);
+    if (st == HG_OK) m->hf_arch = (int)a;
     hf_tensors_close(t);
     if (st != HG_OK) {
         hg_model_free(m);
@@ -756,6 +770,56 @@ hg_status hg_hf_copy_extras(const char *from, const char *to) {
 
 const char *hg_hf_architecture(const hg_config *cfg) { return hf_arch_class(hf_arch_default(cfg)); }
 
+hg_status hf_folder_write(const char *dir, hg_status (*fill)(void *ctx, const char *tmp), void *ctx) {
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        DIR *d = S_ISDIR(sb.st_mode) ? opendir(dir) : NULL;
+        int entries = 0;
+        for (struct dirent *de; d && (de = readdir(d));) entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+        if (d) closedir(d);
+        if (!d || entries) return hg_fail(HG_ERR_IO, "%s: exists and is not an empty folder", dir);
+    }
+    size_t cap = strlen(dir) + 8;
+    char *tmp = malloc(cap), *up = malloc(cap);
+    if (!tmp || !up) {
+        free(tmp), free(up);
+        return hg_fail(HG_ERR_NOMEM, "out of memory");
+    }
+    /* everything goes into DIR.tmp, which becomes DIR by one rename: a failure at any
+     * point leaves no DIR (or the empty one that was there) */
+    snprintf(tmp, cap, "%s.tmp", dir);
+    hg_remove_dir(tmp);
+    hg_status st = mkdir(tmp, 0777) == 0 ? HG_OK : hg_fail(HG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    if (st == HG_OK) st = fill(ctx, tmp);
+    if (st == HG_OK && rename(tmp, dir) != 0)
+        st = hg_fail(HG_ERR_IO, "%s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
+    if (st == HG_OK) {
+        snprintf(up, cap, "%s/..", dir);
+        st = hg_fsync_dir(up);
+    } else {
+        hg_remove_dir(tmp);
+    }
+    free(tmp), free(up);
+    return st;
+}
+
+typedef struct export_ctx {
+    const hg_model *m;
+    const hg_tokenizer *tok;
+    hf_arch a;
+    const hg_hf_export *how;
+} export_ctx;
+
+static hg_status export_fill(void *ctx, const char *tmp) {
+    export_ctx *e = ctx;
+    size_t cap = strlen(tmp) + (e->how->copy_from ? strlen(e->how->copy_from) : 0) + 64;
+    char *path = malloc(cap);
+    if (!path) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    hg_status st = write_files(e->m, e->tok, tmp, e->a, e->how, path, cap);
+    free(path);
+    return st;
+}
+
 hg_status hg_model_save_hf_as(const hg_model *m, const hg_tokenizer *tok, const char *dir, const hg_hf_export *how) {
     if (!m || !dir) return hg_fail(HG_ERR_INVALID, "hg_model_save_hf: NULL argument");
     const hg_hf_export plain = {0};
@@ -765,36 +829,8 @@ hg_status hg_model_save_hf_as(const hg_model *m, const hg_tokenizer *tok, const 
     if (tok && hg_tokenizer_vocab_size(tok) > m->cfg.vocab_size)
         return hg_fail(HG_ERR_INVALID, "the tokenizer has %d ids but the model's vocab_size is %d",
                        hg_tokenizer_vocab_size(tok), m->cfg.vocab_size);
-    struct stat sb;
-    if (stat(dir, &sb) == 0) {
-        DIR *d = S_ISDIR(sb.st_mode) ? opendir(dir) : NULL;
-        int entries = 0;
-        for (struct dirent *de; d && (de = readdir(d));) entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-        if (d) closedir(d);
-        if (!d || entries) return hg_fail(HG_ERR_IO, "%s: exists and is not an empty folder", dir);
-    }
-    size_t cap = strlen(dir) + (how->copy_from ? strlen(how->copy_from) : 0) + 64;
-    char *tmp = malloc(cap), *path = malloc(cap);
-    if (!tmp || !path) {
-        free(tmp), free(path);
-        return hg_fail(HG_ERR_NOMEM, "out of memory");
-    }
-    /* everything goes into DIR.tmp, which becomes DIR by one rename: a failure at any
-     * point leaves no DIR (or the empty one that was there) */
-    snprintf(tmp, cap, "%s.tmp", dir);
-    hg_remove_dir(tmp);
-    hg_status st = mkdir(tmp, 0777) == 0 ? HG_OK : hg_fail(HG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    if (st == HG_OK) st = write_files(m, tok, tmp, a, how, path, cap);
-    if (st == HG_OK && rename(tmp, dir) != 0)
-        st = hg_fail(HG_ERR_IO, "%s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
-    if (st == HG_OK) {
-        snprintf(path, cap, "%s/..", dir);
-        st = hg_fsync_dir(path);
-    } else {
-        hg_remove_dir(tmp);
-    }
-    free(tmp), free(path);
-    return st;
+    export_ctx e = {m, tok, a, how};
+    return hf_folder_write(dir, export_fill, &e);
 }
 
 hg_status hg_model_save_hf(const hg_model *m, const hg_tokenizer *tok, const char *dir) {

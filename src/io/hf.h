@@ -66,4 +66,12 @@ hg_status hf_save_weights(const hg_model *m, hf_arch a, int bf16, const char *pa
  * a tied lm_head equal to the embedding aside). */
 hg_status hf_load_weights(hg_model *m, hf_arch a, hf_tensors *t);
 
+/* The modules (Hugging Face names without ".weight", e.g. "model.layers.0.self_attn.q_proj")
+ * that LoRA group g's linear layer in block `layer` of m is stored as in architecture a,
+ * in the order of its output columns; their count (0: none). */
+int hf_lora_modules(const hg_model *m, hf_arch a, hg_lora_group g, int layer, char (*names)[112]);
+/* Writes a folder through DIR.tmp: fill(ctx, tmp) writes the files, then one rename makes
+ * it DIR (which must not exist, or be empty); a failure leaves no DIR. */
+hg_status hf_folder_write(const char *dir, hg_status (*fill)(void *ctx, const char *tmp), void *ctx);
+
 #endif

@@ -423,6 +423,15 @@ hg_status hg_hf_config_load(const char *path, hg_config *cfg) {
     return hf_config_load(path, cfg, NULL);
 }
 
+hg_status hg_hf_config_class(const char *path, const char **class_name) {
+    if (!path || !class_name) return hg_fail(HG_ERR_INVALID, "hg_hf_config_class: NULL argument");
+    hg_config cfg;
+    hf_arch a;
+    HG_TRY(hf_config_load(path, &cfg, &a));
+    *class_name = hf_arch_class(a);
+    return HG_OK;
+}
+
 /* ---- writing ---- */
 
 /* Gemma's embedding scale: sqrt(hidden_size) in fp32. */

@@ -2,6 +2,7 @@
  * initialisation, and the parameter API. */
 #include "model/gpt.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -77,11 +78,80 @@ static int add_site_params(hg_table *t, param_elems pe, const gpt_sites *st, hg_
     return ok;
 }
 
+/* ---- LoRA (hg_lora, ops/lora.h) ---- */
+
+static const char *const lora_layer_name[HG_LORA_GROUPS] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+
+gpt_lora_group gpt_lora_group_of(const hg_config *c, const hg_lora *lora, hg_lora_group g) {
+    const gpt_dims d = gpt_dims_of(c);
+    static const int in[] = {0, 1, 0, 2}; /* K: C, QD or F */
+    gpt_lora_group out = {.K = in[g] == 0 ? d.C : in[g] == 1 ? d.QD : d.F,
+                          .OUT = g == HG_LORA_QKV ? d.QKV : g == HG_LORA_MLP_IN ? d.FI : d.C};
+    const int split = lora->split[g] > 1 ? lora->split[g] : 1;
+    int c0[3] = {0, 0, 0}, cols[3] = {out.OUT, 0, 0};
+    if (g == HG_LORA_QKV && split == 3) c0[1] = d.QD, c0[2] = d.QD + d.KVD, cols[0] = d.QD, cols[1] = cols[2] = d.KVD;
+    if (g == HG_LORA_MLP_IN && split == 2) c0[1] = d.F, cols[0] = cols[1] = d.F;
+    for (int j = 0; lora->r > 0 && j < split && j < HG_LORA_MAX_MODULES; j++)
+        if (lora->targets[g] >> j & 1) {
+            out.module[out.n] = j, out.c0[out.n] = c0[j], out.cols[out.n] = cols[j];
+            out.n++;
+        }
+    return out;
+}
+
+hg_status gpt_lora_check(const hg_config *c, const hg_lora *lora) {
+    if (lora->r == 0) return HG_OK;
+    if (lora->r < 0 || lora->r > 65536) return hg_fail(HG_ERR_INVALID, "lora.r must be in [1, 65536], got %d", lora->r);
+    if (!(lora->alpha > 0.0f) || isinf(lora->alpha))
+        return hg_fail(HG_ERR_INVALID, "lora.alpha must be a finite number > 0, got %g", (double)lora->alpha);
+    if (!(lora->dropout >= 0.0f && lora->dropout < 1.0f))
+        return hg_fail(HG_ERR_INVALID, "lora.dropout must be in [0, 1), got %g", (double)lora->dropout);
+    if ((unsigned)lora->init > HG_LORA_INIT_GAUSSIAN) return hg_fail(HG_ERR_INVALID, "lora.init %d is unknown", (int)lora->init);
+    int any = 0;
+    for (int g = 0; g < HG_LORA_GROUPS; g++) {
+        const int split = lora->split[g] ? lora->split[g] : 1;
+        const int ok = split == 1 || (g == HG_LORA_QKV && split == 3) ||
+                       (g == HG_LORA_MLP_IN && split == 2 && hg_mlp_gated(c->mlp));
+        if (!ok) return hg_fail(HG_ERR_INVALID, "lora.split of %s: %d modules is not how this model's layer divides",
+                                lora_layer_name[g], lora->split[g]);
+        if (lora->targets[g] >> split)
+            return hg_fail(HG_ERR_INVALID, "lora.targets of %s: module %d of %d", lora_layer_name[g],
+                           31 - __builtin_clz(lora->targets[g]), split);
+        gpt_lora_group lg = gpt_lora_group_of(c, lora, (hg_lora_group)g);
+        for (int j = 0; j < lg.n; j++) {
+            int width = lg.K < lg.cols[j] ? lg.K : lg.cols[j];
+            if (lora->r > width)
+                return hg_fail(HG_ERR_INVALID, "lora.r %d is above %s's width: its module %d is %d by %d", lora->r,
+                               lora_layer_name[g], lg.module[j], lg.K, lg.cols[j]);
+        }
+        any |= lg.n > 0;
+    }
+    if (!any) return hg_fail(HG_ERR_INVALID, "lora.targets: no linear layer is adapted");
+    return HG_OK;
+}
+
+/* The adapters of group g in block l: A (r, K) then B (cols, r) of each adapted module j,
+ * "h.{l}.<layer>.lora_A.{j}" and "...lora_B.{j}". */
+static int add_lora_params(hg_table *t, param_elems pe, const hg_config *c, const hg_lora *lora, hg_lora_group g, int l) {
+    if (!lora) return 1;
+    gpt_lora_group lg = gpt_lora_group_of(c, lora, g);
+    int ok = 1;
+    for (int j = 0; ok && j < lg.n; j++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%s.lora_A.%d", lora_layer_name[g], lg.module[j]);
+        snprintf(b, sizeof b, "%s.lora_B.%d", lora_layer_name[g], lg.module[j]);
+        ok = add_param_flags(t, pe, l, gpt_lora_role(g), a, 2, lora->r, lg.K, 0, HG_SPEC_LORA) &&
+             add_param_flags(t, pe, l, gpt_lora_role(g), b, 2, lg.cols[j], lora->r, 0, HG_SPEC_LORA);
+    }
+    return ok;
+}
+
 /* The parameter table from the description, in the order gpt_role documents. The
  * embedding and output matrices reserve Vp rows for the classifier's padded vocabulary.
  * The one place that says which parameters a config has: the model's tables, the counts
  * (hg_config_param_count, hg_train_flops) and the Hugging Face names all follow it. */
-static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *t, param_elems pe) {
+static int build_param_table(const hg_config *c, const gpt_sites *st, const hg_lora *lora, hg_table *t,
+                             param_elems pe) {
     gpt_dims d = gpt_dims_of(c);
     int64_t C = d.C;
     int nw = gpt_has_norm_weight(c), nb = gpt_has_norm_bias(c), qn = c->qk_norm && nw;
@@ -93,10 +163,12 @@ static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *
              (!(n1 && nb) || add_param(t, pe, l, R_LN1_B, "ln_1.bias", 1, C, 1, 0)) &&
              add_param(t, pe, l, R_QKV_W, "attn.c_attn.weight", 2, C, d.QKV, 0) &&
              (c->omit & HG_OMIT_QKV_BIAS || add_param(t, pe, l, R_QKV_B, "attn.c_attn.bias", 1, d.QKV, 1, 0)) &&
+             add_lora_params(t, pe, c, lora, HG_LORA_QKV, l) &&
              (!qn || add_param(t, pe, l, R_QNORM_W, "attn.q_norm.weight", 1, c->qk_norm_whole ? d.QD : d.hs, 1, 0)) &&
              (!qn || add_param(t, pe, l, R_KNORM_W, "attn.k_norm.weight", 1, c->qk_norm_whole ? d.KVD : d.hs, 1, 0)) &&
              add_param(t, pe, l, R_PROJ_W, "attn.c_proj.weight", 2, d.QD, C, 0) &&
              (c->omit & HG_OMIT_PROJ_BIAS || add_param(t, pe, l, R_PROJ_B, "attn.c_proj.bias", 1, C, 1, 0)) &&
+             add_lora_params(t, pe, c, lora, HG_LORA_ATTN_OUT, l) &&
              add_site_params(t, pe, st, HG_SITE_ATTN_PROJ, l, R_SITE_ATTN) &&
              (!(np && nw) || add_param(t, pe, l, R_POST1_W, "attn.post_norm.weight", 1, C, 1, 0)) &&
              (!(np && nb) || add_param(t, pe, l, R_POST1_B, "attn.post_norm.bias", 1, C, 1, 0)) &&
@@ -104,9 +176,11 @@ static int build_param_table(const hg_config *c, const gpt_sites *st, hg_table *
              (!(n2 && nb) || add_param(t, pe, l, R_LN2_B, "ln_2.bias", 1, C, 1, 0)) &&
              add_param(t, pe, l, R_FC_W, "mlp.c_fc.weight", 2, C, d.FI, 0) &&
              (c->omit & HG_OMIT_MLP_BIAS || add_param(t, pe, l, R_FC_B, "mlp.c_fc.bias", 1, d.FI, 1, 0)) &&
+             add_lora_params(t, pe, c, lora, HG_LORA_MLP_IN, l) &&
              add_site_params(t, pe, st, HG_SITE_MLP_ACT, l, R_SITE_MLP) &&
              add_param(t, pe, l, R_FCPROJ_W, "mlp.c_proj.weight", 2, d.F, C, 0) &&
              (c->omit & HG_OMIT_MLP_BIAS || add_param(t, pe, l, R_FCPROJ_B, "mlp.c_proj.bias", 1, C, 1, 0)) &&
+             add_lora_params(t, pe, c, lora, HG_LORA_MLP_OUT, l) &&
              (!(np && nw) || add_param(t, pe, l, R_POST2_W, "mlp.post_norm.weight", 1, C, 1, 0)) &&
              (!(np && nb) || add_param(t, pe, l, R_POST2_B, "mlp.post_norm.bias", 1, C, 1, 0));
     }
@@ -126,13 +200,39 @@ static int64_t param_numel(const hg_config *cfg, unsigned skip) {
     hg_table t;
     hg_table_init(&t);
     int64_t n = -1;
-    if (build_param_table(cfg, &st, &t, (param_elems){4, 4})) {
+    if (build_param_table(cfg, &st, NULL, &t, (param_elems){4, 4})) {
         n = 0;
         for (int i = 0; i < t.count; i++)
             if (!(t.specs[i].flags & skip)) n += t.specs[i].numel;
     }
     hg_table_free(&t);
     return n;
+}
+
+hg_status gpt_names_model(const hg_config *cfg, const hg_lora *lora, hg_model **out) {
+    *out = NULL;
+    HG_TRY(hg_config_validate(cfg));
+    hg_model *m = calloc(1, sizeof *m);
+    if (!m) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    m->cfg = *cfg, m->opt = hg_options_default(), m->d = gpt_dims_of(cfg), m->hf_arch = -1;
+    if (lora) m->opt.lora = *lora;
+    gpt_sites_registered(cfg, &m->sites);
+    hg_table_init(&m->params);
+    if (!build_param_table(cfg, &m->sites, lora && lora->r > 0 ? lora : NULL, &m->params, (param_elems){4, 4})) {
+        gpt_names_free(m);
+        return hg_fail(HG_ERR_NOMEM, "out of memory building the parameter table");
+    }
+    m->train_bytes = hg_table_layout_last(&m->params, HG_SPEC_FROZEN);
+    m->pm = gpt_param_map_of(&m->params);
+    m->param = (float *)((uintptr_t)1 << 48); /* a placeholder: never read */
+    *out = m;
+    return HG_OK;
+}
+
+void gpt_names_free(hg_model *m) {
+    if (!m) return;
+    hg_table_free(&m->params);
+    free(m);
 }
 
 int64_t hg_config_param_count(const hg_config *c, int with_position_embedding) {
@@ -225,6 +325,17 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
     ACT("scratch.dact", N, d.F, E, 0);
     ACT("scratch.dpost", N, C, E, 0);
     ACT("scratch.reduce", (int64_t)reduce_scratch, 1, 1, 0);
+    size_t lora_scratch = 0;
+    for (int g = 0; g < HG_LORA_GROUPS; g++) { /* the adapters' h, "lora.<layer>.h" */
+        gpt_lora_group lg = gpt_lora_group_of(c, &o->lora, (hg_lora_group)g);
+        hg_lora_shape ls = {.N = (int)N, .K = lg.K, .OUT = lg.OUT, .r = o->lora.r, .n = lg.n};
+        size_t b = hg_lora_scratch_bytes(&ls, o->lora.dropout > 0);
+        lora_scratch = b > lora_scratch ? b : lora_scratch;
+        char name[64];
+        snprintf(name, sizeof name, "lora.%s.h", lora_layer_name[g]);
+        ACT(name, N, (int64_t)o->lora.r * lg.n, E, 0);
+    }
+    ACT("scratch.lora", (int64_t)lora_scratch, 1, 1, 0);
     ACT("site.attn_proj.in", N, C, E, 0);
     ACT("site.final_norm.out", N, C, E, 0);
     ACT("scratch.site_grad", N, C, E, 0);
@@ -256,6 +367,34 @@ static int classifier_chunk(const hg_config *c, int64_t N, size_t budget, size_t
 
 static int resolve_threads(const hg_options *o) { return o->threads > 0 ? o->threads : omp_get_num_procs(); }
 
+/* Flags the parameters no optimizer trains (HG_SPEC_FROZEN) in both tables: with
+ * adapters, all but them; else those opt->freeze's globs match (each must match one). */
+static hg_status mark_frozen(const hg_options *opt, hg_table *params, hg_table *weights) {
+    const int lora = opt->lora.r > 0;
+    if (!lora && !opt->freeze) return HG_OK;
+    char buf[4096];
+    if (opt->freeze && strlen(opt->freeze) >= sizeof buf)
+        return hg_fail(HG_ERR_INVALID, "freeze: the list is longer than %zu characters", sizeof buf - 1);
+    snprintf(buf, sizeof buf, "%s", opt->freeze ? opt->freeze : "");
+    for (char *save = NULL, *g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
+        int hit = 0;
+        for (int i = 0; i < params->count; i++)
+            if (!strcmp(g, "all") || !fnmatch(g, params->specs[i].name, 0)) {
+                hit = 1;
+                if (!(params->specs[i].flags & HG_SPEC_LORA)) params->specs[i].flags |= HG_SPEC_FROZEN;
+            }
+        if (!hit) return hg_fail(HG_ERR_INVALID, "freeze: '%s' matches no parameter of this model", g);
+    }
+    int trained = 0;
+    for (int i = 0; i < params->count; i++) {
+        if (lora && !(params->specs[i].flags & HG_SPEC_LORA)) params->specs[i].flags |= HG_SPEC_FROZEN;
+        weights->specs[i].flags |= params->specs[i].flags & HG_SPEC_FROZEN;
+        trained += !(params->specs[i].flags & HG_SPEC_FROZEN);
+    }
+    if (!trained && opt->training) return hg_fail(HG_ERR_INVALID, "freeze: every parameter is frozen; nothing would train");
+    return HG_OK;
+}
+
 /* Refuses a backend without kernels in opt's precision, or one that keeps the residual
  * stream in fp32 and cannot convert it into the compute type (dropout_backward with
  * p = 0 converts each branch's gradient, and a postnorm block's inputs). */
@@ -275,7 +414,7 @@ static hg_status check_precision(const hg_config *cfg, const hg_options *opt, co
  * refuses a model whose step needs an entry ops lacks. trace_out: see gpt_plan_derive. */
 static hg_status build_tables(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops, int threads,
                               hg_table *params, hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites,
-                              gpt_trace *trace_out) {
+                              size_t *train_bytes, gpt_trace *trace_out) {
     int64_t N = (int64_t)opt->batch * opt->seq_len;
     HG_TRY(check_precision(cfg, opt, ops));
     HG_TRY(gpt_sites_resolve(cfg, opt, threads, sites));
@@ -295,13 +434,16 @@ static hg_status build_tables(const hg_config *cfg, const hg_options *opt, const
     hg_table_init(&all);
     gpt_plan *plan = malloc(sizeof *plan);
     hg_status st = HG_OK;
-    if (!plan || !build_param_table(cfg, sites, params, (param_elems){4, 4}) ||
-        !build_param_table(cfg, sites, weights, (param_elems){E, Er}) ||
+    const hg_lora *lora = opt->lora.r > 0 ? &opt->lora : NULL;
+    if (!plan || !build_param_table(cfg, sites, lora, params, (param_elems){4, 4}) ||
+        !build_param_table(cfg, sites, lora, weights, (param_elems){E, Er}) ||
         !build_act_table(cfg, opt, sites, &all, E, Er, att, red, *chunk, NULL))
         st = hg_fail(HG_ERR_NOMEM, "out of memory building the model's tables");
+    if (st == HG_OK) st = mark_frozen(opt, params, weights);
     if (st == HG_OK) {
-        hg_table_layout(params);
-        hg_table_layout(weights);
+        /* the compute copy laid out as the masters: in fp32 it is the same buffer */
+        *train_bytes = hg_table_layout_last(params, HG_SPEC_FROZEN);
+        hg_table_layout_last(weights, HG_SPEC_FROZEN);
         hg_table_layout(&all);
         st = gpt_plan_derive(cfg, opt, ops, threads, params, weights, &all, *chunk, sites, plan, trace_out);
     }
@@ -327,17 +469,19 @@ hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_ba
     if (!sites) return hg_fail(HG_ERR_NOMEM, "out of memory checking the model's ops");
     hg_options o = *opt;
     if (!o.seq_len) o.seq_len = cfg->max_seq_len;
-    hg_status st = build_tables(cfg, &o, ops, resolve_threads(&o), &p, &w, &a, &chunk, sites, NULL);
+    size_t train_bytes;
+    hg_status st = build_tables(cfg, &o, ops, resolve_threads(&o), &p, &w, &a, &chunk, sites, &train_bytes, NULL);
     if (st == HG_OK) hg_table_free(&p), hg_table_free(&w), hg_table_free(&a);
     free(sites);
     return st;
 }
 
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
-                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites, gpt_trace *trace_out) {
+                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites, size_t *train_bytes,
+                           gpt_trace *trace_out) {
     const hg_backend_ops *ops;
     HG_TRY(hg_backend_ops_for(opt->device, &ops));
-    return build_tables(cfg, opt, ops, threads, params, weights, acts, chunk, sites, trace_out);
+    return build_tables(cfg, opt, ops, threads, params, weights, acts, chunk, sites, train_bytes, trace_out);
 }
 
 int gpt_act_locate(const hg_model *m, const void *p, int *buffer, int *copy) {
@@ -373,6 +517,7 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
     if (o->precision == HG_PRECISION_FP16)
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: fp16 (with dynamic loss scaling) is not implemented; use bf16");
     if (o->shards < 0 || o->shards > 65536) return hg_fail(HG_ERR_INVALID, "shards must be in [0, 65536], got %d", o->shards);
+    HG_TRY(gpt_lora_check(cfg, &o->lora));
     if ((unsigned)o->recompute > HG_RECOMPUTE_BLOCK)
         return hg_fail(HG_ERR_INVALID, "recompute must be HG_RECOMPUTE_NONE, _ATTN, _MLP or _BLOCK, got %d", (int)o->recompute);
     if (o->shard < 0 || o->shard >= (o->shards > 1 ? o->shards : 1))
@@ -402,14 +547,15 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     hg_table p, w, a;
     int chunk;
     gpt_sites sites;
-    HG_TRY(gpt_build_tables(cfg, &opt, resolve_threads(&opt), &p, &w, &a, &chunk, &sites, NULL));
+    size_t trained;
+    HG_TRY(gpt_build_tables(cfg, &opt, resolve_threads(&opt), &p, &w, &a, &chunk, &sites, &trained, NULL));
     size_t copy = opt.precision == HG_PRECISION_FP32 ? 0 : w.bytes;
     memset(out, 0, sizeof *out);
     out->params = p.bytes + copy;
-    if (opt.training) {
+    if (opt.training) { /* the trainable parameters' alone */
         size_t lo, n;
-        gpt_shard(p.bytes / sizeof(float), opt.shards, opt.shard, &lo, &n);
-        out->grads = p.bytes;
+        gpt_shard(trained / sizeof(float), opt.shards, opt.shard, &lo, &n);
+        out->grads = trained;
         out->optimizer = 2 * n * sizeof(float);
     }
     for (int i = 0; i < a.count; i++) {
@@ -423,6 +569,22 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     hg_table_free(&w);
     hg_table_free(&a);
     return HG_OK;
+}
+
+void gpt_grad_ready(const hg_model *m, int first, int end) {
+    if (!m->grad_ready) return;
+    /* trained tensors are laid out in table order: from the first of them in [first, end)
+     * to the next one after end (the gaps between belong to the range), or the end */
+    int i = first;
+    while (i < end && !gpt_trained(m, i)) i++;
+    if (i == end) return;
+    size_t lo = m->params.specs[i].offset / sizeof(float), hi = m->train_bytes / sizeof(float);
+    for (int k = end; k < m->params.count; k++)
+        if (gpt_trained(m, k)) {
+            hi = m->params.specs[k].offset / sizeof(float);
+            break;
+        }
+    m->grad_ready(m->grad_ready_ctx, lo, hi - lo);
 }
 
 void gpt_refresh_weights(hg_model *m, size_t lo, size_t n) {
@@ -439,15 +601,19 @@ void gpt_refresh_weights(hg_model *m, size_t lo, size_t n) {
     }
 }
 
+/* The bytes of buffer buf: the whole table for the parameters, the trainable ones for
+ * the gradients and moments. */
+static size_t buffer_bytes(const hg_model *m, const float *buf) { return buf == m->param ? m->params.bytes : m->train_bytes; }
+
 float *gpt_host_begin(const hg_model *m, float *buf) {
     if (m->opt.device == HG_DEVICE_CPU) return buf;
-    float *host = hg_aligned_alloc(m->params.bytes);
-    if (host) m->be->ops->download(m->be, host, buf, m->params.bytes);
+    float *host = hg_aligned_alloc(buffer_bytes(m, buf));
+    if (host) m->be->ops->download(m->be, host, buf, buffer_bytes(m, buf));
     return host;
 }
 
 hg_status gpt_host_end(hg_model *m, float *buf, float *host) {
-    if (host != buf) m->be->ops->upload(m->be, buf, host, m->params.bytes);
+    if (host != buf) m->be->ops->upload(m->be, buf, host, buffer_bytes(m, buf));
     /* the compute copy, whether the parameters were written in place (the CPU) or uploaded */
     if (buf == m->param) gpt_refresh_weights(m, 0, m->params.bytes / sizeof(float));
     hg_status st = m->be->ops->sync(m->be);
@@ -475,6 +641,24 @@ static hg_status init_site_params(hg_model *m, float *host) {
     return HG_OK;
 }
 
+/* An adapter's tensor as PEFT initialises it (hg_lora_init): A uniform in +-1/sqrt(in)
+ * (kaiming_uniform_ with a = sqrt(5)) or normal with std 1/r, B zero; each from a stream
+ * of its own (its table index, past the built-in tensors'), so adapters change no other
+ * tensor's initial values. */
+static void init_lora(hg_model *m, int i, float *p) {
+    const hg_tensor_spec *s = &m->params.specs[i];
+    if (!strstr(s->name, ".lora_A.")) {
+        memset(p, 0, sizeof(float) * (size_t)s->numel);
+        return;
+    }
+    const int64_t K = s->shape[1];
+    const float bound = 1.0f / sqrtf((float)K), std = 1.0f / (float)m->opt.lora.r;
+    const int gauss = m->opt.lora.init == HG_LORA_INIT_GAUSSIAN;
+    const uint32_t stream = (1u << 30) + (uint32_t)i;
+    for (int64_t j = 0; j < s->numel; j++)
+        p[j] = gauss ? std * hg_rng_normal(m->opt.seed, stream, (uint64_t)j) : bound * hg_rng_uniform(m->opt.seed, stream, (uint64_t)j);
+}
+
 /* GPT-2's initialisation for every architecture: N(0, 0.02), the residual projections
  * (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2L), norm weights 1, biases 0. Element by
  * element from the counter-based RNG, so the result does not depend on the thread count.
@@ -491,6 +675,10 @@ static hg_status init_params(hg_model *m) {
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
         float *p = gpt_param(m, host, i);
+        if (s->flags & HG_SPEC_LORA) {
+            init_lora(m, i, p);
+            continue;
+        }
         if (s->flags & HG_SPEC_SITE) continue;
         const uint32_t at = stream++;
         int is_bias = (s->flags & HG_SPEC_BIAS) != 0, is_norm = (s->flags & HG_SPEC_NORM) && !is_bias;
@@ -578,6 +766,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     m->plan = plan;
     m->train_mode = opt.training;
     m->dropout_seed = opt.seed;
+    m->hf_arch = -1;
     hg_status st = hg_backend_create(&m->be, &opt, m->threads);
     if (st == HG_OK) {
         size_t avail = m->be->ops->mem_available(m->be);
@@ -595,16 +784,18 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     if (st == HG_OK && !(m->steps = calloc(1, sizeof *m->steps)))
         st = hg_fail(HG_ERR_NOMEM, "out of memory for the model's step description");
     if (st == HG_OK)
-        st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->weights, &m->acts, &m->chunk, &m->sites, m->steps);
+        st = gpt_build_tables(cfg, &opt, m->threads, &m->params, &m->weights, &m->acts, &m->chunk, &m->sites,
+                              &m->train_bytes, m->steps);
+    m->opt.freeze = NULL; /* the caller's string: the tables hold what it froze */
     if (st != HG_OK) {
         hg_model_free(m);
         return st;
     }
     m->pm = gpt_param_map_of(&m->params);
     hg_backend *be = m->be;
-    gpt_shard(m->params.bytes / sizeof(float), opt.shards, opt.shard, &m->shard_lo, &m->shard_n);
+    gpt_shard(m->train_bytes / sizeof(float), opt.shards, opt.shard, &m->shard_lo, &m->shard_n);
     float **bufs[] = {&m->param, &m->grad, &m->adam_m, &m->adam_v};
-    size_t sizes[] = {m->params.bytes, m->params.bytes, m->shard_n * sizeof(float), m->shard_n * sizeof(float)};
+    size_t sizes[] = {m->params.bytes, m->train_bytes, m->shard_n * sizeof(float), m->shard_n * sizeof(float)};
     int nbufs = opt.training ? 4 : 1;
     for (int i = 0; i < nbufs && st == HG_OK; i++) {
         *bufs[i] = be->ops->alloc(be, sizes[i] ? sizes[i] : HG_ALIGN);
@@ -684,12 +875,13 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
     for (int d = 0; d < s->ndim; d++) out->shape[d] = s->shape[d];
     out->numel = s->numel;
     out->data = gpt_param(m, m->param, index);
-    if (m->grad) out->grad = gpt_param(m, m->grad, index);
+    if (m->grad) out->grad = gpt_grad(m, index);
     if (m->grad && m->opt.shards == 1) {
-        out->adam_m = gpt_param(m, m->adam_m, index);
-        out->adam_v = gpt_param(m, m->adam_v, index);
+        out->adam_m = gpt_grad_in(m, m->adam_m, index);
+        out->adam_v = gpt_grad_in(m, m->adam_v, index);
     }
     out->decay = (s->flags & HG_SPEC_DECAY) != 0;
+    out->frozen = (s->flags & HG_SPEC_FROZEN) != 0;
     out->device = m->opt.device;
     return HG_OK;
 }
@@ -709,6 +901,8 @@ static hg_status param_part(const hg_model *m, int index, hg_param_part part, co
     if ((unsigned)part > HG_PARAM_ADAM_V) return hg_fail(HG_ERR_INVALID, "part %d is not an hg_param_part", (int)part);
     float *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v};
     if (!bufs[part]) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no gradients or moments");
+    if (part != HG_PARAM_DATA && !gpt_trained(m, index))
+        return hg_fail(HG_ERR_STATE, "parameter '%s' is frozen: it has no gradient or moments", m->params.specs[index].name);
     if (part >= HG_PARAM_ADAM_M && m->opt.shards > 1)
         return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): use hg_dist_optimizer_get/set",
                        m->opt.shards);
@@ -748,24 +942,39 @@ hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx) {
     return HG_OK;
 }
 
+/* 1 when a and b lay their parameters out alike (the same tensors at the same offsets). */
+static int same_layout(const hg_table *a, const hg_table *b) {
+    if (a->count != b->count || a->bytes != b->bytes) return 0;
+    for (int i = 0; i < a->count; i++)
+        if (a->specs[i].offset != b->specs[i].offset || strcmp(a->specs[i].name, b->specs[i].name)) return 0;
+    return 1;
+}
+
 hg_status hg_model_copy_params(hg_model *dst, const hg_model *src) {
     if (!dst || !src) return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: NULL model");
     char why[256];
     if (!gpt_same_architecture(&dst->cfg, &src->cfg, why, sizeof why))
         return hg_fail(HG_ERR_INVALID, "hg_model_copy_params: the models' configs differ: %s", why);
-    /* Same config, same fp32 parameter table: one copy, staged through host memory when
-     * neither model is on the CPU; then dst's compute copy. */
-    size_t bytes = src->params.bytes;
-    hg_backend *sb = src->be, *db = dst->be;
-    float *host = dst->opt.device == HG_DEVICE_CPU ? dst->param : src->opt.device == HG_DEVICE_CPU ? src->param : NULL;
-    float *staged = host ? NULL : hg_aligned_alloc(bytes);
-    if (!host && !staged) return hg_fail(HG_ERR_NOMEM, "out of memory staging %zu bytes of parameters", bytes);
-    if (host != src->param) sb->ops->download(sb, host ? host : staged, src->param, bytes);
+    /* Through host memory when neither model is on the CPU; then dst's compute copy. The
+     * same table: one copy. Otherwise (adapters, frozen tensors laid out last) tensor by
+     * tensor, by name: a tensor only one of them has (an adapter) is left as it was. */
+    hg_backend *sb = src->be;
+    float *s_host = gpt_host_begin(src, src->param), *d_host = s_host ? gpt_host_begin(dst, dst->param) : NULL;
+    if (!s_host || !d_host) {
+        if (s_host) gpt_host_free(src->param, s_host);
+        return hg_fail(HG_ERR_NOMEM, "out of memory staging %zu bytes of parameters", src->params.bytes);
+    }
     hg_status st = sb->ops->sync(sb);
-    if (st == HG_OK && host != dst->param) db->ops->upload(db, dst->param, host ? host : staged, bytes);
-    if (st == HG_OK) gpt_refresh_weights(dst, 0, bytes / sizeof(float));
-    if (st == HG_OK) st = db->ops->sync(db);
-    hg_aligned_free(staged);
+    if (st == HG_OK && same_layout(&dst->params, &src->params)) memcpy(d_host, s_host, src->params.bytes);
+    else
+        for (int i = 0; st == HG_OK && i < dst->params.count; i++) {
+            int k = hg_table_find(&src->params, dst->params.specs[i].name);
+            if (k >= 0)
+                memcpy(gpt_param(dst, d_host, i), gpt_param(src, s_host, k), sizeof(float) * (size_t)src->params.specs[k].numel);
+        }
+    gpt_host_free(src->param, s_host);
+    if (st == HG_OK) st = gpt_host_end(dst, dst->param, d_host); /* uploads and refreshes the compute copy */
+    else gpt_host_free(dst->param, d_host);
     dst->kv_len = 0; /* the cache held keys of the old weights */
     return st;
 }

@@ -51,7 +51,10 @@ typedef enum gpt_role {
     R_WTE, R_WPE, R_SITE_FINAL, R_LNF_W, R_LNF_B, R_LM_HEAD, R_LM_HEAD_B, /* model-wide */
     R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_QNORM_W, R_KNORM_W, R_PROJ_W, R_PROJ_B, R_SITE_ATTN,
     R_POST1_W, R_POST1_B, R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_SITE_MLP, R_FCPROJ_W, R_FCPROJ_B,
-    R_POST2_W, R_POST2_B, /* per block */
+    R_POST2_W, R_POST2_B,
+    /* a linear group's LoRA adapters (hg_lora): A then B of each adapted module, in module
+     * order, after the group's weight and bias */
+    R_LORA_QKV, R_LORA_ATTN_OUT, R_LORA_MLP_IN, R_LORA_MLP_OUT, /* per block */
     GPT_ROLES
 } gpt_role;
 #define GPT_FIRST_LAYER_ROLE R_LN1_W
@@ -60,6 +63,19 @@ typedef enum gpt_role {
 static inline gpt_role gpt_site_role(hg_site s) {
     return s == HG_SITE_ATTN_PROJ ? R_SITE_ATTN : s == HG_SITE_MLP_ACT ? R_SITE_MLP : R_SITE_FINAL;
 }
+
+/* A LoRA group of a model (ops/lora.h, hg_lora): the layer's input and output widths,
+ * and its adapted modules, each's index in the group's split and its output columns. */
+typedef struct gpt_lora_group {
+    int K, OUT, n;
+    int module[HG_LORA_MAX_MODULES], c0[HG_LORA_MAX_MODULES], cols[HG_LORA_MAX_MODULES];
+} gpt_lora_group;
+gpt_lora_group gpt_lora_group_of(const hg_config *c, const hg_lora *lora, hg_lora_group g);
+/* The group's role, and the weight role of its linear layer. */
+static inline gpt_role gpt_lora_role(hg_lora_group g) { return (gpt_role)(R_LORA_QKV + g); }
+/* Checks lora (r, alpha, dropout, splits and targets against cfg's layers), naming the
+ * field that is wrong. */
+hg_status gpt_lora_check(const hg_config *cfg, const hg_lora *lora);
 
 /* Where each role sits in a parameter table: model-wide roles at their index, block roles
  * at layer0 + layer * per_layer + at[role]; -1 where the config omits it. A role with
@@ -118,6 +134,9 @@ enum gpt_act {
     S_DACT,      /* (N, F) gradient of the MLP activation (backward, MLPs other than GELU) */
     S_DPOST,     /* (N, C) gradient at a post norm's input (backward, post norms only) */
     S_REDUCE,    /* norm backward partial sums, layernorm_scratch_bytes (backward only) */
+    A_LORA_H,    /* HG_LORA_GROUPS tensors, one per linear group (hg_lora_group): (L, N, r n)
+                    the adapters' down-projection h (ops/lora.h), kept for backward */
+    S_LORA = A_LORA_H + HG_LORA_GROUPS, /* the adapters' scratch (hg_lora_scratch_bytes) */
     /* site ops (gpt_sites); sizes 0 for a site without one */
     A_SITE_IN,   /* (L, N, C) attn.c_proj's output: the input of the op after it */
     A_SITE_OUT,  /* (N, C) the output of the op before the final norm: the norm's input */
@@ -152,6 +171,12 @@ typedef struct gpt_sites {
     hg_site_sizes z[HG_SITES];
 } gpt_sites;
 
+/* A model with its parameter table alone (no backend, no buffers: its addresses are
+ * placeholders, never to be read), for naming tensors before a model is built (with
+ * lora's adapters when lora is given). Freed with gpt_names_free. */
+hg_status gpt_names_model(const hg_config *cfg, const hg_lora *lora, hg_model **out);
+void gpt_names_free(hg_model *m);
+
 /* 1 when s is a valid op name in a buffer of cap bytes (NUL-terminated within it). */
 int gpt_op_name_ok(const char *s, size_t cap);
 /* Looks up the ops cfg names in the registry and sizes them for opt's shape; refuses an
@@ -176,7 +201,9 @@ struct hg_model {
     hg_backend_ops own_ops;     /* be->ops once an hg_override_* has patched a copy */
     hg_table params;            /* parameter specs; grads, m, v share the layout */
     float *param, *grad, *adam_m, *adam_v; /* m, v: (shard_n) floats from shard_lo */
-    size_t shard_lo, shard_n;   /* the flat range the AdamW state covers (ZeRO-1) */
+    size_t train_bytes;         /* the trainable parameters: the first bytes of the layout,
+                                   all the gradient buffer holds (frozen ones follow) */
+    size_t shard_lo, shard_n;   /* the flat range of them the AdamW state covers (ZeRO-1) */
     hg_grad_ready_fn *grad_ready; /* hg_set_grad_ready_hook; NULL: none */
     void *grad_ready_ctx;
     hg_table weights;           /* the same specs in the compute type: the layout of weight */
@@ -201,6 +228,7 @@ struct hg_model {
     int recomputing;            /* 1 while the backward runs forward ops again (opt.recompute) */
     struct gpt_trace *trace;    /* the plan's recording: ops are recorded, not run (model/plan.h) */
     struct gpt_trace *steps;    /* the recording the plan was derived from (hg_step_op_at) */
+    int hf_arch;                /* the Hugging Face class it was loaded as (io/hf.h's hf_arch), or -1 */
 };
 
 /* HG_OK when the backend table ops has every kernel the step of (cfg, opt) calls (in
@@ -208,10 +236,12 @@ struct hg_model {
  * option that brings in the first missing one. */
 hg_status gpt_check_ops(const hg_config *cfg, const hg_options *opt, const hg_backend_ops *ops);
 /* Builds the tables for (cfg, opt) without allocating, with the site ops in sites: the
- * activations as the step's trace plans them, after the backend's checks (gpt_check_ops,
- * then its own limits). trace_out (NULL: not kept) receives the trace (gpt_trace_free). */
+ * parameters with the frozen ones laid out last (*train_bytes: the bytes before them),
+ * the activations as the step's trace plans them, after the backend's checks
+ * (gpt_check_ops, then its own limits). trace_out (NULL: not kept) receives the trace
+ * (gpt_trace_free). */
 hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int threads, hg_table *params,
-                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites,
+                           hg_table *weights, hg_table *acts, int *chunk, gpt_sites *sites, size_t *train_bytes,
                            struct gpt_trace *trace_out);
 /* The role map of a parameter table built by gpt_build_tables. */
 gpt_param_map gpt_param_map_of(const hg_table *params);
@@ -235,13 +265,8 @@ void gpt_shard(size_t P, int shards, int shard, size_t *lo, size_t *n);
 void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo);
 
 /* Reports to the gradient-ready hook that the gradients of parameters [first, end) of
- * the table are final (end == count reaches the end of the buffer). */
-static inline void gpt_grad_ready(const hg_model *m, int first, int end) {
-    if (!m->grad_ready) return;
-    size_t lo = m->params.specs[first].offset / sizeof(float);
-    size_t hi = (end < m->params.count ? m->params.specs[end].offset : m->params.bytes) / sizeof(float);
-    m->grad_ready(m->grad_ready_ctx, lo, hi - lo);
-}
+ * the table are final: the flat range of the trained ones among them (none: no call). */
+void gpt_grad_ready(const hg_model *m, int first, int end);
 
 /* AdamW over the flat range [lo, lo+n) of the parameters, given the squared norm of the
  * gradients it was computed from; g, mom, var point at the range's first element. Each
@@ -255,6 +280,16 @@ hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float gr
 static inline float *gpt_param(const hg_model *m, float *buf, int idx) {
     return idx < 0 ? NULL : (float *)hg_table_ptr(&m->params, buf, idx, 0);
 }
+/* 1 when tensor idx is trained (it has a gradient and AdamW state). */
+static inline int gpt_trained(const hg_model *m, int idx) {
+    return idx >= 0 && !(m->params.specs[idx].flags & HG_SPEC_FROZEN);
+}
+/* Tensor idx's gradient (or, buf given, its place in a buffer of the gradient's layout:
+ * adam_m, adam_v, a host copy); NULL for an omitted or frozen parameter. */
+static inline float *gpt_grad_in(const hg_model *m, float *buf, int idx) {
+    return gpt_trained(m, idx) ? gpt_param(m, buf, idx) : NULL;
+}
+static inline float *gpt_grad(const hg_model *m, int idx) { return gpt_grad_in(m, m->grad, idx); }
 /* Tensor idx of the weights the ops read, in the compute type; NULL for idx -1. */
 static inline float *gpt_weight(const hg_model *m, int idx) {
     return idx < 0 ? NULL : (float *)hg_table_ptr(&m->weights, m->weight, idx, 0);

@@ -1,6 +1,7 @@
 /* Forward and backward through the decoder, backend-agnostic: every op goes through
  * the backend's table (src/ops/ for the contracts), by way of the wrappers in gpt_ops.h
  * that time it for an attached profiler. Nothing here allocates. */
+#include <math.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -9,7 +10,7 @@
 #include "model/plan.h"
 
 #define P(l, r) gpt_weight(m, gpt_pi(m, l, r))
-#define G(l, r) gpt_param(m, m->grad, gpt_pi(m, l, r))
+#define G(l, r) gpt_grad(m, gpt_pi(m, l, r))
 
 static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
     hg_dropout d = {m->train_mode ? m->cfg.dropout : 0.0f, m->dropout_seed, m->rng_step, site};
@@ -37,38 +38,93 @@ static int head_index(const hg_model *m) { return m->cfg.untied ? gpt_pi(m, -1, 
 /* 1 when site s runs an op of its own. */
 static int site_on(const hg_model *m, hg_site s) { return m->sites.on[s]; }
 
+/* ---- LoRA adapters (ops/lora.h) on the four linear groups ---- */
+
+/* The dropout site of group g's adapters in block l: past the model's own sites. */
+#define LORA_SITE(l, g) ((1u << 24) + 4u * (uint32_t)(l) + (uint32_t)(g))
+
+static int lora_on(const hg_model *m, hg_lora_group g) { return m->opt.lora.r > 0 && m->opt.lora.targets[g]; }
+
+/* The adapters of group g in block l: their shape, weights (and gradients), dropout. */
+static void lora_args(hg_model *m, int l, hg_lora_group g, hg_lora_shape *s, hg_lora_weights *w, hg_dropout *d) {
+    const hg_lora *lo = &m->opt.lora;
+    const gpt_lora_group lg = gpt_lora_group_of(&m->cfg, lo, g);
+    const float scale = lo->rslora ? lo->alpha / sqrtf((float)lo->r) : lo->alpha / (float)lo->r;
+    const int k = gpt_pi(m, l, gpt_lora_role(g)); /* A then B of each module */
+    *s = (hg_lora_shape){.N = m->B * m->T, .K = lg.K, .OUT = lg.OUT, .r = lo->r, .n = lg.n};
+    memset(w, 0, sizeof *w);
+    for (int j = 0; j < lg.n; j++) {
+        s->c0[j] = lg.c0[j], s->cols[j] = lg.cols[j], s->scale[j] = scale;
+        w->A[j] = gpt_weight(m, k + 2 * j), w->B[j] = gpt_weight(m, k + 2 * j + 1);
+        w->dA[j] = gpt_grad(m, k + 2 * j), w->dB[j] = gpt_grad(m, k + 2 * j + 1);
+    }
+    *d = (hg_dropout){m->train_mode ? lo->dropout : 0.0f, m->dropout_seed, m->rng_step, LORA_SITE(l, g)};
+}
+
+/* y (the group's output) += its adapters' product of x, where the group has adapters. */
+static hg_status lora_forward(hg_model *m, int l, hg_lora_group g, float *y, const float *x) {
+    if (!lora_on(m, g)) return HG_OK;
+    hg_lora_shape s;
+    hg_lora_weights w;
+    hg_dropout d;
+    lora_args(m, l, g, &s, &w, &d);
+    return op_lora_forward(m, l, y, gpt_act(m, A_LORA_H + g, l), x, &w, &s, &d, gpt_act(m, S_LORA, 0));
+}
+
+/* dx += the adapters' share of the input gradient, from dy; their gradients. */
+static hg_status lora_backward(hg_model *m, int l, hg_lora_group g, float *dx, const float *dy, const float *x) {
+    if (!lora_on(m, g)) return HG_OK;
+    hg_lora_shape s;
+    hg_lora_weights w;
+    hg_dropout d;
+    lora_args(m, l, g, &s, &w, &d);
+    return op_lora_backward(m, l, dx, dy, x, gpt_act(m, A_LORA_H + g, l), &w, &s, &d, gpt_act(m, S_LORA, 0));
+}
+
+/* The MLP's first linear, with its adapters: fch (N, FI) from its input. */
+static hg_status fc_forward(hg_model *m, int l, float *fch, const float *in) {
+    HG_TRY(op_matmul_forward(m, OP_C_FC_FWD, l, fch, in, P(l, R_FC_W), P(l, R_FC_B), m->B * m->T, m->d.C, m->d.FI));
+    return lora_forward(m, l, HG_LORA_MLP_IN, fch, in);
+}
+
 /* The MLP of block l from its input `in` into out: its first linear into fch, the
  * activation (a site op's, or the config's), the second linear. GELU may be fused with
- * the first linear (op_matmul_gelu_forward). */
+ * the first linear (op_matmul_gelu_forward) where no adapter sits between them. */
 static hg_status mlp_forward(hg_model *m, int l, float *out, float *act, float *fch, const float *in) {
     const int N = m->B * m->T, C = m->d.C, F = m->d.F;
     const int site = site_on(m, HG_SITE_MLP_ACT);
-    if (m->cfg.mlp == HG_MLP_GELU && !site) {
+    if (m->cfg.mlp == HG_MLP_GELU && !site && !lora_on(m, HG_LORA_MLP_IN)) {
         HG_TRY(op_matmul_gelu_forward(m, l, act, fch, in, P(l, R_FC_W), P(l, R_FC_B), N, C, F));
     } else {
-        HG_TRY(op_matmul_forward(m, OP_C_FC_FWD, l, fch, in, P(l, R_FC_W), P(l, R_FC_B), N, C, m->d.FI));
+        HG_TRY(fc_forward(m, l, fch, in));
         if (site) HG_TRY(gpt_site_run(m, HG_SITE_MLP_ACT, SITE_FORWARD, l, fch, act, NULL, NULL));
+        else if (m->cfg.mlp == HG_MLP_GELU) op_gelu_forward(m, OP_GELU_FWD, l, act, fch, (size_t)N * F);
         else op_activation_forward(m, 0, l, act, fch, N, F);
     }
-    return op_matmul_forward(m, OP_MLP_PROJ_FWD, l, out, act, P(l, R_FCPROJ_W), P(l, R_FCPROJ_B), N, F, C);
+    HG_TRY(op_matmul_forward(m, OP_MLP_PROJ_FWD, l, out, act, P(l, R_FCPROJ_W), P(l, R_FCPROJ_B), N, F, C));
+    return lora_forward(m, l, HG_LORA_MLP_OUT, out, act);
 }
 
 /* The MLP's backward from dmlp (N, C) to dpre (N, FI) in S_DWIDE, through the recomputed
- * activation; GELU's recompute and backward may be fused with the second linear's. */
+ * activation; GELU's recompute and backward may be fused with the second linear's where
+ * no adapter sits between them. */
 static hg_status mlp_backward(hg_model *m, int l, float *dpre, const float *dmlp, const float *fch) {
     const int N = m->B * m->T, C = m->d.C, F = m->d.F;
     float *act = gpt_act(m, S_ACT, 0);
-    const int site = site_on(m, HG_SITE_MLP_ACT);
-    if (m->cfg.mlp == HG_MLP_GELU && !site)
+    const int site = site_on(m, HG_SITE_MLP_ACT), gelu = m->cfg.mlp == HG_MLP_GELU;
+    if (gelu && !site && !lora_on(m, HG_LORA_MLP_OUT))
         return op_matmul_gelu_backward(m, l, dpre, G(l, R_FCPROJ_W), G(l, R_FCPROJ_B), act, dmlp, fch, P(l, R_FCPROJ_W),
                                        N, F, C);
     float *dact = gpt_act(m, S_DACT, 0);
     if (site) HG_TRY(gpt_site_run(m, HG_SITE_MLP_ACT, SITE_RECOMPUTE, l, fch, act, NULL, NULL));
+    else if (gelu) op_gelu_forward(m, OP_GELU_RECOMPUTE, l, act, fch, (size_t)N * F);
     else op_activation_forward(m, 1, l, act, fch, N, F);
     HG_TRY(op_matmul_backward(m, OP_MLP_PROJ_BWD, l, dact, G(l, R_FCPROJ_W), G(l, R_FCPROJ_B), dmlp, act,
                               P(l, R_FCPROJ_W), N, F, C));
+    HG_TRY(lora_backward(m, l, HG_LORA_MLP_OUT, dact, dmlp, act));
     if (site) return gpt_site_run(m, HG_SITE_MLP_ACT, SITE_BACKWARD, l, fch, NULL, dact, dpre);
-    op_activation_backward(m, l, dpre, fch, dact, N, F);
+    if (gelu) op_gelu_backward(m, l, dpre, fch, dact, (size_t)N * F);
+    else op_activation_backward(m, l, dpre, fch, dact, N, F);
     return HG_OK;
 }
 
@@ -78,6 +134,7 @@ static hg_status qkv_forward(hg_model *m, int l, int kv_pos, const float *in) {
     const int N = m->B * m->T, C = m->d.C;
     float *qkv = gpt_act(m, A_QKV, l);
     HG_TRY(op_matmul_forward(m, OP_C_ATTN_FWD, l, qkv, in, P(l, R_QKV_W), P(l, R_QKV_B), N, C, m->d.QKV));
+    HG_TRY(lora_forward(m, l, HG_LORA_QKV, qkv, in));
     if (m->cfg.qk_norm)
         op_qk_norm_forward(m, l, qkv, m->opt.training ? gpt_act(m, A_QK_RAW, l) : NULL, gpt_act(m, A_QK_RSTD, l),
                            P(l, R_QNORM_W), P(l, R_KNORM_W));
@@ -101,12 +158,12 @@ static hg_status attention_out_forward(hg_model *m, int l, int kv_pos, float *ou
         float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * m->d.KVD);
         HG_TRY(op_attention_cached(m, l, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
     }
-    if (site_on(m, HG_SITE_ATTN_PROJ)) { /* the projection into the op's saved input, the op into out */
-        float *x = gpt_act(m, A_SITE_IN, l);
-        HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, x, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
-        return gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_FORWARD, l, x, out, NULL, NULL);
-    }
-    return op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, out, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C);
+    /* the projection: into out, or into the saved input of the op after it */
+    const int site = site_on(m, HG_SITE_ATTN_PROJ);
+    float *y = site ? gpt_act(m, A_SITE_IN, l) : out;
+    HG_TRY(op_matmul_forward(m, OP_ATTN_PROJ_FWD, l, y, atty, P(l, R_PROJ_W), P(l, R_PROJ_B), N, QD, C));
+    HG_TRY(lora_forward(m, l, HG_LORA_ATTN_OUT, y, atty));
+    return site ? gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_FORWARD, l, y, out, NULL, NULL) : HG_OK;
 }
 
 /* The attention half's backward in two parts: from dattn (N, C) at its output through the
@@ -120,8 +177,9 @@ static hg_status attention_backward_out(hg_model *m, int l, const float *dattn) 
         HG_TRY(gpt_site_run(m, HG_SITE_ATTN_PROJ, SITE_BACKWARD, l, gpt_act(m, A_SITE_IN, l), NULL, dattn, dx));
         dattn = dx;
     }
-    return op_matmul_backward(m, OP_ATTN_PROJ_BWD, l, gpt_act(m, S_DATTY, 0), G(l, R_PROJ_W), G(l, R_PROJ_B), dattn,
-                              gpt_act(m, A_ATTY, l), P(l, R_PROJ_W), N, QD, C);
+    HG_TRY(op_matmul_backward(m, OP_ATTN_PROJ_BWD, l, gpt_act(m, S_DATTY, 0), G(l, R_PROJ_W), G(l, R_PROJ_B), dattn,
+                              gpt_act(m, A_ATTY, l), P(l, R_PROJ_W), N, QD, C));
+    return lora_backward(m, l, HG_LORA_ATTN_OUT, gpt_act(m, S_DATTY, 0), dattn, gpt_act(m, A_ATTY, l));
 }
 
 static hg_status attention_backward_in(hg_model *m, int l, float *din, const float *in) {
@@ -137,8 +195,9 @@ static hg_status attention_backward_in(hg_model *m, int l, float *din, const flo
     if (m->cfg.qk_norm)
         op_qk_norm_backward(m, l, dqkv, G(l, R_QNORM_W), G(l, R_KNORM_W), gpt_act(m, A_QK_RAW, l),
                             gpt_act(m, A_QK_RSTD, l), P(l, R_QNORM_W), P(l, R_KNORM_W), gpt_act(m, S_REDUCE, 0));
-    return op_matmul_backward(m, OP_C_ATTN_BWD, l, din, G(l, R_QKV_W), G(l, R_QKV_B), dqkv, in, P(l, R_QKV_W), N, C,
-                              m->d.QKV);
+    HG_TRY(op_matmul_backward(m, OP_C_ATTN_BWD, l, din, G(l, R_QKV_W), G(l, R_QKV_B), dqkv, in, P(l, R_QKV_W), N, C,
+                              m->d.QKV));
+    return lora_backward(m, l, HG_LORA_QKV, din, dqkv, in);
 }
 
 /* A post norm (half 0: attn.post_norm, 1: mlp.post_norm; postnorm and sandwich blocks):
@@ -227,9 +286,7 @@ static hg_status block_forward(hg_model *m, int l, int kv_pos, int whole_mlp, co
                                       gpt_act(m, A_LN2_RSTD, l), res, d, P(l, R_LN2_W), P(l, R_LN2_B), N, C, &da);
     else
         op_residual_add(m, l, res2, res, d, (size_t)N * C, &da);
-    if (!whole_mlp)
-        return op_matmul_forward(m, OP_C_FC_FWD, l, gpt_act(m, A_FCH, l), mlp_input(m, l, 1), P(l, R_FC_W),
-                                 P(l, R_FC_B), N, C, m->d.FI);
+    if (!whole_mlp) return fc_forward(m, l, gpt_act(m, A_FCH, l), mlp_input(m, l, 1));
     out = branch_out(m, l, 1);
     HG_TRY(mlp_forward(m, l, out, gpt_act(m, S_ACT, 0), gpt_act(m, A_FCH, l), mlp_input(m, l, 1)));
     *delta = post_norm_forward(m, l, 1, out);
@@ -285,8 +342,7 @@ static hg_status recompute(hg_model *m, int l) {
         if (gpt_has_ln2(&m->cfg))
             op_layernorm_forward(m, l, gpt_act(m, A_LN2, l), norm_mean(m, A_LN2_MEAN, l), gpt_act(m, A_LN2_RSTD, l),
                                  gpt_act(m, A_RESIDUAL2, l), P(l, R_LN2_W), P(l, R_LN2_B), N, C, 0);
-        st = op_matmul_forward(m, OP_C_FC_FWD, l, gpt_act(m, A_FCH, l), mlp_input(m, l, 1), P(l, R_FC_W), P(l, R_FC_B),
-                               N, C, m->d.FI);
+        st = fc_forward(m, l, gpt_act(m, A_FCH, l), mlp_input(m, l, 1));
     }
     m->recomputing = 0;
     return st;
@@ -309,7 +365,7 @@ hg_status gpt_classifier(hg_model *m, int backward, float grad_scale, float *log
         if (backward) {
             a.dscale = m->loss_scale_n > 0 ? grad_scale / m->loss_scale_n : 0.0f;
             a.dx = gpt_elems(m, dx, (size_t)r0 * C);
-            a.dwte = gpt_param(m, m->grad, head_index(m));
+            a.dwte = gpt_grad(m, head_index(m));
             a.dbias = G(-1, R_LM_HEAD_B);
         }
         HG_TRY(op_classifier_forward(m, &a));
@@ -365,6 +421,7 @@ hg_status gpt_backward_body(hg_model *m) {
                             gpt_act(m, A_FCH, l)));
         HG_TRY(op_matmul_backward(m, OP_C_FC_BWD, l, dln, G(l, R_FC_W), G(l, R_FC_B), dwide, mlp_input(m, l, 0),
                                   P(l, R_FC_W), N, C, m->d.FI));
+        HG_TRY(lora_backward(m, l, HG_LORA_MLP_IN, dln, dwide, mlp_input(m, l, 0)));
         /* the parallel block's branches both read the residual before it: the MLP's input
          * gradient joins dres once the attention half has taken its gradient from it */
         if (!parallel) input_backward(m, l, 1, dres, dln);
@@ -375,7 +432,8 @@ hg_status gpt_backward_body(hg_model *m) {
         gpt_grad_ready(m, gpt_layer_first(m, l), gpt_layer_first(m, l + 1));
     }
     hg_dropout d0 = dropout_site(m, 0);
-    op_encoder_backward(m, G(-1, R_WTE), G(-1, R_WPE), dres, gpt_act(m, A_TOKENS, 0), B, T, C, &d0);
+    if (G(-1, R_WTE) || G(-1, R_WPE)) /* (not when the embeddings are frozen) */
+        op_encoder_backward(m, G(-1, R_WTE), G(-1, R_WPE), dres, gpt_act(m, A_TOKENS, 0), B, T, C, &d0);
     gpt_grad_ready(m, 0, gpt_layer_first(m, 0));
     return HG_OK;
 }
@@ -522,7 +580,7 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
 
 hg_status hg_zero_grad(hg_model *m) {
     HG_TRY(check_trainable(m));
-    op_zero(m, OP_ZERO_GRAD, PROF_NO_LAYER, m->grad, m->params.bytes); /* a failure shows at the next sync */
+    op_zero(m, OP_ZERO_GRAD, PROF_NO_LAYER, m->grad, m->train_bytes); /* a failure shows at the next sync */
     return HG_OK;
 }
 

@@ -173,6 +173,7 @@ static const struct entry_field {
     FIELD(gelu_forward, "mlp"), FIELD(gelu_backward, "mlp"),
     FIELD(matmul_gelu_forward, "mlp"), FIELD(matmul_gelu_backward, "mlp"),
     FIELD(dropout_backward, "dropout"), FIELD(residual_add, "block"),
+    FIELD(lora_forward, "lora"), FIELD(lora_backward, "lora"),
 };
 #undef FIELD
 

@@ -211,7 +211,7 @@ hg_status gpt_site_run(hg_model *m, hg_site s, gpt_site_pass pass, int layer, co
     const gpt_role role = gpt_site_role(s);
     for (int i = 0; i < n; i++) {
         w[i] = gpt_weight(m, gpt_pi(m, layer, role) + i);
-        if (pass == SITE_BACKWARD) dw[i] = gpt_param(m, m->grad, gpt_pi(m, layer, role) + i);
+        if (pass == SITE_BACKWARD) dw[i] = gpt_grad(m, gpt_pi(m, layer, role) + i); /* NULL: frozen */
     }
     for (int i = 0; i < d->op.n_saved; i++) saved[i] = gpt_act(m, A_SITE_SAVED + s * HG_OP_MAX_TENSORS + i, copy);
     hg_site_call c = {.be = m->be, .layer = s == HG_SITE_FINAL_NORM ? -1 : layer, .B = m->B, .T = m->T,

@@ -28,7 +28,7 @@ typedef struct hg_classifier_args {
      * times the cap's derivative 1 - (logit / softcap)^2 where there is one */
     float dscale;
     float *dx;             /* (N, C) written */
-    float *dwte;           /* (Vp, C) accumulated */
+    float *dwte;           /* (Vp, C) accumulated; NULL when the matrix is frozen */
     float *dbias;          /* (Vp) fp32, accumulated: dlogits' column sums; NULL without a bias */
     float *scratch;        /* (N, Vp) */
 } hg_classifier_args;

@@ -16,7 +16,8 @@ typedef void hg_encoder_forward_fn(hg_backend *be, float *out, const int32_t *to
                                    const float *wte, const float *wpe, int B, int T, int C, float scale,
                                    const hg_dropout *drop);
 /* dwte (Vp,C) += scale * scatter of dropout'(dout) by token; dwpe (Tmax,C) += sum over b
- * of dropout'(dout) (dwpe NULL exactly when wpe is). dout is residual-typed. */
+ * of dropout'(dout) (dwpe NULL when wpe is, or is frozen; dwte NULL when wte is frozen).
+ * dout is residual-typed. */
 typedef void hg_encoder_backward_fn(hg_backend *be, float *dwte, float *dwpe, const float *dout,
                                     const int32_t *tokens, int B, int T, int C, float scale,
                                     const hg_dropout *drop);

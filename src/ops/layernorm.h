@@ -47,7 +47,7 @@ static inline void hg_qk_norm_units(const hg_qk_norm_shape *s, int *nq, int *wq,
 typedef void hg_qk_norm_forward_fn(hg_backend *be, float *qkv, float *raw, float *rstd, const float *wq,
                                    const float *wk, const hg_qk_norm_shape *s);
 /* dqkv (N,W): its q and k parts, gradients wrt the normalised heads, turned in place into
- * gradients wrt raw; v's part untouched. dwq (wq), dwk (wk) += (NULL exactly when wq, wk
+ * gradients wrt raw; v's part untouched. dwq (wq), dwk (wk) += (NULL when wq, wk
  * are). scratch: layernorm_scratch_bytes(N, max(wq, wk)) bytes. */
 typedef void hg_qk_norm_backward_fn(hg_backend *be, float *dqkv, float *dwq, float *dwk, const float *raw,
                                     const float *rstd, const float *wq, const float *wk,

@@ -15,6 +15,7 @@
 #include "ops/encoder.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
+#include "ops/lora.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
 #include "ops/site.h"
@@ -36,6 +37,7 @@ static inline hg_op_cost hg_zero_cost(size_t bytes) {
     HG_ENCODER_OPS(X)     \
     HG_NORM_OPS(X)        \
     HG_MATMUL_OPS(X)      \
+    HG_LORA_OPS(X)        \
     HG_GELU_OPS(X)        \
     HG_ACTIVATION_OPS(X)  \
     HG_ROPE_OPS(X)        \

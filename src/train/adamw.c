@@ -76,8 +76,8 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
                        m->opt.shards);
     HG_TRY(check_adamw(a));
     double t0 = prof_begin(m), sumsq;
-    op_sumsq(m, m->grad, m->params.bytes / sizeof(float), &sumsq);
-    HG_TRY(gpt_adamw_range(m, a, sumsq, 1.0f, 0, m->params.bytes / sizeof(float), m->grad, m->adam_m, m->adam_v, grad_norm));
+    op_sumsq(m, m->grad, m->train_bytes / sizeof(float), &sumsq); /* the trained parameters' */
+    HG_TRY(gpt_adamw_range(m, a, sumsq, 1.0f, 0, m->train_bytes / sizeof(float), m->grad, m->adam_m, m->adam_v, grad_norm));
     prof_region(m, PROF_OPTIMIZER, t0);
     return HG_OK;
 }

@@ -115,5 +115,5 @@ hg_status cpu_classifier_backward(hg_backend *be, const hg_classifier_args *a) {
     cpu_gemm_desc dx = {.M = a->N, .N = C, .K = Vp, .lda = Vp, .ldb = C, .ldc = C, .bf16_in = h, .bf16_out = h};
     HG_TRY(cpu_gemm(be, &dx, a->scratch, a->wte, NULL, a->dx));
     cpu_gemm_desc dw = {.M = Vp, .N = C, .K = a->N, .trans_a = 1, .lda = Vp, .ldb = C, .ldc = C, .accumulate = 1, .bf16_in = h};
-    return cpu_gemm(be, &dw, a->scratch, a->x, NULL, a->dwte);
+    return a->dwte ? cpu_gemm(be, &dw, a->scratch, a->x, NULL, a->dwte) : HG_OK; /* NULL: the matrix is frozen */
 }

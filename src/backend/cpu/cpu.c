@@ -132,6 +132,8 @@ static const hg_backend_ops cpu_ops = {
     .classifier_forward = cpu_classifier_forward,
     .classifier_backward = cpu_classifier_backward,
     .attention_cached = cpu_attention_cached,
+    .lora_forward = cpu_lora_forward,
+    .lora_backward = cpu_lora_backward,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
 };

@@ -83,6 +83,8 @@ hg_attention_scratch_fn cpu_attention_scratch_bytes;
 hg_classifier_forward_fn cpu_classifier_forward;
 hg_classifier_backward_fn cpu_classifier_backward;
 hg_attention_cached_fn cpu_attention_cached;
+hg_lora_forward_fn cpu_lora_forward;
+hg_lora_backward_fn cpu_lora_backward;
 hg_adamw_fn cpu_adamw;
 hg_sumsq_fn cpu_sumsq;
 

@@ -40,11 +40,11 @@ void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float 
         int c0 = t * per, c1 = c0 + per < C ? c0 + per : C;
         for (int n = 0; n < B * T; n++) {
             const float *g = dout + (size_t)n * C;
-            float *te = dwte + (size_t)tokens[n] * C, *pe = dwpe ? dwpe + (size_t)(n % T) * C : NULL;
-            if (dropping) {
+            float *te = dwte ? dwte + (size_t)tokens[n] * C : NULL, *pe = dwpe ? dwpe + (size_t)(n % T) * C : NULL;
+            if (dropping || !te) { /* (a frozen wte has no gradient) */
                 for (int i = c0; i < c1; i++) {
-                    float gi = g[i] * hg_dropout_scale(drop, (size_t)n * C + i);
-                    te[i] += scale * gi;
+                    float gi = g[i] * (dropping ? hg_dropout_scale(drop, (size_t)n * C + i) : 1.0f);
+                    if (te) te[i] += scale * gi;
                     if (pe) pe[i] += gi;
                 }
             } else if (!pe) {

@@ -39,9 +39,9 @@ hg_status cpu_matmul_backward(hg_backend *be, float *dinp, float *dw, float *dbi
     /* dinp (M,K) = dout (M,N) @ w^T, w read as stored (K,N) */
     cpu_gemm_desc dx = {.M = M, .N = K, .K = N, .trans_b = 1, .lda = N, .ldb = N, .ldc = K, .bf16_in = h, .bf16_out = h};
     HG_TRY(cpu_gemm(be, &dx, dout, w, NULL, dinp));
-    /* dw (K,N) += inp^T @ dout, inp read as stored (M,K); fp32 */
+    /* dw (K,N) += inp^T @ dout, inp read as stored (M,K); fp32; none for a frozen w */
     cpu_gemm_desc dwd = {.M = K, .N = N, .K = M, .trans_a = 1, .lda = K, .ldb = N, .ldc = N, .accumulate = 1, .bf16_in = h};
-    HG_TRY(cpu_gemm(be, &dwd, inp, dout, NULL, dw));
+    if (dw) HG_TRY(cpu_gemm(be, &dwd, inp, dout, NULL, dw));
     if (dbias) bias_backward(be, dbias, dout, M, N);
     return HG_OK;
 }

@@ -33,6 +33,8 @@ static hg_status backward(hg_backend *be, float *dinp, float *dw, float *dbias, 
                           const float *w, int M, int K, int N, cuda_epilogue epi, const float *pre) {
     cuda_gemm_desc dx = {M, K, N, 0, 1, N, N, K, 0, 0, epi};
     HG_TRY(cuda_gemm(be, &dx, dout, w, dinp, NULL, (void *)pre));
+    if (!dw) /* a frozen weight (hg_options.freeze): no product; its bias frozen with it */
+        return dbias ? hg_fail(HG_ERR_UNSUPPORTED, "freeze: a frozen weight with a trained bias on cuda") : HG_OK;
     cuda_gemm_desc dwd = {K, N, M, 1, 0, K, N, N, 1, 1, dbias ? EPI_BGRAD : EPI_NONE};
     return cuda_gemm(be, &dwd, inp, dout, dw, dbias, NULL);
 }
