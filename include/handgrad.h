@@ -701,6 +701,12 @@ hg_status hg_peft_config_parse(const char *name, const char *text, size_t len, h
  * default), into lora's split and targets. A name that matches none is refused, naming
  * it and the class's layers. */
 hg_status hg_hf_lora_targets(const hg_config *cfg, const char *hf_class, const char *targets, hg_lora *lora);
+/* Translates freeze globs over Hugging Face tensor names of cfg as class hf_class stores
+ * it ("model.layers.*.mlp.*", "model.embed_tokens.weight"; handgrad's own names and "all"
+ * are taken too) into hg_options.freeze's list of handgrad names, in out (cap bytes). A
+ * glob that matches nothing, or part of a tensor handgrad fuses (q_proj without k_proj and
+ * v_proj), is refused, naming it. */
+hg_status hg_hf_freeze_names(const hg_config *cfg, const char *hf_class, const char *globs, char *out, size_t cap);
 /* Loads DIR/adapter_model.safetensors into the adapters of m, created with the
  * matching hg_options.lora. Every adapter must be there with its shape, finite, and no
  * other tensor; else nothing is written and the file and tensor are named. */

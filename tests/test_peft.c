@@ -201,6 +201,8 @@ static void bad_input(void) {
             "frobnicate");
     refused("{\"peft_type\": \"IA3\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\"]}", "peft_type");
     refused("{\"peft_type\": \"LORA\", \"r\": 0, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\"]}", "r must");
+    refused("{\"peft_type\": \"LORA\", \"r\": 1e300, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\"]}", "r must");
+    refused("{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"lora_dropout\": 1.5, \"target_modules\": [\"q_proj\"]}", "lora_dropout");
     refused("{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": \".*proj\"}", "target_modules");
     refused("[1, 2]", "not a JSON object");
     /* a module the class does not have; a layer no target names */

@@ -324,6 +324,14 @@ static int recipe_of(const hg_model *m, hf_arch a, int k, gpt_role role, int l, 
     return 1;
 }
 
+int hf_param_names(const hg_model *m, hf_arch a, int k, char (*names)[112]) {
+    const hg_tensor_spec *s = &m->params.specs[k];
+    hf_recipe r;
+    if (s->role >= R_LORA_QKV || !recipe_of(m, a, k, (gpt_role)s->role, s->layer, &r)) return 0;
+    for (int i = 0; i < r.n; i++) snprintf(names[i], sizeof names[i], "%s", r.names[0][i]);
+    return r.n;
+}
+
 int hf_lora_modules(const hg_model *m, hf_arch a, hg_lora_group g, int layer, char (*names)[112]) {
     static const gpt_role weight[HG_LORA_GROUPS] = {R_QKV_W, R_PROJ_W, R_FC_W, R_FCPROJ_W};
     hf_recipe r;

@@ -66,6 +66,9 @@ hg_status hf_save_weights(const hg_model *m, hf_arch a, int bf16, const char *pa
  * a tied lm_head equal to the embedding aside). */
 hg_status hf_load_weights(hg_model *m, hf_arch a, hf_tensors *t);
 
+/* The Hugging Face tensors parameter k of m is made of in architecture a (its parts, in
+ * order); their count (0: a tensor the class does not store, or an adapter). */
+int hf_param_names(const hg_model *m, hf_arch a, int k, char (*names)[112]);
 /* The modules (Hugging Face names without ".weight", e.g. "model.layers.0.self_attn.q_proj")
  * that LoRA group g's linear layer in block `layer` of m is stored as in architecture a,
  * in the order of its output columns; their count (0: none). */

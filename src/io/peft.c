@@ -77,6 +77,49 @@ hg_status hg_hf_lora_targets(const hg_config *cfg, const char *hf_class, const c
     return HG_OK;
 }
 
+hg_status hg_hf_freeze_names(const hg_config *cfg, const char *hf_class, const char *globs, char *out, size_t cap) {
+    if (!cfg || !globs || !out || !cap) return hg_fail(HG_ERR_INVALID, "hg_hf_freeze_names: NULL argument");
+    hf_arch a;
+    HG_TRY(arch_named(cfg, hf_class, &a));
+    hg_model *m;
+    HG_TRY(gpt_names_model(cfg, NULL, &m));
+    char buf[4096];
+    size_t at = 0;
+    out[0] = 0;
+    hg_status st = strlen(globs) < sizeof buf ? HG_OK : hg_fail(HG_ERR_INVALID, "freeze: the list is too long");
+    snprintf(buf, sizeof buf, "%s", globs);
+    for (char *save = NULL, *g = strtok_r(buf, ",", &save); st == HG_OK && g; g = strtok_r(NULL, ",", &save)) {
+        int hit = !strcmp(g, "all");
+        if (hit) { /* the library's own word for every tensor */
+            if (at + 5 > cap) st = hg_fail(HG_ERR_INVALID, "freeze: the names do not fit %zu bytes", cap);
+            else at += (size_t)snprintf(out + at, cap - at, "%sall", at ? "," : "");
+            continue;
+        }
+        for (int k = 0; st == HG_OK && k < m->params.count; k++) {
+            const char *own = m->params.specs[k].name;
+            char names[3][112];
+            int n = hf_param_names(m, a, k, names), in = -1, out_of = -1;
+            for (int i = 0; i < n; i++) {
+                if (!fnmatch(g, names[i], 0)) in = in < 0 ? i : in;
+                else out_of = out_of < 0 ? i : out_of;
+            }
+            if (in >= 0 && out_of >= 0)
+                st = hg_fail(HG_ERR_INVALID, "freeze: '%s' matches %s but not %s, which handgrad holds as one tensor "
+                             "(%s): name them all", g, names[in], names[out_of], own);
+            else if (in >= 0 || !fnmatch(g, own, 0)) {
+                hit = 1;
+                if (at + strlen(own) + 2 > cap) st = hg_fail(HG_ERR_INVALID, "freeze: the names do not fit %zu bytes", cap);
+                else at += (size_t)snprintf(out + at, cap - at, "%s%s", at ? "," : "", own);
+            }
+        }
+        if (st == HG_OK && !hit)
+            st = hg_fail(HG_ERR_INVALID, "freeze: '%s' matches no tensor of %s (e.g. %s)", g, hf_arch_class(a),
+                         a == HF_GPT2 ? "transformer.h.0.mlp.c_fc.weight" : "model.layers.0.mlp.up_proj.weight");
+    }
+    gpt_names_free(m);
+    return st;
+}
+
 /* ---- adapter_config.json ---- */
 
 /* Keys of adapter_config.json that handgrad reads, that change nothing handgrad computes
@@ -119,14 +162,17 @@ static hg_status config_parse(const char *file, const char *text, size_t len, hg
     const cJSON *v;
     if (st == HG_OK && (!cJSON_IsString(v = GET("peft_type")) || strcmp(v->valuestring, "LORA")))
         st = hg_fail(HG_ERR_UNSUPPORTED, "%s: peft_type must be \"LORA\"", file);
-    if (st == HG_OK && (!cJSON_IsNumber(v = GET("r")) || v->valuedouble != (int)v->valuedouble || v->valuedouble < 1))
-        st = hg_fail(HG_ERR_FORMAT, "%s: r must be a positive integer", file);
+    if (st == HG_OK && (!cJSON_IsNumber(v = GET("r")) || !(v->valuedouble >= 1 && v->valuedouble <= 65536) ||
+                        v->valuedouble != floor(v->valuedouble)))
+        st = hg_fail(HG_ERR_FORMAT, "%s: r must be an integer in [1, 65536]", file);
     if (st == HG_OK) out->lora.r = (int)v->valuedouble;
-    if (st == HG_OK && !cJSON_IsNumber(v = GET("lora_alpha"))) st = hg_fail(HG_ERR_FORMAT, "%s: lora_alpha must be a number", file);
+    if (st == HG_OK && (!cJSON_IsNumber(v = GET("lora_alpha")) || !(v->valuedouble > 0) || v->valuedouble > 1e30))
+        st = hg_fail(HG_ERR_FORMAT, "%s: lora_alpha must be a number > 0", file);
     if (st == HG_OK) out->lora.alpha = (float)v->valuedouble;
     v = GET("lora_dropout");
-    if (st == HG_OK && v && !cJSON_IsNumber(v)) st = hg_fail(HG_ERR_FORMAT, "%s: lora_dropout must be a number", file);
-    if (st == HG_OK && v) out->lora.dropout = (float)v->valuedouble;
+    if (st == HG_OK && v && !cJSON_IsNull(v) && (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 1)))
+        st = hg_fail(HG_ERR_FORMAT, "%s: lora_dropout must be a number in [0, 1)", file);
+    if (st == HG_OK && cJSON_IsNumber(v)) out->lora.dropout = (float)v->valuedouble;
     v = GET("use_rslora");
     if (st == HG_OK && v && !cJSON_IsBool(v)) st = hg_fail(HG_ERR_FORMAT, "%s: use_rslora must be true or false", file);
     if (st == HG_OK) out->lora.rslora = cJSON_IsTrue(v);
@@ -146,6 +192,8 @@ static hg_status config_parse(const char *file, const char *text, size_t len, hg
     if (st == HG_OK && cJSON_IsString(v)) { /* PEFT takes a string as a regular expression */
         if (strpbrk(v->valuestring, ".*+?[](){}|^$\\"))
             st = hg_fail(HG_ERR_UNSUPPORTED, "%s: target_modules is a regular expression; list the module names", file);
+        else if (!*v->valuestring || strchr(v->valuestring, ','))
+            st = hg_fail(HG_ERR_FORMAT, "%s: target_modules must name a module", file);
         else snprintf(out->targets, sizeof out->targets, "%s", v->valuestring);
     } else if (st == HG_OK && cJSON_IsArray(v) && v->child) {
         for (const cJSON *t = v->child; st == HG_OK && t; t = t->next) {

@@ -372,10 +372,8 @@ static int resolve_threads(const hg_options *o) { return o->threads > 0 ? o->thr
 static hg_status mark_frozen(const hg_options *opt, hg_table *params, hg_table *weights) {
     const int lora = opt->lora.r > 0;
     if (!lora && !opt->freeze) return HG_OK;
-    char buf[4096];
-    if (opt->freeze && strlen(opt->freeze) >= sizeof buf)
-        return hg_fail(HG_ERR_INVALID, "freeze: the list is longer than %zu characters", sizeof buf - 1);
-    snprintf(buf, sizeof buf, "%s", opt->freeze ? opt->freeze : "");
+    char *buf = strdup(opt->freeze ? opt->freeze : "");
+    if (!buf) return hg_fail(HG_ERR_NOMEM, "out of memory");
     for (char *save = NULL, *g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
         int hit = 0;
         for (int i = 0; i < params->count; i++)
@@ -383,8 +381,13 @@ static hg_status mark_frozen(const hg_options *opt, hg_table *params, hg_table *
                 hit = 1;
                 if (!(params->specs[i].flags & HG_SPEC_LORA)) params->specs[i].flags |= HG_SPEC_FROZEN;
             }
-        if (!hit) return hg_fail(HG_ERR_INVALID, "freeze: '%s' matches no parameter of this model", g);
+        if (!hit) {
+            hg_status st = hg_fail(HG_ERR_INVALID, "freeze: '%s' matches no parameter of this model", g);
+            free(buf);
+            return st;
+        }
     }
+    free(buf);
     int trained = 0;
     for (int i = 0; i < params->count; i++) {
         if (lora && !(params->specs[i].flags & HG_SPEC_LORA)) params->specs[i].flags |= HG_SPEC_FROZEN;

@@ -142,18 +142,26 @@ hg_status ckpt_read_state(const hg_st_file *f, const char *file, ckpt_state *out
 
 /* ---- weights and optimizer files ---- */
 
-/* One entry per parameter of buffer buf (param, adam_m or adam_v), names prefixed. */
-static hg_status entries(const hg_model *m, float *buf, const char *prefix, hg_st_entry *e, char (*names)[80]) {
+/* Whether a file of tensors under prefix holds parameter i: the weights all of them,
+ * the optimizer's moments ("m.", "v.") the trained ones. */
+static int holds(const hg_model *m, const char *prefix, int i) { return !*prefix || gpt_trained(m, i); }
+
+/* One entry per parameter of buffer buf (param, adam_m or adam_v) it holds, names
+ * prefixed; their count. */
+static int entries(const hg_model *m, float *buf, const char *prefix, hg_st_entry *e, char (*names)[80]) {
+    int n = 0;
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
-        snprintf(names[i], sizeof names[i], "%s%s", prefix, s->name);
-        e[i].name = names[i];
-        e[i].dtype = HG_ST_F32;
-        e[i].ndim = s->ndim;
-        for (int d = 0; d < s->ndim; d++) e[i].shape[d] = s->shape[d];
-        e[i].data = gpt_param(m, buf, i); /* host memory (gpt_host_begin) */
+        if (!holds(m, prefix, i)) continue;
+        snprintf(names[n], sizeof names[n], "%s%s", prefix, s->name);
+        e[n].name = names[n];
+        e[n].dtype = HG_ST_F32;
+        e[n].ndim = s->ndim;
+        for (int d = 0; d < s->ndim; d++) e[n].shape[d] = s->shape[d];
+        e[n].data = gpt_param(m, buf, i); /* host memory (gpt_host_begin) */
+        n++;
     }
-    return HG_OK;
+    return n;
 }
 
 hg_status ckpt_write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
@@ -162,8 +170,9 @@ hg_status ckpt_write_tensors(const hg_model *m, const char *path, float *const *
     hg_st_entry *e = calloc((size_t)n * nbufs, sizeof *e);
     char(*names)[80] = calloc((size_t)n * nbufs, sizeof *names);
     hg_status s = e && names ? HG_OK : hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
-    for (int b = 0; s == HG_OK && b < nbufs; b++) s = entries(m, bufs[b], prefixes[b], e + b * n, names + b * n);
-    if (s == HG_OK) s = hg_st_write(path, e, n * nbufs, meta, n_meta);
+    int k = 0;
+    for (int b = 0; s == HG_OK && b < nbufs; b++) k += entries(m, bufs[b], prefixes[b], e + k, names + k);
+    if (s == HG_OK) s = hg_st_write(path, e, k, meta, n_meta);
     free(e);
     free(names);
     return s;
@@ -232,6 +241,7 @@ static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file
     char name[80];
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
+        if (!holds(m, prefix, i)) continue;
         snprintf(name, sizeof name, "%s%s", prefix, s->name);
         const hg_st_tensor *t = hg_st_find(f, name);
         if (!t) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is missing", file, name);
@@ -251,18 +261,21 @@ static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file
 /* After read_tensors found every parameter under each prefix: no tensor besides them
  * (the message names one that is not the model's). */
 static hg_status no_extra(const hg_model *m, const hg_st_file *f, const char *file, const char *const *prefixes, int np) {
-    if (hg_st_count(f) == np * m->params.count) return HG_OK;
+    int expected = 0;
+    for (int p = 0; p < np; p++)
+        for (int i = 0; i < m->params.count; i++) expected += holds(m, prefixes[p], i);
+    if (hg_st_count(f) == expected) return HG_OK;
     for (int t = 0; t < hg_st_count(f); t++) {
         const char *name = hg_st_at(f, t)->name;
         int known = 0;
         for (int p = 0; p < np && !known; p++) {
             size_t k = strlen(prefixes[p]);
             for (int i = 0; !strncmp(name, prefixes[p], k) && i < m->params.count && !known; i++)
-                known = !strcmp(name + k, m->params.specs[i].name);
+                known = holds(m, prefixes[p], i) && !strcmp(name + k, m->params.specs[i].name);
         }
         if (!known)
             return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not a parameter of this model (%d tensors, expected %d)",
-                           file, name, hg_st_count(f), np * m->params.count);
+                           file, name, hg_st_count(f), expected);
     }
     return HG_OK; /* not reached: duplicate names are refused when the file is parsed */
 }
@@ -367,6 +380,7 @@ hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *st) {
     if (s == HG_OK) s = no_extra(m, f, path, (const char *const[]){"m.", "v."}, 2);
     /* whole tensors in the file; a sharded (ZeRO-1) model keeps its slice */
     for (int i = 0; s == HG_OK && i < m->params.count; i++) {
+        if (!gpt_trained(m, i)) continue;
         char nm[80], nv[80];
         snprintf(nm, sizeof nm, "m.%s", m->params.specs[i].name);
         snprintf(nv, sizeof nv, "v.%s", m->params.specs[i].name);
@@ -495,9 +509,12 @@ static hg_status verify_folder(const char *dir, int64_t step) {
     char p[PATH_MAX + 32];
     struct stat sb;
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    if (stat(p, &sb) != 0)
-        return hg_fail(HG_ERR_FORMAT, "%s: a checkpoint folder without model.safetensors (%s): copied in part?", dir,
-                       strerror(errno));
+    if (stat(p, &sb) != 0) { /* a LoRA run's checkpoint holds its adapters as a PEFT folder */
+        snprintf(p, sizeof p, "%s/adapter/adapter_model.safetensors", dir);
+        if (stat(p, &sb) != 0)
+            return hg_fail(HG_ERR_FORMAT, "%s: a checkpoint folder without model.safetensors or adapter/ (%s): copied "
+                           "in part?", dir, strerror(errno));
+    }
     snprintf(p, sizeof p, "%s/optimizer.safetensors", dir);
     if (stat(p, &sb) != 0) return HG_OK; /* weights only */
     hg_st_file *f;
