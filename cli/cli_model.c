@@ -1,7 +1,9 @@
 /* The options that the commands building a model share (cli_model.h). */
 #include "cli_model.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 cli_model cli_model_default(void) {
@@ -106,4 +108,85 @@ void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t 
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         targets[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
     }
+}
+
+/* ---- adapters and frozen tensors ---- */
+
+__attribute__((format(printf, 2, 3))) static int usage(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "handgrad %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return CLI_USAGE;
+}
+
+int cli_parse_lora(const char *cmd, const char *spec, hg_lora *lora, char *targets, size_t cap) {
+    char buf[1024];
+    if (strlen(spec) >= sizeof buf) return usage(cmd, "--lora: the spec is longer than %zu characters", sizeof buf - 1);
+    snprintf(buf, sizeof buf, "%s", spec);
+    *lora = (hg_lora){.r = 8, .alpha = 16};
+    targets[0] = 0;
+    int in_targets = 0;
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '='), *end = NULL;
+        const char *key = kv, *v = eq ? eq + 1 : kv;
+        if (eq) *eq = 0, in_targets = 0;
+        else if (!in_targets) return usage(cmd, "--lora: '%s' is not KEY=VALUE (r, alpha, dropout, targets, init, rslora)", kv);
+        if (!eq || !strcmp(key, "targets")) { /* a word without '=' continues targets */
+            size_t at = strlen(targets);
+            if (!*v || at + strlen(v) + 2 > cap) return usage(cmd, "--lora: targets: a module name is empty, or too many");
+            snprintf(targets + at, cap - at, "%s%s", at ? "," : "", v);
+            in_targets = 1;
+        } else if (!strcmp(key, "r")) {
+            long r = strtol(v, &end, 10);
+            if (end == v || *end || r < 1 || r > 65536) return usage(cmd, "--lora: r=%s is not an integer in [1, 65536]", v);
+            lora->r = (int)r;
+        } else if (!strcmp(key, "alpha") || !strcmp(key, "dropout")) {
+            double x = strtod(v, &end);
+            if (end == v || *end || !(x >= 0) || x > 1e30) return usage(cmd, "--lora: %s=%s is not a number >= 0", key, v);
+            if (*key == 'a') lora->alpha = (float)x;
+            else lora->dropout = (float)x;
+        } else if (!strcmp(key, "init")) {
+            if (!strcmp(v, "gaussian")) lora->init = HG_LORA_INIT_GAUSSIAN;
+            else if (!strcmp(v, "kaiming") || !strcmp(v, "true")) lora->init = HG_LORA_INIT_KAIMING;
+            else return usage(cmd, "--lora: init=%s: kaiming (PEFT's default) or gaussian", v);
+        } else if (!strcmp(key, "rslora")) {
+            if (strcmp(v, "true") && strcmp(v, "false")) return usage(cmd, "--lora: rslora=%s: true or false", v);
+            lora->rslora = !strcmp(v, "true");
+        } else {
+            return usage(cmd, "--lora: '%s' is unknown (r, alpha, dropout, targets, init, rslora)", key);
+        }
+    }
+    if (!targets[0]) return usage(cmd, "--lora: give targets=MODULE,... (PEFT's module names, e.g. targets=q_proj,v_proj)");
+    return 0;
+}
+
+int cli_adapt(const char *cmd, const char *lora, const char *adapter, const char *freeze, const hg_config *cfg,
+              const char *hf_class, hg_lora *out, char **freeze_out) {
+    char targets[1024] = "";
+    *out = (hg_lora){0};
+    *freeze_out = NULL;
+    if (lora && adapter) return usage(cmd, "use one of --lora (new adapters) and --adapter DIR (PEFT's)");
+    if (adapter) {
+        hg_peft_config pc;
+        if (hg_peft_config_load(adapter, &pc) != HG_OK)
+            return fprintf(stderr, "handgrad %s: --adapter: %s\n", cmd, hg_last_error()), 1;
+        *out = pc.lora;
+        snprintf(targets, sizeof targets, "%s", pc.targets);
+    } else if (lora && cli_parse_lora(cmd, lora, out, targets, sizeof targets)) {
+        return CLI_USAGE;
+    }
+    if ((lora || adapter) && hg_hf_lora_targets(cfg, hf_class, targets, out) != HG_OK)
+        return fprintf(stderr, "handgrad %s: %s: %s\n", cmd, lora ? "--lora" : "--adapter", hg_last_error()), 1;
+    if (!freeze) return 0;
+    const size_t cap = 1 << 20;
+    if (!(*freeze_out = malloc(cap))) return fprintf(stderr, "handgrad %s: out of memory\n", cmd), 1;
+    if (hg_hf_freeze_names(cfg, hf_class, freeze, *freeze_out, cap) == HG_OK) return 0;
+    const char *e = hg_last_error();
+    fprintf(stderr, "handgrad %s: --freeze: %s\n", cmd, e + (strncmp(e, "freeze: ", 8) ? 0 : 8));
+    free(*freeze_out);
+    *freeze_out = NULL;
+    return 1;
 }

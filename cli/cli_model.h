@@ -123,6 +123,18 @@ const char *cli_model_why(const hg_options *opt, const char *what, char *buf, si
 /* Sets the config fields of spec "FIELD=VALUE,FIELD=VALUE" (NULL or "": none); prints
  * the error and returns CLI_USAGE if a field or value is bad. */
 int cli_apply_arch(const char *cmd, const char *spec, hg_config *cfg);
+/* --lora's SPEC, "r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj,init=gaussian,rslora=true"
+ * (a word without '=' continues targets), into lora (r 8, alpha 16 unless given) and
+ * targets (a comma list of PEFT module names, cap bytes). Prints the error and returns
+ * CLI_USAGE if the spec is bad. */
+int cli_parse_lora(const char *cmd, const char *spec, hg_lora *lora, char *targets, size_t cap);
+/* --lora SPEC or --adapter DIR (a PEFT folder's adapter_config.json; at most one of the
+ * two) and --freeze GLOBS (NULL: not given), resolved against cfg stored as class hf_class
+ * (NULL: the config's default) into out (r 0: no adapters) and *freeze_out (malloc'd
+ * handgrad names for hg_options.freeze, or NULL; the caller frees it). Prints the error
+ * and returns 1 or CLI_USAGE on failure. */
+int cli_adapt(const char *cmd, const char *lora, const char *adapter, const char *freeze, const hg_config *cfg,
+              const char *hf_class, hg_lora *out, char **freeze_out);
 /* Random token ids and next-token targets in [0, vocab), reproducible from seed. */
 void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets);
 

@@ -1,10 +1,13 @@
 /* Opening a model (Hugging Face folder or handgrad checkpoint) and its tokenizer. */
 #include "cli_open.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_io.h"
 #include "cli_model.h"
 
 static int fail(const char *cmd, const char *flag, const char *path) {
@@ -21,16 +24,78 @@ static int fail_create(const char *cmd, const hg_options *opt, const char *path)
     return 1;
 }
 
-int cli_open_model(const char *cmd, const char *path, const hg_options *opt, hg_model **out, char *dir, size_t cap) {
+int cli_base_hash(const char *cmd, const hg_model *m, char out[17]) {
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over 8-byte words, the tail byte by byte */
+    float *host = NULL;
+    hg_status s = HG_OK;
+    for (int i = 0; s == HG_OK && i < hg_param_count(m); i++) {
+        hg_param_info p;
+        hg_param_at(m, i, &p);
+        if (!p.frozen) continue;
+        float *grown = realloc(host, sizeof(float) * (size_t)p.numel);
+        if (!grown) {
+            fprintf(stderr, "handgrad %s: out of memory reading %s\n", cmd, p.name);
+            free(host);
+            return 1;
+        }
+        host = grown;
+        if ((s = hg_param_read(m, i, HG_PARAM_DATA, host)) != HG_OK) break;
+        const size_t n = sizeof(float) * (size_t)p.numel;
+        const unsigned char *b = (const unsigned char *)host;
+        size_t k = 0;
+        for (uint64_t w; k + 8 <= n; k += 8) memcpy(&w, b + k, 8), h = (h ^ w) * 0x100000001b3ull;
+        for (; k < n; k++) h = (h ^ b[k]) * 0x100000001b3ull;
+    }
+    free(host);
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    if (s != HG_OK) fprintf(stderr, "handgrad %s: %s\n", cmd, hg_last_error());
+    return s != HG_OK;
+}
+
+int cli_lora_checkpoint(const char *path, char *ckpt, size_t cap) {
     struct stat sb;
-    char probe[4096], weights[4096];
+    char p[4200];
+    snprintf(p, sizeof p, "%s/base.json", path);
+    if (stat(p, &sb) == 0) return snprintf(ckpt, cap, "%s", path), 1;
+    snprintf(p, sizeof p, "%s/config.json", path);
+    if (stat(p, &sb) == 0 || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    char latest[4096];
+    if (hg_checkpoint_latest(path, latest, sizeof latest, NULL) != HG_OK) return 0;
+    snprintf(p, sizeof p, "%s/base.json", latest);
+    return stat(p, &sb) == 0 ? (snprintf(ckpt, cap, "%s", latest), 1) : 0;
+}
+
+int cli_base_json(const char *cmd, const char *ckpt, char *base, size_t cap, char hash[17]) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/base.json", ckpt);
+    size_t len;
+    char *text = (char *)cli_read_input(cmd, p, &len);
+    if (!text) return 1;
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    const char *h = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "hash"));
+    const char *was = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "path"));
+    int rc = !j ? 1 : !h || strlen(h) != 16 ? 2 : !was || !*was ? 3 : 0;
+    if (rc == 0) snprintf(hash, 17, "%s", h), snprintf(base, cap, "%s", was);
+    else fprintf(stderr, "handgrad %s: %s: %s\n", cmd, p,
+                 rc == 1 ? "not JSON" : rc == 2 ? "'hash' is not 16 hex digits" : "'path' (the base model) is missing");
+    cJSON_Delete(j);
+    return rc != 0;
+}
+
+/* The model at path alone: a Hugging Face folder or a handgrad checkpoint. */
+static int open_plain(const char *cmd, const char *path, const char *adapter, hg_options *opt, hg_model **out,
+                      char *dir, size_t cap) {
+    struct stat sb;
+    char probe[4200], weights[4096];
     hg_config cfg;
-    *out = NULL;
     snprintf(probe, sizeof probe, "%s/config.json", path);
     int hf = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && stat(probe, &sb) == 0;
+    const char *cls = NULL;
     if (hf) {
         snprintf(dir, cap, "%s", path);
-        if (hg_hf_config_load(probe, &cfg) != HG_OK) return fail(cmd, "--model", path);
+        if (hg_hf_config_load(probe, &cfg) != HG_OK || hg_hf_config_class(probe, &cls) != HG_OK)
+            return fail(cmd, "--model", path);
     } else {
         if (hg_checkpoint_resolve(path, weights, sizeof weights) != HG_OK || hg_checkpoint_config(weights, &cfg) != HG_OK)
             return fail(cmd, "--model", path);
@@ -42,6 +107,12 @@ int cli_open_model(const char *cmd, const char *path, const hg_options *opt, hg_
                 cfg.max_seq_len);
         return 1;
     }
+    if (adapter) { /* the adapters' shapes follow the base's class's module names */
+        hg_peft_config pc;
+        if (hg_peft_config_load(adapter, &pc) != HG_OK || hg_hf_lora_targets(&cfg, cls, pc.targets, &pc.lora) != HG_OK)
+            return fail(cmd, "--adapter", adapter);
+        opt->lora = pc.lora;
+    }
     if (hf) return hg_model_load_hf(out, path, opt) == HG_OK ? 0 : fail_create(cmd, opt, path);
     if (hg_model_create(out, &cfg, opt) != HG_OK) return fail_create(cmd, opt, weights);
     if (hg_model_load(*out, weights) != HG_OK) {
@@ -50,6 +121,39 @@ int cli_open_model(const char *cmd, const char *path, const hg_options *opt, hg_
         return fail(cmd, "--model", weights);
     }
     return 0;
+}
+
+int cli_open_model(const char *cmd, const char *path, const char *adapter, const hg_options *opt, hg_model **out,
+                   char *dir, size_t cap) {
+    *out = NULL;
+    hg_options o = *opt;
+    char ckpt[4096], base[4096], want[17], have[17], inner[4096], adapter_dir[4200];
+    const int lora_run = cli_lora_checkpoint(path, ckpt, sizeof ckpt);
+    if (lora_run && adapter) {
+        fprintf(stderr, "handgrad %s: --adapter: %s holds a LoRA run's adapters already; give its base as --model\n",
+                cmd, path);
+        return 2;
+    }
+    if (lora_run) { /* a LoRA run's checkpoint: its base, named in base.json, and adapter/ */
+        if (cli_base_json(cmd, ckpt, base, sizeof base, want)) return 1;
+        snprintf(adapter_dir, sizeof adapter_dir, "%s/adapter", ckpt);
+        adapter = adapter_dir;
+    }
+    if (open_plain(cmd, lora_run ? base : path, adapter, &o, out, inner, sizeof inner)) return 1;
+    snprintf(dir, cap, "%s", lora_run ? ckpt : inner); /* the tokenizer sits beside the adapters */
+    if (lora_run && cli_base_hash(cmd, *out, have)) {
+        /* printed */
+    } else if (lora_run && strcmp(have, want)) {
+        fprintf(stderr, "handgrad %s: --model %s: the adapters were trained on %s as it was (hash %s), but it holds "
+                        "other weights now (hash %s)\n", cmd, path, base, want, have);
+    } else if (!adapter || hg_peft_load(*out, adapter) == HG_OK) {
+        return 0;
+    } else {
+        fail(cmd, "--adapter", adapter);
+    }
+    hg_model_free(*out);
+    *out = NULL;
+    return 1;
 }
 
 int cli_open_tokenizer(const char *cmd, const char *path, const char *dir, const hg_model *m, hg_tokenizer **out) {

@@ -12,27 +12,34 @@
 #include "handgrad.h"
 
 static const char synopsis[] =
-    "usage: handgrad export --model PATH --hf DIR [--tokenizer PATH]\n"
-    "                       [--architecture CLASS] [--bf16] [--max-shard-size SIZE]\n";
+    "usage: handgrad export --model PATH [--adapter DIR]\n"
+    "                       (--hf DIR [--merge] | --peft DIR)\n"
+    "                       [--tokenizer PATH] [--architecture CLASS] [--bf16]\n"
+    "                       [--max-shard-size SIZE]\n";
 static const char about[] =
     "Writes DIR as a Hugging Face folder that transformers' AutoModelForCausalLM.from_pretrained "
     "loads: config.json, model.safetensors (or its shards and model.safetensors.index.json) and "
     "the tokenizer's files (tokenizer.json as it was read, or vocab.json, merges.txt and "
     "tokenizer_config.json), with the tokenizer_config.json, "
     "special_tokens_map.json and generation_config.json found beside the tokenizer. DIR must not "
-    "exist or be empty; it appears only when complete.\n";
+    "exist or be empty; it appears only when complete. A model with LoRA adapters (a LoRA run, or "
+    "--adapter) is written as a PEFT folder with --peft, or with --hf --merge as one model whose "
+    "weights hold the adapters (W + s B A), as PEFT's merge_and_unload gives.\n";
 
 typedef struct export_args {
-    const char *model, *out, *tokenizer, *arch, *max_shard;
-    int bf16;
+    const char *model, *adapter, *out, *peft, *tokenizer, *arch, *max_shard;
+    int bf16, merge;
 } export_args;
 
 #define O(field) offsetof(export_args, field)
 static const cli_opt export_options[] = {
     {"model", CLI_STR, O(model), "PATH", 0, 0, 0,
-     "a handgrad checkpoint (weights .safetensors file, ckpt_N folder or run folder) or a Hugging Face folder "
-     "(required)"},
-    {"hf", CLI_STR, O(out), "DIR", 0, 0, 0, "the folder to write (required)"},
+     "a handgrad checkpoint (weights .safetensors file, ckpt_N folder or run folder, a LoRA run's included) or a "
+     "Hugging Face folder (required)"},
+    {"adapter", CLI_STR, O(adapter), "DIR", 0, 0, 0, "a PEFT LoRA folder whose adapters go onto the model"},
+    {"hf", CLI_STR, O(out), "DIR", 0, 0, 0, "the Hugging Face folder to write"},
+    {"merge", CLI_BOOL, O(merge), 0, 0, 1, 0, "with --hf: fold the model's LoRA adapters into its weights"},
+    {"peft", CLI_STR, O(peft), "DIR", 0, 0, 0, "write the model's LoRA adapters as a PEFT folder (with or without --hf)"},
     {"tokenizer", CLI_STR, O(tokenizer), "PATH", 0, 0, 0, "the tokenizer (default: the files beside the model)"},
     {"architecture", CLI_STR, O(arch), "CLASS", 0, 0, 0,
      "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM (default: a Hugging Face model's own class; a checkpoint's is GPT-2 when its config is GPT-2's, "
@@ -86,8 +93,12 @@ int cmd_export(int argc, char **argv) {
     cli_cmd cmd = CLI_CMD("export", synopsis, about, NULL, export_options, NULL);
     int parsed = cli_parse(&cmd, &a, argc, argv, NULL);
     if (parsed) return cli_exit(parsed);
-    if (!a.model || !a.out) {
-        fprintf(stderr, "handgrad export: needs --model and --hf (see handgrad export --help)\n");
+    if (!a.model || (!a.out && !a.peft)) {
+        fprintf(stderr, "handgrad export: needs --model, and --hf or --peft (see handgrad export --help)\n");
+        return 2;
+    }
+    if (a.merge && !a.out) {
+        fprintf(stderr, "handgrad export: --merge writes a Hugging Face folder: give --hf DIR\n");
         return 2;
     }
     const char *model = a.model, *out = a.out, *tok_path = a.tokenizer, *arch = a.arch;
@@ -103,8 +114,36 @@ int cmd_export(int argc, char **argv) {
     hg_model *m = NULL;
     hg_tokenizer *tok = NULL;
     char dir[4096];
-    if (cli_open_model("export", model, &o, &m, dir, sizeof dir)) return 1;
-    int rc = cli_open_tokenizer("export", tok_path, dir, m, &tok);
+    int rc = cli_open_model("export", model, a.adapter, &o, &m, dir, sizeof dir);
+    if (rc) return rc;
+    const int lora = hg_model_options(m)->lora.r > 0;
+    if (!lora && (a.merge || a.peft)) {
+        fprintf(stderr, "handgrad export: %s: %s has no LoRA adapters (give --adapter DIR, or a LoRA run)\n",
+                a.merge ? "--merge" : "--peft", model);
+        hg_model_free(m);
+        return 2;
+    }
+    if (lora && a.out && !a.merge) {
+        fprintf(stderr, "handgrad export: --hf: %s has LoRA adapters: add --merge to fold them into the weights, or "
+                        "write them alone with --peft DIR\n", model);
+        hg_model_free(m);
+        return 2;
+    }
+    char base[4096], ckpt[4096], hash[17];
+    const char *base_name = a.adapter || !cli_lora_checkpoint(model, ckpt, sizeof ckpt) ? model
+                            : cli_base_json("export", ckpt, base, sizeof base, hash) ? NULL : base;
+    if (a.peft && hg_peft_save(m, a.peft, base_name) != HG_OK) {
+        cli_fail("export");
+        hg_model_free(m);
+        return 1;
+    }
+    if (a.peft) fprintf(stderr, "export: wrote %s as a PEFT LoRA folder (adapter_config.json, adapter_model.safetensors)\n", a.peft);
+    if (!a.out) {
+        hg_model_free(m);
+        return 0;
+    }
+    if (a.merge && hg_lora_merge(m) != HG_OK) rc = cli_fail("export");
+    if (rc == 0) rc = cli_open_tokenizer("export", tok_path, dir, m, &tok);
     /* the extra tokenizer and generation files sit beside the tokenizer (a folder, or
      * the folder of a tokenizer.json) */
     char from[4096];

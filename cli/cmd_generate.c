@@ -24,7 +24,7 @@ static const char epilog[] =
     "end-of-sequence token or at a --stop string.\n";
 
 typedef struct gen_args {
-    const char *model, *prompt, *tokenizer;
+    const char *model, *adapter, *prompt, *tokenizer;
     cli_strs stops;
     int max_new, top_k, ctx, threads, num_samples;
     int64_t seed;
@@ -37,7 +37,9 @@ typedef struct gen_args {
 static const cli_opt gen_options[] = {
     {"model", CLI_STR, O(model), "PATH", 0, 0, 0,
      "a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Phi-2, Phi-3, OLMo 2), or a handgrad checkpoint: a weights "
-     ".safetensors file, a ckpt_N folder, or a run folder (its newest checkpoint) (required)"},
+     ".safetensors file, a ckpt_N folder, or a run folder (its newest checkpoint), a LoRA run's included (required)"},
+    {"adapter", CLI_STR, O(adapter), "DIR", 0, 0, 0,
+     "a PEFT LoRA folder whose adapters go onto the model (a LoRA run's checkpoint, given as --model, brings its own)"},
     {"prompt", CLI_STR, O(prompt), "TEXT", 0, 0, CLI_TEXT,
      "the prompt (default: all of stdin), after the tokenizer's BOS when its tokenizer.json adds one; empty: "
      "start from BOS or <|endoftext|>"},
@@ -312,7 +314,7 @@ int cmd_generate(int argc, char **argv) {
     int32_t *prompt = NULL;
     char dir[4096];
     gen_run r = {.a = &a, .eos = {.bos = -1}, .stop = {.stops = a.stops.v, .n_stops = a.stops.n}};
-    if (cli_open_model("generate", a.model, &o, &m, dir, sizeof dir)) return 1;
+    if (cli_open_model("generate", a.model, a.adapter, &o, &m, dir, sizeof dir)) return 1;
     r.m = m;
     rc = 1;
     if (cli_open_tokenizer("generate", a.tokenizer, dir, m, &tok)) goto done;

@@ -2,6 +2,7 @@
  * loss plot, evaluation, samples, and checkpoints that resume bit-exactly; Ctrl-C saves
  * and stops. Options: train_options.c; display and logs: train_log.c. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -18,6 +19,7 @@
 
 #include "cli_io.h"
 #include "cli_model.h"
+#include "cli_open.h"
 #include "commands.h"
 #include "core/timer.h"
 #include "handgrad.h"
@@ -78,6 +80,9 @@ typedef struct trainer {
     train_log log;
     int lock_fd;                 /* OUT/.lock held with flock for the run (rank 0), or -1 */
     char *data_json;             /* the training shards' record (train_data.h), kept in checkpoints */
+    hg_lora lora;                /* --lora or --adapter, resolved (r 0: none) */
+    char *freeze;                /* --freeze as handgrad's names, or NULL */
+    char base[17];               /* a LoRA run: the hash of its frozen base (cli_base_hash) */
 } trainer;
 
 /* ---- signals ---- */
@@ -266,8 +271,69 @@ static int check_dims(const train_opts *o, const hg_config *c, const char *from)
     return 0;
 }
 
+/* ---- adapters and frozen tensors ---- */
+
+/* --lora or --adapter into t->lora, --freeze into t->freeze, by the module names of the
+ * class the base is stored as (the --init-from-hf folder's, else the config's default). */
+static int resolve_adapters(trainer *t) {
+    const train_opts *o = &t->o;
+    const char *cls = NULL;
+    char p[PATH_MAX + 16];
+    if ((o->lora || o->adapter) && !o->init_from && !o->init_from_hf)
+        return USAGE("%s adapts a trained model: give it with --init-from-hf DIR or --init-from PATH",
+                     o->lora ? "--lora" : "--adapter");
+    if (o->init_from_hf) {
+        snprintf(p, sizeof p, "%s/config.json", o->init_from_hf);
+        if (hg_hf_config_class(p, &cls) != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
+    }
+    return cli_adapt("train", o->lora, o->adapter, o->freeze, &t->cfg, cls, &t->lora, &t->freeze);
+}
+
+/* The base a LoRA run trains on, as an absolute path: named in its checkpoints' base.json
+ * and adapter_config.json, which export and generate read from anywhere. */
+static const char *base_path(const train_opts *o, char *buf, size_t cap) {
+    const char *p = o->init_from_hf ? o->init_from_hf : o->init_from;
+    char *abs = p ? realpath(p, NULL) : NULL;
+    snprintf(buf, cap, "%s", abs ? abs : p ? p : "");
+    free(abs);
+    return buf[0] ? buf : NULL;
+}
+
+/* A LoRA checkpoint's adapters, on the base the run loaded: refused when base.json names
+ * other weights than those loaded (another folder, or the same folder changed since). */
+static int load_lora_checkpoint(trainer *t) {
+    char base[PATH_MAX], hash[17], p[PATH_MAX + 16];
+    if (cli_base_json("train", t->resumed_from, base, sizeof base, hash)) return 1;
+    if (strcmp(hash, t->base))
+        return ERR("%s/base.json: the adapters were trained on %s as it was (hash %s), but the base loaded now holds "
+                   "other weights (hash %s): resume on the base the run began with", t->resumed_from, base, hash, t->base);
+    snprintf(p, sizeof p, "%s/adapter", t->resumed_from);
+    return hg_peft_load(t->m, p) != HG_OK ? ERR("%s", hg_last_error()) : 0;
+}
+
+/* A LoRA run's checkpoint: its adapters as a PEFT folder (adapter/) and base.json naming
+ * the base, in place of the model's weights. */
+static hg_status save_lora(trainer *t, const char *tmp) {
+    char p[PATH_MAX + 32], json[PATH_MAX + 128], buf[PATH_MAX];
+    const char *base = base_path(&t->o, buf, sizeof buf);
+    snprintf(p, sizeof p, "%s/adapter", tmp);
+    hg_status s = hg_peft_save(t->m, p, base);
+    if (s != HG_OK) return s;
+    cJSON *o = cJSON_CreateObject();
+    if (base) cJSON_AddStringToObject(o, "path", base);
+    cJSON_AddStringToObject(o, "hash", t->base);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) return HG_ERR_NOMEM;
+    snprintf(json, sizeof json, "%s/base.json", tmp);
+    s = hg_write_file_atomic(json, text, strlen(text));
+    free(text);
+    return s;
+}
+
 /* The model's config: from the checkpoint being resumed or started from, or from the
- * preset and explicit dims. */
+ * preset and explicit dims. A LoRA run's checkpoint holds its adapters alone: the config
+ * and weights come from where the run began. */
 static int resolve_config(trainer *t, char *weights, size_t cap) {
     const train_opts *o = &t->o;
     hg_config *c = &t->cfg;
@@ -276,10 +342,12 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
      * so that --resume before the first checkpoint starts the same way) */
     if (!t->resumed_from[0] && o->init_from && o->init_from_hf)
         return USAGE("use one of --init-from and --init-from-hf");
-    if (t->resumed_from[0] || o->init_from) {
-        const char *src = t->resumed_from[0] ? t->resumed_from : o->init_from;
+    char ckpt[PATH_MAX];
+    const int resume_weights = t->resumed_from[0] && !cli_lora_checkpoint(t->resumed_from, ckpt, sizeof ckpt);
+    if (resume_weights || o->init_from) {
+        const char *src = resume_weights ? t->resumed_from : o->init_from;
         if (hg_checkpoint_resolve(src, weights, cap) != HG_OK || hg_checkpoint_config(weights, c) != HG_OK)
-            return ERR("%s%s", t->resumed_from[0] ? "" : "--init-from: ", hg_last_error());
+            return ERR("%s%s", resume_weights ? "" : "--init-from: ", hg_last_error());
         if (check_dims(o, c, weights)) return 1;
     } else if (o->init_from_hf) {
         char p[PATH_MAX];
@@ -424,6 +492,7 @@ static hg_options model_options(const trainer *t) {
     mo.threads = o->threads;
     mo.seed = (uint64_t)o->seed;
     cli_device_options(&o->dev, &mo);
+    mo.lora = t->lora, mo.freeze = t->freeze;
     return mo;
 }
 
@@ -483,6 +552,13 @@ static int create_models(trainer *t, const char *weights) {
     t->logits = malloc(sizeof *t->logits * (size_t)t->cfg.vocab_size);
     t->host = malloc(sizeof *t->host * largest);
     if (!t->x || !t->y || !t->logits || !t->host) return ERR("out of memory");
+    if (t->lora.r > 0) { /* the adapters: the checkpoint's, --adapter's, or new */
+        char ckpt[PATH_MAX];
+        if (cli_base_hash("train", t->m, t->base)) return 1;
+        if (t->resumed_from[0] && cli_lora_checkpoint(t->resumed_from, ckpt, sizeof ckpt) ? load_lora_checkpoint(t)
+            : o->adapter && hg_peft_load(t->m, o->adapter) != HG_OK ? ERR("--adapter: %s", hg_last_error()) : 0)
+            return 1;
+    }
     return 0;
 }
 
@@ -652,6 +728,7 @@ static hg_status finite_state(const hg_model *m, float *host, int *finite) {
     for (int i = 0; i < hg_param_count(m); i++) {
         hg_param_info p;
         hg_param_at(m, i, &p);
+        if (p.frozen) continue; /* unchanged since it was loaded */
         for (int k = 0; k < (p.adam_m ? 3 : 1); k++) {
             hg_status s = hg_param_read(m, i, parts[k], host);
             if (s != HG_OK) return s;
@@ -699,7 +776,8 @@ static int save_checkpoint(trainer *t) {
     int nomem = r0 && !(run && band);
     hg_status s = !r0 ? HG_OK : !nomem ? hg_checkpoint_begin(t->o.out, t->step, tmp, sizeof tmp) : HG_ERR_NOMEM;
     int begun = r0 && s == HG_OK;
-    if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/model.safetensors", tmp), s = hg_model_save(t->m, p);
+    if (r0 && s == HG_OK && t->lora.r > 0) s = save_lora(t, tmp);
+    else if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/model.safetensors", tmp), s = hg_model_save(t->m, p);
     if (r0) snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
     int others = 0;
     s = agree(t, s, &others);
@@ -708,7 +786,9 @@ static int save_checkpoint(trainer *t) {
     if (r0 && s == HG_OK)
         snprintf(p, sizeof p, "%s/data.json", tmp), s = hg_write_file_atomic(p, t->data_json, strlen(t->data_json));
     if (r0 && s == HG_OK) snprintf(p, sizeof p, "%s/band.json", tmp), s = hg_write_file_atomic(p, band, strlen(band));
-    if (r0 && s == HG_OK) { /* config.json and the tokenizer: a folder transformers loads */
+    if (r0 && s == HG_OK && t->lora.r > 0) { /* the adapters are a PEFT folder; the base is elsewhere */
+        s = t->tok ? hg_tokenizer_save_hf(t->tok, tmp) : HG_OK;
+    } else if (r0 && s == HG_OK) { /* config.json and the tokenizer: a folder transformers loads */
         s = hg_hf_describe(t->m, t->tok, tmp);
         if (s == HG_ERR_UNSUPPORTED) s = t->tok ? hg_tokenizer_save_hf(t->tok, tmp) : HG_OK;
     }
@@ -819,7 +899,7 @@ static void trainer_free(trainer *t) {
     hg_tokenizer_free(t->tok);
     hg_loader_close(t->train);
     hg_loader_close(t->val);
-    free(t->x), free(t->y), free(t->logits), free(t->host), free(t->data_json);
+    free(t->x), free(t->y), free(t->logits), free(t->host), free(t->data_json), free(t->freeze);
     train_opts_free(&t->o);
     hg_comm_close(t->comm);
 }
@@ -857,7 +937,7 @@ static int setup(trainer *t, int argc, char **argv) {
                    o->out, ls == HG_OK ? any : hg_last_error());
     char weights[PATH_MAX];
     if (load_tokenizer(t)) return 1;
-    if ((rc = resolve_config(t, weights, sizeof weights)) || plan(t)) return rc ? rc : 1;
+    if ((rc = resolve_config(t, weights, sizeof weights)) || (rc = resolve_adapters(t)) || plan(t)) return rc ? rc : 1;
     if (o->sample_every && !t->tok) return ERR("--sample-every needs a tokenizer (--tokenizer PATH)");
     if (open_loader(t, &t->train, "--train", o->train, !o->sequential) || check_data(t)) return 1;
     if (o->val && open_loader(t, &t->val, "--val", o->val, 0)) return 1;
@@ -880,8 +960,19 @@ static int setup(trainer *t, int argc, char **argv) {
     if (t->rank == 0 && write_run_json(t, run_json)) return 1;
     if (t->rank == 0 && train_log_open(&t->log, o->out, t->resumed_from[0] ? t->step : -1, o->print_every)) return 1;
     const hg_options *mo = hg_model_options(t->m);
-    printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters; %s\n", t->cfg.n_layer, t->cfg.n_head,
-           t->cfg.d_model, t->cfg.vocab_size, (double)hg_config_param_count(&t->cfg, 1) / 1e6,
+    int64_t trained = 0;
+    for (int i = 0; i < hg_param_count(t->m); i++) {
+        hg_param_info p;
+        hg_param_at(t->m, i, &p);
+        trained += p.frozen ? 0 : p.numel;
+    }
+    char trains[96] = "";
+    if (t->lora.r > 0 || t->freeze)
+        snprintf(trains, sizeof trains, " (%.*f%s trained, %.2f%%%s)", trained < 1000000 ? 1 : 2,
+                 (double)trained / (trained < 1000000 ? 1e3 : 1e6), trained < 1000000 ? "K" : "M",
+                 100.0 * (double)trained / (double)hg_config_param_count(&t->cfg, 1), t->lora.r > 0 ? ": LoRA adapters" : "");
+    printf("model: %d layers, %d heads, d_model %d, vocab %d, %.2fM parameters%s; %s\n", t->cfg.n_layer, t->cfg.n_head,
+           t->cfg.d_model, t->cfg.vocab_size, (double)hg_config_param_count(&t->cfg, 1) / 1e6, trains,
            t->resumed_from[0] ? t->resumed_from : o->init_from ? o->init_from : o->init_from_hf ? o->init_from_hf : "new");
     char where[64];
     if (mo->device == HG_DEVICE_CUDA) snprintf(where, sizeof where, "cuda, %s", o->dev.precision);

@@ -27,6 +27,13 @@ static const cli_opt defs[] = {
      "start from these weights: a checkpoint or run folder, or a .safetensors"},
     {"init-from-hf", CLI_STR, F(init_from_hf), "DIR", 0, 0, CLI_SAVED,
      "start from a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Phi-2, Phi-3, OLMo 2)"},
+    {"lora", CLI_STR, F(lora), "SPEC", 0, 0, CLI_SAVED,
+     "train LoRA adapters on a frozen model: r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj (PEFT's module names; "
+     "also init=gaussian, rslora=true)"},
+    {"adapter", CLI_STR, F(adapter), "DIR", 0, 0, CLI_SAVED,
+     "start the adapters from a PEFT LoRA folder (its adapter_config.json sets r, alpha, dropout and targets)"},
+    {"freeze", CLI_STR, F(freeze), "GLOBS", 0, 0, CLI_SAVED,
+     "tensors no optimizer trains: Hugging Face names or handgrad's, globs, comma-separated (*.mlp.*), or all"},
     {"Data", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"train", CLI_STR, F(train), "GLOB", 0, 0, CLI_SAVED, "training token shards, e.g. 'data/kjv/train_*.bin' (required)"},
     {"val", CLI_STR, F(val), "GLOB", 0, 0, CLI_SAVED, "validation shards (evaluation needs them)"},

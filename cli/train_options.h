@@ -18,6 +18,9 @@ typedef struct train_opts {
     cli_shape shape;
     double dropout; /* < 0: unset */
     const char *init_from, *init_from_hf;
+    const char *lora;    /* "r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj,..." (cmd_train.c) */
+    const char *adapter; /* a PEFT LoRA folder to start the adapters from */
+    const char *freeze;  /* globs of tensor names no optimizer trains */
     /* data */
     const char *train, *val, *tokenizer;
     int batch, ctx; /* ctx 0: the model's max_seq_len */

@@ -227,5 +227,5 @@ expect_fail "export over a folder" "out: exists and is not an empty folder" "$hg
 expect_fail "export tokenizer" "the tokenizer has 419 ids" "$hg" export --model $fix --hf "$work/o2" --tokenizer "$big"
 [[ ! -e "$work/o2" && ! -e "$work/o2.tmp" ]] || fail "a refused export left files"
 expect_fail "export unwritable" "cannot create" "$hg" export --model $fix --hf "$work/corpus.txt/x"
-expect_fail "export no --hf" "needs --model and --hf" "$hg" export --model $fix
+expect_fail "export no --hf" "needs --model, and --hf or --peft" "$hg" export --model $fix
 echo "cli_generate: ok"

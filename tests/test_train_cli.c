@@ -24,6 +24,7 @@
  * Usage: test_train_cli PATH/handgrad */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -687,22 +688,6 @@ static void fine_tune_hf(const char *name, const char *class_name) {
              name) == 0);
 }
 
-/* The command fails with status 1 or 2, its output is one line holding `needle`, and
- * the run folder was not created. */
-static void bad(const char *needle, const char *args) {
-    char *out = NULL;
-    int rc = sh(&out, "%s train %s --out %s/bad", hg, args, work);
-    int lines = 0;
-    for (const char *p = out; p && *p; p++) lines += *p == '\n';
-    if (!(rc == 1 || rc == 2) || !out || !strstr(out, needle) || lines != 1 || exists("%s/bad", work)) {
-        fprintf(stderr, "train %s\n  -> status %d, output '%s', want one line naming '%s'%s\n", args, rc,
-                out ? out : "", needle, exists("%s/bad", work) ? " and no run folder" : "");
-        check_failures++;
-    }
-    free(out);
-    sh(NULL, "rm -rf %s/bad", work);
-}
-
 static uint8_t *slurp(const char *p, size_t *n) {
     FILE *f = fopen(p, "rb");
     if (!f) return NULL;
@@ -718,6 +703,202 @@ static uint8_t *slurp(const char *p, size_t *n) {
 static void spit(const char *p, const uint8_t *b, size_t n) {
     FILE *f = fopen(p, "wb");
     if (f) fwrite(b, 1, n, f), fclose(f);
+}
+
+/* hf_llama with the adapters of a PEFT folder (NULL: none), as a library user opens it. */
+static hg_model *adapted_llama(const char *adapter) {
+    hg_options o = hg_options_default();
+    o.threads = 1, o.training = 0, o.batch = 2, o.seq_len = 16;
+    hg_peft_config pc;
+    if (adapter) {
+        CHECK(hg_peft_config_load(adapter, &pc) == HG_OK);
+        hg_config c;
+        CHECK(hg_hf_config_load("fixtures/hf_llama/config.json", &c) == HG_OK);
+        CHECK(hg_hf_lora_targets(&c, "LlamaForCausalLM", pc.targets, &pc.lora) == HG_OK);
+        o.lora = pc.lora;
+    }
+    hg_model *m = NULL;
+    CHECK(hg_model_load_hf(&m, "fixtures/hf_llama", &o) == HG_OK);
+    if (m && adapter) CHECK(hg_peft_load(m, adapter) == HG_OK);
+    return m;
+}
+
+/* Largest |a - b| over (2, 16) positions' logits of two models on the same tokens. */
+static double logit_gap(hg_model *a, hg_model *b) {
+    enum { B = 2, T = 16 };
+    int32_t tok[B * T];
+    for (int i = 0; i < B * T; i++) tok[i] = (i * 37 + 11) % 400;
+    const int V = hg_model_config(a)->vocab_size;
+    float *la = malloc(sizeof(float) * B * T * V), *lb = malloc(sizeof(float) * B * T * V);
+    double gap = -1;
+    if (la && b && hg_forward(a, tok, NULL, B, T, NULL, la) == HG_OK && hg_forward(b, tok, NULL, B, T, NULL, lb) == HG_OK) {
+        gap = 0;
+        for (int i = 0; i < B * T * V; i++) gap = fmax(gap, fabs((double)la[i] - lb[i]));
+    }
+    free(la), free(lb);
+    return gap;
+}
+
+/* Every tensor of a safetensors file has a name holding `part`. */
+static int all_named(const char *path, const char *part) {
+    hg_st_file *f;
+    if (hg_st_open(&f, path) != HG_OK) return 0;
+    int ok = hg_st_count(f) > 0;
+    for (int i = 0; i < hg_st_count(f); i++) ok &= strstr(hg_st_at(f, i)->name, part) != NULL;
+    hg_st_close(f);
+    return ok;
+}
+
+/* LoRA on a Hugging Face folder (fine_tune_hf's hf_llama data): adapters with dropout
+ * train (the loss falls), stop and resume bit for bit, and the checkpoint holds them as a
+ * PEFT folder beside base.json, with the adapters' optimizer state only. export --peft
+ * writes the same adapters; export --hf --merge a folder whose logits are the adapted
+ * model's; generate reads the run as it reads the merged folder. A PEFT folder starts
+ * a run (--adapter), a changed base refuses the resume, and --freeze keeps the tensors
+ * it names as they were loaded. */
+static void lora_cli(void) {
+    char common[1024], d[600], p[700];
+    snprintf(common, sizeof common,
+             "--init-from-hf fixtures/hf_llama --train '%s/hf_llama_data/train_*.bin' --ctx 32 --batch 2 --threads 1 "
+             "--peak-gflops 100 --lr 1e-2 --warmup-steps 2 --lr-schedule constant --eval-every 0",
+             work);
+    const char *lora = "--lora r=4,alpha=8,dropout=0.1,targets=q_proj,v_proj,down_proj";
+    series ref, res;
+    char *out = NULL;
+    CHECK(sh(&out, "%s train %s %s --out %s/lora_ref --max-steps 12", hg, common, lora, work) == 0 && out &&
+          strstr(out, "trained, ") && strstr(out, "LoRA adapters"));
+    free(out);
+    CHECK(sh(NULL, "%s train %s %s --out %s/lora_res --max-steps 6", hg, common, lora, work) == 0);
+    CHECK(sh(NULL, "%s train --resume --out %s/lora_res --max-steps 12", hg, work) == 0);
+    snprintf(d, sizeof d, "%s/lora_ref", work);
+    read_log(d, &ref);
+    snprintf(d, sizeof d, "%s/lora_res", work);
+    read_log(d, &res);
+    CHECK(same_losses(&ref, &res) && ref.n == 12 && ref.loss[11] < ref.loss[0] - 0.5);
+    snprintf(d, sizeof d, "%s/lora_res/ckpt_00000012", work);
+    CHECK(sh(NULL, "cmp %s/adapter/adapter_model.safetensors %s/lora_ref/ckpt_00000012/adapter/adapter_model.safetensors",
+             d, work) == 0);
+    CHECK(sh(NULL, "cmp %s/optimizer.safetensors %s/lora_ref/ckpt_00000012/optimizer.safetensors", d, work) == 0);
+    CHECK(exists("%s/base.json", d) && exists("%s/adapter/adapter_config.json", d) && exists("%s/tokenizer.json", d));
+    CHECK(!exists("%s/model.safetensors", d));
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", d);
+    CHECK(all_named(p, ".lora_"));
+
+    /* export: the adapters alone, then merged into the weights */
+    CHECK(sh(NULL, "%s export --model %s/lora_res --peft %s/lora_peft", hg, work, work) == 0);
+    CHECK(sh(NULL, "cmp %s/adapter/adapter_model.safetensors %s/lora_peft/adapter_model.safetensors", d, work) == 0);
+    CHECK(sh(&out, "%s export --model %s/lora_res --hf %s/lora_hf", hg, work, work) == 2 && out &&
+          strstr(out, "--merge"));
+    free(out);
+    CHECK(!exists("%s/lora_hf", work));
+    CHECK(sh(NULL, "%s export --model %s/lora_res --hf %s/lora_hf --merge", hg, work, work) == 0);
+    snprintf(p, sizeof p, "%s/lora_peft", work);
+    hg_model *base = adapted_llama(NULL), *lora_m = adapted_llama(p), *merged = NULL;
+    snprintf(p, sizeof p, "%s/lora_hf", work);
+    hg_options o = hg_options_default();
+    o.threads = 1, o.training = 0, o.batch = 2, o.seq_len = 16;
+    CHECK(hg_model_load_hf(&merged, p, &o) == HG_OK);
+    double moved = logit_gap(base, lora_m), merge_gap = logit_gap(merged, lora_m);
+    if (!(moved > 1e-2 && merge_gap >= 0 && merge_gap < 1e-4 * moved))
+        fprintf(stderr, "LoRA: logits moved %.3g by the adapters; merged against adapted %.3g\n", moved, merge_gap),
+            check_failures++;
+    hg_model_free(base), hg_model_free(lora_m), hg_model_free(merged);
+    char *g1 = NULL, *g2 = NULL;
+    CHECK(sh(&g1, "%s generate --model %s/lora_res --prompt 'the lord' --max-new-tokens 8 --temperature 0 2>/dev/null",
+             hg, work) == 0);
+    CHECK(sh(&g2, "%s generate --model %s/lora_hf --prompt 'the lord' --max-new-tokens 8 --temperature 0 2>/dev/null",
+             hg, work) == 0);
+    CHECK(g1 && g2 && !strcmp(g1, g2));
+    free(g1), free(g2);
+    CHECK(sh(&g1, "%s generate --model fixtures/hf_llama --adapter %s/lora_peft --prompt 'the lord' --max-new-tokens 8 "
+             "--temperature 0 2>/dev/null", hg, work) == 0);
+    CHECK(sh(&g2, "%s generate --model %s/lora_res --prompt 'the lord' --max-new-tokens 8 --temperature 0 2>/dev/null",
+             hg, work) == 0);
+    CHECK(g1 && g2 && !strcmp(g1, g2));
+    free(g1), free(g2);
+
+    /* a PEFT folder's adapters start a run: at lr 0 they come out as they went in */
+    CHECK(sh(NULL, "%s train %s --adapter fixtures/peft_llama --lr 0 --out %s/lora_in --max-steps 1", hg, common, work) == 0);
+    hg_st_file *a = NULL, *b = NULL;
+    snprintf(p, sizeof p, "%s/lora_in/ckpt_00000001/adapter/adapter_model.safetensors", work);
+    CHECK(hg_st_open(&a, p) == HG_OK && hg_st_open(&b, "fixtures/peft_llama/adapter_model.safetensors") == HG_OK);
+    int same = a && b && hg_st_count(a) == hg_st_count(b) && hg_st_count(a) > 0;
+    for (int i = 0; same && i < hg_st_count(b); i++) {
+        const hg_st_tensor *x = hg_st_at(b, i), *y = hg_st_find(a, x->name);
+        float vx, vy;
+        for (int64_t k = 0; y && k < x->numel && same; k++)
+            hg_st_convert_f32(x, k, 1, &vx), hg_st_convert_f32(y, k, 1, &vy), same = vx == vy;
+        same &= y && y->numel == x->numel;
+    }
+    CHECK(same);
+    hg_st_close(a), hg_st_close(b);
+
+    /* the base changed under a run: its resume, export and generate are refused by name */
+    CHECK(sh(NULL, "cp -r fixtures/hf_llama %s/base_copy", work) == 0);
+    CHECK(sh(NULL, "%s train --init-from-hf %s/base_copy %s %s --out %s/lora_moved --max-steps 2", hg, work,
+             strstr(common, " --train"), lora, work) == 0);
+    snprintf(p, sizeof p, "%s/base_copy/model-00003-of-00003.safetensors", work);
+    size_t n = 0;
+    uint8_t *w = slurp(p, &n);
+    CHECK(w && n > 4096);
+    if (w && n > 4096) w[n - 4] ^= 0x01, spit(p, w, n); /* the lowest mantissa bit of a weight */
+    free(w);
+    CHECK(sh(&out, "%s train --resume --out %s/lora_moved --max-steps 4", hg, work) == 1 && out &&
+          strstr(out, "base.json") && strstr(out, "other weights"));
+    free(out);
+    CHECK(sh(&out, "%s generate --model %s/lora_moved --prompt 'the' --max-new-tokens 2", hg, work) == 1 && out &&
+          strstr(out, "other weights"));
+    free(out);
+    CHECK(!exists("%s/lora_moved/ckpt_00000004", work));
+
+    /* --freeze: the tensors it names come out of training as they went in, the others move,
+     * and a frozen run resumes bit for bit */
+    snprintf(common, sizeof common,
+             "--init-from-hf fixtures/hf_llama --train '%s/hf_llama_data/train_*.bin' --ctx 32 --batch 2 --threads 1 "
+             "--peak-gflops 100 --lr 1e-3 --warmup-steps 2 --lr-schedule constant --eval-every 0 "
+             "--freeze 'model.embed_tokens.weight,model.layers.0.*'", work);
+    CHECK(sh(NULL, "%s train %s --out %s/frz_ref --max-steps 6", hg, common, work) == 0);
+    CHECK(sh(NULL, "%s train %s --out %s/frz_res --max-steps 3", hg, common, work) == 0);
+    CHECK(sh(NULL, "%s train --resume --out %s/frz_res --max-steps 6", hg, work) == 0);
+    CHECK(sh(NULL, "cmp %s/frz_ref/ckpt_00000006/model.safetensors %s/frz_res/ckpt_00000006/model.safetensors", work,
+             work) == 0);
+    hg_model *before = adapted_llama(NULL), *after = NULL;
+    snprintf(p, sizeof p, "%s/frz_ref/ckpt_00000006/model.safetensors", work);
+    hg_config c;
+    CHECK(hg_checkpoint_config(p, &c) == HG_OK && hg_model_create(&after, &c, &o) == HG_OK && hg_model_load(after, p) == HG_OK);
+    int kept = 0, moved_n = 0, wrong = 0;
+    for (int i = 0; before && after && i < hg_param_count(before); i++) {
+        hg_param_info x, y;
+        CHECK(hg_param_at(before, i, &x) == HG_OK && hg_param_at(after, i, &y) == HG_OK);
+        const int frozen = !strcmp(x.name, "wte.weight") || !strncmp(x.name, "h.0.", 4);
+        const int equal = !memcmp(x.data, y.data, sizeof(float) * (size_t)x.numel);
+        kept += frozen && equal, moved_n += !frozen && !equal, wrong += frozen != equal;
+        if (frozen != equal) fprintf(stderr, "--freeze: %s %s\n", x.name, frozen ? "moved" : "did not move");
+    }
+    CHECK(kept >= 2 && moved_n >= 2 && !wrong);
+    hg_model_free(before), hg_model_free(after);
+    snprintf(p, sizeof p, "%s/frz_ref/ckpt_00000006/optimizer.safetensors", work);
+    hg_st_file *f = NULL;
+    CHECK(hg_st_open(&f, p) == HG_OK);
+    for (int i = 0; f && i < hg_st_count(f); i++)
+        CHECK(strcmp(hg_st_at(f, i)->name + 2, "wte.weight") && strncmp(hg_st_at(f, i)->name + 2, "h.0.", 4));
+    hg_st_close(f);
+}
+
+/* The command fails with status 1 or 2, its output is one line holding `needle`, and
+ * the run folder was not created. */
+static void bad(const char *needle, const char *args) {
+    char *out = NULL;
+    int rc = sh(&out, "%s train %s --out %s/bad", hg, args, work);
+    int lines = 0;
+    for (const char *p = out; p && *p; p++) lines += *p == '\n';
+    if (!(rc == 1 || rc == 2) || !out || !strstr(out, needle) || lines != 1 || exists("%s/bad", work)) {
+        fprintf(stderr, "train %s\n  -> status %d, output '%s', want one line naming '%s'%s\n", args, rc,
+                out ? out : "", needle, exists("%s/bad", work) ? " and no run folder" : "");
+        check_failures++;
+    }
+    free(out);
+    sh(NULL, "rm -rf %s/bad", work);
 }
 
 /* Replaces the first `from` in the JSON header with `to` (same length). */
@@ -899,6 +1080,7 @@ int main(int argc, char **argv) {
     band_resume_exact();
     fine_tune_hf("hf_qwen2", "Qwen2ForCausalLM");
     fine_tune_hf("hf_llama", "LlamaForCausalLM");
+    lora_cli(); /* on hf_llama's data */
     fine_tune_hf("hf_gemma2", "Gemma2ForCausalLM"); /* the sandwich block and both caps */
     fine_tune_hf("hf_phi", "PhiForCausalLM");       /* the parallel block and lm_head's bias */
     sigint_then_resume();

@@ -398,9 +398,10 @@ hg_status hg_dist_create(hg_dist **out, hg_comm *c, hg_model *m, const hg_dist_o
     *out = NULL;
     HG_TRY(hg_comm_check(c));
     hg_clear_error();
-    hg_status mine = m->train_bytes != m->params.bytes
+    /* one rank without ZeRO-1 reduces nothing: frozen parameters are only refused across ranks */
+    hg_status mine = m->train_bytes != m->params.bytes && (c->size > 1 || o->zero)
                          ? hg_fail(HG_ERR_UNSUPPORTED, "freeze: data parallelism with frozen parameters (or LoRA adapters) "
-                                   "is not implemented; train on one rank")
+                                   "is not implemented; train on one rank without --zero")
                          : check_setup(c, m, o);
     HG_TRY(handshake(c, m, o, mine, o->timeout_s > 0 ? o->timeout_s : 300.0));
 
