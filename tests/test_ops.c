@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "check.h"
 #include "core/rng.h"
 #include "ops_reference.h"
@@ -41,6 +42,40 @@ static void test_philox(void) {
         hg_u32x4 r = hg_philox(seed, kat[k].ctr[0], kat[k].ctr[1], kat[k].ctr[2], kat[k].ctr[3]);
         for (int i = 0; i < 4; i++) CHECK(r.v[i] == kat[k].want[i]);
     }
+}
+
+/* cpu_dropout_scales gives hg_dropout_scale's scales bit for bit on every kernel this
+ * CPU runs: from any first index (aligned to its four-element blocks or not), any length,
+ * across 2^34 (the block counter's high word), and rates at their edges. */
+static void test_dropout_scales(void) {
+    static const struct {
+        uint64_t first;
+        size_t n;
+        float p;
+    } cases[] = {{0, 4096, 0.1f}, {3, 1000, 0.5f}, {1, 67, 0.05f}, {(1ull << 34) - 37, 300, 0.3f}, {5, 3, 0.9f},
+                 {64, 64, 1e-7f}, {0, 1, 0.5f}, {(1ull << 34) - 4096, 4096, 0.2f}, {12345, 2048, 0.999f}};
+    float got[4096];
+    int kernels = 0;
+    for (int k = 0; k < 8; k++) {
+        const char *name = cpu_dropout_kernel_name(k);
+        if (!name) continue;
+        kernels++;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const hg_dropout d = {.p = cases[c].p, .seed = 0x9e3779b97f4a7c15ull, .step = 11, .site = 5 + (uint32_t)c};
+            for (size_t i = 0; i < cases[c].n; i++) got[i] = -1.0f; /* poison */
+            cpu_dropout_scales_with(k, &d, cases[c].first, cases[c].n, got);
+            int bad = 0, dropped = 0;
+            for (size_t i = 0; i < cases[c].n; i++) {
+                const float want = hg_dropout_scale(&d, cases[c].first + i);
+                bad += memcmp(&got[i], &want, sizeof want) != 0;
+                dropped += want == 0.0f;
+            }
+            if (bad) fprintf(stderr, "dropout scales, kernel %s, case %zu: %d of %zu differ\n", name, c, bad, cases[c].n);
+            CHECK(!bad);
+            if (c == 0) CHECK(dropped > 300 && dropped < 520); /* p = 0.1 of 4096 */
+        }
+    }
+    CHECK(kernels >= 1);
 }
 
 /* ---- encoder ---- */
@@ -304,6 +339,7 @@ int main(void) {
     if (check_failures) CHECK_DONE();
 
     test_philox();
+    test_dropout_scales();
     test_encoder(bes, 0.0f, 1.0f);
     test_encoder(bes, 0.3f, 1.0f);
     test_encoder(bes, 0.0f, 9.797959f); /* Gemma's sqrt(C) = sqrt(96) */

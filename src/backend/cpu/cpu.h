@@ -88,4 +88,12 @@ hg_lora_backward_fn cpu_lora_backward;
 hg_adamw_fn cpu_adamw;
 hg_sumsq_fn cpu_sumsq;
 
+/* out[k] = hg_dropout_scale(d, first + k) for k < n, bit for bit, a Philox block per
+ * four elements, on the widest kernel this CPU runs (dropout.c). */
+void cpu_dropout_scales(const hg_dropout *d, uint64_t first, size_t n, float *out);
+/* The same on kernel k (for the tests): its name ("avx512", "avx2", "portable"), NULL
+ * when this CPU does not run it or past the last. */
+const char *cpu_dropout_kernel_name(int k);
+void cpu_dropout_scales_with(int k, const hg_dropout *d, uint64_t first, size_t n, float *out);
+
 #endif

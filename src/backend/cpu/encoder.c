@@ -12,7 +12,7 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
     for (long item = 0; item < (long)B * T * nb; item++) {
         size_t n = (size_t)(item / nb), c0 = (size_t)(item % nb) * CPU_BLOCK, at = n * C + c0;
         size_t m = C - c0 < CPU_BLOCK ? C - c0 : CPU_BLOCK;
-        float eb[CPU_BLOCK], pb[CPU_BLOCK];
+        float eb[CPU_BLOCK], pb[CPU_BLOCK], sc[CPU_BLOCK];
         const float *te = cpu_view(be, wte, (size_t)tokens[n] * C + c0, m, eb);
         const float *pe = cpu_view(be, wpe, (n % (size_t)T) * C + c0, m, pb);
         float *o = out + at;
@@ -23,8 +23,11 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
             #pragma omp simd
             for (size_t i = 0; i < m; i++) o[i] = scale * te[i];
         }
-        if (dropping)
-            for (size_t i = 0; i < m; i++) o[i] *= hg_dropout_scale(drop, at + i);
+        if (dropping) {
+            cpu_dropout_scales(drop, at, m, sc);
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) o[i] *= sc[i];
+        }
     }
 }
 

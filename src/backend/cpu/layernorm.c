@@ -65,14 +65,16 @@ void cpu_residual_layernorm_forward(hg_backend *be, float *res_out, float *out, 
     int dropping = hg_dropout_on(drop);
     #pragma omp parallel num_threads(be->threads)
     {
-        float db[CPU_ROWBUF(be, C)], ob[CPU_ROWBUF(be, C)];
+        float db[CPU_ROWBUF(be, C)], ob[CPU_ROWBUF(be, C)], sc[dropping ? C : 1];
         #pragma omp for schedule(static)
         for (int n = 0; n < N; n++) {
             size_t o = (size_t)n * C;
             const float *x = res_in + o, *dl = cpu_view(be, delta, o, (size_t)C, db);
             float *r = res_out + o, *y = cpu_out(be, out, o, ob);
             if (dropping) {
-                for (int i = 0; i < C; i++) r[i] = x[i] + dl[i] * hg_dropout_scale(drop, o + i);
+                cpu_dropout_scales(drop, o, (size_t)C, sc);
+                #pragma omp simd
+                for (int i = 0; i < C; i++) r[i] = x[i] + dl[i] * sc[i];
             } else {
                 #pragma omp simd
                 for (int i = 0; i < C; i++) r[i] = x[i] + dl[i];
@@ -217,10 +219,12 @@ void cpu_dropout_backward(hg_backend *be, float *dbranch, const float *dres, siz
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (long blk = 0; blk < blocks; blk++) {
         size_t at = (size_t)blk * CPU_BLOCK, m = n - at < CPU_BLOCK ? n - at : CPU_BLOCK;
-        float ob[CPU_BLOCK], *o = cpu_out(be, dbranch, at, ob);
-        if (dropping)
-            for (size_t i = 0; i < m; i++) o[i] = dres[at + i] * hg_dropout_scale(drop, at + i);
-        else
+        float ob[CPU_BLOCK], sc[CPU_BLOCK], *o = cpu_out(be, dbranch, at, ob);
+        if (dropping) {
+            cpu_dropout_scales(drop, at, m, sc);
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) o[i] = dres[at + i] * sc[i];
+        } else
             memcpy(o, dres + at, m * sizeof(float));
         cpu_commit(be, dbranch, at, o, m);
     }
@@ -234,11 +238,13 @@ void cpu_residual_add(hg_backend *be, float *res_out, const float *res_in, const
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (long blk = 0; blk < blocks; blk++) {
         size_t at = (size_t)blk * CPU_BLOCK, m = n - at < CPU_BLOCK ? n - at : CPU_BLOCK;
-        float db[CPU_BLOCK];
+        float db[CPU_BLOCK], sc[CPU_BLOCK];
         const float *d = cpu_view(be, delta, at, m, db), *x = res_in + at;
         float *r = res_out + at;
         if (dropping) {
-            for (size_t i = 0; i < m; i++) r[i] = x[i] + d[i] * hg_dropout_scale(drop, at + i);
+            cpu_dropout_scales(drop, at, m, sc);
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) r[i] = x[i] + d[i] * sc[i];
         } else {
             #pragma omp simd
             for (size_t i = 0; i < m; i++) r[i] = x[i] + d[i];

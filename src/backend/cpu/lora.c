@@ -13,12 +13,14 @@ static const float *dropped(hg_backend *be, const float *x, float *xd, size_t n,
     const int h = cpu_bf16(be);
     #pragma omp parallel num_threads(be->threads)
     {
-        float buf[CPU_BLOCK];
+        float buf[CPU_BLOCK], sc[CPU_BLOCK];
         #pragma omp for schedule(static)
         for (size_t b = 0; b < n; b += CPU_BLOCK) {
             size_t m = n - b < CPU_BLOCK ? n - b : CPU_BLOCK;
             elem_load(h, buf, x, b, m);
-            for (size_t i = 0; i < m; i++) buf[i] *= hg_dropout_scale(drop, b + i);
+            cpu_dropout_scales(drop, b, m, sc);
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) buf[i] *= sc[i];
             elem_store(h, xd, b, buf, m);
         }
     }
@@ -70,8 +72,7 @@ hg_status cpu_lora_backward(hg_backend *be, float *dx, const float *dy, const fl
                             const hg_lora_weights *w, const hg_lora_shape *s, const hg_dropout *drop, void *scratch) {
     const int bf = cpu_bf16(be), R = s->r * s->n, on = hg_dropout_on(drop);
     const size_t nk = (size_t)s->N * s->K;
-    float *xd_buf = scratch, *dh = on ? at_elem(be, scratch, nk) : scratch;
-    const float *xd = dropped(be, x, xd_buf, nk, drop);
+    float *t = scratch, *dh = on ? at_elem(be, scratch, nk) : scratch;
     for (int j = 0; j < s->n; j++) {
         const float *dyj = at_elem(be, dy, (size_t)s->c0[j]), *hj = at_elem(be, h, (size_t)j * s->r);
         float *dhj = at_elem(be, dh, (size_t)j * s->r);
@@ -84,31 +85,38 @@ hg_status cpu_lora_backward(hg_backend *be, float *dx, const float *dy, const fl
                              .bf16_in = bf, .bf16_out = bf};
         HG_TRY(cpu_gemm(be, &dhd, dyj, w->B[j], NULL, dhj));
         scale_cols(be, dhj, s->N, s->r, R, s->scale[j]);
-        /* dA_j (r, K) += dh_j^T (r, N) @ xd (N, K) */
-        cpu_gemm_desc da = {.M = s->r, .N = s->K, .K = s->N, .trans_a = 1, .lda = R, .ldb = s->K, .ldc = s->K,
-                            .accumulate = 1, .bf16_in = bf};
-        HG_TRY(cpu_gemm(be, &da, dhj, xd, NULL, w->dA[j]));
     }
-    /* the input's share: dxd (N, K) = sum_j dh_j @ A_j, added to dx (through the dropout's
-     * mask when it is on, by way of xd's buffer) */
-    float *dxd = on ? xd_buf : dx;
+    /* the input's share, sum_j dh_j @ A_j: into dx, or with the dropout on into t (N, K),
+     * which one pass then adds to dx through the mask and overwrites with drop(x) */
     for (int j = 0; j < s->n; j++) {
         cpu_gemm_desc dxs = {.M = s->N, .N = s->K, .K = s->r, .lda = R, .ldb = s->K, .ldc = s->K,
                              .accumulate = !on || j > 0, .bf16_in = bf, .bf16_out = bf};
-        HG_TRY(cpu_gemm(be, &dxs, at_elem(be, dh, (size_t)j * s->r), w->A[j], NULL, dxd));
+        HG_TRY(cpu_gemm(be, &dxs, at_elem(be, dh, (size_t)j * s->r), w->A[j], NULL, on ? t : dx));
     }
-    if (!on) return HG_OK;
-    #pragma omp parallel num_threads(be->threads)
-    {
-        float a[CPU_BLOCK], b[CPU_BLOCK];
-        #pragma omp for schedule(static)
-        for (size_t i0 = 0; i0 < nk; i0 += CPU_BLOCK) {
-            size_t m = nk - i0 < CPU_BLOCK ? nk - i0 : CPU_BLOCK;
-            elem_load(bf, a, dx, i0, m);
-            elem_load(bf, b, dxd, i0, m);
-            for (size_t i = 0; i < m; i++) a[i] += b[i] * hg_dropout_scale(drop, i0 + i);
-            elem_store(bf, dx, i0, a, m);
+    if (on) {
+        #pragma omp parallel num_threads(be->threads)
+        {
+            float a[CPU_BLOCK], b[CPU_BLOCK], c[CPU_BLOCK], sc[CPU_BLOCK];
+            #pragma omp for schedule(static)
+            for (size_t i0 = 0; i0 < nk; i0 += CPU_BLOCK) {
+                size_t m = nk - i0 < CPU_BLOCK ? nk - i0 : CPU_BLOCK;
+                elem_load(bf, a, dx, i0, m);
+                elem_load(bf, b, t, i0, m);
+                elem_load(bf, c, x, i0, m);
+                cpu_dropout_scales(drop, i0, m, sc);
+                #pragma omp simd
+                for (size_t i = 0; i < m; i++) a[i] += b[i] * sc[i], c[i] *= sc[i];
+                elem_store(bf, dx, i0, a, m);
+                elem_store(bf, t, i0, c, m);
+            }
         }
+    }
+    /* dA_j (r, K) += dh_j^T (r, N) @ drop(x) (N, K) */
+    const float *xd = on ? t : x;
+    for (int j = 0; j < s->n; j++) {
+        cpu_gemm_desc da = {.M = s->r, .N = s->K, .K = s->N, .trans_a = 1, .lda = R, .ldb = s->K, .ldc = s->K,
+                            .accumulate = 1, .bf16_in = bf};
+        HG_TRY(cpu_gemm(be, &da, at_elem(be, dh, (size_t)j * s->r), xd, NULL, w->dA[j]));
     }
     return HG_OK;
 }
