@@ -190,3 +190,9 @@ int cli_adapt(const char *cmd, const char *lora, const char *adapter, const char
     *freeze_out = NULL;
     return 1;
 }
+
+int cli_model_adapt(const char *cmd, const cli_model *m, const hg_config *cfg, hg_options *opt, char **freeze) {
+    int rc = cli_adapt(cmd, m->lora, NULL, m->freeze, cfg, NULL, &opt->lora, freeze);
+    opt->freeze = *freeze;
+    return rc;
+}

@@ -38,6 +38,7 @@ typedef struct cli_model {
     int batch, ctx, threads;
     int64_t seed;
     cli_device dev;
+    const char *lora, *freeze; /* --lora SPEC, --freeze GLOBS (cli_model_adapt); NULL: none */
 } cli_model;
 
 #define CLI_PRESETS                                                                             \
@@ -85,6 +86,11 @@ typedef struct cli_model {
      "what the backward computes again instead of keeping: attn ln_1 and q|k|v, mlp ln_2 and the MLP's "         \
      "pre-activation, block all of a block but its input; less memory for more time, the same results "         \
      "(docs/training.md)"}
+#define CLI_OPTS_ADAPT(T, P)                                                                                  \
+    {"lora", CLI_STR, offsetof(T, P lora), "SPEC", 0, 0, 0,                                                    \
+     "LoRA adapters on a frozen model: r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj (PEFT's module names)"}, \
+    {"freeze", CLI_STR, offsetof(T, P freeze), "GLOBS", 0, 0, 0,                                               \
+     "tensors no optimizer trains: Hugging Face or handgrad names, globs, comma-separated, or all"}
 #define CLI_OPT_CUDA_GRAPHS(T, P) \
     {"cuda-graphs", CLI_BOOL, offsetof(T, P cuda_graphs), 0, 0, 1, CLI_SAVED,                                  \
      "cuda: replay the training pass as a CUDA graph (not while dropout is on, nor across ranks)"}
@@ -135,6 +141,9 @@ int cli_parse_lora(const char *cmd, const char *spec, hg_lora *lora, char *targe
  * and returns 1 or CLI_USAGE on failure. */
 int cli_adapt(const char *cmd, const char *lora, const char *adapter, const char *freeze, const hg_config *cfg,
               const char *hf_class, hg_lora *out, char **freeze_out);
+/* cli_adapt for bench and profile: m's --lora and --freeze on cfg (its default class) into
+ * opt->lora and opt->freeze, whose names *freeze holds (free it after the model). */
+int cli_model_adapt(const char *cmd, const cli_model *m, const hg_config *cfg, hg_options *opt, char **freeze);
 /* Random token ids and next-token targets in [0, vocab), reproducible from seed. */
 void cli_random_batch(uint64_t seed, int vocab, int n, int32_t *tokens, int32_t *targets);
 

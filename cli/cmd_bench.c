@@ -45,6 +45,7 @@ static const cli_opt bench_options[] = {
     CLI_OPTS_DEVICE(bench_opts, m.dev.),
     CLI_OPT_CUDA_GRAPHS(bench_opts, m.dev.),
     CLI_OPT_RECOMPUTE(bench_opts, m.dev.),
+    CLI_OPTS_ADAPT(bench_opts, m.),
     {"Attention (--attention; --n-head NH: heads per cell, default 1)", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"attention", CLI_BOOL, O(attention), 0, 0, 1, 0, "time attention alone over head sizes and lengths"},
     {"head-dims", CLI_INTS, O(head_dims), "LIST", 16, 4096, 0, "head sizes, multiples of 16 (default 16,32,64,128)"},
@@ -223,6 +224,7 @@ typedef struct model_row {
     size_t estimate, rss, avail;
     hg_memory_plan plan; /* the model's, of which estimate is the total */
     int skipped, bf16;
+    double trained;      /* parameters an optimizer trains (all but the frozen) */
 } model_row;
 
 static const char *pass_name(int pass) {
@@ -276,6 +278,9 @@ static void print_model_row(const bench_opts *o, const model_case *mc, const mod
     rec_num(&rec, "gflops", gflops * run);
     rec_str(&rec, "precision", r->bf16 ? "bf16" : "fp32");
     rec_str(&rec, "recompute", o->m.dev.recompute ? o->m.dev.recompute : "none");
+    rec_str(&rec, "lora", o->m.lora ? o->m.lora : "");
+    rec_str(&rec, "freeze", o->m.freeze ? o->m.freeze : "");
+    rec_int(&rec, "trained_params", (long long)r->trained);
     rec_str(&rec, "gemm_peak", r->peak_kind);
     rec_num(&rec, "gemm_peak_gflops", r->peak);
     rec_num(&rec, "sgemm_peak_gflops", r->sgemm);
@@ -325,6 +330,30 @@ static size_t estimate(const hg_config *cfg, const hg_options *opt, size_t basel
     return plan->total + baseline + RUNTIME_ALLOWANCE;
 }
 
+/* A model with frozen parameters runs fewer FLOPs than hg_train_flops counts (no dW
+ * product of a frozen weight) and more (its adapters' products): the rows take the
+ * FLOPs of the ops the model's step runs (hg_step_op), the forward's from its forward
+ * pass, and its trained parameter count. */
+static void executed_gflop(const hg_model *m, model_row *rows, int nrows) {
+    double step = 0, fwd = 0, trained = 0;
+    for (int i = 0; i < hg_step_op_count(m); i++) {
+        hg_step_op op;
+        hg_step_op_at(m, i, &op);
+        step += op.pass == 0 ? op.flops : 0;
+        fwd += op.pass == 1 ? op.flops : 0;
+    }
+    for (int i = 0; i < hg_param_count(m); i++) {
+        hg_param_info p;
+        hg_param_at(m, i, &p);
+        trained += p.frozen ? 0 : (double)p.numel;
+    }
+    for (int i = 0; i < nrows; i++) {
+        model_row *r = &rows[i];
+        r->gflop = (r->pass == PASS_FORWARD ? fwd : r->pass == PASS_BACKWARD ? step - fwd : step) / 1e9;
+        r->trained = trained;
+    }
+}
+
 /* Runs every requested pass of one (model, ctx, threads), appending rows to rows[*n]. */
 static int run_model(const bench_opts *o, const model_case *mc, int T, int threads, size_t baseline,
                      model_row *rows, int *n, int *header) {
@@ -335,6 +364,8 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
     opt.threads = threads;
     opt.seed = o->m.seed;
     cli_device_options(&o->m.dev, &opt);
+    char *freeze = NULL;
+    if (cli_model_adapt("bench", &o->m, &mc->cfg, &opt, &freeze)) return 1;
     hg_memory_plan plan_train = {0}, plan_infer = {0};
     size_t need_train = estimate(&mc->cfg, &opt, baseline, &plan_train);
     opt.training = 0;
@@ -345,10 +376,10 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
     model_row base = {.params = (double)hg_config_param_count(&mc->cfg, 0), .ctx = T, .threads = threads,
                       .training = trains, .peak = NAN, .sgemm = NAN, .peak_kind = bench_peak_kind(&opt), .avail = avail,
                       .bf16 = opt.precision == HG_PRECISION_BF16};
-    if ((trains || infer) && bench_peak(&opt, &base.peak)) return 1;
     hg_options fp32 = opt;
     fp32.precision = HG_PRECISION_FP32;
-    if ((trains || infer) && bench_peak(&fp32, &base.sgemm)) return 1;
+    if ((trains || infer) && (bench_peak(&opt, &base.peak) || bench_peak(&fp32, &base.sgemm))) return free(freeze), 1;
+    base.trained = base.params; /* executed_gflop counts a model with frozen parameters */
     double flop = hg_train_flops(&mc->cfg, o->m.batch, T) / 1e9;
     model_row *r0 = rows + *n;
     for (int p = PASS_FORWARD; p <= PASS_STEP; p <<= 1) {
@@ -371,8 +402,10 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
         if (st == HG_ERR_NOMEM) { /* memory went elsewhere since the estimate */
             for (int i = 0; i < nrows; i++) r0[i].skipped = 1;
         } else if (st != HG_OK) {
+            free(freeze);
             return cli_fail("bench");
         } else {
+            if (opt.lora.r > 0 || opt.freeze) executed_gflop(m, r0, nrows);
             int32_t *tok = malloc(sizeof(int32_t) * (size_t)o->m.batch * T), *tgt = malloc(sizeof(int32_t) * (size_t)o->m.batch * T);
             if (!tok || !tgt) {
                 fprintf(stderr, "handgrad bench: out of memory for tokens\n");
@@ -408,6 +441,7 @@ static int run_model(const bench_opts *o, const model_case *mc, int T, int threa
             hg_model_free(m);
         }
     }
+    free(freeze);
     if (rc) return rc;
     for (int i = 0; i < nrows; i++) print_model_row(o, mc, &r0[i], header);
     if (o->format == OUT_TABLE && nrows > 1 && !r0[0].skipped) {
@@ -495,10 +529,12 @@ static int bench_models(const bench_opts *o) {
             opt.batch = o->m.batch, opt.seq_len = o->ctx.v[j];
             for (int k = 0; k < o->threads.n; k++) opt.threads = o->threads.v[k] > opt.threads ? o->threads.v[k] : opt.threads;
             hg_memory_plan plan;
-            if (hg_memory_required(&mc.cfg, &opt, &plan) != HG_OK) {
-                fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
-                return 2;
-            }
+            char *freeze = NULL;
+            int bad = cli_model_adapt("bench", &o->m, &mc.cfg, &opt, &freeze);
+            if (!bad && hg_memory_required(&mc.cfg, &opt, &plan) != HG_OK)
+                bad = 2, fprintf(stderr, "handgrad bench: %s\n", hg_last_error());
+            free(freeze);
+            if (bad) return bad;
         }
     }
     if (o->plot_dir && bench_check_plots(o->plot_dir, model_plots, 2)) return 2;

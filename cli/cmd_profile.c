@@ -37,6 +37,7 @@ static const cli_opt prof_options[] = {
     CLI_OPTS_DEVICE(prof_args, m.dev.),
     CLI_OPT_CUDA_GRAPHS(prof_args, m.dev.),
     CLI_OPT_RECOMPUTE(prof_args, m.dev.),
+    CLI_OPTS_ADAPT(prof_args, m.),
     {"warmup", CLI_INT, O(warmup), "N", 0, 1 << 20, 0, "untimed steps first"},
     {"steps", CLI_INT, O(steps), "N", 1, 1 << 20, 0, "profiled training steps"},
     {"Output", CLI_SECTION, 0, 0, 0, 0, 0, 0},
@@ -309,10 +310,13 @@ int cmd_profile(int argc, char **argv) {
     const char *trace = a.trace, *plot = a.plot;
     int json = a.json, memory = a.memory || plot;
     prof_run r = {.warmup = a.warmup, .steps = a.steps};
+    int rc;
+    char *freeze = NULL;
     if (cli_model_setup("profile", &a.m, 1, &r.cfg, &r.opt)) return 2;
+    if ((rc = cli_model_adapt("profile", &a.m, &r.cfg, &r.opt, &freeze))) return rc;
     r.preset = a.m.shape.model ? a.m.shape.model : "custom", r.B = r.opt.batch, r.T = r.opt.seq_len;
 
-    int rc = 1;
+    rc = 1;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)r.B * r.T), *tgt = malloc(sizeof(int32_t) * (size_t)r.B * r.T);
     op_row *rows = NULL;
     int nrows = 0;
@@ -393,5 +397,6 @@ done:
     hg_profiler_free(r.p);
     free(tok);
     free(tgt);
+    free(freeze);
     return rc;
 }

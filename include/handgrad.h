@@ -594,6 +594,8 @@ typedef struct hg_step_op {
     const char *region; /* "forward", "classifier" or "backward" */
     int layer;          /* as hg_prof_event's */
     int recompute;      /* 1: a forward op the backward runs again (hg_options.recompute) */
+    double flops;       /* its floating-point operations at the model's batch and seq_len
+                           (a frozen weight's backward has no dW product) */
     int nread, nwrite;
     hg_step_access read[HG_STEP_MAX_ACCESS], write[HG_STEP_MAX_ACCESS]; /* an accumulated buffer is in both */
 } hg_step_op;

@@ -857,7 +857,8 @@ hg_status hg_step_op_at(const hg_model *m, int index, hg_step_op *out) {
     const gpt_event *e = &m->steps->ev[index];
     static const char *const regions[] = {"forward", "classifier", "backward"};
     *out = (hg_step_op){.name = prof_kind_name(e->kind), .pass = e->pass, .region = regions[e->phase],
-                        .layer = e->layer, .recompute = e->recompute, .nread = e->nrd, .nwrite = e->nwr};
+                        .layer = e->layer, .recompute = e->recompute, .flops = e->flops, .nread = e->nrd,
+                        .nwrite = e->nwr};
     for (int i = 0; i < e->nrd; i++) out->read[i] = (hg_step_access){e->rd[i].buffer, e->rd[i].copy};
     for (int i = 0; i < e->nwr; i++) out->write[i] = (hg_step_access){e->wr[i].buffer, e->wr[i].copy};
     return HG_OK;

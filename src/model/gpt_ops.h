@@ -188,7 +188,7 @@ static inline hg_status op_matmul_backward(hg_model *m, prof_kind kind, int laye
                                            int M, int K, int N) {
     hg_status st;
     OP_RUN_STATUS(st, m, matmul_backward, (m->be, dinp, dw, dbias, dout, inp, w, M, K, N), .kind = kind,
-                  .layer = layer, .dims = {M, K, N}, .cost = hg_matmul_backward_cost(M, K, N), .rd = {dout, inp},
+                  .layer = layer, .dims = {M, K, N}, .cost = hg_matmul_backward_cost(M, K, N, dw != NULL), .rd = {dout, inp},
                   .wr = {dinp});
     return op_status(kind, layer, st);
 }
@@ -260,7 +260,7 @@ static inline hg_status op_matmul_gelu_backward(hg_model *m, int layer, float *d
     hg_status st;
     OP_RUN_STATUS(st, m, matmul_gelu_backward, (m->be, dpre, dw, dbias, act, dout, pre, w, M, K, N),
                   .kind = OP_MLP_PROJ_GELU_BWD, .layer = layer, .dims = {M, K, N},
-                  .cost = hg_matmul_gelu_backward_cost(M, K, N), .rd = {dout, pre}, .wr = {dpre, act});
+                  .cost = hg_matmul_gelu_backward_cost(M, K, N, dw != NULL), .rd = {dout, pre}, .wr = {dpre, act});
     return op_status(OP_MLP_PROJ_GELU_BWD, layer, st);
 }
 

@@ -20,7 +20,7 @@ void gpt_trace_op(hg_model *m, size_t entry, const prof_op *op) {
     }
     gpt_event *e = &t->ev[t->n++];
     *e = (gpt_event){.kind = op->kind, .layer = op->layer, .pass = t->pass, .recompute = m->recomputing,
-                     .phase = t->phase, .entry = entry};
+                     .phase = t->phase, .entry = entry, .flops = op->cost.flops};
     for (int i = 0; i < PROF_MAX_RD; i++) e->nrd += gpt_act_locate(m, op->rd[i], &e->rd[e->nrd].buffer, &e->rd[e->nrd].copy);
     for (int i = 0; i < PROF_MAX_WR; i++) e->nwr += gpt_act_locate(m, op->wr[i], &e->wr[e->nwr].buffer, &e->wr[e->nwr].copy);
 }

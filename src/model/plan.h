@@ -37,6 +37,7 @@ typedef struct gpt_event {
     size_t entry; /* offsetof(hg_backend_ops, the entry called); 0: a site op's own code */
     int nrd, nwr;
     gpt_access rd[PROF_MAX_RD], wr[PROF_MAX_WR];
+    double flops; /* the op's cost at the traced shape */
 } gpt_event;
 
 /* The recording: events of the traced passes, in order. */

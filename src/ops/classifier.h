@@ -53,7 +53,8 @@ static inline hg_op_cost hg_classifier_forward_cost(const hg_classifier_args *a)
 }
 static inline hg_op_cost hg_classifier_backward_cost(const hg_classifier_args *a) {
     double N = a->N, C = a->C, Vp = a->Vp;
-    hg_op_cost c = {4.0 * N * C * Vp, HG_COST_F4 * (2.0 * N * C + 3.0 * Vp * C + 2.0 * N * Vp)};
+    const double dw = a->dwte != NULL; /* a frozen matrix: dx alone */
+    hg_op_cost c = {(2.0 + 2.0 * dw) * N * C * Vp, HG_COST_F4 * (2.0 * N * C + (1.0 + 2.0 * dw) * Vp * C + 2.0 * N * Vp)};
     return c;
 }
 

@@ -36,24 +36,25 @@ typedef hg_status hg_matmul_gelu_backward_fn(hg_backend *be, float *dpre, float 
     X(ATTN_PROJ_BWD, "matmul attn.c_proj backward", BACKWARD, GEMM)             \
     X(C_ATTN_BWD, "matmul c_attn backward", BACKWARD, GEMM)
 
-/* GEMMs count 2 FLOPs a multiply-add. Backward: dinp and dw products plus the bias's
- * column sums; dw is read and written. The GELU forms add GELU (10 FLOPs an element) or
+/* GEMMs count 2 FLOPs a multiply-add. Backward: the dinp product, and with dw 1 the dw
+ * product and the bias's column sums, dw read and written (dw 0: a frozen weight). The GELU forms add GELU (10 FLOPs an element) or
  * its recompute and derivative (26), and the pre/act tensors they move. */
 static inline hg_op_cost hg_matmul_forward_cost(int M, int K, int N) {
     hg_op_cost c = {2.0 * M * K * N, HG_COST_F4 * ((double)M * K + (double)K * N + (double)M * N)};
     return c;
 }
-static inline hg_op_cost hg_matmul_backward_cost(int M, int K, int N) {
-    hg_op_cost c = {4.0 * M * K * N + (double)M * N, HG_COST_F4 * (2.0 * M * K + 3.0 * K * N + (double)M * N)};
+static inline hg_op_cost hg_matmul_backward_cost(int M, int K, int N, int dw) {
+    hg_op_cost c = {(2.0 + 2.0 * dw) * M * K * N + dw * (double)M * N,
+                    HG_COST_F4 * ((1.0 + dw) * M * K + (1.0 + 2.0 * dw) * K * N + (double)M * N)};
     return c;
 }
 static inline hg_op_cost hg_matmul_gelu_forward_cost(int M, int K, int N) {
     hg_op_cost c = {2.0 * M * K * N + 10.0 * M * N, HG_COST_F4 * ((double)M * K + (double)K * N + 2.0 * M * N)};
     return c;
 }
-static inline hg_op_cost hg_matmul_gelu_backward_cost(int M, int K, int N) {
-    hg_op_cost c = {4.0 * M * K * N + (double)M * N + 26.0 * M * K,
-                    HG_COST_F4 * (3.0 * M * K + 3.0 * K * N + (double)M * N)};
+static inline hg_op_cost hg_matmul_gelu_backward_cost(int M, int K, int N, int dw) {
+    hg_op_cost c = {(2.0 + 2.0 * dw) * M * K * N + dw * (double)M * N + 26.0 * M * K,
+                    HG_COST_F4 * (3.0 * M * K + (1.0 + 2.0 * dw) * K * N + (double)M * N)};
     return c;
 }
 
