@@ -150,7 +150,7 @@ cudnn-ref)
   ls -l "$out"
   ;;
 new)
-  # written without a GPU on 2026-11-27: the bias gradients in the dW GEMM's epilogue
+  # written without a GPU on 2026-11-27 and 2026-11-28: the bias gradients in the dW GEMM's epilogue
   # (matmul group; HANDGRAD_CUDA_BGRAD=off: the column sums), the classifier's output bias
   # and logit cap, OLMo 2's whole q/k norm, GeGLU, partial rotary embeddings, the
   # attention cap and head size 256 (flash, row and KV-cache kernels), the block layouts'
@@ -164,7 +164,7 @@ new)
     done
     runone "ops $p matmul, column sums" env HANDGRAD_CUDA_BGRAD=off "$bin"/test_cuda_ops $p matmul
   done
-  for i in $("$bin"/test_cuda_model --list | grep -E 'sandwich|post-norm|parallel|recompute' | cut -d: -f1); do
+  for i in $("$bin"/test_cuda_model --list | grep -E 'sandwich|post-norm|parallel|recompute|LoRA|frozen' | cut -d: -f1); do
     runone "model $i" "$bin"/test_cuda_model "$i"
   done
   runone "nccl" env OMPI_MCA_ess_singleton_isolated=1 "$bin"/test_cuda_comm
@@ -181,6 +181,13 @@ new)
     printf 'recompute %s: ' "$r"
     "$bin"/handgrad bench --model small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5 \
       --pass step --recompute "$r" 2>&1 | grep -E '^small' || { echo "bench failed"; status=1; }
+  done
+  # written 2026-11-28: LoRA (lora.cu: cuBLASLt products, the CPU's dropout mask) and the
+  # full fine-tune of the same model, bf16
+  for a in "" "--lora r=16,alpha=32,dropout=0.05,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"; do
+    printf 'cs336-small %s: ' "${a:-full}"
+    "$bin"/handgrad bench --model cs336-small --batch 8 --ctx 1024 --device cuda --precision bf16 --warmup 2 --steps 5 \
+      --pass step $a 2>&1 | grep -E '^cs336' || { echo "bench failed"; status=1; }
   done
   ;;
 cudnn)

@@ -35,7 +35,26 @@ typedef struct run {
     hg_precision precision;
     unsigned flags;
     hg_recompute recompute; /* on both devices: the CPU's is bit-identical to none */
+    const char *lora;       /* PEFT module names: adapters r=4, alpha 8 on them (NULL: none) */
+    float lora_dropout;
+    const char *freeze;     /* hg_options.freeze (NULL: none) */
 } run;
+
+/* An entry of the table: name, config, B, T, precision, flags, recompute, then any of
+ * .lora, .lora_dropout, .freeze. */
+#define RUN(n, c, b, t, p, f, r, ...) \
+    {.name = n, .cfg = c, .B = b, .T = t, .precision = p, .flags = f, .recompute = r, __VA_ARGS__}
+
+/* r's adapters and frozen tensors into o. */
+static void adapt(const run *r, hg_options *o) {
+    o->freeze = r->freeze;
+    if (!r->lora) return;
+    if (hg_hf_lora_targets(&r->cfg, NULL, r->lora, &o->lora) != HG_OK) {
+        printf("  FAIL %s: lora targets: %s\n", r->name, hg_last_error());
+        failures++;
+    }
+    o->lora.r = 4, o->lora.alpha = 8.0f, o->lora.dropout = r->lora_dropout, o->lora.init = HG_LORA_INIT_GAUSSIAN;
+}
 
 static hg_model *make(const run *r, hg_device device) {
     hg_options o = hg_options_default();
@@ -44,6 +63,7 @@ static hg_model *make(const run *r, hg_device device) {
     o.precision = device == HG_DEVICE_CUDA ? r->precision : HG_PRECISION_FP32;
     o.flags = device == HG_DEVICE_CUDA ? r->flags : 0;
     o.recompute = r->recompute;
+    adapt(r, &o);
     hg_model *m = NULL;
     if (hg_model_create(&m, &r->cfg, &o) != HG_OK) {
         printf("  FAIL %s: creating the %s model: %s\n", r->name, device == HG_DEVICE_CUDA ? "CUDA" : "CPU", hg_last_error());
@@ -84,6 +104,7 @@ static void compare_params(const run *r, hg_model *g, hg_model *c, hg_param_part
     for (int i = 0; i < hg_param_count(c); i++) {
         hg_param_info info;
         hg_param_at(c, i, &info);
+        if (info.frozen && part == HG_PARAM_GRAD) continue; /* no gradient */
         float *a = malloc(sizeof(float) * (size_t)info.numel), *b = malloc(sizeof(float) * (size_t)info.numel);
         if (step_ok(hg_param_read(g, i, part, a), "hg_param_read") && step_ok(hg_param_read(c, i, part, b), "hg_param_read")) {
             char name[160];
@@ -123,6 +144,7 @@ static void test_generation(const run *r, const hg_model *trained) {
         o.batch = 1, o.seq_len = r->T, o.training = 0, o.threads = 2;
         o.device = k ? HG_DEVICE_CUDA : HG_DEVICE_CPU;
         o.precision = k ? r->precision : HG_PRECISION_FP32;
+        adapt(r, &o);
         ok = step_ok(hg_model_create(&m[k], &r->cfg, &o), "creating an inference model") &&
              step_ok(hg_model_copy_params(m[k], trained), "hg_model_copy_params");
     }
@@ -373,35 +395,44 @@ int main(int argc, char **argv) {
     parallel.block = HG_BLOCK_PARALLEL, parallel.position = HG_POS_ROPE, parallel.rotary_dim = 16;
     parallel.lm_head_bias = 1, parallel.untied = 1;
     const run runs[] = {
-        {"odd fp32", odd, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"odd bf16", odd, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"tiny fp32 dropout 0.1", tiny_drop, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"tiny bf16 stochastic rounding", tiny, 2, 64, HG_PRECISION_BF16, HG_FLAG_STOCHASTIC_ROUNDING, HG_RECOMPUTE_NONE},
-        {"gpt2-small width, 2 layers, fp32", wide, 2, 128, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"gpt2-small width, 2 layers, bf16", wide, 2, 128, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"odd as cs336 (rmsnorm, rope, swiglu, untied) fp32", cs336, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"odd as cs336 (rmsnorm, rope, swiglu, untied) bf16", cs336, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"odd relu2, rope, layernorm without w, b fp32", relu2, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"odd relu2, rope, layernorm without w, b bf16", relu2, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"odd gelu without biases fp32", gelu_nobias, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"llama-tiny fp32", llama, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"llama-tiny bf16", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"qwen2-tiny (q/k/v bias, tied) bf16", qwen2, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"odd as cs336, 1 kv head, head_dim 48 fp32", mqa, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"odd as cs336, 1 kv head, head_dim 48 bf16", mqa, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"qwen3-tiny (q/k norm) fp32", qwen3, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"qwen3-tiny (q/k norm) bf16", qwen3, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"odd sandwich, GeGLU, embedding scale, both caps, head_dim 256 fp32", sandwich, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"odd sandwich, GeGLU, embedding scale, both caps, head_dim 256 bf16", sandwich, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"odd post-norm, whole q/k norm fp32", postnorm, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"odd post-norm, whole q/k norm bf16", postnorm, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        {"odd parallel, partial rotary, output bias fp32", parallel, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE},
-        {"odd parallel, partial rotary, output bias bf16", parallel, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE},
-        /* written without a GPU on 2026-11-28: refused on CUDA unless HANDGRAD_CUDA_UNTESTED=1 */
-        {"llama-tiny bf16, recompute block", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_BLOCK},
-        {"odd sandwich bf16, recompute attn", sandwich, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_ATTN},
-        {"qwen3-tiny fp32, recompute mlp", qwen3, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_MLP},
-        {"odd parallel fp32, recompute block", parallel, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_BLOCK},
+        RUN("odd fp32", odd, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("odd bf16", odd, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("tiny fp32 dropout 0.1", tiny_drop, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("tiny bf16 stochastic rounding", tiny, 2, 64, HG_PRECISION_BF16, HG_FLAG_STOCHASTIC_ROUNDING, HG_RECOMPUTE_NONE),
+        RUN("gpt2-small width, 2 layers, fp32", wide, 2, 128, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("gpt2-small width, 2 layers, bf16", wide, 2, 128, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("odd as cs336 (rmsnorm, rope, swiglu, untied) fp32", cs336, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("odd as cs336 (rmsnorm, rope, swiglu, untied) bf16", cs336, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("odd relu2, rope, layernorm without w, b fp32", relu2, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("odd relu2, rope, layernorm without w, b bf16", relu2, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("odd gelu without biases fp32", gelu_nobias, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("llama-tiny fp32", llama, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("llama-tiny bf16", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("qwen2-tiny (q/k/v bias, tied) bf16", qwen2, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("odd as cs336, 1 kv head, head_dim 48 fp32", mqa, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("odd as cs336, 1 kv head, head_dim 48 bf16", mqa, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("qwen3-tiny (q/k norm) fp32", qwen3, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("qwen3-tiny (q/k norm) bf16", qwen3, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("odd sandwich, GeGLU, embedding scale, both caps, head_dim 256 fp32", sandwich, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("odd sandwich, GeGLU, embedding scale, both caps, head_dim 256 bf16", sandwich, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("odd post-norm, whole q/k norm fp32", postnorm, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("odd post-norm, whole q/k norm bf16", postnorm, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        RUN("odd parallel, partial rotary, output bias fp32", parallel, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("odd parallel, partial rotary, output bias bf16", parallel, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
+        /* written without a GPU on 2026-11-28 (recompute, LoRA, frozen tensors): refused on
+         * CUDA unless HANDGRAD_CUDA_UNTESTED=1 */
+        RUN("llama-tiny bf16, recompute block", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_BLOCK),
+        RUN("odd sandwich bf16, recompute attn", sandwich, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_ATTN),
+        RUN("qwen3-tiny fp32, recompute mlp", qwen3, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_MLP),
+        RUN("odd parallel fp32, recompute block", parallel, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_BLOCK),
+        RUN("llama-tiny fp32, LoRA on all seven, dropout 0.1", llama, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE,
+            .lora = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", .lora_dropout = 0.1f),
+        RUN("llama-tiny bf16, LoRA on q|v and down", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE,
+            .lora = "q_proj,v_proj,down_proj"),
+        RUN("odd fp32, LoRA on c_attn and c_fc (GELU unfused)", odd, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE,
+            .lora = "c_attn,c_fc"),
+        RUN("odd as cs336 bf16, frozen wte and MLPs", cs336, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE,
+            .freeze = "wte.weight,h.*.mlp.*"),
     };
     const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 6;
     if (argc == 2 && !strcmp(argv[1], "--count")) {

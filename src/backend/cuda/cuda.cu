@@ -257,6 +257,9 @@ static hg_status cuda_supports(const hg_config *c, const hg_options *o) {
     if (o->training && o->recompute != HG_RECOMPUTE_NONE && !untested_allowed())
         return hg_fail(HG_ERR_UNSUPPORTED, "recompute: not yet run on a GPU (written 2026-11-28); use the CPU, or "
                        "HANDGRAD_CUDA_UNTESTED=1 to run it unchecked");
+    if (o->lora.r > 0 && !untested_allowed())
+        return hg_fail(HG_ERR_UNSUPPORTED, "lora: LoRA adapters have not run on a GPU (lora.cu, written 2026-11-28); "
+                       "use the CPU, or HANDGRAD_CUDA_UNTESTED=1 to run them unchecked");
     if (o->training && o->freeze && !untested_allowed())
         return hg_fail(HG_ERR_UNSUPPORTED, "freeze: frozen parameters have not run on a GPU (written 2026-11-28); use "
                        "the CPU, or HANDGRAD_CUDA_UNTESTED=1 to run it unchecked");
@@ -310,8 +313,8 @@ static const hg_backend_ops cuda_ops = {
     .classifier_forward = cuda_classifier_forward,
     .classifier_backward = cuda_classifier_backward,
     .attention_cached = cuda_attention_cached,
-    .lora_forward = NULL, /* LoRA adapters: CPU only so far (a model with them is refused, naming lora) */
-    .lora_backward = NULL,
+    .lora_forward = cuda_lora_forward,
+    .lora_backward = cuda_lora_backward,
     .adamw = cuda_adamw,
     .sumsq = cuda_sumsq,
 };

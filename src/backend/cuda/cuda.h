@@ -283,6 +283,8 @@ hg_attention_scratch_fn cuda_attention_scratch_bytes;
 hg_attention_cached_fn cuda_attention_cached;
 hg_classifier_forward_fn cuda_classifier_forward;
 hg_classifier_backward_fn cuda_classifier_backward;
+hg_lora_forward_fn cuda_lora_forward;
+hg_lora_backward_fn cuda_lora_backward;
 hg_adamw_fn cuda_adamw;
 hg_sumsq_fn cuda_sumsq;
 }

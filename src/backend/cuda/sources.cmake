@@ -12,6 +12,7 @@ add_library(handgrad_cuda MODULE
   backend/cuda/cuda.cu
   backend/cuda/gemm.cu
   backend/cuda/matmul.cu
+  backend/cuda/lora.cu
   backend/cuda/gelu.cu
   backend/cuda/activation.cu
   backend/cuda/rope.cu
