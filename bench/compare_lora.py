@@ -22,12 +22,14 @@ Usage: bench/compare_lora.py [--models cs336-small,smollm-135m] [--batch 4] [--c
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from compare_rows import fmt, med, run_step, seconds  # noqa: E402
+
 ROOT = os.path.dirname(HERE)
 SEVEN = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 
@@ -64,22 +66,6 @@ def impls(args):
     return [(n, c) for n, c in out if n not in skip]
 
 
-def run(cmd):
-    """The step row of cmd's JSON lines, or {"error": ...}."""
-    print("compare_lora: " + " ".join(cmd), file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if row.get("pass") == "step":
-                return row
-    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"error": f"exit status {p.returncode}: {tail}"}
-
-
 def products(args, model, precision):
     """From one `handgrad profile` of the LoRA step: the products' share of op time, their
     rate as a share of the GEMM ceiling, and the LoRA ops' share of op time."""
@@ -103,20 +89,6 @@ def products(args, model, precision):
             "ceiling_gflops": j["ceilings"]["gemm_gflops"]}
 
 
-def seconds(row):
-    t = row.get("median_s")
-    return t if isinstance(t, (int, float)) and t == t else row.get("mean_s")
-
-
-def med(xs):
-    xs = [x for x in xs if isinstance(x, (int, float))]
-    return statistics.median(xs) if xs else None
-
-
-def fmt(v, spec):
-    return format(v, spec) if isinstance(v, (int, float)) else "n/a"
-
-
 def main():
     args = parse_args()
     shape = ["--batch", str(args.batch), "--ctx", str(args.ctx), "--threads", str(args.threads)]
@@ -125,7 +97,7 @@ def main():
         for model in args.models.split(","):
             order = impls(args)
             for name, cmd in (order if r % 2 == 0 else order[::-1]):
-                row = run(cmd + ["--model", model] + shape)
+                row = run_step(cmd + ["--model", model] + shape, "compare_lora")
                 rows.setdefault((model, name), []).append(row)
                 print("run: " + json.dumps({"round": r + 1, "model": model, "impl": name, "s": seconds(row),
                                             "peak_rss_bytes": row.get("peak_rss_bytes"), "error": row.get("error")}),

@@ -17,12 +17,13 @@ Usage: bench/compare_recompute.py [--models small,cs336-small] [--batch 4] [--ct
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from compare_rows import fmt, med, run_step, seconds  # noqa: E402
+
 ROOT = os.path.dirname(HERE)
 MODES = ("none", "attn", "mlp", "block")
 
@@ -42,42 +43,12 @@ def parse_args():
     return ap.parse_args()
 
 
-def run(cmd):
-    """The step row of cmd's JSON lines, or {"error": ...}."""
-    print("compare_recompute: " + " ".join(cmd), file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if row.get("pass") == "step":
-                return row
-    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"error": f"exit status {p.returncode}: {tail}"}
-
-
 def impls(args):
     out = [(f"handgrad {m}", [args.handgrad, "bench", "--recompute", m]) for m in MODES]
     if not args.no_torch:
         step = [sys.executable, os.path.join(HERE, "torch_step.py"), "--mode", "eager"]
         out += [("torch eager", step), ("torch eager checkpoint", step + ["--checkpoint"])]
     return out
-
-
-def seconds(row):
-    t = row.get("median_s")
-    return t if isinstance(t, (int, float)) and t == t else row.get("mean_s")
-
-
-def med(xs):
-    xs = [x for x in xs if isinstance(x, (int, float))]
-    return statistics.median(xs) if xs else None
-
-
-def fmt(v, spec):
-    return format(v, spec) if isinstance(v, (int, float)) else "n/a"
 
 
 def main():
@@ -89,7 +60,7 @@ def main():
         for model in args.models.split(","):
             order = impls(args)
             for name, cmd in (order if r % 2 == 0 else order[::-1]):
-                row = run(cmd + ["--model", model] + shape)
+                row = run_step(cmd + ["--model", model] + shape, "compare_recompute")
                 rows.setdefault((model, name), []).append(row)
                 print("run: " + json.dumps({"round": r + 1, "model": model, "impl": name, "s": seconds(row),
                                             "activations_bytes": row.get("activations_bytes"),
