@@ -72,6 +72,17 @@ static char *folder_class(const char *dir) {
     return out;
 }
 
+/* m's adapters as the PEFT folder dir, naming as their base the folder a LoRA run's
+ * base.json names, else the model given (the base an --adapter went onto). */
+static int write_peft(const hg_model *m, const char *model, const char *adapter, const char *dir) {
+    char base[4096], ckpt[4096], hash[17];
+    const int run = !adapter && cli_lora_checkpoint(model, ckpt, sizeof ckpt);
+    if (run && cli_base_json("export", ckpt, base, sizeof base, hash)) return 1;
+    if (hg_peft_save(m, dir, run ? base : model) != HG_OK) return cli_fail("export");
+    fprintf(stderr, "export: wrote %s as a PEFT LoRA folder (adapter_config.json, adapter_model.safetensors)\n", dir);
+    return 0;
+}
+
 /* "5GB", "500MiB", "100000": bytes, > 0; -1 when the text is none of these. */
 static int64_t parse_size(const char *text) {
     static const struct {
@@ -117,38 +128,23 @@ int cmd_export(int argc, char **argv) {
     int rc = cli_open_model("export", model, a.adapter, &o, &m, dir, sizeof dir);
     if (rc) return rc;
     const int lora = hg_model_options(m)->lora.r > 0;
-    if (!lora && (a.merge || a.peft)) {
-        fprintf(stderr, "handgrad export: %s: %s has no LoRA adapters (give --adapter DIR, or a LoRA run)\n",
-                a.merge ? "--merge" : "--peft", model);
-        hg_model_free(m);
-        return 2;
-    }
-    if (lora && a.out && !a.merge) {
-        fprintf(stderr, "handgrad export: --hf: %s has LoRA adapters: add --merge to fold them into the weights, or "
-                        "write them alone with --peft DIR\n", model);
-        hg_model_free(m);
-        return 2;
-    }
-    char base[4096], ckpt[4096], hash[17];
-    const char *base_name = a.adapter || !cli_lora_checkpoint(model, ckpt, sizeof ckpt) ? model
-                            : cli_base_json("export", ckpt, base, sizeof base, hash) ? NULL : base;
-    if (a.peft && hg_peft_save(m, a.peft, base_name) != HG_OK) {
-        cli_fail("export");
-        hg_model_free(m);
-        return 1;
-    }
-    if (a.peft) fprintf(stderr, "export: wrote %s as a PEFT LoRA folder (adapter_config.json, adapter_model.safetensors)\n", a.peft);
-    if (!a.out) {
-        hg_model_free(m);
-        return 0;
-    }
+    char *own = NULL;
+    if (!lora && (a.merge || a.peft))
+        rc = 2, fprintf(stderr, "handgrad export: %s: %s has no LoRA adapters (give --adapter DIR, or a LoRA run)\n",
+                        a.merge ? "--merge" : "--peft", model);
+    else if (lora && a.out && !a.merge)
+        rc = 2, fprintf(stderr, "handgrad export: --hf: %s has LoRA adapters: add --merge to fold them into the "
+                                "weights, or write them alone with --peft DIR\n", model);
+    else if (a.peft)
+        rc = write_peft(m, model, a.adapter, a.peft);
+    if (rc || !out) goto done;
     if (a.merge && hg_lora_merge(m) != HG_OK) rc = cli_fail("export");
     if (rc == 0) rc = cli_open_tokenizer("export", tok_path, dir, m, &tok);
     /* the extra tokenizer and generation files sit beside the tokenizer (a folder, or
      * the folder of a tokenizer.json) */
     char from[4096];
     cli_folder_of(tok_path ? tok_path : dir, from, sizeof from);
-    char *own = arch ? NULL : folder_class(dir);
+    own = arch ? NULL : folder_class(dir);
     hg_hf_export how = {arch ? arch : own, bf16, from, max_shard};
     if (rc == 0 && hg_model_save_hf_as(m, tok, out, &how) != HG_OK) rc = cli_fail("export");
     if (rc == 0) {
@@ -158,6 +154,7 @@ int cmd_export(int argc, char **argv) {
                 how.architecture ? how.architecture : hg_hf_architecture(hg_model_config(m)), bf16 ? "bfloat16" : "float32",
                 access(index, F_OK) == 0 ? "safetensors shards and their index" : "model.safetensors");
     }
+done:
     free(own);
     hg_tokenizer_free(tok);
     hg_model_free(m);

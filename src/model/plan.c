@@ -122,7 +122,7 @@ static hg_status derive(const gpt_event *ev, const int *bounds, int passes, cons
     int64_t maxc = 1;
     for (int b = 0; b < nb; b++)
         if (acts->specs[b].copies > maxc) maxc = acts->specs[b].copies;
-    values *vs = calloc((size_t)nb, sizeof *vs);
+    values *vs = calloc(nb > 0 ? (size_t)nb : 1, sizeof *vs);
     int *slots = malloc(sizeof(int) * 2 * (size_t)maxc);
     hg_status st = vs && slots ? HG_OK : nomem();
     for (int b = 0; b < nb && st == HG_OK; b++)
