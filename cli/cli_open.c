@@ -84,8 +84,8 @@ int cli_base_json(const char *cmd, const char *ckpt, char *base, size_t cap, cha
 }
 
 /* The model at path alone: a Hugging Face folder or a handgrad checkpoint. */
-static int open_plain(const char *cmd, const char *path, const char *adapter, hg_options *opt, hg_model **out,
-                      char *dir, size_t cap) {
+static int open_plain(const char *cmd, const char *path, const char *adapter, const char *aflag, hg_options *opt,
+                      hg_model **out, char *dir, size_t cap) {
     struct stat sb;
     char probe[4200], weights[4096];
     hg_config cfg;
@@ -110,7 +110,7 @@ static int open_plain(const char *cmd, const char *path, const char *adapter, hg
     if (adapter) { /* the adapters' shapes follow the base's class's module names */
         hg_peft_config pc;
         if (hg_peft_config_load(adapter, &pc) != HG_OK || hg_hf_lora_targets(&cfg, cls, pc.targets, &pc.lora) != HG_OK)
-            return fail(cmd, "--adapter", adapter);
+            return fail(cmd, aflag, adapter);
         opt->lora = pc.lora;
     }
     if (hf) return hg_model_load_hf(out, path, opt) == HG_OK ? 0 : fail_create(cmd, opt, path);
@@ -139,7 +139,9 @@ int cli_open_model(const char *cmd, const char *path, const char *adapter, const
         snprintf(adapter_dir, sizeof adapter_dir, "%s/adapter", ckpt);
         adapter = adapter_dir;
     }
-    if (open_plain(cmd, lora_run ? base : path, adapter, &o, out, inner, sizeof inner)) return 1;
+    /* a LoRA run's adapters are named by its --model, a PEFT folder's by --adapter */
+    const char *aflag = lora_run ? "--model" : "--adapter";
+    if (open_plain(cmd, lora_run ? base : path, adapter, aflag, &o, out, inner, sizeof inner)) return 1;
     snprintf(dir, cap, "%s", lora_run ? ckpt : inner); /* the tokenizer sits beside the adapters */
     if (lora_run && cli_base_hash(cmd, *out, have)) {
         /* printed */
@@ -149,7 +151,7 @@ int cli_open_model(const char *cmd, const char *path, const char *adapter, const
     } else if (!adapter || hg_peft_load(*out, adapter) == HG_OK) {
         return 0;
     } else {
-        fail(cmd, "--adapter", adapter);
+        fail(cmd, aflag, adapter);
     }
     hg_model_free(*out);
     *out = NULL;

@@ -83,6 +83,7 @@ typedef struct trainer {
     hg_lora lora;                /* --lora or --adapter, resolved (r 0: none) */
     char *freeze;                /* --freeze as handgrad's names, or NULL */
     char base[17];               /* a LoRA run: the hash of its frozen base (cli_base_hash) */
+    const char *hf_class;        /* the class the base is stored as (NULL: the config's default) */
 } trainer;
 
 /* ---- signals ---- */
@@ -277,16 +278,16 @@ static int check_dims(const train_opts *o, const hg_config *c, const char *from)
  * class the base is stored as (the --init-from-hf folder's, else the config's default). */
 static int resolve_adapters(trainer *t) {
     const train_opts *o = &t->o;
-    const char *cls = NULL;
+    const char **cls = &t->hf_class;
     char p[PATH_MAX + 16];
     if ((o->lora || o->adapter) && !o->init_from && !o->init_from_hf)
         return USAGE("%s adapts a trained model: give it with --init-from-hf DIR or --init-from PATH",
                      o->lora ? "--lora" : "--adapter");
     if (o->init_from_hf) {
         snprintf(p, sizeof p, "%s/config.json", o->init_from_hf);
-        if (hg_hf_config_class(p, &cls) != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
+        if (hg_hf_config_class(p, cls) != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
     }
-    return cli_adapt("train", o->lora, o->adapter, o->freeze, &t->cfg, cls, &t->lora, &t->freeze);
+    return cli_adapt("train", o->lora, o->adapter, o->freeze, &t->cfg, *cls, &t->lora, &t->freeze);
 }
 
 /* The base a LoRA run trains on, as an absolute path: named in its checkpoints' base.json
@@ -308,6 +309,22 @@ static int load_lora_checkpoint(trainer *t) {
         return ERR("%s/base.json: the adapters were trained on %s as it was (hash %s), but the base loaded now holds "
                    "other weights (hash %s): resume on the base the run began with", t->resumed_from, base, hash, t->base);
     snprintf(p, sizeof p, "%s/adapter", t->resumed_from);
+    /* the run's settings are run.json's: a folder whose config says otherwise (edited, or
+     * damaged) is refused rather than read as if it agreed */
+    hg_peft_config pc;
+    if (hg_peft_config_load(p, &pc) != HG_OK) return ERR("%s", hg_last_error());
+    const hg_lora *run = &t->lora;
+    hg_lora *got = &pc.lora;
+    if (hg_hf_lora_targets(&t->cfg, t->hf_class, pc.targets, got) != HG_OK)
+        return ERR("%s/adapter_config.json: %s", p, hg_last_error());
+    int same = got->r == run->r && got->alpha == run->alpha && got->dropout == run->dropout && got->rslora == run->rslora;
+    for (int g = 0; g < HG_LORA_GROUPS; g++)
+        same &= got->targets[g] == run->targets[g] && (got->targets[g] == 0 || got->split[g] == run->split[g]);
+    if (!same)
+        return ERR("%s/adapter_config.json: r %d, lora_alpha %g, lora_dropout %g, use_rslora %d and target_modules '%s' "
+                   "are not the run's (r %d, alpha %g, dropout %g, rslora %d, its run.json): resume with the settings "
+                   "the adapters were trained with", p, got->r, (double)got->alpha, (double)got->dropout, got->rslora,
+                   pc.targets, run->r, (double)run->alpha, (double)run->dropout, run->rslora);
     return hg_peft_load(t->m, p) != HG_OK ? ERR("%s", hg_last_error()) : 0;
 }
 

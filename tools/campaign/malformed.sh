@@ -325,6 +325,53 @@ malformed_hf() {
   expect $M hf-init-nan refuse transformer.h.0.attn.c_attn.weight "$HG" train "${TRAIN_ARGS[@]}" --out new --init-from-hf hf
 }
 
+# A LoRA run on the Hugging Face folder (its adapters a PEFT folder in each checkpoint,
+# base.json naming the base), damaged one file at a time, then resumed or exported.
+malformed_lora() {
+  local L=(--init-from-hf "$HF" --train "$WORK/lora_data/train_*.bin" --batch 2 --ctx 16 --threads 1 --peak-gflops 100)
+  local good=$WORK/lora_ref c ck
+  if [[ ! -d $good ]]; then
+    "$HG" prepare --quiet --tokenizer "$HF" --out "$WORK/lora_data" "$DATA/corpus.txt" >/dev/null 2>&1 &&
+      "$HG" train "${L[@]}" --lora r=2,alpha=4,dropout=0.1,targets=c_attn,c_fc --max-steps 2 --out "$good" \
+        >/dev/null 2>&1 || { echo "campaign: the LoRA reference run failed" >&2; return; }
+  fi
+  lora_case() { fresh "lora-$1"; cp -r "$good" lrun; ck=$(ls -d lrun/ckpt_[0-9]* | tail -n 1); }
+  lora_resume() { expect $M "lora-$1" refuse "$2" "$HG" train --resume --out lrun --max-steps 4; }
+  # an edited config that is still valid: another rank than run.json's
+  local -A cfg=(
+    [r-other]='s/"r":\s*2/"r": 3/'
+    [dora]='s/"use_dora":\s*false/"use_dora": true/'
+    [rank-pattern]='s/"rank_pattern":\s*{\s*}/"rank_pattern": {"c_fc": 4}/'
+    [r-zero]='s/"r":\s*2/"r": 0/'
+    [unknown-key]='s/^{/{"lora_magic": 1,/'
+    [not-json]='s/^{/[/'
+  )
+  local -A named=([dora]=use_dora [rank-pattern]=rank_pattern [r-zero]=r [unknown-key]=lora_magic [r-other]="not the run's")
+  for c in "${!cfg[@]}"; do
+    lora_case "config-$c"; sed -i -z -e "${cfg[$c]}" "$ck/adapter/adapter_config.json"
+    lora_resume "config-$c" "${named[$c]:-adapter_config.json}"
+  done
+  lora_case adapter-trunc; truncate -s 100 "$ck/adapter/adapter_model.safetensors"
+  lora_resume adapter-trunc adapter_model.safetensors
+  lora_case adapter-nan; st_float "$ck/adapter/adapter_model.safetensors" \
+    base_model.model.transformer.h.0.attn.c_attn.lora_A.weight 1 7fc00000
+  lora_resume adapter-nan lora_A
+  lora_case adapter-shape; st_edit "$ck/adapter/adapter_model.safetensors" 's/"shape":\[2,/"shape":[1,/'
+  lora_resume adapter-shape adapter_model.safetensors
+  lora_case base-hash; sed -i -e 's/"hash":\s*"[0-9a-f]*"/"hash": "0000000000000000"/' "$ck/base.json"
+  lora_resume base-hash base.json
+  lora_case base-json-bad; printf '{"path": 7}' >"$ck/base.json"
+  lora_resume base-json-bad base.json
+  lora_case export-trunc; truncate -s 100 "$ck/adapter/adapter_model.safetensors"
+  expect $M lora-export-trunc refuse adapter_model.safetensors "$HG" export --model lrun --peft out
+  L+=(--max-steps 2 --out new)
+  fresh lora-flag-target; expect $M lora-flag-target refuse nope "$HG" train "${L[@]}" --lora r=2,targets=nope
+  fresh lora-flag-rank; expect $M lora-flag-rank refuse "lora.r" "$HG" train "${L[@]}" --lora r=4096,targets=c_attn
+  fresh lora-flag-freeze; expect $M lora-flag-freeze refuse "--freeze" "$HG" train "${L[@]}" --freeze 'nothing.*'
+  fresh lora-flag-both; expect $M lora-flag-both refuse "--adapter" "$HG" train "${L[@]}" --lora r=2,targets=c_attn \
+    --adapter "$good/ckpt_00000002/adapter"
+}
+
 malformed_all() {
   malformed_model_file
   malformed_optimizer_file
@@ -334,5 +381,6 @@ malformed_all() {
   malformed_flags
   malformed_tokenizers
   malformed_hf
+  malformed_lora
   cd "$WORK" || exit 1
 }
