@@ -16,7 +16,6 @@ import os
 import statistics
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_common as tc  # noqa: E402
@@ -115,12 +114,7 @@ def main():
         row.update(forward_tflops=fwd_gflop / f, backward_tflops=2.5 * fwd_gflop / b,
                    tflops=3.5 * fwd_gflop / (f + b))
     except Exception as e:  # noqa: BLE001
-        if tc.is_oom(e):
-            row.update(oom=True, note=f"OOM: {str(e).strip().splitlines()[0]}"[:160])
-        else:
-            traceback.print_exc()
-            row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
-            status = 1
+        status = tc.record_failure(row, e)
     row["peak_rss_bytes"] = tc.peak_rss_bytes()
     if args.json:
         print(json.dumps(row))

@@ -9,6 +9,7 @@ import os
 import resource
 import statistics
 import time
+import traceback
 
 MARGIN = 1 << 30  # left to the rest of the machine
 
@@ -58,16 +59,33 @@ def is_oom(exc):
                                               or "not enough memory" in text)
 
 
-def timed(fn, warmup, steps):
-    """Runs fn warmup + steps times; returns (mean, std) seconds over the timed steps."""
+def times(fn, warmup, steps):
+    """Runs fn warmup + steps times; returns the timed steps' seconds."""
     for _ in range(warmup):
         fn()
-    times = []
+    out = []
     for _ in range(steps):
         t = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.fmean(times), (statistics.stdev(times) if len(times) > 1 else 0.0)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def timed(fn, warmup, steps):
+    """Runs fn warmup + steps times; returns (mean, std) seconds over the timed steps."""
+    ts = times(fn, warmup, steps)
+    return statistics.fmean(ts), (statistics.stdev(ts) if len(ts) > 1 else 0.0)
+
+
+def record_failure(row, e):
+    """An exception of a worker's run into its row: OOM noted (status 0), anything else
+    printed and kept as the row's error (status 1)."""
+    if is_oom(e):
+        row.update(oom=True, note=f"OOM: {str(e).strip().splitlines()[0]}"[:160])
+        return 0
+    traceback.print_exc()
+    row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
+    return 1
 
 
 def peak_rss_bytes():

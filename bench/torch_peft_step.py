@@ -20,8 +20,6 @@ import json
 import os
 import statistics
 import sys
-import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -111,15 +109,9 @@ def run(args, torch, row):
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
 
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.steps):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
-    row.update(mean_s=statistics.fmean(times), median_s=statistics.median(times),
-               std_s=statistics.stdev(times) if len(times) > 1 else 0.0, times_s=times)
+    ts = tc.times(step, args.warmup, args.steps)
+    row.update(mean_s=statistics.fmean(ts), median_s=statistics.median(ts),
+               std_s=statistics.stdev(ts) if len(ts) > 1 else 0.0, times_s=ts)
 
 
 def main():
@@ -137,12 +129,7 @@ def main():
     try:
         run(args, torch, row)
     except Exception as e:  # noqa: BLE001 - report rather than crash
-        if tc.is_oom(e):
-            row.update(oom=True, note=f"OOM: {str(e).strip().splitlines()[0]}"[:160])
-        else:
-            traceback.print_exc()
-            row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
-            status = 1
+        status = tc.record_failure(row, e)
     row["peak_rss_bytes"] = tc.peak_rss_bytes()
     if args.json:
         print(json.dumps(row))

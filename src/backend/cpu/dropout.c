@@ -28,12 +28,12 @@ static void scales_of(const uint32_t *w0, const uint32_t *w1, const uint32_t *w2
 
 /* Counter words of block b (element 4 b) as hg_dropout_scale forms them. */
 #define CTR0(b) ((uint32_t)(b))
-#define CTR2(d, b) (HG_RNG_DROPOUT | (uint32_t)((b) >> 32) << 8)
+#define CTR2(b) (HG_RNG_DROPOUT | (uint32_t)((b) >> 32) << 8)
 
 static void blocks_scalar(const hg_dropout *d, uint64_t b0, int nb, uint32_t t, float keep, float *out) {
     for (int l = 0; l < nb; l++) {
         const uint64_t b = b0 + (uint64_t)l;
-        hg_u32x4 r = hg_philox(d->seed, CTR0(b), d->site, CTR2(d, b), d->step);
+        hg_u32x4 r = hg_philox(d->seed, CTR0(b), d->site, CTR2(b), d->step);
         scales_of(&r.v[0], &r.v[1], &r.v[2], &r.v[3], 1, t, keep, out + 4 * l);
     }
 }
@@ -104,7 +104,7 @@ __attribute__((target("avx512f"))) static void blocks_avx512(const hg_dropout *d
         for (int g = 0; g < G; g++) { /* lane j of group g: block b0 + l + g L + j (no 2^32 crossing) */
             x0[g] = _mm512_add_epi64(_mm512_set1_epi64((long long)CTR0(b0 + (uint64_t)(l + g * L))),
                                      _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
-            x1[g] = _mm512_set1_epi64(d->site), x2[g] = _mm512_set1_epi64(CTR2(d, b0 + (uint64_t)l));
+            x1[g] = _mm512_set1_epi64(d->site), x2[g] = _mm512_set1_epi64(CTR2(b0 + (uint64_t)l));
             x3[g] = _mm512_set1_epi64(d->step);
         }
         PHILOX_GROUPS(__m512i, G, _mm512_set1_epi64, _mm512_mul_epu32, _mm512_srli_epi64, _mm512_xor_si512,
@@ -124,7 +124,7 @@ __attribute__((target("avx2"))) static void blocks_avx2(const hg_dropout *d, uin
         for (int g = 0; g < G; g++) {
             x0[g] = _mm256_add_epi64(_mm256_set1_epi64x((long long)CTR0(b0 + (uint64_t)(l + g * L))),
                                      _mm256_set_epi64x(3, 2, 1, 0));
-            x1[g] = _mm256_set1_epi64x(d->site), x2[g] = _mm256_set1_epi64x(CTR2(d, b0 + (uint64_t)l));
+            x1[g] = _mm256_set1_epi64x(d->site), x2[g] = _mm256_set1_epi64x(CTR2(b0 + (uint64_t)l));
             x3[g] = _mm256_set1_epi64x(d->step);
         }
         PHILOX_GROUPS(__m256i, G, _mm256_set1_epi64x, _mm256_mul_epu32, _mm256_srli_epi64, _mm256_xor_si256,
