@@ -3,10 +3,11 @@
 fine-tunes, on the CPU, in interleaved rounds.
 
 For each model and round every implementation runs once in a fresh process, the order
-reversed every other round: `handgrad bench --pass step --json` with --lora SPEC (fp32
-and --precision bf16) and without (the full fine-tune, fp32 and bf16), and
-bench/torch_peft_step.py for PEFT (eager and torch.compile, fp32 and under bf16
-autocast) and for transformers' full fine-tune (eager, fp32). Each run reports the median
+reversed every other round: `handgrad bench --pass step --json` with --lora SPEC (fp32,
+--precision bf16, and bf16 with --base-precision bf16) and without (the full fine-tune,
+fp32 and bf16), and bench/torch_peft_step.py for PEFT (eager and torch.compile, fp32,
+under bf16 autocast, and under autocast with the base loaded in bf16) and for
+transformers' full fine-tune (eager, fp32). Each run reports the median
 of its timed steps and the process's peak RSS. Reported per implementation: the step
 time of each round, their median, the ratio of handgrad's LoRA step to each peer taken
 round by round (the median of the rounds' ratios), and peak RSS.
@@ -57,10 +58,13 @@ def impls(args):
             "--steps", str(args.steps)]
     lora = ["--lora", args.lora]
     out = [("handgrad lora fp32", hg + lora), ("handgrad lora bf16", hg + lora + ["--precision", "bf16"]),
+           ("handgrad lora bf16, base bf16", hg + lora + ["--precision", "bf16", "--base-precision", "bf16"]),
            ("handgrad full fp32", hg), ("handgrad full bf16", hg + ["--precision", "bf16"]),
            ("peft eager fp32", peft + lora), ("peft compile fp32", peft + lora + ["--mode", "compile"]),
            ("peft eager bf16", peft + lora + ["--precision", "bf16"]),
            ("peft compile bf16", peft + lora + ["--mode", "compile", "--precision", "bf16"]),
+           ("peft eager bf16, base bf16", peft + lora + ["--precision", "bf16", "--base-dtype", "bf16"]),
+           ("peft compile bf16, base bf16", peft + lora + ["--mode", "compile", "--precision", "bf16", "--base-dtype", "bf16"]),
            ("transformers full eager fp32", peft)]
     skip = set(s.strip() for s in args.skip.split(",") if s.strip())
     return [(n, c) for n, c in out if n not in skip]

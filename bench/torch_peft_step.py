@@ -10,10 +10,13 @@ peft.LoraConfig; without it every weight trains. The step is what handgrad's ben
 does: zero_grad, forward with the cross-entropy of the given targets, backward, clip the
 gradient norm at 1, AdamW. --precision bf16 runs the forward and the loss under
 torch.autocast("cpu", dtype=torch.bfloat16), fp32 weights (the PEFT-plus-autocast
-setting). --mode compile wraps the model in torch.compile.
+setting); --base-dtype bf16 also loads the base in bf16 (PEFT keeps the adapters in fp32,
+its autocast_adapter_dtype), as handgrad's --base-precision bf16 holds it. --mode compile
+wraps the model in torch.compile.
 
 Usage: bench/torch_peft_step.py --model cs336-small [--lora SPEC] [--batch 4] [--ctx 256]
-       [--threads 2] [--mode eager|compile] [--precision fp32|bf16] [--warmup 1] [--steps 3]
+       [--threads 2] [--mode eager|compile] [--precision fp32|bf16] [--base-dtype fp32|bf16]
+       [--warmup 1] [--steps 3]
 """
 import argparse
 import json
@@ -41,6 +44,8 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    ap.add_argument("--base-dtype", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: the frozen base in bf16 (with --lora and --precision bf16)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
@@ -86,6 +91,10 @@ def run(args, torch, row):
     torch.manual_seed(args.seed)
     model = transformers.LlamaForCausalLM(cfg)
     model.config.use_cache = False
+    if args.base_dtype == "bf16":
+        if not args.lora or args.precision != "bf16":
+            raise SystemExit("--base-dtype bf16 needs --lora and --precision bf16")
+        model = model.to(torch.bfloat16)
     if args.lora:
         import peft
         model = peft.get_peft_model(model, peft.LoraConfig(task_type="CAUSAL_LM", **lora_config(args.lora)))
@@ -123,7 +132,7 @@ def main():
     row = {"kind": "model", "impl": ("peft" if args.lora else "transformers-full") + f"-{args.mode}",
            "torch_version": torch.__version__, "transformers_version": transformers.__version__,
            "model": args.model, "batch": args.batch, "ctx": args.ctx, "threads": args.threads, "pass": "step",
-           "warmup": args.warmup, "steps": args.steps, "precision": args.precision, "lora": args.lora or "",
+           "warmup": args.warmup, "steps": args.steps, "precision": args.precision, "base_dtype": args.base_dtype, "lora": args.lora or "",
            "oom": False, "note": ""}
     status = 0
     try:

@@ -58,6 +58,7 @@ int cli_device_check(const char *cmd, const cli_device *d) {
 void cli_device_options(const cli_device *d, hg_options *opt) {
     opt->device = strcmp(d->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
     opt->precision = strcmp(d->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
+    opt->base_precision = d->base_precision && !strcmp(d->base_precision, "bf16") ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
     opt->flags = (d->cuda_graphs ? HG_FLAG_CUDA_GRAPHS : 0) | (d->deterministic ? HG_FLAG_DETERMINISTIC : 0);
     static const char *const modes[] = {"none", "attn", "mlp", "block"};
     for (int i = 0; d->recompute && i < 4; i++)
@@ -70,6 +71,8 @@ const char *cli_model_why(const hg_options *opt, const char *what, char *buf, si
         snprintf(buf, cap, "--device %s: %s", opt->device == HG_DEVICE_CUDA ? "cuda" : "cpu", e + 8);
     else if (!strncmp(e, "precision: ", 11))
         snprintf(buf, cap, "--precision %s: %s", opt->precision == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 11);
+    else if (!strncmp(e, "base_precision: ", 16))
+        snprintf(buf, cap, "--base-precision %s: %s", opt->base_precision == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 16);
     else if (!strncmp(e, "recompute: ", 11))
         snprintf(buf, cap, "--recompute: %s", e + 11);
     else snprintf(buf, cap, "%s: %s", what, e);

@@ -29,6 +29,7 @@ typedef struct cli_device {
     int cuda_graphs;
     int deterministic;     /* HG_FLAG_DETERMINISTIC */
     const char *recompute; /* "none", "attn", "mlp", "block" (NULL: none); not generate's */
+    const char *base_precision; /* how frozen tensors are held: "fp32" (NULL) or "bf16" */
 } cli_device;
 #define CLI_DEVICE_DEFAULT ((cli_device){.device = "cpu", .precision = "fp32"})
 
@@ -86,6 +87,11 @@ typedef struct cli_model {
      "what the backward computes again instead of keeping: attn ln_1 and q|k|v, mlp ln_2 and the MLP's "         \
      "pre-activation, block all of a block but its input; less memory for more time, the same results "         \
      "(docs/training.md)"}
+/* P: the path of a cli_device. */
+#define CLI_OPT_BASE_PRECISION(T, P)                                                                           \
+    {"base-precision", CLI_CHOICE, offsetof(T, P base_precision), "fp32|bf16", 0, 0, CLI_SAVED,                 \
+     "how frozen tensors (--lora's base, --freeze) are held: bf16 keeps only their bf16 compute copy, half the " \
+     "memory of fp32 masters; needs --precision bf16"}
 #define CLI_OPTS_ADAPT(T, P)                                                                                  \
     {"lora", CLI_STR, offsetof(T, P lora), "SPEC", 0, 0, 0,                                                    \
      "LoRA adapters on a frozen model: r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj (PEFT's module names)"}, \

@@ -37,6 +37,7 @@ static const cli_opt prof_options[] = {
     CLI_OPTS_DEVICE(prof_args, m.dev.),
     CLI_OPT_CUDA_GRAPHS(prof_args, m.dev.),
     CLI_OPT_RECOMPUTE(prof_args, m.dev.),
+    CLI_OPT_BASE_PRECISION(prof_args, m.dev.),
     CLI_OPTS_ADAPT(prof_args, m.),
     {"warmup", CLI_INT, O(warmup), "N", 0, 1 << 20, 0, "untimed steps first"},
     {"steps", CLI_INT, O(steps), "N", 1, 1 << 20, 0, "profiled training steps"},

@@ -522,7 +522,8 @@ static int create_models(trainer *t, const char *weights) {
     if (o->init_from_hf && !weights[0]) { /* a checkpoint's weights, when resuming, come first */
         hg_options ho = mo; /* read on the host, then copied to the model's device */
         ho.training = 0, ho.batch = 1, ho.seq_len = 1;
-        ho.device = HG_DEVICE_CPU, ho.precision = HG_PRECISION_FP32, ho.flags = 0;
+        ho.device = HG_DEVICE_CPU, ho.flags = 0;
+        ho.precision = ho.base_precision; /* a base held in bf16 is never staged in fp32 */
         hg_model *hf;
         if (hg_model_load_hf(&hf, o->init_from_hf, &ho) != HG_OK) return ERR("--init-from-hf: %s", hg_last_error());
         hg_status s = hg_model_copy_params(t->m, hf);

@@ -339,6 +339,13 @@ typedef struct hg_options {
      * tensor has no gradient and no AdamW state, and its linear layer's backward skips
      * its weight-gradient product. A glob that matches nothing is refused. */
     const char *freeze;
+    /* How frozen tensors are held: HG_PRECISION_FP32 (default), as every parameter, or
+     * HG_PRECISION_BF16 (with precision BF16 and something frozen): a frozen matrix is
+     * kept only as its bf16 compute copy, half the memory of an fp32 master, the
+     * setting of a base model loaded in bf16 under autocast. Values set or loaded into
+     * it are rounded to bf16 (nearest even). Norm weights stay fp32 where the backend
+     * computes norms in fp32. */
+    hg_precision base_precision;
 } hg_options;
 
 /* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32, no flags, shards=1, recompute
@@ -460,7 +467,12 @@ typedef struct hg_param_info {
     int64_t numel;
     float *data;       /* row-major, shape as above (the fp32 master weights; a bf16
                           model computes from a bf16 copy of them, which hg_param_write
-                          refreshes and a store through this pointer does not) */
+                          refreshes and a store through this pointer does not); NULL
+                          for a tensor held in bf16 (dtype) */
+    uint16_t *data_bf16; /* the tensor, when it is held in bf16 (a frozen one under
+                          hg_options.base_precision BF16): it is also the compute copy;
+                          hg_param_read / hg_param_write convert from and to fp32 */
+    hg_precision dtype;  /* the element type of data or data_bf16 */
     float *grad;       /* same layout; NULL in an inference model and for a frozen tensor */
     float *adam_m;     /* AdamW first moment; NULL in an inference model, and with
                           shards > 1 (see hg_dist_optimizer_get) */
@@ -491,7 +503,8 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out);
 hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out);
 
 /* Copies parameter `index`'s values (numel fp32) between the model and host memory, on
- * any device. Writing HG_PARAM_DATA also refreshes the compute copy (bf16). The AdamW
+ * any device. Writing HG_PARAM_DATA also refreshes the compute copy (bf16); a tensor held
+ * in bf16 (hg_param_info.dtype) is widened on read and rounded on write. The AdamW
  * parts need shards = 1 (HG_ERR_STATE otherwise: see hg_dist_optimizer_get). */
 typedef enum hg_param_part { HG_PARAM_DATA, HG_PARAM_GRAD, HG_PARAM_ADAM_M, HG_PARAM_ADAM_V } hg_param_part;
 hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float *host);

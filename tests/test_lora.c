@@ -62,7 +62,7 @@ static double rel_err(const void *got, int bf16, const double *want, size_t n) {
 }
 
 static void op_case(int bf16, float p) {
-    enum { N = 37, K = 48, R = 4, OUT = 80 };
+    enum { N = 53, K = 48, R = 4, OUT = 80 }; /* N K: two blocks of the CPU's, the last word of the mask part full */
     const int n = 3, c0[3] = {0, 32, 56}, cols[3] = {32, 16, 24};
     const float scale[3] = {2.0f, 0.5f, 4.0f};
     hg_backend *be = NULL;
@@ -136,11 +136,16 @@ static void op_case(int bf16, float p) {
     /* the kernels, outputs poisoned first where they are written whole */
     size_t E = bf16 ? 2 : 4;
     void *hb = malloc((size_t)N * n * R * E), *scratch = malloc(hg_lora_scratch_bytes(&s, p > 0));
+    uint32_t *keep = malloc(hg_lora_keep_bytes(&s));
     memset(hb, 0xff, (size_t)N * n * R * E);
+    memset(keep, 0xa5, hg_lora_keep_bytes(&s));
     double dxv[N * K];
     void *dxb = put(dx0, N * K, bf16, dxv);
-    CHECK_OK(be->ops->lora_forward(be, yb, hb, xb, &w, &s, &d, scratch));
-    CHECK_OK(be->ops->lora_backward(be, dxb, dyb, xb, hb, &w, &s, &d, scratch));
+    CHECK_OK(be->ops->lora_forward(be, yb, hb, keep, xb, &w, &s, &d, scratch));
+    int64_t wrong_bits = 0; /* the mask the forward kept, bit by bit */
+    for (int i = 0; p > 0 && i < N * K; i++) wrong_bits += (int)(keep[i / 32] >> (i % 32) & 1) != (hg_dropout_scale(&d, (uint64_t)i) != 0.0f);
+    CHECK(wrong_bits == 0);
+    CHECK_OK(be->ops->lora_backward(be, dxb, dyb, xb, hb, keep, &w, &s, &d, scratch));
     CHECK_OK(be->ops->sync(be));
     const double tol = bf16 ? 2e-2 : 2e-6;
     double e[5] = {rel_err(yb, bf16, y, N * OUT), rel_err(hb, bf16, h, (size_t)N * n * R), rel_err(dxb, bf16, dx, N * K),
@@ -152,7 +157,7 @@ static void op_case(int bf16, float p) {
     printf("lora ops %s dropout %.1f: y %.2e h %.2e dx %.2e dA %.2e dB %.2e (tolerance %.0e)\n", bf16 ? "bf16" : "fp32",
            (double)p, e[0], e[1], e[2], e[3], e[4], tol);
     for (int i = 0; i < 5; i++) CHECK(e[i] <= tol);
-    free(xb), free(yb), free(dyb), free(hb), free(scratch), free(dxb);
+    free(xb), free(yb), free(dyb), free(hb), free(scratch), free(dxb), free(keep);
     for (int j = 0; j < n; j++) free((void *)w.A[j]), free((void *)w.B[j]), free(w.dA[j]), free(w.dB[j]);
     be->ops->destroy(be);
 }
@@ -339,6 +344,92 @@ static void frozen(void) {
     hg_model_free(m);
 }
 
+/* base_precision BF16: the frozen matrices are held as their bf16 compute copy alone.
+ * Their values are the fp32 masters' rounded, so a bf16 model that keeps fp32 masters
+ * of a frozen base computes from the same weights: the two train bit for bit alike, the
+ * held one in less memory. */
+static void base_bf16(const char *preset, const char *freeze) {
+    hg_config c = small(preset);
+    hg_lora lora = freeze ? (hg_lora){0} : every_module(&c, 4);
+    hg_model *m[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        hg_options o = hg_options_default();
+        o.batch = B, o.seq_len = T, o.threads = 2, o.seed = 3, o.lora = lora, o.freeze = freeze;
+        o.precision = HG_PRECISION_BF16, o.base_precision = k ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
+        CHECK_OK(hg_model_create(&m[k], &c, &o));
+        if (!m[k]) return;
+    }
+    uint64_t seed = 29;
+    size_t held_bytes = 0;
+    int held = 0;
+    for (int i = 0; i < hg_param_count(m[0]); i++) {
+        hg_param_info p, q;
+        CHECK_OK(hg_param_at(m[0], i, &p));
+        CHECK_OK(hg_param_at(m[1], i, &q));
+        CHECK(p.dtype == HG_PRECISION_FP32 && p.data && !p.data_bf16);
+        if (strstr(p.name, ".lora_")) { /* random adapters, the same in both */
+            float *v = malloc(sizeof(float) * (size_t)p.numel);
+            for (int64_t j = 0; j < p.numel; j++) v[j] = (float)(0.2 * urand(&seed));
+            CHECK_OK(hg_param_write(m[0], i, HG_PARAM_DATA, v));
+            CHECK_OK(hg_param_write(m[1], i, HG_PARAM_DATA, v));
+            free(v);
+        }
+        if (q.dtype != HG_PRECISION_BF16) {
+            CHECK(q.data && !q.data_bf16 && (!q.frozen || p.ndim == 1)); /* a norm the CPU keeps in fp32 */
+            continue;
+        }
+        CHECK(q.frozen && !q.data && q.data_bf16 && !q.grad);
+        held++, held_bytes += 4 * (size_t)q.numel;
+        float *got = malloc(sizeof(float) * (size_t)q.numel);
+        CHECK_OK(hg_param_read(m[1], i, HG_PARAM_DATA, got));
+        int64_t bad = 0;
+        for (int64_t j = 0; j < q.numel; j++) bad += got[j] != from_bf16(to_bf16(p.data[j]));
+        CHECK(bad == 0);
+        free(got);
+    }
+    hg_memory_plan pa = hg_model_memory(m[0]), pb = hg_model_memory(m[1]);
+    printf("%s, base in bf16 (%s): %d tensors held in bf16; parameter memory %zu -> %zu bytes\n", preset,
+           freeze ? freeze : "lora", held, pa.params, pb.params);
+    CHECK(held > 0 && pa.params - pb.params >= held_bytes && pa.grads == pb.grads && pa.optimizer == pb.optimizer);
+    int32_t tok[B * T], tgt[B * T];
+    batch(tok, tgt, c.vocab_size);
+    hg_adamw a = hg_adamw_default();
+    a.lr = 1e-2f;
+    for (int step = 0; step < 3; step++) {
+        float l[2], norm[2];
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(hg_zero_grad(m[k]));
+            CHECK_OK(hg_forward_backward(m[k], tok, tgt, B, T, 1.0f, &l[k]));
+            CHECK_OK(hg_optimizer_step(m[k], &a, &norm[k]));
+        }
+        printf("  step %d: loss %.7f and %.7f, grad norm %.7f and %.7f\n", step, l[0], l[1], norm[0], norm[1]);
+        CHECK(l[0] == l[1] && norm[0] == norm[1]);
+    }
+    for (int i = 0; i < hg_param_count(m[0]); i++) { /* the trained tensors moved alike */
+        hg_param_info p, q;
+        CHECK_OK(hg_param_at(m[0], i, &p));
+        CHECK_OK(hg_param_at(m[1], i, &q));
+        if (!p.frozen) CHECK(!memcmp(p.data, q.data, sizeof(float) * (size_t)p.numel));
+    }
+    /* a write rounds to bf16: 1 + 2^-9 is a tie, to even, and 1 + 3 * 2^-9 rounds up */
+    int k = -1;
+    for (int i = 0; i < hg_param_count(m[1]) && k < 0; i++) {
+        hg_param_info q;
+        CHECK_OK(hg_param_at(m[1], i, &q));
+        if (q.dtype == HG_PRECISION_BF16) k = i;
+    }
+    hg_param_info q;
+    CHECK_OK(hg_param_at(m[1], k, &q));
+    float *v = malloc(sizeof(float) * (size_t)q.numel);
+    for (int64_t j = 0; j < q.numel; j++) v[j] = j % 2 ? 1.0f + 3.0f / 512 : 1.0f + 1.0f / 512;
+    CHECK_OK(hg_param_write(m[1], k, HG_PARAM_DATA, v));
+    CHECK_OK(hg_param_read(m[1], k, HG_PARAM_DATA, v));
+    CHECK(v[0] == 1.0f && v[1] == 1.0f + 4.0f / 512 && q.data_bf16[0] == 0x3F80);
+    free(v);
+    hg_model_free(m[0]);
+    hg_model_free(m[1]);
+}
+
 static void bad_settings(void) {
     hg_config c = small("llama-tiny");
     hg_options o = hg_options_default();
@@ -371,6 +462,14 @@ static void bad_settings(void) {
     o.lora = every_module(&c, 4);
     o.lora.dropout = 1.0f;
     CHECK_FAILS(hg_memory_required(&c, &o, &plan), HG_ERR_INVALID, "lora.dropout");
+    o.lora = every_module(&c, 4);
+    o.base_precision = HG_PRECISION_BF16; /* in fp32 */
+    CHECK_FAILS(hg_memory_required(&c, &o, &plan), HG_ERR_INVALID, "base_precision");
+    o.precision = HG_PRECISION_BF16, o.lora = (hg_lora){0}; /* nothing frozen */
+    CHECK_FAILS(hg_memory_required(&c, &o, &plan), HG_ERR_INVALID, "base_precision");
+    o.base_precision = (hg_precision)7;
+    CHECK_FAILS(hg_memory_required(&c, &o, &plan), HG_ERR_INVALID, "base_precision");
+    o.precision = o.base_precision = HG_PRECISION_FP32;
     hg_config g = small("odd"); /* GELU: its first MLP layer is whole */
     o.lora = every_module(&g, 4);
     o.lora.split[HG_LORA_MLP_IN] = 2, o.lora.targets[HG_LORA_MLP_IN] = 3;
@@ -387,6 +486,8 @@ int main(void) {
     adapter_gradients("odd", 0);
     adapter_gradients("llama-tiny", 1);
     frozen();
+    base_bf16("llama-tiny", NULL);
+    base_bf16("odd", "h.*.mlp.*,wte.weight");
     bad_settings();
     CHECK_DONE();
 }

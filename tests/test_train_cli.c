@@ -784,7 +784,33 @@ static void lora_cli(void) {
     snprintf(p, sizeof p, "%s/optimizer.safetensors", d);
     CHECK(all_named(p, ".lora_"));
 
+    /* the base held in bf16 trains as a bf16 run with fp32 masters of it does, and resumes */
+    CHECK(sh(NULL, "%s train %s %s --precision bf16 --out %s/lora_bf_ref --max-steps 4", hg, common, lora, work) == 0);
+    CHECK(sh(NULL, "%s train %s %s --precision bf16 --base-precision bf16 --out %s/lora_bf --max-steps 2", hg, common,
+             lora, work) == 0);
+    CHECK(sh(NULL, "%s train --resume --out %s/lora_bf --max-steps 4", hg, work) == 0);
+    series bf_ref, bf;
+    snprintf(d, sizeof d, "%s/lora_bf_ref", work);
+    read_log(d, &bf_ref);
+    snprintf(d, sizeof d, "%s/lora_bf", work);
+    read_log(d, &bf);
+    CHECK(same_losses(&bf_ref, &bf) && bf.n == 4);
+    CHECK(sh(NULL, "%s export --model %s/lora_bf --hf %s/lora_bf_hf --merge", hg, work, work) == 0);
+    const char *fz = "--precision bf16 --freeze 'h.*.mlp.*,lm_head.weight'"; /* a checkpoint with held tensors */
+    CHECK(sh(NULL, "%s train %s %s --out %s/freeze_bf_ref --max-steps 4", hg, common, fz, work) == 0);
+    CHECK(sh(NULL, "%s train %s %s --base-precision bf16 --out %s/freeze_bf --max-steps 2", hg, common, fz, work) == 0);
+    CHECK(sh(NULL, "%s train --resume --out %s/freeze_bf --max-steps 4", hg, work) == 0);
+    snprintf(d, sizeof d, "%s/freeze_bf_ref", work);
+    read_log(d, &bf_ref);
+    snprintf(d, sizeof d, "%s/freeze_bf", work);
+    read_log(d, &bf);
+    CHECK(same_losses(&bf_ref, &bf) && bf.n == 4);
+    CHECK(sh(&out, "%s train %s %s --base-precision bf16 --out %s/lora_bf32 --max-steps 1", hg, common, lora, work) == 1 &&
+          out && strstr(out, "--base-precision bf16") && strstr(out, "precision bf16"));
+    free(out);
+
     /* export: the adapters alone, then merged into the weights */
+    snprintf(d, sizeof d, "%s/lora_res/ckpt_00000012", work);
     CHECK(sh(NULL, "%s export --model %s/lora_res --peft %s/lora_peft", hg, work, work) == 0);
     CHECK(sh(NULL, "cmp %s/adapter/adapter_model.safetensors %s/lora_peft/adapter_model.safetensors", d, work) == 0);
     CHECK(sh(&out, "%s export --model %s/lora_res --hf %s/lora_hf", hg, work, work) == 2 && out &&

@@ -45,6 +45,8 @@ size_t hg_table_layout_last(hg_table *t, unsigned last) {
         for (int i = 0; i < t->count; i++) {
             hg_tensor_spec *s = &t->specs[i];
             if (!(s->flags & last) != !pass) continue;
+            s->offset = 0;
+            if (s->flags & HG_SPEC_ALIAS) continue;
             s->offset = off;
             size_t bytes = (size_t)s->alloc * (size_t)s->copies * s->elem_size;
             off += (bytes + HG_ALIGN - 1) / HG_ALIGN * HG_ALIGN;

@@ -42,6 +42,8 @@ enum {
     HG_SPEC_FROZEN = 1u << 10, /* a parameter no optimizer trains: laid out after the
                                   trainable ones, outside the gradient and AdamW buffers */
     HG_SPEC_LORA = 1u << 11,   /* a low-rank adapter's A or B (ops/lora.h) */
+    HG_SPEC_ALIAS = 1u << 12,  /* takes no room in this table: the tensor is another
+                                  table's (the model says whose), offset 0 */
 };
 
 typedef struct hg_tensor_spec {

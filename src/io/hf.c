@@ -413,22 +413,16 @@ static hg_status find_part(load_ctx *c, const hf_recipe *r, int i, hf_entry **ou
     return HG_OK;
 }
 
-static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
-    load_ctx *c = ctx;
-    hf_recipe r;
-    if (!recipe_of(c->m, c->a, k, role, l, &r))
-        return hg_fail(HG_ERR_UNSUPPORTED, "%s has no tensor for parameter %s", hf_arch_class(c->a),
-                       c->m->params.specs[k].name);
-    hg_param_info p;
-    hg_param_at(c->m, k, &p);
-    float *dst = c->host ? gpt_param(c->m, c->host, k) : NULL;
+/* The parts of recipe r into dst (fp32, the parameter p's layout), or checked only when
+ * dst is NULL. */
+static hg_status load_parts(load_ctx *c, const hf_recipe *r, const hg_param_info *p, float *dst) {
     int64_t off = 0;
-    for (int i = 0; i < r.n; i++) {
+    for (int i = 0; i < r->n; i++) {
         hf_entry *e = NULL;
-        HG_TRY(find_part(c, &r, i, &e));
+        HG_TRY(find_part(c, r, i, &e));
         /* the part's expected shape: its rows, then the parameter's other dimension */
-        int64_t want[2] = {r.rows[i], r.transpose ? p.shape[0] : p.ndim > 1 ? p.shape[1] : 0};
-        int want_ndim = r.transpose ? 2 : p.ndim;
+        int64_t want[2] = {r->rows[i], r->transpose ? p->shape[0] : p->ndim > 1 ? p->shape[1] : 0};
+        int want_ndim = r->transpose ? 2 : p->ndim;
         if (e->t->ndim != want_ndim || memcmp(e->t->shape, want, sizeof(int64_t) * (size_t)want_ndim)) {
             char got[96], exp[96];
             shape_str(got, sizeof got, e->t->shape, e->t->ndim);
@@ -442,12 +436,27 @@ static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
             return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' holds %g at element %lld; weights must be finite",
                            c->t->paths[e->file], e->t->name, v, (long long)bad);
         if (!dst) ; /* checking only */
-        else if (r.transpose) convert_transposed(e->t, want[0], want[1], dst, p.shape[1], off, c->m->threads);
-        else convert_flat(e->t, dst + off * (p.ndim > 1 ? p.shape[1] : 1), c->m->threads);
-        for (int64_t x = 0; dst && r.offset != 0.0f && x < e->t->numel; x++) dst[off + x] += r.offset; /* 1-D norms */
-        off += r.rows[i];
+        else if (r->transpose) convert_transposed(e->t, want[0], want[1], dst, p->shape[1], off, c->m->threads);
+        else convert_flat(e->t, dst + off * (p->ndim > 1 ? p->shape[1] : 1), c->m->threads);
+        for (int64_t x = 0; dst && r->offset != 0.0f && x < e->t->numel; x++) dst[off + x] += r->offset; /* 1-D norms */
+        off += r->rows[i];
     }
     return HG_OK;
+}
+
+static hg_status load_param(void *ctx, int k, gpt_role role, int l) {
+    load_ctx *c = ctx;
+    hf_recipe r;
+    if (!recipe_of(c->m, c->a, k, role, l, &r))
+        return hg_fail(HG_ERR_UNSUPPORTED, "%s has no tensor for parameter %s", hf_arch_class(c->a),
+                       c->m->params.specs[k].name);
+    hg_param_info p;
+    hg_param_at(c->m, k, &p);
+    float *dst = c->host ? gpt_param_get(c->m, c->host, k) : NULL;
+    if (c->host && !dst) return hg_fail(HG_ERR_NOMEM, "out of memory staging %s", c->m->params.specs[k].name);
+    hg_status st = load_parts(c, &r, &p, dst);
+    gpt_param_put(c->m, c->host, k, dst, st == HG_OK);
+    return st;
 }
 
 /* GPT2Attention's causal-mask buffers (h.N.attn.bias, h.N.attn.masked_bias) and the
@@ -572,41 +581,50 @@ typedef struct save_ctx {
     int n;
 } save_ctx;
 
-static hg_status save_param(void *ctx, int k, gpt_role role, int l) {
-    save_ctx *c = ctx;
-    hf_recipe r;
-    recipe_of(c->m, c->a, k, role, l, &r); /* hf_arch_cannot has ruled out a missing one */
-    hg_param_info p;
-    hg_param_at((hg_model *)c->m, k, &p);
-    const float *src = gpt_param(c->m, (float *)c->host, k);
+/* The entries of parameter p's parts (recipe r) from src, its values in fp32; staged:
+ * src is a copy that goes before the entries are written. */
+static hg_status save_parts(save_ctx *c, const hf_recipe *r, const hg_param_info *p, const float *src, int staged) {
     int64_t off = 0;
-    for (int i = 0; i < r.n; i++) {
+    for (int i = 0; i < r->n; i++) {
         hg_st_entry *e = &c->entries[c->n];
-        const int64_t cols = r.transpose ? p.shape[0] : p.ndim > 1 ? p.shape[1] : 1, numel = r.rows[i] * cols;
-        snprintf(c->names[c->n], sizeof c->names[c->n], "%s", r.names[0][i]);
+        const int64_t cols = r->transpose ? p->shape[0] : p->ndim > 1 ? p->shape[1] : 1, numel = r->rows[i] * cols;
+        snprintf(c->names[c->n], sizeof c->names[c->n], "%s", r->names[0][i]);
         e->name = c->names[c->n];
         e->dtype = c->bf16 ? HG_ST_BF16 : HG_ST_F32;
-        e->ndim = r.transpose ? 2 : p.ndim;
-        e->shape[0] = r.rows[i];
+        e->ndim = r->transpose ? 2 : p->ndim;
+        e->shape[0] = r->rows[i];
         e->shape[1] = cols;
-        if (!c->bf16 && !r.transpose && r.offset == 0.0f) {
+        if (!c->bf16 && !r->transpose && r->offset == 0.0f && !staged) {
             e->data = src + off * cols; /* the parameter's own bytes */
         } else {
             void *buf = malloc((size_t)numel * (c->bf16 ? 2 : 4));
             if (!buf) return hg_fail(HG_ERR_NOMEM, "out of memory");
             c->owned[c->n] = buf;
             e->data = buf;
-            for (int64_t x = 0; x < r.rows[i]; x++)
+            for (int64_t x = 0; x < r->rows[i]; x++)
                 for (int64_t y = 0; y < cols; y++) {
-                    float v = (r.transpose ? src[y * p.shape[1] + off + x] : src[(off + x) * cols + y]) - r.offset;
+                    float v = (r->transpose ? src[y * p->shape[1] + off + x] : src[(off + x) * cols + y]) - r->offset;
                     if (c->bf16) ((uint16_t *)buf)[x * cols + y] = to_bf16(v);
                     else ((float *)buf)[x * cols + y] = v;
                 }
         }
         c->n++;
-        off += r.rows[i];
+        off += r->rows[i];
     }
     return HG_OK;
+}
+
+static hg_status save_param(void *ctx, int k, gpt_role role, int l) {
+    save_ctx *c = ctx;
+    hf_recipe r;
+    recipe_of(c->m, c->a, k, role, l, &r); /* hf_arch_cannot has ruled out a missing one */
+    hg_param_info p;
+    hg_param_at((hg_model *)c->m, k, &p);
+    float *src = gpt_param_get(c->m, (float *)c->host, k), *held = gpt_held_bf16(c->m, k) ? src : NULL;
+    if (!src) return hg_fail(HG_ERR_NOMEM, "out of memory staging %s", c->m->params.specs[k].name);
+    hg_status st = save_parts(c, &r, &p, src, held != NULL);
+    gpt_param_put(c->m, (float *)c->host, k, held, 0);
+    return st;
 }
 
 static int64_t entry_bytes(const hg_st_entry *e) {

@@ -425,7 +425,12 @@ hg_status hg_lora_merge(hg_model *m) {
         for (int g = 0; g < HG_LORA_GROUPS; g++) {
             const gpt_lora_group lg = gpt_lora_group_of(&m->cfg, lo, (hg_lora_group)g);
             const int k = gpt_pi(m, l, gpt_lora_role((hg_lora_group)g));
-            float *W = gpt_param(m, host, gpt_pi(m, l, weight[g])); /* (K, OUT), input-major */
+            const int w = gpt_pi(m, l, weight[g]);
+            float *W = lg.n ? gpt_param_get(m, host, w) : NULL; /* (K, OUT), input-major */
+            if (lg.n && !W) {
+                gpt_host_free(m->param, host);
+                return hg_fail(HG_ERR_NOMEM, "out of memory staging %s", m->params.specs[w].name);
+            }
             for (int j = 0; j < lg.n; j++) {
                 float *A = gpt_param(m, host, k + 2 * j), *B = gpt_param(m, host, k + 2 * j + 1);
                 /* W[:, c0 + c] += s (B A)^T: W[i][c0 + c] += s sum_q B[c][q] A[q][i], then B = 0 */
@@ -438,6 +443,7 @@ hg_status hg_lora_merge(hg_model *m) {
                     }
                 memset(B, 0, sizeof(float) * (size_t)lg.cols[j] * r);
             }
+            gpt_param_put(m, host, w, W, 1); /* rounded once, where the base is held in bf16 */
         }
     return gpt_host_end(m, m->param, host);
 }

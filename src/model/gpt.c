@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/plan.h"
@@ -335,6 +336,13 @@ static int build_act_table(const hg_config *c, const hg_options *o, const gpt_si
         snprintf(name, sizeof name, "lora.%s.h", lora_layer_name[g]);
         ACT(name, N, (int64_t)o->lora.r * lg.n, E, 0);
     }
+    for (int g = 0; g < HG_LORA_GROUPS; g++) { /* their dropout masks, "lora.<layer>.keep" */
+        gpt_lora_group lg = gpt_lora_group_of(c, &o->lora, (hg_lora_group)g);
+        hg_lora_shape ls = {.N = (int)N, .K = lg.K};
+        char name[64];
+        snprintf(name, sizeof name, "lora.%s.keep", lora_layer_name[g]);
+        ACT(name, lg.n && o->lora.dropout > 0 && o->training ? (int64_t)hg_lora_keep_bytes(&ls) : 0, 1, 1, 0);
+    }
     ACT("scratch.lora", (int64_t)lora_scratch, 1, 1, 0);
     ACT("site.attn_proj.in", N, C, E, 0);
     ACT("site.final_norm.out", N, C, E, 0);
@@ -398,6 +406,23 @@ static hg_status mark_frozen(const hg_options *opt, hg_table *params, hg_table *
     return HG_OK;
 }
 
+/* Under base_precision BF16, each frozen tensor whose compute copy is bf16 is held as
+ * that copy alone: 2-byte elements in the parameter table, an alias in the weights
+ * table (a norm the backend keeps in fp32 keeps its master). */
+static hg_status hold_base_bf16(const hg_options *opt, hg_table *params, hg_table *weights) {
+    if (opt->base_precision != HG_PRECISION_BF16) return HG_OK;
+    int held = 0;
+    for (int i = 0; i < params->count; i++)
+        if (params->specs[i].flags & HG_SPEC_FROZEN && weights->specs[i].elem_size == 2) {
+            params->specs[i].elem_size = 2;
+            weights->specs[i].flags |= HG_SPEC_ALIAS;
+            held++;
+        }
+    if (!held) return hg_fail(HG_ERR_INVALID, "base_precision: bf16 holds the frozen tensors in bf16, and none is frozen "
+                              "(freeze, or lora's base)");
+    return HG_OK;
+}
+
 /* Refuses a backend without kernels in opt's precision, or one that keeps the residual
  * stream in fp32 and cannot convert it into the compute type (dropout_backward with
  * p = 0 converts each branch's gradient, and a postnorm block's inputs). */
@@ -443,6 +468,7 @@ static hg_status build_tables(const hg_config *cfg, const hg_options *opt, const
         !build_act_table(cfg, opt, sites, &all, E, Er, att, red, *chunk, NULL))
         st = hg_fail(HG_ERR_NOMEM, "out of memory building the model's tables");
     if (st == HG_OK) st = mark_frozen(opt, params, weights);
+    if (st == HG_OK) st = hold_base_bf16(opt, params, weights);
     if (st == HG_OK) {
         /* the compute copy laid out as the masters: in fp32 it is the same buffer */
         *train_bytes = hg_table_layout_last(params, HG_SPEC_FROZEN);
@@ -521,6 +547,10 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
         return hg_fail(HG_ERR_UNSUPPORTED, "precision: fp16 (with dynamic loss scaling) is not implemented; use bf16");
     if (o->shards < 0 || o->shards > 65536) return hg_fail(HG_ERR_INVALID, "shards must be in [0, 65536], got %d", o->shards);
     HG_TRY(gpt_lora_check(cfg, &o->lora));
+    if (o->base_precision != HG_PRECISION_FP32 && o->base_precision != HG_PRECISION_BF16)
+        return hg_fail(HG_ERR_INVALID, "base_precision must be HG_PRECISION_FP32 or _BF16, got %d", (int)o->base_precision);
+    if (o->base_precision == HG_PRECISION_BF16 && o->precision != HG_PRECISION_BF16)
+        return hg_fail(HG_ERR_INVALID, "base_precision: a base held in bf16 needs precision bf16 (its products run in bf16)");
     if ((unsigned)o->recompute > HG_RECOMPUTE_BLOCK)
         return hg_fail(HG_ERR_INVALID, "recompute must be HG_RECOMPUTE_NONE, _ATTN, _MLP or _BLOCK, got %d", (int)o->recompute);
     if (o->shard < 0 || o->shard >= (o->shards > 1 ? o->shards : 1))
@@ -593,6 +623,7 @@ void gpt_grad_ready(const hg_model *m, int first, int end) {
 void gpt_refresh_weights(hg_model *m, size_t lo, size_t n) {
     if (m->weight == (void *)m->param) return;
     for (int i = 0; i < m->params.count; i++) {
+        if (m->weights.specs[i].flags & HG_SPEC_ALIAS) continue; /* its own copy */
         size_t t0 = m->params.specs[i].offset / sizeof(float), t1 = t0 + (size_t)m->params.specs[i].alloc;
         size_t a = t0 > lo ? t0 : lo, b = t1 < lo + n ? t1 : lo + n, E = m->weights.specs[i].elem_size;
         if (a >= b) continue;
@@ -624,6 +655,28 @@ hg_status gpt_host_end(hg_model *m, float *buf, float *host) {
     return st;
 }
 
+float *gpt_param_get(const hg_model *m, float *host, int idx) {
+    float *p = gpt_param(m, host, idx);
+    if (!gpt_held_bf16(m, idx)) return p;
+    const int64_t n = m->params.specs[idx].numel;
+    float *w = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    const uint16_t *h = (const uint16_t *)p;
+    if (w)
+        #pragma omp parallel for schedule(static) num_threads(m->threads)
+        for (int64_t j = 0; j < n; j++) w[j] = bf16_to_f32(h[j]);
+    return w;
+}
+
+void gpt_param_put(const hg_model *m, float *host, int idx, float *p, int store) {
+    if (!p || !gpt_held_bf16(m, idx)) return;
+    const int64_t n = m->params.specs[idx].numel;
+    uint16_t *h = (uint16_t *)gpt_param(m, host, idx);
+    if (store)
+        #pragma omp parallel for schedule(static) num_threads(m->threads)
+        for (int64_t j = 0; j < n; j++) h[j] = f32_to_bf16(p[j]);
+    free(p);
+}
+
 /* Each site op's parameters, block by block, from its init (host holds the parameters). */
 static hg_status init_site_params(hg_model *m, float *host) {
     for (int s = 0; s < HG_SITES; s++) {
@@ -632,10 +685,14 @@ static hg_status init_site_params(hg_model *m, float *host) {
         int layers = s == HG_SITE_FINAL_NORM ? 1 : m->d.L;
         for (int l = 0; l < layers; l++) {
             float *p[HG_OP_MAX_TENSORS] = {0};
-            for (int i = 0; i < d->op.n_params; i++) p[i] = gpt_param(m, host, gpt_pi(m, l, gpt_site_role((hg_site)s)) + i);
+            const int k = gpt_pi(m, l, gpt_site_role((hg_site)s));
+            int staged = 1;
+            for (int i = 0; i < d->op.n_params; i++) staged &= (p[i] = gpt_param_get(m, host, k + i)) != NULL;
             int layer = s == HG_SITE_FINAL_NORM ? -1 : l;
             hg_clear_error();
-            hg_status st = d->op.init(d->op.ctx, &m->sites.shape[s], layer, p, m->opt.seed);
+            hg_status st = staged ? d->op.init(d->op.ctx, &m->sites.shape[s], layer, p, m->opt.seed)
+                                  : hg_fail(HG_ERR_NOMEM, "out of memory");
+            for (int i = 0; i < d->op.n_params; i++) gpt_param_put(m, host, k + i, p[i], st == HG_OK);
             if (st != HG_OK)
                 return hg_fail_returned(st, "op '%s' (%s, block %d): its init", d->name, hg_site_field((hg_site)s),
                                         layer);
@@ -677,19 +734,24 @@ static hg_status init_params(hg_model *m) {
     uint32_t stream = 0;
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
-        float *p = gpt_param(m, host, i);
         if (s->flags & HG_SPEC_LORA) {
-            init_lora(m, i, p);
+            init_lora(m, i, gpt_param(m, host, i));
             continue;
         }
         if (s->flags & HG_SPEC_SITE) continue;
         const uint32_t at = stream++;
+        float *p = gpt_param_get(m, host, i);
+        if (!p) {
+            gpt_host_free(m->param, host);
+            return hg_fail(HG_ERR_NOMEM, "out of memory staging parameter %s", s->name);
+        }
         int is_bias = (s->flags & HG_SPEC_BIAS) != 0, is_norm = (s->flags & HG_SPEC_NORM) && !is_bias;
         float std = s->flags & HG_SPEC_RESIDUAL ? proj_std : 0.02f;
         uint64_t seed = m->opt.seed;
         #pragma omp parallel for schedule(static) num_threads(m->threads)
         for (int64_t j = 0; j < s->numel; j++)
             p[j] = is_norm ? 1.0f : is_bias ? 0.0f : std * hg_rng_normal(seed, at, (uint64_t)j);
+        gpt_param_put(m, host, i, p, 1);
     }
     hg_status st = init_site_params(m, host);
     if (st != HG_OK) {
@@ -878,7 +940,9 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
     out->ndim = s->ndim;
     for (int d = 0; d < s->ndim; d++) out->shape[d] = s->shape[d];
     out->numel = s->numel;
-    out->data = gpt_param(m, m->param, index);
+    out->dtype = gpt_held_bf16(m, index) ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
+    if (out->dtype == HG_PRECISION_BF16) out->data_bf16 = (uint16_t *)gpt_param(m, m->param, index);
+    else out->data = gpt_param(m, m->param, index);
     if (m->grad) out->grad = gpt_grad(m, index);
     if (m->grad && m->opt.shards == 1) {
         out->adam_m = gpt_grad_in(m, m->adam_m, index);
@@ -914,9 +978,28 @@ static hg_status param_part(const hg_model *m, int index, hg_param_part part, co
     return HG_OK;
 }
 
+/* A tensor held in bf16 moves through a bf16 buffer of its own: read widens it into
+ * host, write rounds host into it. */
+static hg_status param_bf16_io(const hg_model *m, int index, float *dev, float *host, int write) {
+    const size_t n = (size_t)m->params.specs[index].numel;
+    uint16_t *b = malloc(2 * (n ? n : 1));
+    if (!b) return hg_fail(HG_ERR_NOMEM, "out of memory staging parameter %s", m->params.specs[index].name);
+    if (write) {
+        for (size_t j = 0; j < n; j++) b[j] = f32_to_bf16(host[j]);
+        m->be->ops->upload(m->be, dev, b, 2 * n);
+    } else {
+        m->be->ops->download(m->be, b, dev, 2 * n);
+    }
+    hg_status st = m->be->ops->sync(m->be);
+    for (size_t j = 0; !write && st == HG_OK && j < n; j++) host[j] = bf16_to_f32(b[j]);
+    free(b);
+    return st;
+}
+
 hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float *host) {
     float *src = NULL;
     HG_TRY(param_part(m, index, part, host, &src));
+    if (part == HG_PARAM_DATA && gpt_held_bf16(m, index)) return param_bf16_io(m, index, src, host, 0);
     m->be->ops->download(m->be, host, src, sizeof(float) * (size_t)m->params.specs[index].numel);
     return m->be->ops->sync(m->be);
 }
@@ -924,6 +1007,7 @@ hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float 
 hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float *host) {
     float *dst = NULL;
     HG_TRY(param_part(m, index, part, host, &dst));
+    if (part == HG_PARAM_DATA && gpt_held_bf16(m, index)) return param_bf16_io(m, index, dst, (float *)host, 1);
     m->be->ops->upload(m->be, dst, host, sizeof(float) * (size_t)m->params.specs[index].numel);
     if (part == HG_PARAM_DATA) gpt_refresh_weights(m, m->params.specs[index].offset / sizeof(float), (size_t)m->params.specs[index].numel);
     return m->be->ops->sync(m->be);
@@ -950,7 +1034,9 @@ hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx) {
 static int same_layout(const hg_table *a, const hg_table *b) {
     if (a->count != b->count || a->bytes != b->bytes) return 0;
     for (int i = 0; i < a->count; i++)
-        if (a->specs[i].offset != b->specs[i].offset || strcmp(a->specs[i].name, b->specs[i].name)) return 0;
+        if (a->specs[i].offset != b->specs[i].offset || a->specs[i].elem_size != b->specs[i].elem_size ||
+            strcmp(a->specs[i].name, b->specs[i].name))
+            return 0;
     return 1;
 }
 
@@ -973,8 +1059,12 @@ hg_status hg_model_copy_params(hg_model *dst, const hg_model *src) {
     else
         for (int i = 0; st == HG_OK && i < dst->params.count; i++) {
             int k = hg_table_find(&src->params, dst->params.specs[i].name);
-            if (k >= 0)
-                memcpy(gpt_param(dst, d_host, i), gpt_param(src, s_host, k), sizeof(float) * (size_t)src->params.specs[k].numel);
+            if (k < 0) continue;
+            float *from = gpt_param_get(src, s_host, k), *to = from ? gpt_param_get(dst, d_host, i) : NULL;
+            if (to) memcpy(to, from, sizeof(float) * (size_t)src->params.specs[k].numel);
+            else st = hg_fail(HG_ERR_NOMEM, "out of memory staging parameter %s", src->params.specs[k].name);
+            gpt_param_put(src, s_host, k, from, 0);
+            gpt_param_put(dst, d_host, i, to, 1);
         }
     gpt_host_free(src->param, s_host);
     if (st == HG_OK) st = gpt_host_end(dst, dst->param, d_host); /* uploads and refreshes the compute copy */

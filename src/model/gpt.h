@@ -136,7 +136,9 @@ enum gpt_act {
     S_REDUCE,    /* norm backward partial sums, layernorm_scratch_bytes (backward only) */
     A_LORA_H,    /* HG_LORA_GROUPS tensors, one per linear group (hg_lora_group): (L, N, r n)
                     the adapters' down-projection h (ops/lora.h), kept for backward */
-    S_LORA = A_LORA_H + HG_LORA_GROUPS, /* the adapters' scratch (hg_lora_scratch_bytes) */
+    A_LORA_KEEP = A_LORA_H + HG_LORA_GROUPS, /* HG_LORA_GROUPS tensors: (L, hg_lora_keep_bytes)
+                    the adapters' dropout mask as bits, kept for backward (dropout > 0) */
+    S_LORA = A_LORA_KEEP + HG_LORA_GROUPS, /* the adapters' scratch (hg_lora_scratch_bytes) */
     /* site ops (gpt_sites); sizes 0 for a site without one */
     A_SITE_IN,   /* (L, N, C) attn.c_proj's output: the input of the op after it */
     A_SITE_OUT,  /* (N, C) the output of the op before the final norm: the norm's input */
@@ -290,10 +292,21 @@ static inline float *gpt_grad_in(const hg_model *m, float *buf, int idx) {
     return gpt_trained(m, idx) ? gpt_param(m, buf, idx) : NULL;
 }
 static inline float *gpt_grad(const hg_model *m, int idx) { return gpt_grad_in(m, m->grad, idx); }
+/* 1 when tensor idx is held in bf16 (a frozen one under hg_options.base_precision BF16):
+ * its place in the parameter buffer holds bf16 elements, and it is its own compute copy
+ * (HG_SPEC_ALIAS in the weights table). */
+static inline int gpt_held_bf16(const hg_model *m, int idx) { return idx >= 0 && m->params.specs[idx].elem_size == 2; }
 /* Tensor idx of the weights the ops read, in the compute type; NULL for idx -1. */
 static inline float *gpt_weight(const hg_model *m, int idx) {
-    return idx < 0 ? NULL : (float *)hg_table_ptr(&m->weights, m->weight, idx, 0);
+    if (idx < 0) return NULL;
+    if (m->weights.specs[idx].flags & HG_SPEC_ALIAS) return gpt_param(m, m->param, idx);
+    return (float *)hg_table_ptr(&m->weights, m->weight, idx, 0);
 }
+/* Tensor idx of a host staging buffer of the parameters (gpt_host_begin(m, m->param))
+ * in fp32: the tensor itself, or for one held in bf16 a widened copy (NULL when out of
+ * memory), which gpt_param_put rounds back into place (when store) and frees. */
+float *gpt_param_get(const hg_model *m, float *host, int idx);
+void gpt_param_put(const hg_model *m, float *host, int idx, float *p, int store);
 /* p advanced by n elements of the compute type (weights and activations). */
 static inline float *gpt_elems(const hg_model *m, const void *p, size_t n) {
     return (float *)((char *)p + n * hg_precision_bytes(m->be->precision));

@@ -195,23 +195,23 @@ static inline hg_status op_matmul_backward(hg_model *m, prof_kind kind, int laye
 
 /* The adapters of a linear layer of block `layer` (ops/lora.h): y += their product of x,
  * h kept; backward dx += their share, dA and dB accumulated. */
-static inline hg_status op_lora_forward(hg_model *m, int layer, float *y, float *h, const float *x,
+static inline hg_status op_lora_forward(hg_model *m, int layer, float *y, float *h, uint32_t *keep, const float *x,
                                         const hg_lora_weights *w, const hg_lora_shape *s, const hg_dropout *d,
                                         void *scratch) {
     hg_status st;
-    OP_RUN_STATUS(st, m, lora_forward, (m->be, y, h, x, w, s, d, scratch), .kind = OP_LORA_FWD, .layer = layer,
+    OP_RUN_STATUS(st, m, lora_forward, (m->be, y, h, keep, x, w, s, d, scratch), .kind = OP_LORA_FWD, .layer = layer,
                   .dims = {s->N, s->K, (long long)s->r * s->n}, .cost = hg_lora_forward_cost(s), .rd = {x, y},
-                  .wr = {y, h, scratch});
+                  .wr = {y, h, keep, scratch});
     return op_status(OP_LORA_FWD, layer, st);
 }
 
 static inline hg_status op_lora_backward(hg_model *m, int layer, float *dx, const float *dy, const float *x,
-                                         const float *h, const hg_lora_weights *w, const hg_lora_shape *s,
-                                         const hg_dropout *d, void *scratch) {
+                                         const float *h, const uint32_t *keep, const hg_lora_weights *w,
+                                         const hg_lora_shape *s, const hg_dropout *d, void *scratch) {
     hg_status st;
-    OP_RUN_STATUS(st, m, lora_backward, (m->be, dx, dy, x, h, w, s, d, scratch), .kind = OP_LORA_BWD, .layer = layer,
-                  .dims = {s->N, s->K, (long long)s->r * s->n}, .cost = hg_lora_backward_cost(s),
-                  .rd = {dx, dy, x, h}, .wr = {dx, scratch});
+    OP_RUN_STATUS(st, m, lora_backward, (m->be, dx, dy, x, h, keep, w, s, d, scratch), .kind = OP_LORA_BWD,
+                  .layer = layer, .dims = {s->N, s->K, (long long)s->r * s->n}, .cost = hg_lora_backward_cost(s),
+                  .rd = {dx, dy, x, h, keep}, .wr = {dx, scratch});
     return op_status(OP_LORA_BWD, layer, st);
 }
 

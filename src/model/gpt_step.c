@@ -68,7 +68,8 @@ static hg_status lora_forward(hg_model *m, int l, hg_lora_group g, float *y, con
     hg_lora_weights w;
     hg_dropout d;
     lora_args(m, l, g, &s, &w, &d);
-    return op_lora_forward(m, l, y, gpt_act(m, A_LORA_H + g, l), x, &w, &s, &d, gpt_act(m, S_LORA, 0));
+    return op_lora_forward(m, l, y, gpt_act(m, A_LORA_H + g, l), (uint32_t *)gpt_act(m, A_LORA_KEEP + g, l), x, &w, &s,
+                           &d, gpt_act(m, S_LORA, 0));
 }
 
 /* dx += the adapters' share of the input gradient, from dy; their gradients. */
@@ -78,7 +79,8 @@ static hg_status lora_backward(hg_model *m, int l, hg_lora_group g, float *dx, c
     hg_lora_weights w;
     hg_dropout d;
     lora_args(m, l, g, &s, &w, &d);
-    return op_lora_backward(m, l, dx, dy, x, gpt_act(m, A_LORA_H + g, l), &w, &s, &d, gpt_act(m, S_LORA, 0));
+    return op_lora_backward(m, l, dx, dy, x, gpt_act(m, A_LORA_H + g, l), (const uint32_t *)gpt_act(m, A_LORA_KEEP + g, l),
+                            &w, &s, &d, gpt_act(m, S_LORA, 0));
 }
 
 /* The MLP's first linear, with its adapters: fch (N, FI) from its input. */

@@ -10,6 +10,7 @@
 #define HG_OPS_LORA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "handgrad.h"
 #include "ops/cost.h"
@@ -35,15 +36,22 @@ typedef struct hg_lora_weights {
 
 /* h (N, R) = drop(x) [A_0; ...; A_{n-1}]^T, kept for backward; then for each module j,
  * y[:, c0_j : c0_j + cols_j] += s_j h[:, j r : (j+1) r] B_j^T. x (N, K), y (N, OUT).
- * scratch: hg_lora_scratch_bytes(shape) bytes (drop(x) when the dropout is on). */
-typedef hg_status hg_lora_forward_fn(hg_backend *be, float *y, float *h, const float *x, const hg_lora_weights *w,
-                                     const hg_lora_shape *s, const hg_dropout *drop, void *scratch);
+ * keep (hg_lora_keep_bytes, kept for backward): with the dropout on, the mask as bits,
+ * bit i % 32 of word i / 32 set when element i = n K + k is kept; a backend may leave it
+ * and draw the mask again in backward. scratch: hg_lora_scratch_bytes(shape) bytes
+ * (drop(x) when the dropout is on). */
+typedef hg_status hg_lora_forward_fn(hg_backend *be, float *y, float *h, uint32_t *keep, const float *x,
+                                     const hg_lora_weights *w, const hg_lora_shape *s, const hg_dropout *drop,
+                                     void *scratch);
 /* From dy (N, OUT), the gradient at y: dh_j = s_j dy_j B_j; dB_j += s_j dy_j^T h_j;
  * dA_j += dh_j^T drop(x); dx (N, K) += drop'(dh [A_0; ...]) (the adapters' share of the
- * input gradient, added to what the base layer's backward wrote). dh lives in scratch. */
+ * input gradient, added to what the base layer's backward wrote). keep: as forward left
+ * it. dh lives in scratch. */
 typedef hg_status hg_lora_backward_fn(hg_backend *be, float *dx, const float *dy, const float *x, const float *h,
-                                      const hg_lora_weights *w, const hg_lora_shape *s, const hg_dropout *drop,
-                                      void *scratch);
+                                      const uint32_t *keep, const hg_lora_weights *w, const hg_lora_shape *s,
+                                      const hg_dropout *drop, void *scratch);
+/* Bytes of keep: N K bits in 32-bit words. */
+static inline size_t hg_lora_keep_bytes(const hg_lora_shape *s) { return 4 * (((size_t)s->N * (size_t)s->K + 31) / 32); }
 /* Scratch of both: drop(x) (N, K) when the dropout is on, and dh (N, R), in the compute
  * type (sized for 4-byte elements). */
 static inline size_t hg_lora_scratch_bytes(const hg_lora_shape *s, int dropout) {

@@ -155,7 +155,7 @@ static int entries(const hg_model *m, float *buf, const char *prefix, hg_st_entr
         if (!holds(m, prefix, i)) continue;
         snprintf(names[n], sizeof names[n], "%s%s", prefix, s->name);
         e[n].name = names[n];
-        e[n].dtype = HG_ST_F32;
+        e[n].dtype = gpt_held_bf16(m, i) && !*prefix ? HG_ST_BF16 : HG_ST_F32; /* as the model holds it */
         e[n].ndim = s->ndim;
         for (int d = 0; d < s->ndim; d++) e[n].shape[d] = s->shape[d];
         e[n].data = gpt_param(m, buf, i); /* host memory (gpt_host_begin) */
@@ -245,14 +245,17 @@ static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file
         snprintf(name, sizeof name, "%s%s", prefix, s->name);
         const hg_st_tensor *t = hg_st_find(f, name);
         if (!t) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is missing", file, name);
-        if (t->dtype != HG_ST_F32) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not F32", file, name);
+        const int bf16 = gpt_held_bf16(m, i) && !*prefix;
+        if (t->dtype != (bf16 ? HG_ST_BF16 : HG_ST_F32))
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not %s%s", file, name, bf16 ? "BF16" : "F32",
+                           bf16 ? " (the model holds it in bf16: base_precision)" : "");
         int same = t->ndim == s->ndim;
         for (int d = 0; same && d < s->ndim; d++) same = t->shape[d] == s->shape[d];
         if (!same)
             return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' has shape (%lld%s) but the model needs (%lld%s%lld)", file, name,
                            (long long)(t->ndim ? t->shape[0] : 0), t->ndim > 1 ? ", ..." : "", (long long)s->shape[0],
                            s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL);
-        if (copy) m->be->ops->upload(m->be, gpt_param(m, buf, i), t->data, sizeof(float) * (size_t)s->numel);
+        if (copy) m->be->ops->upload(m->be, gpt_param(m, buf, i), t->data, s->elem_size * (size_t)s->numel);
         else HG_TRY(check_values(t, file, name, !strcmp(prefix, "v."), m->threads));
     }
     return HG_OK;

@@ -14,7 +14,7 @@
  *
  * so the fp32 path copies nothing and both paths run the same arithmetic: a bf16 op's
  * result is the fp32 op's on the bf16 inputs, rounded once to bf16 at the end.
- * Rounding is to nearest even; a NaN stays a (quiet) NaN. */
+ * Rounding is to nearest even; a NaN stays a (quiet) NaN (core/bf16.h). */
 #ifndef HG_BACKEND_CPU_BF16_H
 #define HG_BACKEND_CPU_BF16_H
 
@@ -23,29 +23,13 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/bf16.h"
 
 /* Longest row the bf16 kernels convert on a thread's stack (d_model, an MLP width is cut
  * into blocks); backend refuses larger d_model in bf16 (cpu.c). */
 #define CPU_BF16_ROW_MAX 16384
 /* Elements per block of an elementwise kernel (a multiple of 16). */
 #define CPU_BLOCK 2048
-
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
-}
-
-/* x rounded to bf16 and back (what a bf16 tensor holds of x). */
-static inline float bf16_round(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
 static inline int cpu_bf16(const hg_backend *be) { return be->precision == HG_PRECISION_BF16; }
 

@@ -6,9 +6,34 @@
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 
+/* The mask as bits (ops/lora.h): keep[(b + i) / 32] from the scales sc[0, m) of elements
+ * b.., b a multiple of 32; and back. Whole words in loops the compiler vectorizes. */
+static void keep_put(uint32_t *keep, size_t b, const float *sc, size_t m) {
+    for (size_t i = 0; i < m; i += 32) {
+        const size_t n = m - i < 32 ? m - i : 32;
+        uint32_t w = 0;
+        if (n == 32)
+            for (int j = 0; j < 32; j++) w |= (uint32_t)(sc[i + j] != 0.0f) << j;
+        else
+            for (size_t j = 0; j < n; j++) w |= (uint32_t)(sc[i + j] != 0.0f) << j;
+        keep[(b + i) / 32] = w;
+    }
+}
+static void keep_get(const uint32_t *keep, size_t b, size_t m, float p, float *sc) {
+    const float kept = 1.0f / (1.0f - p); /* hg_dropout_scale's */
+    for (size_t i = 0; i < m; i += 32) {
+        const uint32_t w = keep[(b + i) / 32];
+        if (m - i >= 32)
+            for (int j = 0; j < 32; j++) sc[i + j] = w >> j & 1 ? kept : 0.0f;
+        else
+            for (size_t j = 0; j < m - i; j++) sc[i + j] = w >> j & 1 ? kept : 0.0f;
+    }
+}
+
 /* x (N, K) with the dropout applied, in the compute type: x itself when it is off, else
- * written into xd (scratch). Elements are dropped as ops/dropout.h numbers them, i = n K + k. */
-static const float *dropped(hg_backend *be, const float *x, float *xd, size_t n, const hg_dropout *drop) {
+ * written into xd (scratch), the mask into keep. Elements are dropped as ops/dropout.h
+ * numbers them, i = n K + k. */
+static const float *dropped(hg_backend *be, const float *x, float *xd, uint32_t *keep, size_t n, const hg_dropout *drop) {
     if (!hg_dropout_on(drop)) return x;
     const int h = cpu_bf16(be);
     #pragma omp parallel num_threads(be->threads)
@@ -19,6 +44,7 @@ static const float *dropped(hg_backend *be, const float *x, float *xd, size_t n,
             size_t m = n - b < CPU_BLOCK ? n - b : CPU_BLOCK;
             elem_load(h, buf, x, b, m);
             cpu_dropout_scales(drop, b, m, sc);
+            keep_put(keep, b, sc, m);
             #pragma omp simd
             for (size_t i = 0; i < m; i++) buf[i] *= sc[i];
             elem_store(h, xd, b, buf, m);
@@ -49,10 +75,10 @@ static void scale_cols(hg_backend *be, float *p, int rows, int cols, int ld, flo
 /* Element `at` of a compute-type buffer. */
 static float *at_elem(hg_backend *be, const float *p, size_t at) { return cpu_elems(be, p, at); }
 
-hg_status cpu_lora_forward(hg_backend *be, float *y, float *h, const float *x, const hg_lora_weights *w,
+hg_status cpu_lora_forward(hg_backend *be, float *y, float *h, uint32_t *keep, const float *x, const hg_lora_weights *w,
                            const hg_lora_shape *s, const hg_dropout *drop, void *scratch) {
     const int bf = cpu_bf16(be), R = s->r * s->n;
-    const float *xd = dropped(be, x, scratch, (size_t)s->N * s->K, drop);
+    const float *xd = dropped(be, x, scratch, keep, (size_t)s->N * s->K, drop);
     for (int j = 0; j < s->n; j++) {
         float *hj = at_elem(be, h, (size_t)j * s->r);
         /* h_j (N, r) = xd (N, K) @ A_j^T, A_j stored (r, K) */
@@ -69,7 +95,8 @@ hg_status cpu_lora_forward(hg_backend *be, float *y, float *h, const float *x, c
 }
 
 hg_status cpu_lora_backward(hg_backend *be, float *dx, const float *dy, const float *x, const float *h,
-                            const hg_lora_weights *w, const hg_lora_shape *s, const hg_dropout *drop, void *scratch) {
+                            const uint32_t *keep, const hg_lora_weights *w, const hg_lora_shape *s,
+                            const hg_dropout *drop, void *scratch) {
     const int bf = cpu_bf16(be), R = s->r * s->n, on = hg_dropout_on(drop);
     const size_t nk = (size_t)s->N * s->K;
     float *t = scratch, *dh = on ? at_elem(be, scratch, nk) : scratch;
@@ -103,7 +130,7 @@ hg_status cpu_lora_backward(hg_backend *be, float *dx, const float *dy, const fl
                 elem_load(bf, a, dx, i0, m);
                 elem_load(bf, b, t, i0, m);
                 elem_load(bf, c, x, i0, m);
-                cpu_dropout_scales(drop, i0, m, sc);
+                keep_get(keep, i0, m, drop->p, sc);
                 #pragma omp simd
                 for (size_t i = 0; i < m; i++) a[i] += b[i] * sc[i], c[i] *= sc[i];
                 elem_store(bf, dx, i0, a, m);

@@ -99,8 +99,11 @@ static hg_status backward(hg_backend *be, T *dx, const T *dy, const T *x, const 
     return HG_OK;
 }
 
-extern "C" hg_status cuda_lora_forward(hg_backend *be, float *y, float *h, const float *x, const hg_lora_weights *w,
-                                       const hg_lora_shape *s, const hg_dropout *drop, void *scratch) {
+/* keep is left unwritten: the backward draws the mask again (ops/lora.h allows it). */
+extern "C" hg_status cuda_lora_forward(hg_backend *be, float *y, float *h, uint32_t *keep, const float *x,
+                                       const hg_lora_weights *w, const hg_lora_shape *s, const hg_dropout *drop,
+                                       void *scratch) {
+    (void)keep;
     CUDA_OP("lora_forward");
     hg_status st = HG_OK;
     CUDA_DISPATCH(be, st = forward<T>(be, (T *)y, (T *)h, (const T *)x, w, s, drop, (T *)scratch));
@@ -108,8 +111,9 @@ extern "C" hg_status cuda_lora_forward(hg_backend *be, float *y, float *h, const
 }
 
 extern "C" hg_status cuda_lora_backward(hg_backend *be, float *dx, const float *dy, const float *x, const float *h,
-                                        const hg_lora_weights *w, const hg_lora_shape *s, const hg_dropout *drop,
-                                        void *scratch) {
+                                        const uint32_t *keep, const hg_lora_weights *w, const hg_lora_shape *s,
+                                        const hg_dropout *drop, void *scratch) {
+    (void)keep;
     CUDA_OP("lora_backward");
     hg_status st = HG_OK;
     CUDA_DISPATCH(be, st = backward<T>(be, (T *)dx, (const T *)dy, (const T *)x, (const T *)h, w, s, drop, (T *)scratch));
