@@ -16,6 +16,7 @@ target_sources(handgrad PRIVATE
   data/shard.c
   data/loader.c
   data/prepare.c
+  data/chat_template.c
 )
 # utf8proc: Unicode normalization (NFC) for tokenizer.json normalizers (Qwen2's).
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
