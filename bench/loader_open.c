@@ -23,14 +23,14 @@
  * unbounded clears the header's id bound. */
 static int make(const char *path, long mib, int V, int unbounded) {
     shard_writer w;
-    if (shard_writer_open(&w, path, V, 0) != HG_OK) return fprintf(stderr, "%s\n", hg_last_error()), 1;
+    if (shard_writer_open(&w, path, V, 0, 0) != HG_OK) return fprintf(stderr, "%s\n", hg_last_error()), 1;
     enum { CHUNK = 1 << 16 };
     static int32_t ids[CHUNK];
     uint64_t x = 88172645463325252ull, n = (uint64_t)mib * 1048576 / (V > 65536 ? 4 : 2);
     for (uint64_t done = 0; done < n; done += CHUNK) {
         size_t k = n - done < CHUNK ? (size_t)(n - done) : CHUNK;
         for (size_t i = 0; i < k; i++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, ids[i] = (int32_t)(x % (uint64_t)V);
-        if (shard_writer_write(&w, ids, k) != HG_OK) return shard_writer_abort(&w), fprintf(stderr, "%s\n", hg_last_error()), 1;
+        if (shard_writer_write(&w, ids, NULL, k) != HG_OK) return shard_writer_abort(&w), fprintf(stderr, "%s\n", hg_last_error()), 1;
     }
     if (shard_writer_close(&w) != HG_OK) return fprintf(stderr, "%s\n", hg_last_error()), 1;
     FILE *f = unbounded ? fopen(path, "r+b") : NULL;

@@ -11,18 +11,26 @@
 #include "handgrad_data.h"
 #include "core/timer.h"
 
-static const char synopsis[] = "usage: handgrad prepare --tokenizer PATH --out DIR [options] FILE...\n";
+static const char synopsis[] = "usage: handgrad prepare --tokenizer PATH --out DIR [options] FILE...\n"
+                               "       handgrad prepare --chat --tokenizer PATH --out DIR [options] JSONL...\n";
 static const char about[] =
     "Tokenizes the text FILEs into token shards DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin. Each "
     "file, and each part of a file between separator markers, is a document; every document starts "
     "with the separator token. val is the tail of the input, from the first line start after (1 - F) "
-    "of its bytes.\n";
+    "of its bytes.\n\nWith --chat the FILEs are JSONL, a record a line: {\"messages\": [{\"role\", "
+    "\"content\"}, ...]} rendered with the model's chat template, or {\"prompt\", \"completion\"}. The "
+    "shards then carry a loss mask (--train-on) and where each record starts; train reads them a "
+    "record a row (docs/data.md). val is the last F of the records.\n";
 
 typedef struct prep_args {
     const char *tokenizer;
     hg_prepare_options o;
     int64_t shard_tokens;
     int quiet;
+    int chat;
+    const char *config;   /* --template: a tokenizer_config.json */
+    const char *train_on; /* "assistant", "all", "last" */
+    const char *date;     /* --date-string */
 } prep_args;
 
 #define O(field) offsetof(prep_args, field)
@@ -36,6 +44,16 @@ static const cli_opt prep_options[] = {
     {"val-fraction", CLI_F64, O(o.val_fraction), "F", 0, 0.999999, 0, "share of the input for val"},
     {"shard-tokens", CLI_I64, O(shard_tokens), "N", 1, 9.2e18, 0, "most tokens in one shard"},
     CLI_OPT_THREADS(prep_args, o.),
+    {"chat", CLI_BOOL, O(chat), 0, 0, 1, 0, "the FILEs are JSONL chat records (above)"},
+    {"template", CLI_STR, O(config), "PATH", 0, 0, 0,
+     "--chat: the tokenizer_config.json whose chat_template, bos_token and eos_token to use (default: the one in "
+     "--tokenizer's folder)"},
+    {"date-string", CLI_STR, O(date), "TEXT", 0, 0, 0,
+     "--chat: the template's date_string (\"26 Jul 2024\"); without it a template that prints the date prints "
+     "today's, as transformers does"},
+    {"train-on", CLI_CHOICE, O(train_on), "assistant|all|last", 0, 0, 0,
+     "--chat: the tokens the loss is on: every assistant message, everything, or the last assistant message; "
+     "a prompt/completion record trains its completion"},
     {"quiet", CLI_BOOL, O(quiet), 0, 0, 1, 0, "no progress"},
 };
 #undef O
@@ -80,16 +98,37 @@ int cmd_prepare(int argc, char **argv) {
     }
     hg_prepare_stats st;
     int rc = 0;
-    if (hg_prepare_files(tok, (const char *const *)argv + files, argc - files, &o, &st) != HG_OK) {
+    char config[4096];
+    hg_chat_options co = {.config = a.config, .train_on = HG_TRAIN_ON_ASSISTANT, .date_string = a.date};
+    if (a.train_on) co.train_on = !strcmp(a.train_on, "all") ? HG_TRAIN_ON_ALL : !strcmp(a.train_on, "last") ? HG_TRAIN_ON_LAST
+                                                                                                                : HG_TRAIN_ON_ASSISTANT;
+    if (a.chat && !co.config) { /* beside the tokenizer, or in its folder */
+        size_t n = strlen(tok_path);
+        const char *slash = strrchr(tok_path, '/');
+        int file = n > 5 && !strcmp(tok_path + n - 5, ".json");
+        if (file) snprintf(config, sizeof config, "%.*stokenizer_config.json", slash ? (int)(slash - tok_path + 1) : 0, tok_path);
+        else snprintf(config, sizeof config, "%s/tokenizer_config.json", tok_path);
+        co.config = config;
+    }
+    hg_status s = a.chat ? hg_prepare_chat(tok, (const char *const *)argv + files, argc - files, &o, &co, &st)
+                         : hg_prepare_files(tok, (const char *const *)argv + files, argc - files, &o, &st);
+    if (s != HG_OK && !strncmp(hg_last_error(), "separator: ", 11)) {
+        fprintf(stderr, "handgrad prepare: --separator: %s\n", hg_last_error() + 11);
+        rc = 1;
+    } else if (s != HG_OK) {
         rc = cli_fail("prepare");
     } else {
         double el = hg_now() - ps.start;
         fprintf(stderr,
-                "prepare: %llu bytes, %llu documents -> train %llu tokens in %d shard(s), val %llu tokens in %d "
+                "prepare: %llu bytes, %llu %s -> train %llu tokens in %d shard(s), val %llu tokens in %d "
                 "shard(s), in %s/ (%.2f s, %.1f MB/s)\n",
-                (unsigned long long)st.bytes, (unsigned long long)st.documents, (unsigned long long)st.train_tokens,
-                st.train_shards, (unsigned long long)st.val_tokens, st.val_shards, o.out_dir, el,
-                el > 0 ? (double)st.bytes / el / 1e6 : 0.0);
+                (unsigned long long)st.bytes, (unsigned long long)st.documents, a.chat ? "records" : "documents",
+                (unsigned long long)st.train_tokens, st.train_shards, (unsigned long long)st.val_tokens, st.val_shards,
+                o.out_dir, el, el > 0 ? (double)st.bytes / el / 1e6 : 0.0);
+        if (a.chat)
+            fprintf(stderr, "prepare: the loss is on %llu tokens (--train-on %s); %llu record(s) left out for having "
+                    "no such token\n", (unsigned long long)st.targets, a.train_on ? a.train_on : "assistant",
+                    (unsigned long long)st.untrained);
     }
     hg_tokenizer_free(tok);
     return rc;

@@ -66,7 +66,8 @@ typedef struct trainer {
     int64_t max_steps, step;     /* step: steps done */
     int64_t saved_step;          /* step of the newest checkpoint written or loaded */
     uint64_t tokens;
-    int32_t *x, *y;              /* (B, T) each */
+    int32_t *x, *y;              /* (accum, B, T) each: a step's micro-batches */
+    double *counts;              /* (accum) their targets other than -1 */
     float *logits;               /* (V) for sampling */
     float *host;                 /* (the largest parameter tensor's numel): a tensor read or
                                     written through hg_param_read/write, as on any device */
@@ -393,9 +394,22 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
     return 0;
 }
 
+/* --rows: as given, or for auto padded when the first shard of pattern has token flags. */
+static hg_loader_rows rows_of(const train_opts *o, const char *pattern) {
+    if (o->rows && strcmp(o->rows, "auto")) return strcmp(o->rows, "padded") ? HG_ROWS_WINDOWS : HG_ROWS_PADDED;
+    glob_t g;
+    hg_shard_info info = {0};
+    if (glob(pattern, 0, NULL, &g) != 0) return HG_ROWS_WINDOWS; /* the loader says what is wrong */
+    if (g.gl_pathc > 0 && hg_shard_inspect(g.gl_pathv[0], HG_SHARD_AUTO, &info) != HG_OK) info.has_flags = 0;
+    globfree(&g);
+    return info.has_flags ? HG_ROWS_PADDED : HG_ROWS_WINDOWS;
+}
+
 static int open_loader(trainer *t, hg_loader **ld, const char *flag, const char *pattern, int shuffle) {
     if (check_shards(flag, pattern, t->tok ? hg_tokenizer_vocab_size(t->tok) : 0, t->cfg.vocab_size)) return 1;
     hg_loader_options lo = hg_loader_options_default();
+    lo.rows = rows_of(&t->o, pattern);
+    lo.no_split = t->o.no_split;
     lo.batch = t->Bl;
     lo.rank = t->rank;
     lo.world_size = t->ranks;
@@ -565,11 +579,12 @@ static int create_models(trainer *t, const char *weights) {
         hg_param_at(t->m, i, &p);
         largest = (size_t)p.numel > largest ? (size_t)p.numel : largest;
     }
-    t->x = malloc(sizeof *t->x * n);
-    t->y = malloc(sizeof *t->y * n);
+    t->x = malloc(sizeof *t->x * n * (size_t)t->accum); /* a step's micro-batches */
+    t->y = malloc(sizeof *t->y * n * (size_t)t->accum);
+    t->counts = malloc(sizeof *t->counts * (size_t)t->accum);
     t->logits = malloc(sizeof *t->logits * (size_t)t->cfg.vocab_size);
     t->host = malloc(sizeof *t->host * largest);
-    if (!t->x || !t->y || !t->logits || !t->host) return ERR("out of memory");
+    if (!t->x || !t->y || !t->counts || !t->logits || !t->host) return ERR("out of memory");
     if (t->lora.r > 0) { /* the adapters: the checkpoint's, --adapter's, or new */
         char ckpt[PATH_MAX];
         if (cli_base_hash("train", t->m, t->base)) return 1;
@@ -605,22 +620,32 @@ static hg_status train_step(trainer *t, step_record *r) {
     memset(r, 0, sizeof *r);
     r->lr = hg_lr_at(&t->sched, t->step);
     hg_status s = hg_zero_grad(m);
+    /* The loss is the mean over the step's targets, on every rank and micro-batch
+     * together (as transformers divides by the step's count of labels other than
+     * -100): micro-batch k of n_k targets has weight n_k ranks / N, N over all ranks.
+     * Without a loss mask every n_k is B T, and the weight 1/accum. */
+    const size_t n = (size_t)t->Bl * t->T;
+    double targets = 0;
     for (int k = 0; k < t->accum && s == HG_OK; k++) {
-        float l = 0.0f;
-        s = hg_loader_next(t->train, t->x, t->y);
-        if (s == HG_OK)
-            s = hg_dist_forward_backward(t->dist, t->x, t->y, t->Bl, t->T, 1.0f / (float)t->accum, k == t->accum - 1, &l);
-        loss += l;
+        s = hg_loader_next(t->train, t->x + k * n, t->y + k * n);
+        t->counts[k] = 0;
+        for (size_t i = 0; s == HG_OK && i < n; i++) t->counts[k] += t->y[k * n + i] >= 0;
+        targets += t->counts[k];
+    }
+    if (s == HG_OK && t->ranks > 1) s = hg_dist_sum(t->dist, &targets, 1);
+    for (int k = 0; k < t->accum && s == HG_OK; k++) {
+        float l = 0.0f, w = targets > 0 ? (float)(t->counts[k] * t->ranks / targets) : 0.0f;
+        s = hg_dist_forward_backward(t->dist, t->x + k * n, t->y + k * n, t->Bl, t->T, w, k == t->accum - 1, &l);
+        loss += (double)l * t->counts[k];
     }
     if (s == HG_OK && inject_nan_at(&t->o.inject_nan, t->step + 1)) s = poison_grad(t);
     if (s != HG_OK) return s;
     /* the mean loss over ranks; stop together, on a signal or a failed log write */
     double sums[2] = {loss, stop_signal != 0 || t->log.write_errno != 0};
     if ((s = hg_dist_sum(t->dist, sums, 2)) != HG_OK) return s;
-    loss = sums[0] / t->ranks;
     t->stop = sums[1] > 0;
     t->tokens += (uint64_t)t->accum * t->B * t->T;
-    r->loss = loss / t->accum;
+    r->loss = targets > 0 ? sums[0] / targets : 0.0;
     r->grad_norm = NAN;
     int nonfinite = !isfinite(r->loss);
     r->skipped = nonfinite || (t->o.skip_outliers && band_outside(&t->band, r->loss));
@@ -654,19 +679,20 @@ static hg_status train_step(trainer *t, step_record *r) {
 static hg_status evaluate(trainer *t, double *out) {
     uint64_t n = hg_loader_batches_per_epoch(t->val);
     if ((uint64_t)t->o.eval_batches < n) n = (uint64_t)t->o.eval_batches;
-    double sum = 0;
+    double sums[2] = {0, 0}; /* the loss summed over the targets, and their count */
     hg_status s = hg_set_train_mode(t->m, 0);
     if (s == HG_OK) s = hg_loader_reset(t->val);
     for (uint64_t i = 0; i < n && s == HG_OK; i++) {
         float l = 0.0f;
         s = hg_loader_next(t->val, t->x, t->y);
         if (s == HG_OK) s = hg_forward(t->m, t->x, t->y, t->Bl, t->T, &l, NULL);
-        sum += l;
+        double c = 0;
+        for (size_t k = 0; k < (size_t)t->Bl * t->T; k++) c += t->y[k] >= 0;
+        sums[0] += (double)l * c, sums[1] += c;
     }
     hg_set_train_mode(t->m, 1);
-    if (s == HG_OK) s = hg_dist_sum(t->dist, &sum, 1); /* each rank read its own slice */
-    sum /= t->ranks;
-    *out = sum / (double)n;
+    if (s == HG_OK) s = hg_dist_sum(t->dist, sums, 2); /* each rank read its own slice */
+    *out = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
     return s;
 }
 
@@ -917,7 +943,7 @@ static void trainer_free(trainer *t) {
     hg_tokenizer_free(t->tok);
     hg_loader_close(t->train);
     hg_loader_close(t->val);
-    free(t->x), free(t->y), free(t->logits), free(t->host), free(t->data_json), free(t->freeze);
+    free(t->x), free(t->y), free(t->counts), free(t->logits), free(t->host), free(t->data_json), free(t->freeze);
     train_opts_free(&t->o);
     hg_comm_close(t->comm);
 }
@@ -999,6 +1025,11 @@ static int setup(trainer *t, int argc, char **argv) {
     printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %s\n",
            (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
            (long long)t->B * t->T * t->accum, (long long)t->max_steps, where);
+    if (hg_loader_has_flags(t->train) || rows_of(o, o->train) == HG_ROWS_PADDED)
+        printf("rows: %s; %llu of them, %llu document(s) longer than a row cut into windows%s\n",
+               rows_of(o, o->train) == HG_ROWS_PADDED ? "padded rows, a document each" : "windows across documents",
+               (unsigned long long)hg_loader_rows_total(t->train), (unsigned long long)hg_loader_split_documents(t->train),
+               hg_loader_has_flags(t->train) ? "; the loss on the tokens the shards' mask trains" : "");
     if (t->ranks > 1)
         printf("data parallel: %d ranks (%s), %d sequences each per micro-batch%s\n", t->ranks, hg_comm_name(t->comm),
                t->Bl, o->zero ? ", AdamW state sharded (ZeRO-1)" : "");

@@ -168,7 +168,17 @@ typedef struct hg_shard_info {
     int32_t separator; /* the document separator id a handgrad header records; -1 if none */
     uint32_t id_bound; /* every token is below it, as a handgrad header records (its
                           largest id + 1); 0 when not recorded */
+    int has_flags;     /* a handgrad version 2 shard with a byte of HG_TOKEN_* flags a
+                          token after the tokens (chat data: the loss mask, the
+                          documents); 0: every token a target, documents start at the
+                          separator */
 } hg_shard_info;
+
+/* A token's flags in a shard that has them (docs/formats.md). */
+enum {
+    HG_TOKEN_TRAIN = 1, /* the loss counts predicting this token */
+    HG_TOKEN_DOC = 2,   /* a document starts at this token */
+};
 
 /* Reads and checks a shard's header and length. */
 hg_status hg_shard_inspect(const char *path, hg_shard_format format, hg_shard_info *out);
@@ -196,6 +206,8 @@ hg_prepare_options hg_prepare_options_default(void); /* val 0.05, 100M tokens a 
 typedef struct hg_prepare_stats {
     uint64_t bytes, documents, train_tokens, val_tokens;
     int train_shards, val_shards;
+    uint64_t targets;   /* hg_prepare_chat: tokens the loss is on (HG_TOKEN_TRAIN) */
+    uint64_t untrained; /* hg_prepare_chat: records left out, having no trained token */
 } hg_prepare_stats;
 
 /* Tokenizes the input files into shards. Each file, and each part of a file between
@@ -205,7 +217,45 @@ typedef struct hg_prepare_stats {
 hg_status hg_prepare_files(const hg_tokenizer *tok, const char *const *inputs, int n_inputs,
                            const hg_prepare_options *opt, hg_prepare_stats *stats);
 
+/* Which tokens of a conversation the loss is on. */
+typedef enum hg_train_on {
+    HG_TRAIN_ON_ASSISTANT = 0, /* every assistant message's (its end-of-turn included) */
+    HG_TRAIN_ON_ALL,           /* every token's */
+    HG_TRAIN_ON_LAST,          /* the last assistant message's */
+} hg_train_on;
+
+typedef struct hg_chat_options {
+    const char *config; /* a tokenizer_config.json: its chat_template, bos_token, eos_token */
+    hg_train_on train_on;
+    const char *date_string; /* the template's date_string ("26 Jul 2024"); NULL: undefined,
+                                and a template that prints the date (Llama 3.2's) prints
+                                today's, as transformers does, so the shards depend on it */
+} hg_chat_options;
+
+/* Chat data into shards with token flags (a loss mask, and where each record starts):
+ * JSONL files, a record a line, either {"messages": [{"role": "system" | "user" |
+ * "assistant", "content": TEXT}, ...]}, rendered with the config's chat template as
+ * transformers' apply_chat_template renders it and encoded with special tokens, or
+ * {"prompt": TEXT, "completion": TEXT}, encoded as the tokenizer's BOS (if any), the
+ * prompt, the completion and eos_token, the loss on the completion and eos. An
+ * assistant message's tokens are found by rendering the conversation up to it (with
+ * the generation prompt, which is not trained) and through it. A record with no
+ * trained token is left out and counted (stats->untrained). val is the last
+ * val_fraction of the records. Errors name the file and line, and the field or the
+ * template's line; shards already written by the call are removed on failure. */
+hg_status hg_prepare_chat(const hg_tokenizer *tok, const char *const *inputs, int n_inputs,
+                          const hg_prepare_options *opt, const hg_chat_options *chat, hg_prepare_stats *stats);
+
 /* ---------------------------------------------------------------- loader */
+
+/* How the loader cuts rows of T+1 tokens out of the shards. */
+typedef enum hg_loader_rows {
+    HG_ROWS_WINDOWS = 0, /* windows every T tokens, across documents (pretraining) */
+    HG_ROWS_PADDED,      /* a document a row, padded to T+1 with targets of -1; a longer
+                            document is cut into windows of T+1 every T tokens, or
+                            refused with no_split. Causal attention never reads the
+                            padding, so a row computes as its document alone. */
+} hg_loader_rows;
 
 typedef struct hg_loader_options {
     int batch;           /* B */
@@ -217,6 +267,8 @@ typedef struct hg_loader_options {
     int vocab_size;      /* V: a token >= V is an error naming file and offset; 0 takes
                             V from the handgrad header, else 65536 for uint16 formats */
     hg_shard_format format;
+    hg_loader_rows rows;
+    int no_split;        /* HG_ROWS_PADDED: a document longer than T+1 tokens is an error */
 } hg_loader_options;
 
 hg_loader_options hg_loader_options_default(void); /* B=1, T=1024, rank 0 of 1, in order */
@@ -238,7 +290,8 @@ typedef struct hg_loader hg_loader;
 hg_status hg_loader_open(hg_loader **out, const char *const *paths, int n_paths, const hg_loader_options *opt);
 /* The shards that match a glob pattern, in sorted order. */
 hg_status hg_loader_open_glob(hg_loader **out, const char *pattern, const hg_loader_options *opt);
-/* Fills tokens (B, T) and targets (B, T) (targets[t] = tokens[t+1] of each window) and
+/* Fills tokens (B, T) and targets (B, T) (targets[t] = tokens[t+1] of each window, or -1
+ * where that token's HG_TOKEN_TRAIN flag is clear, and past a padded row's document) and
  * advances; after the last batch of an epoch comes the first of the next. */
 hg_status hg_loader_next(hg_loader *ld, int32_t *tokens, int32_t *targets);
 hg_loader_position hg_loader_tell(const hg_loader *ld);
@@ -248,6 +301,12 @@ hg_status hg_loader_seek(hg_loader *ld, hg_loader_position pos);
 hg_status hg_loader_reset(hg_loader *ld); /* back to batch 0 of epoch 0 */
 uint64_t hg_loader_batches_per_epoch(const hg_loader *ld);
 uint64_t hg_loader_tokens(const hg_loader *ld); /* tokens in all shards */
+/* Rows (windows, or padded documents and their pieces) in all shards, and of them the
+ * documents cut into pieces (HG_ROWS_PADDED). */
+uint64_t hg_loader_rows_total(const hg_loader *ld);
+uint64_t hg_loader_split_documents(const hg_loader *ld);
+/* Whether the shards carry token flags (a loss mask): every shard, or none. */
+int hg_loader_has_flags(const hg_loader *ld);
 void hg_loader_close(hg_loader *ld);
 
 #if defined(__GNUC__) && !defined(__CUDACC__)

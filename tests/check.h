@@ -52,6 +52,19 @@ static int check_failures = 0;
         }                                                                                       \
     } while (0)
 
+/* A whole file as a NUL-terminated malloc'd string; NULL when it cannot be read. */
+static inline char *check_slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf) buf[fread(buf, 1, (size_t)n, f)] = 0;
+    fclose(f);
+    return buf;
+}
+
 #define CHECK_DONE()                                                             \
     do {                                                                         \
         if (check_failures) {                                                    \

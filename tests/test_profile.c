@@ -153,18 +153,6 @@ static char *run(const char *cmd, int *status) {
     return buf;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf) buf[fread(buf, 1, (size_t)n, f)] = 0;
-    fclose(f);
-    return buf;
-}
-
 typedef struct slice {
     const char *name, *cat;
     double ts, end;
@@ -181,7 +169,7 @@ static int by_start(const void *a, const void *b) {
 /* Slices on each track nest: each lies inside the one open before it, or after it.
  * Returns the number of steps whose op slices miss the step slice by more than 5%. */
 static int check_trace(const char *path, int steps) {
-    char *text = slurp(path);
+    char *text = check_slurp(path);
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     CHECK(root != NULL);
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
@@ -282,7 +270,7 @@ static void test_cli(const char *cli) {
     CHECK(cJSON_IsObject(mem) && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mem, "curve")) > 20);
     cJSON_Delete(j);
     free(out);
-    char *svg = slurp(plot);
+    char *svg = check_slurp(plot);
     CHECK(svg && !strncmp(svg, "<svg", 4) && strstr(svg, "backward") && strstr(svg, "peak"));
     free(svg);
 

@@ -11,15 +11,6 @@
 #include "cli_io.h"
 #include "svg.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = calloc(1, 1 << 20);
-    if (buf) fread(buf, 1, (1 << 20) - 1, f);
-    fclose(f);
-    return buf;
-}
-
 static int count(const char *s, const char *needle) {
     int n = 0;
     for (const char *p = s; (p = strstr(p, needle)); p++) n++;
@@ -40,7 +31,7 @@ int main(void) {
     svg_plot p = {.title = "t", .xlabel = "T", .ylabel = "ms", .logx = 1, .logy = 1,
                   .series = s, .nseries = 2, .bands = &band, .nbands = 1};
     CHECK(svg_write(path, &p) == 0);
-    char *svg = slurp(path);
+    char *svg = check_slurp(path);
     CHECK(svg != NULL);
     if (svg) {
         CHECK(strncmp(svg, "<svg ", 5) == 0 && strstr(svg, "</svg>") != NULL);

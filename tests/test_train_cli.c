@@ -756,6 +756,22 @@ static int all_named(const char *path, const char *part) {
  * model's; generate reads the run as it reads the merged folder. A PEFT folder starts
  * a run (--adapter), a changed base refuses the resume, and --freeze keeps the tensors
  * it names as they were loaded. */
+/* A bf16 run of 4 steps with `flags`, and the same with --base-precision bf16 stopped
+ * after 2 and resumed (out/NAME): the same losses, bit for bit. */
+static int held_base_matches(const char *common, const char *flags, const char *name) {
+    char d[700];
+    series ref, held;
+    int ok = sh(NULL, "%s train %s %s --precision bf16 --out %s/%s_ref --max-steps 4", hg, common, flags, work, name) == 0 &&
+             sh(NULL, "%s train %s %s --precision bf16 --base-precision bf16 --out %s/%s --max-steps 2", hg, common, flags,
+                work, name) == 0 &&
+             sh(NULL, "%s train --resume --out %s/%s --max-steps 4", hg, work, name) == 0;
+    snprintf(d, sizeof d, "%s/%s_ref", work, name);
+    read_log(d, &ref);
+    snprintf(d, sizeof d, "%s/%s", work, name);
+    read_log(d, &held);
+    return ok && same_losses(&ref, &held) && held.n == 4;
+}
+
 static void lora_cli(void) {
     char common[1024], d[600], p[700];
     snprintf(common, sizeof common,
@@ -784,27 +800,11 @@ static void lora_cli(void) {
     snprintf(p, sizeof p, "%s/optimizer.safetensors", d);
     CHECK(all_named(p, ".lora_"));
 
-    /* the base held in bf16 trains as a bf16 run with fp32 masters of it does, and resumes */
-    CHECK(sh(NULL, "%s train %s %s --precision bf16 --out %s/lora_bf_ref --max-steps 4", hg, common, lora, work) == 0);
-    CHECK(sh(NULL, "%s train %s %s --precision bf16 --base-precision bf16 --out %s/lora_bf --max-steps 2", hg, common,
-             lora, work) == 0);
-    CHECK(sh(NULL, "%s train --resume --out %s/lora_bf --max-steps 4", hg, work) == 0);
-    series bf_ref, bf;
-    snprintf(d, sizeof d, "%s/lora_bf_ref", work);
-    read_log(d, &bf_ref);
-    snprintf(d, sizeof d, "%s/lora_bf", work);
-    read_log(d, &bf);
-    CHECK(same_losses(&bf_ref, &bf) && bf.n == 4);
+    /* the base held in bf16 trains as a bf16 run with fp32 masters of it does, and resumes:
+     * adapters, and frozen tensors without (a checkpoint holding held tensors) */
+    CHECK(held_base_matches(common, lora, "lora_bf"));
     CHECK(sh(NULL, "%s export --model %s/lora_bf --hf %s/lora_bf_hf --merge", hg, work, work) == 0);
-    const char *fz = "--precision bf16 --freeze 'h.*.mlp.*,lm_head.weight'"; /* a checkpoint with held tensors */
-    CHECK(sh(NULL, "%s train %s %s --out %s/freeze_bf_ref --max-steps 4", hg, common, fz, work) == 0);
-    CHECK(sh(NULL, "%s train %s %s --base-precision bf16 --out %s/freeze_bf --max-steps 2", hg, common, fz, work) == 0);
-    CHECK(sh(NULL, "%s train --resume --out %s/freeze_bf --max-steps 4", hg, work) == 0);
-    snprintf(d, sizeof d, "%s/freeze_bf_ref", work);
-    read_log(d, &bf_ref);
-    snprintf(d, sizeof d, "%s/freeze_bf", work);
-    read_log(d, &bf);
-    CHECK(same_losses(&bf_ref, &bf) && bf.n == 4);
+    CHECK(held_base_matches(common, "--freeze 'h.*.mlp.*,lm_head.weight'", "freeze_bf"));
     CHECK(sh(&out, "%s train %s %s --base-precision bf16 --out %s/lora_bf32 --max-steps 1", hg, common, lora, work) == 1 &&
           out && strstr(out, "--base-precision bf16") && strstr(out, "precision bf16"));
     free(out);
@@ -1081,6 +1081,69 @@ static void bad_input(void) {
     free(out);
 }
 
+/* Chat data end to end: prepare --chat with Llama 3.1's template on hf_llama's tokenizer,
+ * then train reads a record a row (the default for shards with a loss mask) and the loss
+ * falls. The step's loss is the mean over its targets however the step is cut: B = 2
+ * in one micro-batch and B = 1 twice accumulated give the same losses (to rounding),
+ * which a mean of micro-batch means would not, the records having different counts of
+ * trained tokens. */
+static void chat_cli(void) {
+    char d[700];
+    snprintf(d, sizeof d, "%s/chat_tok", work);
+    CHECK(sh(NULL, "mkdir -p %s && cp fixtures/hf_llama/tokenizer.json %s/", d, d) == 0);
+    /* tokenizer_config.json: the template as a JSON string (written by the test, no Python) */
+    FILE *t = fopen("fixtures/chat_templates/llama3.1.jinja", "rb");
+    char path[800];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", d);
+    FILE *c = fopen(path, "wb");
+    CHECK(t && c);
+    if (!t || !c) return;
+    fputs("{\"bos_token\": \"<|begin_of_text|>\", \"eos_token\": \"<|eot_id|>\", \"chat_template\": \"", c);
+    for (int ch; (ch = fgetc(t)) != EOF;) {
+        if (ch == '"' || ch == '\\') fputc('\\', c), fputc(ch, c);
+        else if (ch == '\n') fputs("\\n", c);
+        else fputc(ch, c);
+    }
+    fputs("\"}\n", c);
+    fclose(t), fclose(c);
+    snprintf(path, sizeof path, "%s/chat.jsonl", work);
+    c = fopen(path, "wb");
+    CHECK(c != NULL);
+    if (!c) return;
+    for (int i = 0; i < 48; i++) /* records of different lengths */
+        fprintf(c, "{\"messages\": [{\"role\": \"user\", \"content\": \"Say verse %d.\"}, {\"role\": \"assistant\", "
+                "\"content\": \"%s\"}]}\n", i, i % 3 == 0 ? "In the beginning God created the heaven and the earth."
+                : i % 3 == 1 ? "And God said, Let there be light." : "Amen.");
+    fclose(c);
+    char *out = NULL;
+    CHECK(sh(&out, "%s prepare --chat --tokenizer %s --out %s/chat_data --val-fraction 0.1 --quiet %s", hg, d, work, path) == 0 &&
+          out && strstr(out, "48 records") && strstr(out, " 0 record(s) left out"));
+    free(out);
+    CHECK(exists("%s/chat_data/train_000000.bin", work) && exists("%s/chat_data/val_000000.bin", work));
+    char common[1400];
+    snprintf(common, sizeof common,
+             "--init-from-hf fixtures/hf_llama --train '%s/chat_data/train_*.bin' --val '%s/chat_data/val_*.bin' --ctx 96 "
+             "--threads 1 --lr 3e-3 --warmup-steps 1 --lr-schedule constant --sequential --eval-every 4 --eval-batches 2 "
+             "--peak-gflops 100", work, work);
+    CHECK(sh(&out, "%s train %s --batch 2 --max-steps 8 --out %s/chat_b2", hg, common, work) == 0 && out &&
+          strstr(out, "padded rows"));
+    free(out);
+    CHECK(sh(NULL, "%s train %s --batch 1 --total-batch-tokens 192 --max-steps 8 --out %s/chat_acc", hg, common, work) == 0);
+    series a, b;
+    snprintf(d, sizeof d, "%s/chat_b2", work);
+    read_log(d, &a);
+    snprintf(d, sizeof d, "%s/chat_acc", work);
+    read_log(d, &b);
+    int close = a.n == 8 && b.n == 8;
+    for (int i = 0; close && i < a.n; i++) close = fabs(a.loss[i] - b.loss[i]) <= 2e-5 * fabs(a.loss[i]);
+    if (!close && a.n && b.n) fprintf(stderr, "chat: step 1 losses %.7f (B=2) and %.7f (B=1, accumulated)\n", a.loss[0], b.loss[0]);
+    CHECK(close && a.loss[7] < a.loss[0]);
+    /* --no-split: a record longer than a row is refused by name */
+    CHECK(sh(&out, "%s train %s --batch 2 --ctx 8 --no-split --max-steps 1 --out %s/chat_nosplit", hg, common, work) != 0 &&
+          out && strstr(out, "no_split"));
+    free(out);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_train_cli PATH/handgrad\n");
@@ -1107,6 +1170,7 @@ int main(int argc, char **argv) {
     fine_tune_hf("hf_qwen2", "Qwen2ForCausalLM");
     fine_tune_hf("hf_llama", "LlamaForCausalLM");
     lora_cli(); /* on hf_llama's data */
+    chat_cli();
     fine_tune_hf("hf_gemma2", "Gemma2ForCausalLM"); /* the sandwich block and both caps */
     fine_tune_hf("hf_phi", "PhiForCausalLM");       /* the parallel block and lm_head's bias */
     sigint_then_resume();

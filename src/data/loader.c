@@ -1,8 +1,12 @@
-/* The batch loader: maps token shards and cuts (B, T+1) windows out of them.
+/* The batch loader: maps token shards and cuts (B, T+1) rows out of them.
  *
  * Windows: a shard of n tokens holds floor((n - 1) / T) windows; window k covers
  * tokens [k*T, k*T + T] (so neighbours share one token) and windows never cross
- * shards. All shards' windows are numbered 0..W-1 in shard order.
+ * shards. Padded rows (HG_ROWS_PADDED): each document of L >= 2 tokens (from the
+ * HG_TOKEN_DOC flags, else from the separator token) is one row, or when L > T+1 its
+ * windows as above, the last one shorter; a shard's rows are listed once when it is
+ * opened. All shards' rows are numbered 0..W-1 in shard order, and below a row of
+ * either kind is a "window".
  * Order: an epoch has floor(W / (B * world_size)) batches. Batch s of rank r takes
  * the slots j = (s * world_size + r) * B + b, b < B, and slot j reads window
  * perm(j): the identity, or with shuffle a seeded permutation of [0, W) that changes
@@ -26,15 +30,19 @@ typedef struct loader_shard {
     const uint8_t *tokens; /* map + header */
     size_t header;         /* bytes before the first token */
     hg_shard_info info;
+    const uint8_t *flags;  /* HG_TOKEN_* a token, or NULL */
     uint32_t vocab;        /* tokens must be < vocab */
     uint64_t first_window; /* number of windows in earlier shards */
+    uint64_t n_rows;       /* HG_ROWS_PADDED: row k is tokens [row_start[k], + row_len[k]) */
+    uint64_t *row_start;
+    uint32_t *row_len;
 } loader_shard;
 
 struct hg_loader {
     hg_loader_options opt;
     loader_shard *shards;
     int n_shards;
-    uint64_t n_windows, n_tokens, batches_per_epoch;
+    uint64_t n_windows, n_tokens, batches_per_epoch, split_docs;
     int half_bits;         /* Feistel halves: the domain is 2^(2*half_bits) >= W */
     uint64_t keys[4];      /* round keys of the current epoch */
     hg_loader_position pos;
@@ -82,6 +90,8 @@ void hg_loader_close(hg_loader *ld) {
     for (int i = 0; i < ld->n_shards; i++) {
         file_unmap(ld->shards[i].map, ld->shards[i].map_len);
         free(ld->shards[i].path);
+        free(ld->shards[i].row_start);
+        free(ld->shards[i].row_len);
     }
     free(ld->shards);
     free(ld);
@@ -134,6 +144,52 @@ static hg_status check_tokens(const loader_shard *sh) {
     return bad_token(sh, i);
 }
 
+/* Whether a document starts at token i of a shard. */
+static int doc_starts(const loader_shard *sh, uint64_t i) {
+    if (i == 0) return 1;
+    if (sh->flags) return (sh->flags[i] & HG_TOKEN_DOC) != 0;
+    return shard_token(sh->tokens, sh->info.token_bytes, i) == (uint32_t)sh->info.separator;
+}
+
+/* Appends row (start, len) to sh's list, growing it (cap rows so far). */
+static int add_row(loader_shard *sh, uint64_t *cap, uint64_t start, uint64_t len) {
+    if (sh->n_rows == *cap) {
+        uint64_t c = *cap ? 2 * *cap : 256;
+        uint64_t *a = realloc(sh->row_start, c * sizeof *a);
+        if (a) sh->row_start = a;
+        uint32_t *b = a ? realloc(sh->row_len, c * sizeof *b) : NULL;
+        if (!b) return 0;
+        sh->row_len = b, *cap = c;
+    }
+    sh->row_start[sh->n_rows] = start, sh->row_len[sh->n_rows] = (uint32_t)len;
+    sh->n_rows++;
+    return 1;
+}
+
+/* The padded rows of a shard: each document of L >= 2 tokens, cut into windows of T+1
+ * every T when it is longer (or refused, no_split); *split counts the documents cut. */
+static hg_status list_rows(loader_shard *sh, const hg_loader_options *o, uint64_t *split) {
+    const uint64_t n = sh->info.n_tokens, T = (uint64_t)o->seq_len;
+    if (!sh->flags && sh->info.separator < 0 && n > 0)
+        return hg_fail(HG_ERR_INVALID, "%s: a document a row needs where documents start, and this shard has neither "
+                       "token flags nor a separator token (prepare it again, or use windows)", sh->path);
+    uint64_t cap = 0;
+    for (uint64_t a = 0; a < n;) {
+        uint64_t b = a + 1;
+        while (b < n && !doc_starts(sh, b)) b++;
+        const uint64_t L = b - a;
+        if (L > T + 1 && o->no_split)
+            return hg_fail(HG_ERR_INVALID, "%s: offset %llu: a document of %llu tokens is longer than a row of T+1 = "
+                           "%llu (no_split)", sh->path, (unsigned long long)(sh->header + a * (uint64_t)sh->info.token_bytes),
+                           (unsigned long long)L, (unsigned long long)T + 1);
+        *split += L > T + 1;
+        for (uint64_t s = a; L >= 2 && s + 1 < b; s += T)
+            if (!add_row(sh, &cap, s, b - s < T + 1 ? b - s : T + 1)) return hg_fail(HG_ERR_NOMEM, "loader: out of memory");
+        a = b;
+    }
+    return HG_OK;
+}
+
 static hg_status loader_check_options(const hg_loader_options *o) {
     if (o->batch < 1) return hg_fail(HG_ERR_INVALID, "batch: %d; must be >= 1", o->batch);
     if (o->seq_len < 1) return hg_fail(HG_ERR_INVALID, "seq_len: %d; must be >= 1", o->seq_len);
@@ -143,6 +199,8 @@ static hg_status loader_check_options(const hg_loader_options *o) {
     if (o->vocab_size < 0) return hg_fail(HG_ERR_INVALID, "vocab_size: %d; must be >= 0", o->vocab_size);
     if (o->format < HG_SHARD_AUTO || o->format > HG_SHARD_NANOGPT)
         return hg_fail(HG_ERR_INVALID, "format: %d is not an hg_shard_format", (int)o->format);
+    if (o->rows != HG_ROWS_WINDOWS && o->rows != HG_ROWS_PADDED)
+        return hg_fail(HG_ERR_INVALID, "rows: %d is not an hg_loader_rows", (int)o->rows);
     return HG_OK;
 }
 
@@ -169,29 +227,36 @@ hg_status hg_loader_open(hg_loader **out, const char *const *paths, int n_paths,
         if (s == HG_OK) s = shard_parse(sh->map, sh->map_len, paths[i], opt->format, &sh->info, &sh->header);
         if (s == HG_OK) {
             sh->tokens = sh->map + sh->header;
+            if (sh->info.has_flags) sh->flags = sh->tokens + sh->info.n_tokens * (uint64_t)sh->info.token_bytes;
             sh->vocab = opt->vocab_size        ? (uint32_t)opt->vocab_size
                         : sh->info.vocab_size  ? (uint32_t)sh->info.vocab_size
                         : sh->info.token_bytes == 2 ? 65536u
                                                     : (uint32_t)INT32_MAX;
             s = check_tokens(sh);
         }
+        if (s == HG_OK && i > 0 && !sh->flags != !ld->shards[0].flags)
+            s = hg_fail(HG_ERR_INVALID, "%s has token flags (a loss mask) and %s has none: prepare them alike",
+                        sh->flags ? paths[i] : paths[0], sh->flags ? paths[0] : paths[i]);
+        if (s == HG_OK && opt->rows == HG_ROWS_PADDED) s = list_rows(sh, opt, &ld->split_docs);
         if (s != HG_OK) {
             hg_loader_close(ld);
             return s;
         }
         sh->first_window = ld->n_windows;
-        ld->n_windows += sh->info.n_tokens > 0 ? (sh->info.n_tokens - 1) / T : 0;
+        if (opt->rows == HG_ROWS_PADDED) ld->n_windows += sh->n_rows;
+        else ld->n_windows += sh->info.n_tokens > 0 ? (sh->info.n_tokens - 1) / T : 0;
         ld->n_tokens += sh->info.n_tokens;
     }
     uint64_t per_batch = (uint64_t)opt->batch * (uint64_t)opt->world_size;
     ld->batches_per_epoch = ld->n_windows / per_batch;
     if (ld->batches_per_epoch == 0) {
         hg_status s = hg_fail(HG_ERR_INVALID,
-                              "%s%s: %llu tokens make %llu windows of T+1 = %llu tokens; one batch for %d rank(s) "
+                              "%s%s: %llu tokens make %llu %s of T+1 = %llu tokens; one batch for %d rank(s) "
                               "needs B * world_size = %llu",
                               paths[0], n_paths > 1 ? " and the other shards" : "", (unsigned long long)ld->n_tokens,
-                              (unsigned long long)ld->n_windows, (unsigned long long)T + 1, opt->world_size,
-                              (unsigned long long)per_batch);
+                              (unsigned long long)ld->n_windows,
+                              opt->rows == HG_ROWS_PADDED ? "padded rows (a document each)" : "windows",
+                              (unsigned long long)T + 1, opt->world_size, (unsigned long long)per_batch);
         hg_loader_close(ld);
         return s;
     }
@@ -232,15 +297,20 @@ hg_status hg_loader_next(hg_loader *ld, int32_t *tokens, int32_t *targets) {
     int B = ld->opt.batch, T = ld->opt.seq_len;
     uint64_t base = (ld->pos.batch * (uint64_t)ld->opt.world_size + (uint64_t)ld->opt.rank) * (uint64_t)B;
     for (int b = 0; b < B; b++) {
-        uint64_t w = loader_window_of_slot(ld, base + (uint64_t)b);
+        uint64_t w = loader_window_of_slot(ld, base + (uint64_t)b), k;
         const loader_shard *sh = loader_shard_of(ld, w);
         uint64_t start = (w - sh->first_window) * (uint64_t)T;
-        int width = sh->info.token_bytes;
+        int width = sh->info.token_bytes, len = T + 1;
+        if (ld->opt.rows == HG_ROWS_PADDED) k = w - sh->first_window, start = sh->row_start[k], len = (int)sh->row_len[k];
         for (int t = 0; t <= T; t++) {
-            uint32_t v = shard_token(sh->tokens, width, start + (uint64_t)t);
-            if (v >= sh->vocab) return bad_token(sh, start + (uint64_t)t); /* the file changed since open */
+            uint32_t v = 0; /* the padding's token, never a target */
+            if (t < len) {
+                v = shard_token(sh->tokens, width, start + (uint64_t)t);
+                if (v >= sh->vocab) return bad_token(sh, start + (uint64_t)t); /* the file changed since open */
+            }
+            const int trained = t < len && (!sh->flags || sh->flags[start + (uint64_t)t] & HG_TOKEN_TRAIN);
             if (t < T) tokens[(size_t)b * T + t] = (int32_t)v;
-            if (t > 0) targets[(size_t)b * T + t - 1] = (int32_t)v;
+            if (t > 0) targets[(size_t)b * T + t - 1] = trained ? (int32_t)v : -1;
         }
     }
     if (++ld->pos.batch == ld->batches_per_epoch) {
@@ -266,3 +336,6 @@ hg_status hg_loader_reset(hg_loader *ld) { return hg_loader_seek(ld, (hg_loader_
 
 uint64_t hg_loader_batches_per_epoch(const hg_loader *ld) { return ld->batches_per_epoch; }
 uint64_t hg_loader_tokens(const hg_loader *ld) { return ld->n_tokens; }
+uint64_t hg_loader_rows_total(const hg_loader *ld) { return ld->n_windows; }
+uint64_t hg_loader_split_documents(const hg_loader *ld) { return ld->split_docs; }
+int hg_loader_has_flags(const hg_loader *ld) { return ld->n_shards > 0 && ld->shards[0].flags != NULL; }

@@ -130,32 +130,27 @@ static void prepare_val_cut(const prep_input *in, int n, uint64_t total, double 
     }
 }
 
-typedef struct prep_out {
-    const char *dir, *split;
-    const hg_tokenizer *tok;
-    int32_t sep; /* recorded in the shard header */
-    uint64_t shard_tokens, tokens;
-    int n_shards; /* shards opened so far */
-    shard_writer w;
-    int open;
-} prep_out;
-
-static hg_status prep_out_write(prep_out *o, const int32_t *ids, size_t n) {
+hg_status prep_out_write(prep_out *o, const int32_t *ids, const uint8_t *flags, size_t n, int whole) {
+    if (whole && o->open && o->w.count > 0 && o->w.count + n > o->shard_tokens) {
+        o->open = 0;
+        HG_TRY(shard_writer_close(&o->w));
+    }
     while (n) {
         if (!o->open) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s_%06d.bin", o->dir, o->split, o->n_shards);
-            HG_TRY(shard_writer_open(&o->w, path, hg_tokenizer_vocab_size(o->tok), o->sep));
+            HG_TRY(shard_writer_open(&o->w, path, hg_tokenizer_vocab_size(o->tok), o->sep, o->with_flags));
             o->open = 1;
             o->n_shards++;
         }
         uint64_t room = o->shard_tokens - o->w.count;
-        size_t k = n < room ? n : (size_t)room;
-        HG_TRY(shard_writer_write(&o->w, ids, k));
+        size_t k = n < room || (whole && o->w.count == 0) ? n : (size_t)room;
+        HG_TRY(shard_writer_write(&o->w, ids, flags, k));
         o->tokens += k;
         ids += k;
+        flags = flags ? flags + k : NULL;
         n -= k;
-        if (o->w.count == o->shard_tokens) {
+        if (o->w.count >= o->shard_tokens) {
             o->open = 0;
             HG_TRY(shard_writer_close(&o->w));
         }
@@ -164,7 +159,7 @@ static hg_status prep_out_write(prep_out *o, const int32_t *ids, size_t n) {
 }
 
 /* Closes the last shard and removes shards of the same split left by an earlier run. */
-static hg_status prep_out_finish(prep_out *o) {
+hg_status prep_out_finish(prep_out *o) {
     if (o->open) {
         o->open = 0;
         HG_TRY(shard_writer_close(&o->w));
@@ -205,8 +200,8 @@ static hg_status encode_batch(const hg_tokenizer *tok, int32_t sep, const prep_i
 static hg_status prepare_run(const hg_tokenizer *tok, int32_t sep, const prep_input *in, const prep_units *us,
                              const hg_prepare_options *opt, uint64_t total, hg_prepare_stats *stats) {
     int threads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
-    prep_out outs[2] = {{opt->out_dir, "train", tok, sep, opt->shard_tokens, 0, 0, {0}, 0},
-                        {opt->out_dir, "val", tok, sep, opt->shard_tokens, 0, 0, {0}, 0}};
+    prep_out outs[2] = {{.dir = opt->out_dir, .split = "train", .tok = tok, .sep = sep, .shard_tokens = opt->shard_tokens},
+                        {.dir = opt->out_dir, .split = "val", .tok = tok, .sep = sep, .shard_tokens = opt->shard_tokens}};
     size_t batch_bytes = (size_t)threads * (8u << 20), cap = 0;
     int32_t *ids = NULL;
     size_t *at = NULL, *count = NULL;
@@ -238,7 +233,7 @@ static hg_status prepare_run(const hg_tokenizer *tok, int32_t sep, const prep_in
         }
         s = encode_batch(tok, sep, in, us->u, a, b, ids, at, count, threads);
         for (size_t i = a; i < b && s == HG_OK; i++) {
-            s = prep_out_write(&outs[us->u[i].val], ids + at[i - a], count[i - a]);
+            s = prep_out_write(&outs[us->u[i].val], ids + at[i - a], NULL, count[i - a], 0);
             done += us->u[i].end - us->u[i].start;
         }
         if (s == HG_OK && opt->progress)
@@ -274,7 +269,7 @@ static hg_status prepare_separator(const hg_tokenizer *tok, const hg_prepare_opt
     return hg_tokenizer_token_bytes(tok, sep->id, &sep->text, &sep->len);
 }
 
-static hg_status prepare_check(int n_inputs, const hg_prepare_options *opt) {
+hg_status prepare_check(int n_inputs, const hg_prepare_options *opt) {
     if (!opt->out_dir || !*opt->out_dir) return hg_fail(HG_ERR_INVALID, "out_dir: not given");
     if (!(opt->val_fraction >= 0 && opt->val_fraction < 1))
         return hg_fail(HG_ERR_INVALID, "val_fraction: %g; must be in [0, 1)", opt->val_fraction);

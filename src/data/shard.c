@@ -29,13 +29,18 @@ static hg_status parse_handgrad(const uint8_t *d, size_t len, const char *path, 
                        SHARD_HEADER_BYTES);
     if (memcmp(d, SHARD_MAGIC, 8))
         return hg_fail(HG_ERR_FORMAT, "%s: offset 0: bad magic; not a handgrad token shard", path);
-    uint32_t version = le32(d + 8), width = le32(d + 12), vocab = le32(d + 24);
+    uint32_t version = le32(d + 8), width = le32(d + 12), vocab = le32(d + 24), streams = le32(d + 36);
     int32_t sep = (int32_t)le32(d + 28);
     uint32_t bound = le32(d + 32);
     uint64_t count = le64(d + 16);
-    if (version != SHARD_VERSION)
-        return hg_fail(HG_ERR_FORMAT, "%s: offset 8: version %u; this handgrad reads version %d, re-run prepare",
+    if (version != 1 && version != SHARD_VERSION)
+        return hg_fail(HG_ERR_FORMAT, "%s: offset 8: version %u; this handgrad reads versions 1 and %d, re-run prepare",
                        path, version, SHARD_VERSION);
+    if (version == 1) streams = 0; /* reserved, zero */
+    if (streams & ~SHARD_HAS_FLAGS)
+        return hg_fail(HG_ERR_FORMAT, "%s: offset 36: streams word %#x has bits this handgrad does not know", path,
+                       streams);
+    const int flags = (streams & SHARD_HAS_FLAGS) != 0;
     if (width != 2 && width != 4)
         return hg_fail(HG_ERR_FORMAT, "%s: offset 12: token width %u; want 2 (uint16) or 4 (uint32)", path, width);
     if (vocab > (uint32_t)INT32_MAX || (width == 2 && vocab > 65536))
@@ -47,11 +52,12 @@ static hg_status parse_handgrad(const uint8_t *d, size_t len, const char *path, 
     if (vocab && bound > vocab)
         return hg_fail(HG_ERR_FORMAT, "%s: offset 32: the header says ids reach %u, beyond the vocabulary size %u", path,
                        bound - 1, vocab);
-    uint64_t body = len - SHARD_HEADER_BYTES;
-    if (count > body / width || body != count * width)
-        return hg_fail(HG_ERR_FORMAT, "%s: offset 16: header says %llu tokens (%llu bytes) but %llu bytes follow the header",
-                       path, (unsigned long long)count, (unsigned long long)count * width, (unsigned long long)body);
-    *info = (hg_shard_info){HG_SHARD_HANDGRAD, (int)width, count, (int)vocab, sep, bound};
+    uint64_t body = len - SHARD_HEADER_BYTES, per = width + (uint64_t)flags;
+    if (count > body / per || body != count * per)
+        return hg_fail(HG_ERR_FORMAT, "%s: offset 16: header says %llu tokens (%llu bytes%s) but %llu bytes follow the header",
+                       path, (unsigned long long)count, (unsigned long long)(count * per),
+                       flags ? " with their flags" : "", (unsigned long long)body);
+    *info = (hg_shard_info){HG_SHARD_HANDGRAD, (int)width, count, (int)vocab, sep, bound, flags};
     *at = SHARD_HEADER_BYTES;
     return HG_OK;
 }
@@ -70,7 +76,7 @@ static hg_status parse_llmc(const uint8_t *d, size_t len, const char *path, hg_s
     if (body != (uint64_t)count * 2)
         return hg_fail(HG_ERR_FORMAT, "%s: offset 8: header says %u tokens (%llu bytes) but %llu bytes follow the header",
                        path, count, (unsigned long long)count * 2, (unsigned long long)body);
-    *info = (hg_shard_info){HG_SHARD_LLMC, 2, count, 0, -1, 0};
+    *info = (hg_shard_info){HG_SHARD_LLMC, 2, count, 0, -1, 0, 0};
     *at = LLMC_HEADER_BYTES;
     return HG_OK;
 }
@@ -79,7 +85,7 @@ static hg_status parse_nanogpt(size_t len, const char *path, hg_shard_info *info
     if (len % 2)
         return hg_fail(HG_ERR_FORMAT, "%s: offset %zu: %zu bytes is not a whole number of uint16 tokens", path,
                        len - 1, len);
-    *info = (hg_shard_info){HG_SHARD_NANOGPT, 2, len / 2, 0, -1, 0};
+    *info = (hg_shard_info){HG_SHARD_NANOGPT, 2, len / 2, 0, -1, 0, 0};
     *at = 0;
     return HG_OK;
 }
@@ -122,9 +128,10 @@ static void header_bytes(const shard_writer *w, uint8_t h[SHARD_HEADER_BYTES]) {
     put32(h + 24, (uint32_t)w->vocab_size);
     put32(h + 28, (uint32_t)w->eot);
     put32(h + 32, w->id_bound);
+    put32(h + 36, w->with_flags ? SHARD_HAS_FLAGS : 0);
 }
 
-hg_status shard_writer_open(shard_writer *w, const char *path, int vocab_size, int32_t eot) {
+hg_status shard_writer_open(shard_writer *w, const char *path, int vocab_size, int32_t eot, int with_flags) {
     memset(w, 0, sizeof *w);
     size_t n = strlen(path);
     w->path = malloc(n + 5);
@@ -134,6 +141,7 @@ hg_status shard_writer_open(shard_writer *w, const char *path, int vocab_size, i
     w->width = vocab_size <= 65536 ? 2 : 4;
     w->vocab_size = vocab_size;
     w->eot = eot;
+    w->with_flags = with_flags;
     w->f = fopen(w->path, "wb");
     if (!w->f) {
         hg_status s = hg_fail(HG_ERR_IO, "%s: cannot create: %s", w->path, strerror(errno));
@@ -150,7 +158,17 @@ hg_status shard_writer_open(shard_writer *w, const char *path, int vocab_size, i
     return HG_OK;
 }
 
-hg_status shard_writer_write(shard_writer *w, const int32_t *ids, size_t n) {
+hg_status shard_writer_write(shard_writer *w, const int32_t *ids, const uint8_t *flags, size_t n) {
+    if (w->with_flags) {
+        if (w->count + n > w->flags_cap) {
+            size_t cap = w->flags_cap ? 2 * w->flags_cap : 1 << 16;
+            while (cap < w->count + n) cap *= 2;
+            uint8_t *f = realloc(w->flags, cap);
+            if (!f) return hg_fail(HG_ERR_NOMEM, "%s: out of memory for the token flags", w->path);
+            w->flags = f, w->flags_cap = cap;
+        }
+        memcpy(w->flags + w->count, flags, n);
+    }
     uint8_t buf[4096];
     size_t per = sizeof buf / (size_t)w->width;
     for (size_t i = 0; i < n; i += per) {
@@ -174,9 +192,12 @@ hg_status shard_writer_write(shard_writer *w, const int32_t *ids, size_t n) {
 hg_status shard_writer_close(shard_writer *w) {
     uint8_t h[SHARD_HEADER_BYTES];
     header_bytes(w, h);
-    int ok = fseek(w->f, 0, SEEK_SET) == 0 && fwrite(h, 1, sizeof h, w->f) == sizeof h;
+    int ok = !w->with_flags || fwrite(w->flags, 1, w->count, w->f) == w->count;
+    ok = ok && fseek(w->f, 0, SEEK_SET) == 0 && fwrite(h, 1, sizeof h, w->f) == sizeof h;
     ok = (fclose(w->f) == 0) && ok;
     w->f = NULL;
+    free(w->flags);
+    w->flags = NULL;
     size_t n = strlen(w->path);
     w->path[n - 4] = 0; /* drop ".tmp" */
     char *tmp = malloc(n + 1);
@@ -196,6 +217,8 @@ hg_status shard_writer_close(shard_writer *w) {
 }
 
 void shard_writer_abort(shard_writer *w) {
+    free(w->flags);
+    w->flags = NULL;
     if (w->f) fclose(w->f);
     if (w->path) remove(w->path);
     free(w->path);

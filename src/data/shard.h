@@ -11,7 +11,8 @@
 #include "handgrad_data.h"
 
 #define SHARD_MAGIC "HGTOKENS"
-#define SHARD_VERSION 1
+#define SHARD_VERSION 2 /* written; version 1 (no flags) is still read */
+#define SHARD_HAS_FLAGS 1u /* the header's streams word (offset 36): the flags follow the tokens */
 #define SHARD_HEADER_BYTES 64
 #define LLMC_MAGIC 20240520
 #define LLMC_VERSION 1
@@ -30,7 +31,9 @@ static inline uint32_t shard_token(const uint8_t *tokens, int width, uint64_t i)
 }
 
 /* Writes one handgrad shard: the header is finished with the count on close, and the
- * file appears under its name only then (written as path.tmp, renamed). */
+ * file appears under its name only then (written as path.tmp, renamed). With flags, each
+ * write gives a flag byte a token (HG_TOKEN_*), held in memory and written after the
+ * tokens on close. */
 typedef struct shard_writer {
     FILE *f;
     char *path;
@@ -39,10 +42,14 @@ typedef struct shard_writer {
     int vocab_size;
     int32_t eot;
     uint32_t id_bound; /* largest id written + 1 */
+    int with_flags;
+    uint8_t *flags;    /* count of them, with_flags */
+    size_t flags_cap;
 } shard_writer;
 
-hg_status shard_writer_open(shard_writer *w, const char *path, int vocab_size, int32_t eot);
-hg_status shard_writer_write(shard_writer *w, const int32_t *ids, size_t n);
+hg_status shard_writer_open(shard_writer *w, const char *path, int vocab_size, int32_t eot, int with_flags);
+/* n tokens, and with flags n flag bytes (NULL otherwise). */
+hg_status shard_writer_write(shard_writer *w, const int32_t *ids, const uint8_t *flags, size_t n);
 hg_status shard_writer_close(shard_writer *w);
 void shard_writer_abort(shard_writer *w);
 

@@ -16,6 +16,7 @@ target_sources(handgrad PRIVATE
   data/shard.c
   data/loader.c
   data/prepare.c
+  data/prepare_chat.c
   data/chat_template.c
 )
 # utf8proc: Unicode normalization (NFC) for tokenizer.json normalizers (Qwen2's).

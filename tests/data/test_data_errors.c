@@ -125,10 +125,31 @@ static void test_shard_errors(void) {
     EXPECT(hg_shard_inspect(path_in("garbage.tok"), HG_SHARD_AUTO, &info), HG_ERR_FORMAT, "garbage.tok: offset 0",
            "magic");
     EXPECT(hg_shard_inspect(path_in("garbage.tok"), HG_SHARD_HANDGRAD, &info), HG_ERR_FORMAT, "garbage.tok: offset 0", "header");
-    put32(h + 8, 2);
+    put32(h + 8, 3);
     write_file("version.bin", h, sizeof h);
     EXPECT(hg_shard_inspect(path_in("version.bin"), HG_SHARD_AUTO, &info), HG_ERR_FORMAT, "version.bin: offset 8",
-           "version 2");
+           "version 3");
+    /* version 2: a streams word; the token flags make a byte a token more */
+    put32(h + 8, 2);
+    write_file("v2.bin", h, sizeof h);
+    CHECK_OK(hg_shard_inspect(path_in("v2.bin"), HG_SHARD_AUTO, &info));
+    CHECK(info.n_tokens == 10 && !info.has_flags);
+    put32(h + 36, 1);
+    write_file("v2_short.bin", h, sizeof h);
+    EXPECT(hg_shard_inspect(path_in("v2_short.bin"), HG_SHARD_AUTO, &info), HG_ERR_FORMAT, "v2_short.bin: offset 16",
+           "with their flags");
+    {
+        uint8_t f[64 + 30] = {0};
+        memcpy(f, h, 64);
+        write_file("v2_flags.bin", f, sizeof f);
+        CHECK_OK(hg_shard_inspect(path_in("v2_flags.bin"), HG_SHARD_AUTO, &info));
+        CHECK(info.n_tokens == 10 && info.has_flags);
+        put32(f + 36, 6);
+        write_file("v2_streams.bin", f, sizeof f);
+        EXPECT(hg_shard_inspect(path_in("v2_streams.bin"), HG_SHARD_AUTO, &info), HG_ERR_FORMAT,
+               "v2_streams.bin: offset 36", "streams");
+    }
+    put32(h + 36, 0);
     put32(h + 8, 1);
     write_file("short.bin", h, sizeof h - 2);
     EXPECT(hg_shard_inspect(path_in("short.bin"), HG_SHARD_AUTO, &info), HG_ERR_FORMAT, "short.bin: offset 16",
@@ -221,8 +242,8 @@ static void test_loader_errors(void) {
     /* the writer records the bound */
     shard_writer sw;
     const int32_t ids[] = {3, 41, 7, 0, 40};
-    CHECK_OK(shard_writer_open(&sw, path_in("written.bin"), 100, 0));
-    CHECK_OK(shard_writer_write(&sw, ids, 5));
+    CHECK_OK(shard_writer_open(&sw, path_in("written.bin"), 100, 0, 0));
+    CHECK_OK(shard_writer_write(&sw, ids, NULL, 5));
     CHECK_OK(shard_writer_close(&sw));
     hg_shard_info wi;
     CHECK_OK(hg_shard_inspect(path_in("written.bin"), HG_SHARD_AUTO, &wi));

@@ -24,10 +24,10 @@ static void write_shards(void) {
     for (int s = 0; s < 3; s++) {
         snprintf(paths[s], sizeof paths[s], "%s/train_%06d.bin", dir, s);
         shard_writer w;
-        CHECK_OK(shard_writer_open(&w, paths[s], 1 << 20, -1));
+        CHECK_OK(shard_writer_open(&w, paths[s], 1 << 20, -1, 0));
         for (uint64_t i = 0; i < sizes[s]; i++) {
             int32_t v = (int32_t)(s * 100000 + i);
-            CHECK_OK(shard_writer_write(&w, &v, 1));
+            CHECK_OK(shard_writer_write(&w, &v, NULL, 1));
         }
         CHECK_OK(shard_writer_close(&w));
     }
@@ -240,6 +240,72 @@ static void test_other_formats(void) {
     hg_loader_close(ld);
 }
 
+/* Token flags and padded rows: documents of lengths 1, 5, 9, 3, 12 (ids 1000 d + i),
+ * the loss on odd positions inside each; with T = 4 the 9- and 12-token documents are
+ * cut into windows, the 1-token one has no row. Windows read the same flags. */
+static void test_flags_and_rows(void) {
+    char path[300], plain[300];
+    snprintf(path, sizeof path, "%s/chat_000000.bin", dir);
+    snprintf(plain, sizeof plain, "%s/plain_000000.bin", dir);
+    static const int lens[] = {1, 5, 9, 3, 12};
+    shard_writer w;
+    CHECK_OK(shard_writer_open(&w, path, 1 << 20, -1, 1));
+    int total = 0;
+    for (int d = 0; d < 5; d++)
+        for (int i = 0; i < lens[d]; i++, total++) {
+            int32_t v = 1000 * (d + 1) + i;
+            uint8_t f = (uint8_t)((i == 0 ? HG_TOKEN_DOC : 0) | (i % 2 ? HG_TOKEN_TRAIN : 0));
+            CHECK_OK(shard_writer_write(&w, &v, &f, 1));
+        }
+    CHECK_OK(shard_writer_close(&w));
+    hg_shard_info info;
+    CHECK_OK(hg_shard_inspect(path, HG_SHARD_AUTO, &info));
+    CHECK(info.has_flags && info.n_tokens == (uint64_t)total);
+
+    enum { T = 4 };
+    hg_loader_options o = hg_loader_options_default();
+    o.batch = 1, o.seq_len = T, o.rows = HG_ROWS_PADDED;
+    const char *p[1] = {path};
+    hg_loader *ld = NULL;
+    CHECK_OK(hg_loader_open(&ld, p, 1, &o));
+    /* rows: doc 2 (5: one row), doc 3 (9: windows at 0, 4; the second 5 long), doc 4 (3),
+     * doc 5 (12: at 0, 4, 8; the last 4 long) */
+    static const int want_doc[] = {2, 3, 3, 4, 5, 5, 5}, want_at[] = {0, 0, 4, 0, 0, 4, 8};
+    CHECK(ld && hg_loader_rows_total(ld) == 7 && hg_loader_split_documents(ld) == 2 && hg_loader_has_flags(ld));
+    for (int r = 0; ld && r < 7; r++) {
+        int32_t x[T], y[T];
+        CHECK_OK(hg_loader_next(ld, x, y));
+        const int d = want_doc[r], a = want_at[r], len = lens[d - 1] - a < T + 1 ? lens[d - 1] - a : T + 1;
+        for (int t = 0; t < T; t++) {
+            CHECK(x[t] == (t < len ? 1000 * d + a + t : 0));
+            const int next = a + t + 1; /* the target's position in its document */
+            CHECK(y[t] == (t + 1 < len && next % 2 ? 1000 * d + next : -1));
+        }
+    }
+    hg_loader_close(ld);
+    o.no_split = 1;
+    CHECK(hg_loader_open(&ld, p, 1, &o) == HG_ERR_INVALID && strstr(hg_last_error(), "chat_000000.bin: offset") &&
+          strstr(hg_last_error(), "9 tokens"));
+    /* windows read the mask too, across documents */
+    o.no_split = 0, o.rows = HG_ROWS_WINDOWS;
+    CHECK_OK(hg_loader_open(&ld, p, 1, &o));
+    {
+        int32_t x[T], y[T];
+        CHECK_OK(hg_loader_next(ld, x, y)); /* tokens 0..4: 1000, 2000..2003 */
+        CHECK(x[0] == 1000 && x[1] == 2000 && y[0] == -1 && y[1] == 2001 && y[2] == -1 && y[3] == 2003);
+    }
+    hg_loader_close(ld);
+    /* a shard with flags and one without do not mix */
+    CHECK_OK(shard_writer_open(&w, plain, 1 << 20, -1, 0));
+    for (int32_t v = 0; v < 20; v++) CHECK_OK(shard_writer_write(&w, &v, NULL, 1));
+    CHECK_OK(shard_writer_close(&w));
+    const char *mixed[2] = {path, plain};
+    CHECK(hg_loader_open(&ld, mixed, 2, &o) == HG_ERR_INVALID && strstr(hg_last_error(), "plain_000000.bin has none"));
+    /* padded rows of a shard with neither flags nor a separator: refused */
+    o.rows = HG_ROWS_PADDED;
+    CHECK(hg_loader_open(&ld, mixed + 1, 1, &o) == HG_ERR_INVALID && strstr(hg_last_error(), "separator"));
+}
+
 int main(void) {
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
@@ -251,6 +317,7 @@ int main(void) {
     test_resume();
     test_no_allocation();
     test_other_formats();
+    test_flags_and_rows();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);

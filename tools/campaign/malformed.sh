@@ -160,7 +160,7 @@ malformed_shards() {
   local s=$DATA/shards/train_000000.bin
   shard() { cp "$s" "$CASE/bad.bin"; }
   local -A at=( # name: "offset bytes-as-printf"
-    [magic]='0 XGTOKENS' [version]='8 \x02\x00\x00\x00' [width-3]='12 \x03\x00\x00\x00'
+    [magic]='0 XGTOKENS' [version]='8 \x03\x00\x00\x00' [width-3]='12 \x03\x00\x00\x00'
     [count-more]='16 \xff\xff\x00\x00\x00\x00\x00\x00' [count-less]='16 \x01\x00\x00\x00\x00\x00\x00\x00'
     [vocab-70000]='24 \x70\x11\x01\x00' [separator-999]='28 \xe7\x03\x00\x00' [bound-999]='32 \xe7\x03\x00\x00'
     [token-299]='64 \x2b\x01' [token-65535]='100 \xff\xff' [token-middle]='2064 \xe8\x03'
@@ -372,6 +372,56 @@ malformed_lora() {
     --adapter "$good/ckpt_00000002/adapter"
 }
 
+# Chat data: bad JSONL records and templates to `prepare --chat` (each refused naming the
+# file and line, and the field or the template's line, with no shard left), and damaged
+# chat shards to `train` (the flags stream cut, unknown stream bits, a shard with flags
+# beside one without).
+malformed_chat() {
+  local T=$WORK/chat_tok good='{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}'
+  mkdir -p "$T" && cp "$HF/tokenizer.json" "$T/"
+  chat_config() { # chat_config TEMPLATE: a tokenizer_config.json holding it
+    printf '{"eos_token": "<|endoftext|>", "chat_template": "%s"}' "$1" >"$T/tokenizer_config.json"
+  }
+  local chatml="{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+  chat_prepare() { # chat_prepare CASE PATTERN LINE: the line between two good ones
+    fresh "chat-$1"; printf '%s\n%s\n%s\n' "$good" "$3" "$good" >chat.jsonl
+    expect $M "chat-$1" refuse "$2" "$HG" prepare --chat --quiet --tokenizer "$T" --out out chat.jsonl
+    [[ ! -e out/train_000000.bin ]] || record $M "chat-$1-leftover" "$BUILD" wrong "a shard was left behind"
+  }
+  chat_config "$chatml"
+  chat_prepare role 'chat.jsonl: line 2: messages[0].role' '{"messages": [{"role": "tool", "content": "x"}]}'
+  chat_prepare not-object 'line 2: not a JSON object' '[1, 2]'
+  chat_prepare truncated 'line 2: not valid JSON' '{"messages": [{"role": "user"'
+  chat_prepare empty 'messages: empty' '{"messages": []}'
+  chat_prepare content 'messages[0].content' '{"messages": [{"role": "user", "content": 7}]}'
+  chat_prepare no-completion 'completion' '{"prompt": "p"}'
+  chat_prepare neither 'neither "messages"' '{"text": "t"}'
+  chat_config "{{ raise_exception('no system turns here') }}"
+  chat_prepare raises 'no system turns here' "$good"
+  chat_config "{{ messages | tojson }}"
+  chat_prepare filter "filter 'tojson'" "$good"
+  chat_config "{% for m in messages %}{{ m['content'] }}"
+  chat_prepare unclosed 'chat_template: line' "$good"
+  printf '{"eos_token": "<|endoftext|>"}' >"$T/tokenizer_config.json"
+  chat_prepare no-template 'has no chat_template' "$good"
+  # damaged chat shards
+  chat_config "$chatml"
+  local good_data=$WORK/chat_data
+  if [[ ! -d $good_data ]]; then
+    for i in $(seq 1 40); do echo "$good"; done >"$WORK/chat.jsonl"
+    "$HG" prepare --chat --quiet --tokenizer "$T" --out "$good_data" --val-fraction 0 "$WORK/chat.jsonl" >/dev/null 2>&1 &&
+      "$HG" prepare --quiet --tokenizer "$T" --out "$good_data/plain" --val-fraction 0 "$DATA/corpus.txt" >/dev/null 2>&1 ||
+      { echo "campaign: the chat data failed to prepare" >&2; return; }
+  fi
+  local C=(--init-from-hf "$HF" --batch 2 --ctx 16 --threads 1 --peak-gflops 100 --max-steps 1 --out new)
+  fresh chat-flags-cut; cp "$good_data/train_000000.bin" s.bin; truncate -s -3 s.bin
+  expect $M chat-flags-cut refuse "s.bin: offset 16" "$HG" train "${C[@]}" --train s.bin
+  fresh chat-streams; cp "$good_data/train_000000.bin" s.bin; printf '\x03' | put s.bin 36
+  expect $M chat-streams refuse "s.bin: offset 36" "$HG" train "${C[@]}" --train s.bin
+  fresh chat-mixed; cp "$good_data/train_000000.bin" a_1.bin; cp "$good_data/plain/train_000000.bin" a_0.bin
+  expect $M chat-mixed refuse "has none" "$HG" train "${C[@]}" --train 'a_*.bin'
+}
+
 malformed_all() {
   malformed_model_file
   malformed_optimizer_file
@@ -382,5 +432,6 @@ malformed_all() {
   malformed_tokenizers
   malformed_hf
   malformed_lora
+  malformed_chat
   cd "$WORK" || exit 1
 }
