@@ -1025,11 +1025,15 @@ static int setup(trainer *t, int argc, char **argv) {
     printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %s\n",
            (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
            (long long)t->B * t->T * t->accum, (long long)t->max_steps, where);
-    if (hg_loader_has_flags(t->train) || rows_of(o, o->train) == HG_ROWS_PADDED)
-        printf("rows: %s; %llu of them, %llu document(s) longer than a row cut into windows%s\n",
-               rows_of(o, o->train) == HG_ROWS_PADDED ? "padded rows, a document each" : "windows across documents",
-               (unsigned long long)hg_loader_rows_total(t->train), (unsigned long long)hg_loader_split_documents(t->train),
+    if (hg_loader_has_flags(t->train) || rows_of(o, o->train) == HG_ROWS_PADDED) {
+        const double rows = (double)hg_loader_rows_total(t->train);
+        printf("rows: %s; %.0f of them, %llu document(s) longer than a row cut into windows, %.1f%% of the rows' "
+               "tokens padding%s\n",
+               rows_of(o, o->train) == HG_ROWS_PADDED ? "padded rows, a document each" : "windows across documents", rows,
+               (unsigned long long)hg_loader_split_documents(t->train),
+               rows > 0 ? 100.0 * (1.0 - (double)hg_loader_row_tokens(t->train) / (rows * (t->T + 1))) : 0.0,
                hg_loader_has_flags(t->train) ? "; the loss on the tokens the shards' mask trains" : "");
+    }
     if (t->ranks > 1)
         printf("data parallel: %d ranks (%s), %d sequences each per micro-batch%s\n", t->ranks, hg_comm_name(t->comm),
                t->Bl, o->zero ? ", AdamW state sharded (ZeRO-1)" : "");

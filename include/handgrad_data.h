@@ -305,6 +305,9 @@ uint64_t hg_loader_tokens(const hg_loader *ld); /* tokens in all shards */
  * documents cut into pieces (HG_ROWS_PADDED). */
 uint64_t hg_loader_rows_total(const hg_loader *ld);
 uint64_t hg_loader_split_documents(const hg_loader *ld);
+/* The tokens the rows hold (each window T+1; a padded row its document's), against the
+ * rows' T+1 each: what padding leaves of the compute. */
+uint64_t hg_loader_row_tokens(const hg_loader *ld);
 /* Whether the shards carry token flags (a loss mask): every shard, or none. */
 int hg_loader_has_flags(const hg_loader *ld);
 void hg_loader_close(hg_loader *ld);

@@ -338,4 +338,11 @@ uint64_t hg_loader_batches_per_epoch(const hg_loader *ld) { return ld->batches_p
 uint64_t hg_loader_tokens(const hg_loader *ld) { return ld->n_tokens; }
 uint64_t hg_loader_rows_total(const hg_loader *ld) { return ld->n_windows; }
 uint64_t hg_loader_split_documents(const hg_loader *ld) { return ld->split_docs; }
+uint64_t hg_loader_row_tokens(const hg_loader *ld) {
+    if (ld->opt.rows != HG_ROWS_PADDED) return ld->n_windows * ((uint64_t)ld->opt.seq_len + 1);
+    uint64_t n = 0;
+    for (int i = 0; i < ld->n_shards; i++)
+        for (uint64_t k = 0; k < ld->shards[i].n_rows; k++) n += ld->shards[i].row_len[k];
+    return n;
+}
 int hg_loader_has_flags(const hg_loader *ld) { return ld->n_shards > 0 && ld->shards[0].flags != NULL; }

@@ -272,6 +272,7 @@ static void test_flags_and_rows(void) {
      * doc 5 (12: at 0, 4, 8; the last 4 long) */
     static const int want_doc[] = {2, 3, 3, 4, 5, 5, 5}, want_at[] = {0, 0, 4, 0, 0, 4, 8};
     CHECK(ld && hg_loader_rows_total(ld) == 7 && hg_loader_split_documents(ld) == 2 && hg_loader_has_flags(ld));
+    CHECK(ld && hg_loader_row_tokens(ld) == 5 + 5 + 5 + 3 + 5 + 5 + 4);
     for (int r = 0; ld && r < 7; r++) {
         int32_t x[T], y[T];
         CHECK_OK(hg_loader_next(ld, x, y));
