@@ -20,6 +20,7 @@ typedef enum { OUT_TABLE, OUT_JSON, OUT_CSV } bench_format;
 typedef struct bench_opts {
     /* the flags (the table in cmd_bench.c) */
     int attention;                      /* 1: the attention sweep instead of the ladder */
+    int fit;                            /* 1: the memory plans of the ladder instead */
     cli_model m;                        /* m.shape.model: a comma-separated preset list;
                                            m.shape.n_head: heads per attention cell */
     const char *passes_arg;             /* --pass */
@@ -110,5 +111,9 @@ int bench_write_plot(const char *dir, const char *file, const svg_plot *p);
  * mode is here (cmd_bench.c), in one place. */
 hg_status bench_backend_create(hg_backend **out, int threads, hg_precision precision);
 int bench_attention(const bench_opts *o);
+/* bench --fit (bench_fit.c): the memory plan of each model under each setting. */
+int bench_fit(const bench_opts *o);
+/* What a model costs beyond its plan (cmd_bench.c has the measurement behind it). */
+#define BENCH_RUNTIME_ALLOWANCE ((size_t)64 << 20)
 
 #endif

@@ -16,11 +16,11 @@
 #include "svg.h"
 
 /* What a model costs beyond its plan (hg_memory_required): the process itself (code,
- * oneDNN and OpenMP runtimes: its resident size at start-up) plus this allowance for
- * oneDNN's GEMM scratchpad and primitive cache, which grow as shapes are first seen. The
- * measured peak was 5 MiB above plan + start-up for GPT-2 small and medium (B=4 T=256,
- * B=8 T=1024), so the estimate is an upper bound by about 60 MiB (docs/benchmarks.md). */
-#define RUNTIME_ALLOWANCE ((size_t)64 << 20)
+ * oneDNN and OpenMP runtimes: its resident size at start-up) plus BENCH_RUNTIME_ALLOWANCE
+ * for oneDNN's GEMM scratchpad and primitive cache, which grow as shapes are first seen.
+ * The measured peak was 5 MiB above plan + start-up for GPT-2 small and medium (B=4
+ * T=256, B=8 T=1024), so the estimate is an upper bound by about 60 MiB
+ * (docs/benchmarks.md). */
 
 static const char synopsis[] =
     "usage: handgrad bench [options]             models: forward, backward, step\n"
@@ -49,6 +49,10 @@ static const cli_opt bench_options[] = {
     CLI_OPTS_ADAPT(bench_opts, m.),
     {"Attention (--attention; --n-head NH: heads per cell, default 1)", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"attention", CLI_BOOL, O(attention), 0, 0, 1, 0, "time attention alone over head sizes and lengths"},
+    {"fit", CLI_BOOL, O(fit), 0, 0, 1, 0,
+     "no timing: whether a training step of each --model (default: the GPT-2 and cs336 ladders) fits this "
+     "machine in fp32, bf16, bf16 with --recompute block, and LoRA (r=16, base held in bf16), by the memory plan; "
+     "ctx default 512"},
     {"head-dims", CLI_INTS, O(head_dims), "LIST", 16, 4096, 0, "head sizes, multiples of 16 (default 16,32,64,128)"},
     {"causal", CLI_SET, O(causal), 0, 1, 0, 0, "causal mask (the default)"},
     {"no-causal", CLI_SET, O(causal), 0, 0, 0, 0, "no mask"},
@@ -111,6 +115,8 @@ static int parse_options(int argc, char **argv, bench_opts *o) {
         return CLI_USAGE;
     }
     if (!o->m.batch) o->m.batch = o->attention ? 8 : 4;
+    static const int fit_ctx[] = {512};
+    if (o->fit) ints_default(&o->ctx, fit_ctx, 1);
     static const int attn_ctx[] = {256, 1024, 4096, 8192, 16384}, model_ctx[] = {256}, all_cores[] = {0},
                      head_dims[] = {16, 32, 64, 128};
     if (o->attention) ints_default(&o->ctx, attn_ctx, 5);
@@ -328,7 +334,7 @@ static int time_pass(const bench_opts *o, hg_model *m, int pass, const int32_t *
 /* The options were checked before the run (bench_models), so the plan cannot fail. */
 static size_t estimate(const hg_config *cfg, const hg_options *opt, size_t baseline, hg_memory_plan *plan) {
     if (hg_memory_required(cfg, opt, plan) != HG_OK) return SIZE_MAX;
-    return plan->total + baseline + RUNTIME_ALLOWANCE;
+    return plan->total + baseline + BENCH_RUNTIME_ALLOWANCE;
 }
 
 /* A model with frozen parameters runs fewer FLOPs than hg_train_flops counts (no dW
@@ -569,5 +575,5 @@ int cmd_bench(int argc, char **argv) {
     bench_opts o;
     int rc = parse_options(argc, argv, &o);
     if (rc) return cli_exit(rc);
-    return o.attention ? bench_attention(&o) : bench_models(&o);
+    return o.attention ? bench_attention(&o) : o.fit ? bench_fit(&o) : bench_models(&o);
 }

@@ -165,6 +165,33 @@ static void test_attention(void) {
     free(out);
 }
 
+/* bench --fit: a row per model and setting from the memory plan, nothing run; the
+ * settings order as the columns say (bf16 with recompute below bf16, LoRA below both),
+ * and "fits" exactly where the need is within what is available. */
+static void test_fit(void) {
+    int st;
+    char *out = run("bench --fit --model small,2.7B --ctx 256 --threads 1 --json", 0, &st);
+    CHECK(out && st == 0);
+    double need[2][5] = {{0}};
+    int rows = 0, consistent = 1;
+    for (char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j) continue;
+        const char *model = cJSON_GetObjectItem(j, "model")->valuestring, *set = cJSON_GetObjectItem(j, "setting")->valuestring;
+        static const char *const names[] = {"fp32", "bf16", "bf16 block", "LoRA bf16", "LoRA bf16 block"};
+        for (int k = 0; k < 5; k++)
+            if (!strcmp(set, names[k])) need[strcmp(model, "small") != 0][k] = field(j, "need_bytes"), rows++;
+        consistent &= !strcmp(cJSON_GetObjectItem(j, "fits")->valuestring, "yes") ==
+                      (field(j, "need_bytes") <= field(j, "available_bytes"));
+        cJSON_Delete(j);
+    }
+    CHECK(rows == 10);
+    for (int m = 0; m < 2; m++)
+        CHECK(need[m][0] > 0 && need[m][2] < need[m][1] && need[m][3] < need[m][2] && need[m][4] < need[m][3]);
+    CHECK(need[1][0] > 40e9 && consistent); /* 16 bytes a parameter of 2.65B */
+    free(out);
+}
+
 /* HANDGRAD_TILES: a kernel this CPU runs is the one bench reports; any other name is
  * refused before the command runs, with the names that would do. */
 static void test_tiles_env(void) {
@@ -341,6 +368,7 @@ int main(int argc, char **argv) {
     test_model_rows();
     test_skipped();
     test_attention();
+    test_fit();
     test_tiles_env();
     test_plots();
     test_recompute();
