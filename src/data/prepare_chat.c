@@ -108,15 +108,20 @@ static int reserve(int32_t **p, size_t *cap, size_t need) {
     return 1;
 }
 
+/* Room for `extra` more tokens and flags (cap counts what both hold). */
+static hg_status grow(rec_buf *r, size_t extra) {
+    if (r->n + extra <= r->cap) return HG_OK;
+    const size_t cap = r->n + extra;
+    uint8_t *f = realloc(r->flags, cap);
+    if (f) r->flags = f;
+    if (!f || !reserve(&r->ids, &r->cap, cap)) return hg_fail(HG_ERR_NOMEM, "out of memory");
+    return HG_OK;
+}
+
 /* Appends the encoding of len bytes of text (special tokens' text becomes their ids). */
 static hg_status append_text(rec_buf *r, const hg_tokenizer *tok, const char *text, size_t len, int train) {
-    size_t cap = hg_tokenizer_max_ids(tok, len), k = 0, old = r->cap;
-    if (!reserve(&r->ids, &r->cap, r->n + cap + 1)) return hg_fail(HG_ERR_NOMEM, "out of memory");
-    if (r->cap != old) {
-        uint8_t *f = realloc(r->flags, r->cap);
-        if (!f) return hg_fail(HG_ERR_NOMEM, "out of memory");
-        r->flags = f;
-    }
+    size_t cap = hg_tokenizer_max_ids(tok, len), k = 0;
+    HG_TRY(grow(r, cap + 1));
     HG_TRY(hg_tokenizer_encode(tok, text, len, HG_ENCODE_ALLOW_SPECIAL, r->ids + r->n, cap, &k));
     memset(r->flags + r->n, train ? HG_TOKEN_TRAIN : 0, k);
     r->n += k;
@@ -124,13 +129,7 @@ static hg_status append_text(rec_buf *r, const hg_tokenizer *tok, const char *te
 }
 
 static hg_status append_id(rec_buf *r, int32_t id, int train) {
-    size_t old = r->cap;
-    if (!reserve(&r->ids, &r->cap, r->n + 1)) return hg_fail(HG_ERR_NOMEM, "out of memory");
-    if (r->cap != old) {
-        uint8_t *f = realloc(r->flags, r->cap);
-        if (!f) return hg_fail(HG_ERR_NOMEM, "out of memory");
-        r->flags = f;
-    }
+    HG_TRY(grow(r, 1));
     r->ids[r->n] = id, r->flags[r->n] = train ? HG_TOKEN_TRAIN : 0;
     r->n++;
     return HG_OK;
