@@ -52,4 +52,7 @@ expect_fail "empty corpus" "empty.txt" "$hg" prepare --quiet --tokenizer "$work/
 expect_fail "empty training corpus" "empty.txt" "$hg" tokenizer train --vocab-size 300 --out "$work/t2" "$work/empty.txt"
 echo "1 2 x" >"$work/bad_ids.txt"
 expect_fail "bad id text" "bad_ids.txt: offset 4" "$hg" tokenizer decode --tokenizer "$work/tok" "$work/bad_ids.txt"
+# a tokenizer with neither <|endoftext|> nor a BOS: the message names the flag to give
+expect_fail "no separator" "--separator: the tokenizer has neither" "$hg" prepare --quiet \
+  --tokenizer "$(dirname "$0")/../fixtures/tokenizers/rules/tokenizer.json" --out "$work/o3" "$work/corpus.txt"
 echo "cli_data: ok"
