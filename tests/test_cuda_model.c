@@ -38,10 +38,11 @@ typedef struct run {
     const char *lora;       /* PEFT module names: adapters r=4, alpha 8 on them (NULL: none) */
     float lora_dropout;
     const char *freeze;     /* hg_options.freeze (NULL: none) */
+    int base_bf16;          /* CUDA's frozen tensors held in bf16 (hg_options.base_precision) */
 } run;
 
 /* An entry of the table: name, config, B, T, precision, flags, recompute, then any of
- * .lora, .lora_dropout, .freeze. */
+ * .lora, .lora_dropout, .freeze, .base_bf16. */
 #define RUN(n, c, b, t, p, f, r, ...) \
     {.name = n, .cfg = c, .B = b, .T = t, .precision = p, .flags = f, .recompute = r, __VA_ARGS__}
 
@@ -63,6 +64,7 @@ static hg_model *make(const run *r, hg_device device) {
     o.precision = device == HG_DEVICE_CUDA ? r->precision : HG_PRECISION_FP32;
     o.flags = device == HG_DEVICE_CUDA ? r->flags : 0;
     o.recompute = r->recompute;
+    o.base_precision = device == HG_DEVICE_CUDA && r->base_bf16 ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
     adapt(r, &o);
     hg_model *m = NULL;
     if (hg_model_create(&m, &r->cfg, &o) != HG_OK) {
@@ -433,6 +435,8 @@ int main(int argc, char **argv) {
             .lora = "c_attn,c_fc"),
         RUN("odd as cs336 bf16, frozen wte and MLPs", cs336, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE,
             .freeze = "wte.weight,h.*.mlp.*"),
+        RUN("llama-tiny bf16, LoRA on q|v and down, base held in bf16", llama, 2, 64, HG_PRECISION_BF16, 0,
+            HG_RECOMPUTE_NONE, .lora = "q_proj,v_proj,down_proj", .base_bf16 = 1),
     };
     const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 6;
     if (argc == 2 && !strcmp(argv[1], "--count")) {
