@@ -1025,11 +1025,12 @@ static int setup(trainer *t, int argc, char **argv) {
     printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %s\n",
            (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
            (long long)t->B * t->T * t->accum, (long long)t->max_steps, where);
-    if (hg_loader_has_flags(t->train) || rows_of(o, o->train) == HG_ROWS_PADDED) {
+    const int padded = rows_of(o, o->train) == HG_ROWS_PADDED;
+    if (hg_loader_has_flags(t->train) || padded) {
         const double rows = (double)hg_loader_rows_total(t->train);
         printf("rows: %s; %.0f of them, %llu document(s) longer than a row cut into windows, %.1f%% of the rows' "
                "tokens padding%s\n",
-               rows_of(o, o->train) == HG_ROWS_PADDED ? "padded rows, a document each" : "windows across documents", rows,
+               padded ? "padded rows, a document each" : "windows across documents", rows,
                (unsigned long long)hg_loader_split_documents(t->train),
                rows > 0 ? 100.0 * (1.0 - (double)hg_loader_row_tokens(t->train) / (rows * (t->T + 1))) : 0.0,
                hg_loader_has_flags(t->train) ? "; the loss on the tokens the shards' mask trains" : "");

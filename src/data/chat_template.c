@@ -804,54 +804,33 @@ static node *binary(comp *c, int kind, int op, int line, node *a, node *b) {
 }
 
 /* Jinja's precedence, loosest first: or, and, not, comparisons, + -, ~, * / // %, **,
- * unary - +, then filters and tests. */
-static node *parse_pow(comp *c) {
-    node *x = parse_unary(c, 1);
-    while (x && is_op(cur(c), OP_POW)) {
-        int line = cur(c)->line;
-        c->at++;
-        node *y = parse_unary(c, 1);
-        x = y ? binary(c, E_BIN, OP_POW, line, x, y) : NULL;
-    }
-    return x;
+ * unary - +, then filters and tests. The binary levels from + - to ** associate to the
+ * left; each row lists a level's operators, 0-ended, loosest first. */
+static const int binary_ops[][5] = {
+    {OP_ADD, OP_SUB, 0}, {OP_TILDE, 0}, {OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, 0}, {OP_POW, 0},
+};
+enum { BINARY_LEVELS = sizeof binary_ops / sizeof binary_ops[0] };
+
+static int binary_at(const token *t, int level) {
+    for (const int *op = binary_ops[level]; t->kind == T_OP && *op; op++)
+        if (t->op == *op) return 1;
+    return 0;
 }
 
-static node *parse_mul(comp *c) {
-    node *x = parse_pow(c);
-    while (x && cur(c)->kind == T_OP &&
-           (cur(c)->op == OP_MUL || cur(c)->op == OP_DIV || cur(c)->op == OP_FLOORDIV || cur(c)->op == OP_MOD)) {
+static node *parse_binary(comp *c, int level) {
+    if (level == BINARY_LEVELS) return parse_unary(c, 1);
+    node *x = parse_binary(c, level + 1);
+    while (x && binary_at(cur(c), level)) {
         int op = cur(c)->op, line = cur(c)->line;
         c->at++;
-        node *y = parse_pow(c);
-        x = y ? binary(c, E_BIN, op, line, x, y) : NULL;
-    }
-    return x;
-}
-
-static node *parse_concat(comp *c) {
-    node *x = parse_mul(c);
-    while (x && is_op(cur(c), OP_TILDE)) {
-        int line = cur(c)->line;
-        c->at++;
-        node *y = parse_mul(c);
-        x = y ? binary(c, E_BIN, OP_TILDE, line, x, y) : NULL;
-    }
-    return x;
-}
-
-static node *parse_add(comp *c) {
-    node *x = parse_concat(c);
-    while (x && (is_op(cur(c), OP_ADD) || is_op(cur(c), OP_SUB))) {
-        int op = cur(c)->op, line = cur(c)->line;
-        c->at++;
-        node *y = parse_concat(c);
+        node *y = parse_binary(c, level + 1);
         x = y ? binary(c, E_BIN, op, line, x, y) : NULL;
     }
     return x;
 }
 
 static node *parse_compare(comp *c) {
-    node *x = parse_add(c), *cmp = NULL, **tail = NULL;
+    node *x = parse_binary(c, 0), *cmp = NULL, **tail = NULL;
     while (x) {
         token *t = cur(c);
         int op = 0;
@@ -863,7 +842,7 @@ static node *parse_compare(comp *c) {
             op = OP_NOTIN, c->at += 2;
         else
             break;
-        node *y = parse_add(c), *link;
+        node *y = parse_binary(c, 0), *link;
         if (!y || !(link = mk(c, E_CMPOP, t->line))) return NULL;
         link->op = op, link->a = y;
         if (!(link = done(c, link))) return NULL;
