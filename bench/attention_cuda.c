@@ -94,7 +94,7 @@ static double time_pass(const hg_attention_shape *s, const bufs *b, int backward
 
 static void run(const char *impl, int T, int hs) {
     const int C = 2048, NH = C / hs, B = 16384 / T > 0 ? 16384 / T : 1;
-    hg_attention_shape s = {B, T, NH, hs, 1, 0, 0};
+    hg_attention_shape s = {B, T, NH, hs, 1, 0, 0, 0, NULL};
     size_t n = (size_t)B * T * C, E = 2, scratch = be->ops->attention_scratch_bytes(be, &s);
     size_t free0 = be->ops->mem_available(be);
     bufs b = {dev(3 * n * E), dev(n * E), dev((size_t)B * NH * T * 4), dev(n * E), dev(3 * n * E), dev(scratch)};

@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
     }
     hg_backend *be;
     if (hg_backend_cpu_create(&be, threads, HG_PRECISION_FP32) != HG_OK) return 1;
-    hg_attention_shape s = {B, T, NH, hs, causal, 0, 0};
+    hg_attention_shape s = {B, T, NH, hs, causal, 0, 0, 0, NULL};
     size_t C = (size_t)NH * hs, nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
     size_t scratch_bytes = be->ops->attention_scratch_bytes(be, &s);
     float *qkv = hg_aligned_alloc(nqkv * 4), *dqkv = hg_aligned_alloc(nqkv * 4), *out = hg_aligned_alloc(nout * 4);

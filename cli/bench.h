@@ -27,6 +27,8 @@ typedef struct bench_opts {
     cli_ints ctx, threads, head_dims;   /* resolved: defaults filled, threads 0 = all cores */
     int warmup, steps;
     int causal;
+    int doc_len, window;                /* attention: packed documents of doc_len tokens (0:
+                                           one a row), a sliding window (0: none) */
     bench_format format;
     const char *plot_dir;               /* NULL: no plots */
     /* resolved from them */

@@ -2,7 +2,8 @@
  * over head size x sequence length, on random inputs (never zeros).
  *
  * FLOPs are counted as FlashAttention counts them: forward 4*B*NH*T^2*hs, halved when
- * causal; backward 2.5x forward. The share of the sgemm ceiling uses the ceiling measured
+ * causal; backward 2.5x forward. Under --doc-len or --window, T^2 / 2 becomes the
+ * (query, key) pairs the mask leaves visible. The share of the sgemm ceiling uses the ceiling measured
  * at the start of the same run. Memory per cell: the bytes the op touches (q, k, v, out,
  * lse, their gradients and the op's scratch) and the process's peak resident set while
  * the cell ran. */
@@ -48,7 +49,14 @@ static void fill_compute(hg_backend *be, float *p, size_t n, uint64_t *state) {
 }
 
 static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t baseline) {
-    hg_attention_shape s = {o->m.batch, c->T, o->heads, c->hs, o->causal, 0, 0};
+    hg_attention_shape s = {o->m.batch, c->T, o->heads, c->hs, o->causal, 0, 0, o->window, NULL};
+    int32_t *pos = NULL; /* packed documents of doc_len tokens, the last one cut */
+    if (o->doc_len > 0 && !(pos = malloc(sizeof(int32_t) * (size_t)o->m.batch * c->T))) {
+        fprintf(stderr, "handgrad bench: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; pos && i < (size_t)o->m.batch * c->T; i++) pos[i] = (int32_t)(i % (size_t)c->T % o->doc_len);
+    s.pos = pos;
     size_t C = (size_t)o->heads * c->hs, nqkv = (size_t)o->m.batch * c->T * 3 * C, nout = (size_t)o->m.batch * c->T * C;
     size_t nlse = (size_t)o->m.batch * o->heads * c->T, scratch = be->ops->attention_scratch_bytes(be, &s);
     const size_t E = hg_precision_bytes(be->precision); /* q, k, v, out and their gradients */
@@ -56,15 +64,20 @@ static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t bas
     c->need = c->op_bytes + baseline + ATTENTION_ALLOWANCE;
     c->avail = hg_memory_available();
     double fwd = 4.0 * o->m.batch * o->heads * (double)c->T * c->T * c->hs * (o->causal ? 0.5 : 1.0);
+    if (pos || s.window > 0) fwd = 2.0 * hg_attention_pair_flops(&s);
     c->fwd_flop = fwd, c->bwd_flop = 2.5 * fwd;
     if (c->need > c->avail) {
         c->skipped = 1;
+        free(pos);
         return 0;
     }
     hg_options popt = hg_options_default();
     popt.threads = c->threads;
     popt.precision = be->precision;
-    if (bench_peak(&popt, &c->peak)) return 1;
+    if (bench_peak(&popt, &c->peak)) {
+        free(pos);
+        return 1;
+    }
     bench_reset_peak_rss();
     float *qkv = hg_aligned_alloc(nqkv * E), *dqkv = hg_aligned_alloc(nqkv * E), *out = hg_aligned_alloc(nout * E);
     float *dout = hg_aligned_alloc(nout * E), *lse = hg_aligned_alloc(nlse * 4), *work = hg_aligned_alloc(scratch);
@@ -91,7 +104,7 @@ static int run_cell(const bench_opts *o, hg_backend *be, att_cell *c, size_t bas
     }
     hg_aligned_free(qkv), hg_aligned_free(dqkv), hg_aligned_free(out), hg_aligned_free(dout);
     hg_aligned_free(lse), hg_aligned_free(work);
-    free(t);
+    free(t), free(pos);
     return rc;
 }
 
@@ -117,6 +130,8 @@ static void print_cell(const bench_opts *o, const att_cell *c, int *header) {
     rec_int(&r, "ctx", c->T);
     rec_int(&r, "threads", c->threads);
     rec_bool(&r, "causal", o->causal);
+    rec_int(&r, "doc_len", o->doc_len);
+    rec_int(&r, "window", o->window);
     rec_int(&r, "warmup", o->warmup);
     rec_int(&r, "steps", o->steps);
     rec_bool(&r, "skipped", c->skipped);
@@ -205,8 +220,12 @@ int bench_attention(const bench_opts *o) {
         return 1;
     }
     if (o->format == OUT_TABLE) {
-        printf("handgrad bench --attention: batch %d, %d head%s, %s, %s, warmup %d, steps %d\n", o->m.batch, o->heads,
-               o->heads > 1 ? "s" : "", o->causal ? "causal" : "not causal", o->m.dev.precision, o->warmup, o->steps);
+        char mask[96] = "";
+        if (o->doc_len > 0) snprintf(mask, sizeof mask, ", documents of %d", o->doc_len);
+        if (o->window > 0) snprintf(mask + strlen(mask), sizeof mask - strlen(mask), ", window %d", o->window);
+        printf("handgrad bench --attention: batch %d, %d head%s, %s%s, %s, warmup %d, steps %d\n", o->m.batch,
+               o->heads, o->heads > 1 ? "s" : "", o->causal ? "causal" : "not causal", mask, o->m.dev.precision,
+               o->warmup, o->steps);
         printf("TFLOP/s counted as FlashAttention does (forward 4BT^2d%s, backward 2.5x); %% peak is forward+backward\n",
                o->causal ? "/2" : "");
         printf("%8s %6s %3s %10s %8s %10s %8s %7s %7s %8s %9s %9s\n", "Head dim", "Ctx", "Thr", "Fwd (ms)", "Std",

@@ -56,6 +56,9 @@ static const cli_opt bench_options[] = {
     {"head-dims", CLI_INTS, O(head_dims), "LIST", 16, 4096, 0, "head sizes, multiples of 16 (default 16,32,64,128)"},
     {"causal", CLI_SET, O(causal), 0, 1, 0, 0, "causal mask (the default)"},
     {"no-causal", CLI_SET, O(causal), 0, 0, 0, 0, "no mask"},
+    {"doc-len", CLI_INT, O(doc_len), "N", 0, 1 << 20, 0,
+     "causal: each row packed with documents of N tokens that never attend to each other (0: one a row)"},
+    {"window", CLI_INT, O(window), "W", 0, 1 << 20, 0, "causal: a sliding window of W keys (0: none)"},
     {"Both", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"batch", CLI_INT, O(m.batch), "B", 1, 1 << 20, 0, "sequences per batch (default 4; attention 8)"},
     {"ctx", CLI_INTS, O(ctx), "LIST", 1, 1 << 20, 0,
@@ -133,7 +136,15 @@ static int parse_options(int argc, char **argv, bench_opts *o) {
                         o->head_dims.v[i]);
                 return CLI_USAGE;
             }
+        if (!o->causal && (o->doc_len || o->window)) {
+            fprintf(stderr, "handgrad bench: --doc-len and --window are masks of causal attention, not --no-causal\n");
+            return CLI_USAGE;
+        }
         return 0;
+    }
+    if (o->doc_len || o->window) {
+        fprintf(stderr, "handgrad bench: --doc-len and --window belong to --attention\n");
+        return CLI_USAGE;
     }
     if (o->passes_arg) {
         if (parse_passes(o->passes_arg, &o->passes)) return CLI_USAGE;

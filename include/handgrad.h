@@ -199,9 +199,25 @@ typedef struct hg_config {
     int qk_norm_whole;       /* with qk_norm: all q heads are normalised as one vector (a
                                 weight of n_head * head_dim) and all k heads as another
                                 (n_kv_head * head_dim), as in OLMo 2; 0: each head */
+    int sliding_window;      /* > 0: the layers that slide (below) attend to the last
+                                sliding_window keys only, the query's own included
+                                (Mistral, Gemma 2, Qwen2); 0: none */
+    int window_period;       /* which layers slide: with a period P > 1, layer l slides
+                                unless l % P == P - 1 (Gemma 2: 2, Gemma 3: 6); 0 or 1:
+                                every layer from window_first_layer on (Mistral: all) */
+    int window_first_layer;  /* layers below this attend to every earlier key (Qwen2's
+                                max_window_layers) */
     char site_op[HG_SITES][HG_OP_NAME_MAX]; /* the registered op at each site, by name;
                                                "" for none (the built-in path) */
 } hg_config;
+
+/* The window of layer l of c (hg_config.sliding_window and the fields after it): its
+ * width, or 0 when the layer attends to every earlier key. */
+static inline int hg_layer_window(const hg_config *c, int l) {
+    int P = c->window_period;
+    if (c->sliding_window <= 0 || l < c->window_first_layer || (P > 1 && l % P == P - 1)) return 0;
+    return c->sliding_window;
+}
 
 /* The head size of c: head_dim, or d_model / n_head (0 when n_head is not positive). Safe
  * on a config not yet validated. */
@@ -412,6 +428,18 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
                               int B, int T, float grad_scale, float *loss);
 
 hg_status hg_zero_grad(hg_model *m);
+
+/* Packed documents: pos (B, T) gives each token's position in its document for the
+ * forward (and backward) calls that follow, until set again; NULL (B, T ignored) goes
+ * back to one document a row, positions 0..T-1. A position of 0 starts a document, any
+ * other is one more than the token's before it (a row may start inside a document, at
+ * any position), and every one is below max_seq_len. A token attends only to its own
+ * document's earlier tokens, and rotary or learned position embeddings take pos: each
+ * document computes what it would alone (transformers' position_ids with a
+ * block-diagonal causal mask). Attention costs the sum of the documents' squared
+ * lengths, not T^2. Forward calls must then have this B and T. The KV cache
+ * (hg_kv_forward) is unaffected. CPU only for now: a CUDA model refuses. */
+hg_status hg_set_positions(hg_model *m, const int32_t *pos, int B, int T);
 
 /* Gradient-ready hook, for overlapping communication with the backward pass. During
  * each backward, fn(ctx, offset, count) is called on the calling thread each time a

@@ -89,9 +89,23 @@ typedef struct hg_attention_shape {
                          h / (NH/NKV) (grouped-query attention); 0 means NH */
     float softcap;    /* > 0: each scaled score z becomes softcap tanh(z / softcap) before
                          the softmax (Gemma 2's attn_logit_softcapping); 0: none */
+    int window;       /* > 0: query t sees only the last `window` keys, t - window + 1 .. t
+                         (sliding-window attention); 0: every earlier key */
+    const int32_t *pos; /* (B,T) or NULL: each token's position in its document (hg_set_
+                         positions); query t sees no key before its document's start,
+                         t - pos[t] (packed documents). NULL: a row is one document */
 } hg_attention_shape;
+/* The first key query t of row b may see: its document's start and its window's, and
+ * with neither 0. Never decreasing in t (documents are contiguous), which lets kernels
+ * skip whole blocks of keys. */
+static inline int hg_attention_first_key(const hg_attention_shape *s, int b, int t) {
+    int lo = s->pos ? t - s->pos[(size_t)b * s->T + t] : 0;
+    if (s->window > 0 && t - s->window + 1 > lo) lo = t - s->window + 1;
+    return lo > 0 ? lo : 0;
+}
 /* out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head (scores capped when
- * s->softcap is set), heads concatenated; qkv
+ * s->softcap is set; query t of row b attends to keys hg_attention_first_key(s, b, t)
+ * .. t), heads concatenated; qkv
  * (B,T,W), W = (NH + 2 NKV) hs, holds q (NH heads) | k (NKV heads) | v (NKV heads) per
  * row; lse (B,NH,T) = each row's log-sum-exp of its scaled (and capped) scores, kept for backward.
  * scratch: hg_attention_scratch_bytes(m) bytes, planned for the built-in kernels. */

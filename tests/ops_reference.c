@@ -186,22 +186,22 @@ static int keys_seen(const hg_attention_shape *s, int t) { return s->causal ? t 
 
 void ref_attention_row(double *out, double *lse, const double *qkv, const hg_attention_shape *s,
                        int b, int h, int t) {
-    const int T = s->T, hs = s->hs, nk = keys_seen(s, t);
+    const int T = s->T, hs = s->hs, nk = keys_seen(s, t), lo = hg_attention_first_key(s, b, t);
     const int NKV = s->NKV ? s->NKV : s->NH, W = (s->NH + 2 * NKV) * hs, g = h / (s->NH / NKV);
     const int k0 = s->NH * hs + g * hs, v0 = (s->NH + NKV) * hs + g * hs;
     const double scale = 1.0 / sqrt((double)hs);
     const double *q = qkv + ((size_t)b * T + t) * W + h * hs;
     double *p = malloc(sizeof(double) * (size_t)nk), mx = -INFINITY, sum = 0.0;
-    for (int j = 0; j < nk; j++) {
+    for (int j = lo; j < nk; j++) {
         const double *k = qkv + ((size_t)b * T + j) * W + k0;
         double dot = 0.0;
         for (int d = 0; d < hs; d++) dot += q[d] * k[d];
         p[j] = s->softcap > 0 ? s->softcap * tanh(dot * scale / s->softcap) : dot * scale;
         if (p[j] > mx) mx = p[j];
     }
-    for (int j = 0; j < nk; j++) sum += (p[j] = exp(p[j] - mx));
+    for (int j = lo; j < nk; j++) sum += (p[j] = exp(p[j] - mx));
     for (int d = 0; d < hs; d++) out[d] = 0.0;
-    for (int j = 0; j < nk; j++) {
+    for (int j = lo; j < nk; j++) {
         const double *v = qkv + ((size_t)b * T + j) * W + v0;
         for (int d = 0; d < hs; d++) out[d] += p[j] / sum * v[d];
     }
@@ -233,9 +233,9 @@ void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
                 const size_t row = ((size_t)b * T + t) * W + h * hs;
                 const double *q = qkv + row, *g = dout + ((size_t)b * T + t) * C + h * hs;
                 double lse, D = 0.0;
-                int nk = keys_seen(s, t);
+                int nk = keys_seen(s, t), lo = hg_attention_first_key(s, b, t);
                 ref_attention_row(o, &lse, qkv, s, b, h, t);
-                for (int j = 0; j < nk; j++) {
+                for (int j = lo; j < nk; j++) {
                     const double *k = qkv + ((size_t)b * T + j) * W + k0, *v = k + vk;
                     double dot = 0.0, dpv = 0.0;
                     for (int d = 0; d < hs; d++) dot += q[d] * k[d], dpv += g[d] * v[d];
@@ -245,7 +245,7 @@ void ref_attention_backward(double *dqkv, const double *dout, const double *qkv,
                     dz[j] = s->softcap > 0 ? 1.0 - t * t : 1.0; /* the cap's derivative */
                     D += P[j] * dpv;
                 }
-                for (int j = 0; j < nk; j++) {
+                for (int j = lo; j < nk; j++) {
                     const size_t krow = ((size_t)b * T + j) * W + k0;
                     double ds = P[j] * (dP[j] - D) * dz[j] * scale;
                     for (int d = 0; d < hs; d++) {

@@ -90,14 +90,14 @@ static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p) {
     for (int i = 0; i < N; i++) tok[i] = trng_int(&r, V);
     hg_dropout drop = {p, 7, 3, 0};
     float *out = fvec((size_t)N * C), *dwte = copy_of(dwte0, (size_t)V * C), *dwpe = copy_of(dwpe0, (size_t)Tmax * C);
-    cpu->ops->encoder_forward(cpu, out, tok, wte, wpe, B, T, C, 1.7f, &drop);
-    cpu->ops->encoder_backward(cpu, dwte, dwpe, dout, tok, B, T, C, 1.7f, &drop);
+    cpu->ops->encoder_forward(cpu, out, tok, NULL, wte, wpe, B, T, C, 1.7f, &drop);
+    cpu->ops->encoder_backward(cpu, dwte, dwpe, dout, tok, NULL, B, T, C, 1.7f, &drop);
 
     void *d_tok = dev_bytes(gpu, tok, sizeof(int32_t) * N), *d_out = dev_poison(gpu, (size_t)N * C, 1);
     void *d_dwte = dev_from(gpu, dwte0, (size_t)V * C, 0), *d_dwpe = dev_from(gpu, dwpe0, (size_t)Tmax * C, 0);
-    gpu->ops->encoder_forward(gpu, d_out, d_tok, dev_from(gpu, wte, (size_t)V * C, 1), dev_from(gpu, wpe, (size_t)Tmax * C, 1), B,
+    gpu->ops->encoder_forward(gpu, d_out, d_tok, NULL, dev_from(gpu, wte, (size_t)V * C, 1), dev_from(gpu, wpe, (size_t)Tmax * C, 1), B,
                               T, C, 1.7f, &drop);
-    gpu->ops->encoder_backward(gpu, d_dwte, d_dwpe, dev_from(gpu, dout, (size_t)N * C, 1), d_tok, B, T, C, 1.7f, &drop);
+    gpu->ops->encoder_backward(gpu, d_dwte, d_dwpe, dev_from(gpu, dout, (size_t)N * C, 1), d_tok, NULL, B, T, C, 1.7f, &drop);
     sync_or_fail(gpu, "encoder");
     char name[64];
     snprintf(name, sizeof name, "encoder_forward p=%.1f", (double)p);
@@ -126,12 +126,12 @@ static void test_encoder_ordered(hg_backend *cpu, hg_backend *gpu) {
     for (int i = 0; i < N; i++) tok[i] = i % 2 ? 3 : trng_int(&r, V);
     hg_dropout drop = {0.1f, 9, 2, 0};
     float *dwte = copy_of(dwte0, (size_t)V * C), *first = fvec((size_t)V * C), *second = fvec((size_t)V * C);
-    cpu->ops->encoder_backward(cpu, dwte, NULL, dout, tok, B, T, C, 1.0f, &drop);
+    cpu->ops->encoder_backward(cpu, dwte, NULL, dout, tok, NULL, B, T, C, 1.0f, &drop);
     void *d_tok = dev_bytes(gpu, tok, sizeof(int32_t) * N), *d_dout = dev_from(gpu, dout, (size_t)N * C, 1);
     float *runs[2] = {first, second};
     for (int k = 0; k < 2; k++) {
         void *d_dwte = dev_from(gpu, dwte0, (size_t)V * C, 0);
-        gpu->ops->encoder_backward(gpu, d_dwte, NULL, d_dout, d_tok, B, T, C, 1.0f, &drop);
+        gpu->ops->encoder_backward(gpu, d_dwte, NULL, d_dout, d_tok, NULL, B, T, C, 1.0f, &drop);
         sync_or_fail(gpu, "encoder backward (ordered)");
         dev_to_host(gpu, runs[k], d_dwte, (size_t)V * C, 0);
         if (k == 0) check_acc(gpu, "encoder_backward dwte (ordered, increment)", d_dwte, dwte, dwte0, (size_t)V * C, 0, 1e-5);
@@ -364,7 +364,7 @@ static float *rope_table(int Tmax, int hs) {
 /* In place on QKV rows at positions pos0 .. pos0+T-1, forward on one buffer and backward
  * on another; the comparison covers the v heads, which must come back untouched. */
 static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, int NH, int NKV, int hs, int rot) {
-    hg_rope_shape s = {B, T, pos0, NH, NKV, hs, rot};
+    hg_rope_shape s = {B, T, pos0, NH, NKV, hs, rot, NULL};
     const int Tmax = pos0 + T + 3, R = hg_rope_dims(&s);
     const size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
     trng r = trng_seed(47 + (uint64_t)(pos0 + NKV));
@@ -392,7 +392,7 @@ static int cudnn_loaded;       /* some shape ran on cuDNN, or cuDNN refused it *
 
 /* cap > 0: Gemma 2's score cap (the own kernels' capped instantiation; cuDNN has none). */
 static void test_attention_cap(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal, float cap) {
-    hg_attention_shape s = {B, T, NH, hs, causal, NKV, cap};
+    hg_attention_shape s = {B, T, NH, hs, causal, NKV, cap, 0, NULL};
     const int C = NH * hs, W = (NH + 2 * hg_attention_kv_heads(&s)) * hs;
     const size_t n3 = (size_t)B * T * W, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
     trng r = trng_seed(51 + (uint64_t)(T * hs + causal + 7 * NKV + (cap > 0)));
@@ -435,13 +435,13 @@ static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int N
  * hold the same earlier keys and values on both backends. NKV 0: as many as NH. */
 static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n, int NH, int NKV, int hs, float cap) {
     const int C = NH * hs, Tc = 40, KV = NKV ? NKV : NH;
-    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV, cap};
+    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV, cap, 0};
     const size_t nc = (size_t)KV * Tc * hs, nq = (size_t)n * (NH + 2 * KV) * hs, no = (size_t)n * C;
     trng r = trng_seed(91 + (uint64_t)(pos0 + 5 * NKV));
     float *kc = rvec(gpu, nc, &r, -1.5, 1.5), *vc = rvec(gpu, nc, &r, -1, 1), *qkv = rvec(gpu, nq, &r, -1.5, 1.5);
     float *out = fvec(no);
     void *d_kc = dev_from(gpu, kc, nc, 1), *d_vc = dev_from(gpu, vc, nc, 1), *d_out = dev_poison(gpu, no, 1);
-    hg_attention_shape as = {1, Tc, NH, hs, 1, NKV, cap};
+    hg_attention_shape as = {1, Tc, NH, hs, 1, NKV, cap, 0, NULL};
     void *scr = malloc(cpu->ops->attention_scratch_bytes(cpu, &as) + 64);
     hg_status st = cpu->ops->attention_cached(cpu, out, kc, vc, qkv, &s, scr);
     if (st == HG_OK) st = gpu->ops->attention_cached(gpu, d_out, d_kc, d_vc, dev_from(gpu, qkv, nq, 1), &s, NULL);

@@ -88,15 +88,15 @@ static int graphs(const char *json_path) {
         cudnn_attn_close(a);
         return 77;
     }
-    hg_attention_shape big = {2, 256, 4, 256, 1, 0, 0};
+    hg_attention_shape big = {2, 256, 4, 256, 1, 0, 0, 0, NULL};
     int rc = cudnn_attn_plan(a, CUDNN_ATTN_FORWARD, &big, NULL, NULL, why, sizeof why);
     expect(rc != 0 && strstr(why, "head size 256"), "head size 256 is refused, naming it", why);
-    plan_all(a, "GPT-2's heads", (hg_attention_shape){2, 256, 4, 64, 1, 0, 0});
-    plan_all(a, "head width 128", (hg_attention_shape){1, 256, 2, 128, 1, 0, 0});
-    plan_all(a, "no mask", (hg_attention_shape){1, 128, 2, 64, 0, 0, 0});
-    plan_all(a, "grouped-query", (hg_attention_shape){1, 128, 4, 64, 1, 2, 0});
+    plan_all(a, "GPT-2's heads", (hg_attention_shape){2, 256, 4, 64, 1, 0, 0, 0, NULL});
+    plan_all(a, "head width 128", (hg_attention_shape){1, 256, 2, 128, 1, 0, 0, 0, NULL});
+    plan_all(a, "no mask", (hg_attention_shape){1, 128, 2, 64, 0, 0, 0, 0, NULL});
+    plan_all(a, "grouped-query", (hg_attention_shape){1, 128, 4, 64, 1, 2, 0, 0, NULL});
     /* 3 query heads cannot share 2 kv heads: cuDNN refuses the first product's shapes */
-    hg_attention_shape odd = {1, 128, 3, 64, 1, 2, 0};
+    hg_attention_shape odd = {1, 128, 3, 64, 1, 2, 0, 0, NULL};
     rc = cudnn_attn_plan(a, CUDNN_ATTN_FORWARD, &odd, NULL, NULL, why, sizeof why);
     expect(rc != 0 && strstr(why, "cuDNN: S = Q K^T: ") && strstr(why, "CUDNN_STATUS_"),
            "a graph cuDNN refuses: the reason names the node and cuDNN's status", why);

@@ -249,7 +249,14 @@ static void test_configs(void) {
     hg_model_free(m);
     CHECK_OK(hg_model_load_hf(&m, "fixtures/hf_mistral", &o));
     c = m ? hg_model_config(m) : NULL;
-    CHECK(c && c->max_seq_len == 80); /* the sliding window caps the context */
+    /* the window of every layer, the context the class's own */
+    CHECK(c && c->max_seq_len == 128 && c->sliding_window == 80 && hg_layer_window(c, 0) == 80 &&
+          hg_layer_window(c, 1) == 80);
+    hg_model_free(m);
+    CHECK_OK(hg_model_load_hf(&m, "fixtures/hf_gemma2", &o)); /* layer_types: every other layer */
+    c = m ? hg_model_config(m) : NULL;
+    CHECK(c && c->sliding_window == 96 && c->window_period == 2 && hg_layer_window(c, 0) == 96 &&
+          hg_layer_window(c, 1) == 0);
     hg_model_free(m);
 
     hg_hf_special s;
@@ -289,7 +296,8 @@ static void check_family_round_trip(const char *arch_fields, const char *want_cl
     }
     CHECK(!strcmp(hg_hf_architecture(&c), want_class));
     char out[128];
-    snprintf(out, sizeof out, "%s/%s", tmpdir, want_class);
+    static int trips; /* a folder per round trip: a class may come twice */
+    snprintf(out, sizeof out, "%s/%s-%d", tmpdir, want_class, trips++);
     CHECK_OK(hg_model_save_hf(m, NULL, out));
     CHECK_OK(hg_model_load_hf(&back, out, &o));
     char why[128] = "";
@@ -443,6 +451,12 @@ int main(void) {
     check_family_round_trip("mlp=geglu,embed_scale=8,tied=true", "GemmaForCausalLM");
     check_family_round_trip("mlp=geglu,embed_scale=8,block=sandwich,logit_softcap=3.5,attn_softcap=5", "Gemma2ForCausalLM");
     check_family_round_trip("rotary_dim=8", "Phi3ForCausalLM");
+    /* sliding windows: Gemma 2's every other layer, Mistral's every layer, Qwen2's from a
+     * layer on */
+    check_family_round_trip("mlp=geglu,embed_scale=8,block=sandwich,sliding_window=16,window_period=2",
+                            "Gemma2ForCausalLM");
+    check_family_round_trip("sliding_window=16", "MistralForCausalLM");
+    check_family_round_trip("qkv_bias=true,tied=true,sliding_window=16,window_first_layer=1", "Qwen2ForCausalLM");
     check_family_round_trip("block=postnorm,qk_norm=true,qk_norm_whole=true", "Olmo2ForCausalLM");
     check_family_round_trip("block=parallel,norm=layernorm,mlp=gelu,qkv_bias=true,proj_bias=true,mlp_bias=true,"
                             "norm_bias=true,rotary_dim=8,lm_head_bias=true", "PhiForCausalLM");

@@ -122,6 +122,14 @@ static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T, hg_pr
     int in_file = 0;
     for (int i = 0; i < hg_st_count(f); i++) in_file += !strncmp(hg_st_at(f, i)->name, "param.", 6);
     CHECK(in_file == hg_param_count(m)); /* no tensor of the reference is left unmapped */
+    if (hg_st_find(f, "positions")) { /* packed documents: every forward of the model has them */
+        const int N = *B * *T;
+        double *pd = read_f64(f, "positions", N);
+        int32_t *pos = malloc(sizeof(int32_t) * (size_t)N);
+        for (int i = 0; i < N; i++) pos[i] = (int32_t)pd[i];
+        CHECK_OK(hg_set_positions(m, pos, *B, *T));
+        free(pd), free(pos);
+    }
     for (int i = 0; i < hg_param_count(m); i++) {
         hg_param_info p;
         CHECK_OK(hg_param_at(m, i, &p));
@@ -351,6 +359,13 @@ int main(void) {
     check_fixture("fixtures/phi3_partial.safetensors");
     check_fixture("fixtures/olmo2_postnorm.safetensors");
     check_fixture("fixtures/phi2_parallel.safetensors");
+    /* packed documents with loss masks (positions restart per document), and sliding
+     * windows shorter than the documents: tools/gen_gpt2_fixture.py and
+     * tools/gen_llama_fixture.py */
+    check_fixture("fixtures/gpt2_packed.safetensors");
+    check_fixture("fixtures/llama_packed.safetensors");
+    check_fixture("fixtures/gemma2_packed.safetensors");
+    check_fixture("fixtures/mistral_window.safetensors");
     static const char *const bf16[] = {"fixtures/gpt2_odd.safetensors",       "fixtures/gpt2_tiny.safetensors",
                                        "fixtures/llama_gqa.safetensors",      "fixtures/qwen2_bias.safetensors",
                                        "fixtures/qwen3_qknorm.safetensors",   "fixtures/gemma_geglu.safetensors",

@@ -153,10 +153,10 @@ static void test_encoder(hg_backend *bes[OPS_NBE], float p, float scale) {
         use_backend(be);
         for (int run = 0; run < 2; run++) {
             poison(out[run], N * C);
-            be->ops->encoder_forward(be, out[run], tok, wte, wpe, B, T, C, scale, &drop);
+            be->ops->encoder_forward(be, out[run], tok, NULL, wte, wpe, B, T, C, scale, &drop);
             memcpy(dte[run], pre_te, sizeof(float) * Vp * C);
             memcpy(dpe[run], pre_pe, sizeof(float) * TMAX * C);
-            be->ops->encoder_backward(be, dte[run], dpe[run], R, tok, B, T, C, scale, &drop);
+            be->ops->encoder_backward(be, dte[run], dpe[run], R, tok, NULL, B, T, C, scale, &drop);
         }
         snprintf(tag, sizeof tag, "encoder p=%g scale=%g threads=%d", p, scale, be->threads);
         snprintf(name, sizeof name, "%s out", tag);

@@ -46,14 +46,21 @@ static double att_loss(void *v, size_t i) {
     return L;
 }
 
-/* NKV: kv heads (0: NH); NKV < NH is grouped-query attention. cap: the scores' soft cap
- * (0: none). */
-static void test_attention_capped(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int causal,
-                                  size_t nfd, float cap) {
-    const hg_attention_shape s = {.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal, .NKV = NKV, .softcap = cap};
+/* A shape's words for the checks' names. */
+static void describe(char *tag, size_t n, const hg_attention_shape *s) {
+    snprintf(tag, n, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s cap=%g window=%d%s", s->B, s->T, s->NH,
+             hg_attention_kv_heads(s), s->hs, s->causal ? "causal" : "full", (double)s->softcap, s->window,
+             s->pos ? " documents" : "");
+}
+
+/* Blockwise attention of shape s (NKV < NH: grouped-query; softcap, window, documents
+ * as the shape says) against the double reference and finite differences. */
+static void test_attention_shape(hg_backend *bes[OPS_NBE], const hg_attention_shape s, size_t nfd) {
+    const int B = s.B, T = s.T, NH = s.NH, hs = s.hs, causal = s.causal, NKV = s.NKV;
     const int C = NH * hs, KV = hg_attention_kv_heads(&s), W = (NH + 2 * KV) * hs;
     const size_t NQ = (size_t)B * T * W, NO = (size_t)B * T * C, NL = (size_t)B * NH * T;
-    trng r = trng_seed(900 + (uint64_t)T * 4 + (uint64_t)hs + (uint64_t)causal + (uint64_t)NKV * 1000);
+    trng r = trng_seed(900 + (uint64_t)T * 4 + (uint64_t)hs + (uint64_t)causal + (uint64_t)NKV * 1000 +
+                       (uint64_t)s.window * 7);
     float *qkv = fvec(NQ), *R = fvec(NO);
     fill_qkv(qkv, (size_t)B * T, W, (NH + KV) * hs, &r);
     fill(R, NO, &r, -1, 1);
@@ -67,9 +74,8 @@ static void test_attention_capped(hg_backend *bes[OPS_NBE], int B, int T, int NH
     double *fd = dvec(k), *row = dvec(hs);
     att_ctx ctx = {qkvd, row, Rd, &s};
     for (size_t j = 0; j < k; j++) fd[j] = fd_central(qkvd, idx[j], FD_H, att_loss, &ctx);
-    char tag[128], name[192];
-    snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s cap=%g", B, T, NH, KV, hs,
-             causal ? "causal" : "full", cap);
+    char tag[160], name[240];
+    describe(tag, sizeof tag, &s);
     snprintf(name, sizeof name, "%s ref dqkv vs fd", tag);
     check_failures += check_grad_d(name, g, fd, idx, k, NULL, sg, FD_TOL);
 
@@ -82,8 +88,8 @@ static void test_attention_capped(hg_backend *bes[OPS_NBE], int B, int T, int NH
             use_backend(be);
             size_t bytes = be->ops->attention_scratch_bytes(be, &s);
             float *scratch = fvec(bytes / sizeof(float));
-            snprintf(tag, sizeof tag, "attention B=%d T=%d NH=%d NKV=%d hs=%d %s cap=%g threads=%d tiles=%s", B, T, NH,
-                     KV, hs, causal ? "causal" : "full", cap, be->threads, (*tk)->name);
+            describe(tag, sizeof tag, &s);
+            snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " threads=%d tiles=%s", be->threads, (*tk)->name);
             for (int run = 0; run < 2; run++) {
                 poison(out[run], NO), poison(lse[run], NL), poison(scratch, bytes / sizeof(float));
                 CHECK_OK(be->ops->attention_forward(be, out[run], lse[run], qkv, &s, scratch));
@@ -116,17 +122,44 @@ static void test_attention_capped(hg_backend *bes[OPS_NBE], int B, int T, int NH
     free(qkv), free(R), free(qkvd), free(Rd), free(out_ref), free(lse_ref), free(g), free(idx), free(fd), free(row);
 }
 
+/* NKV: kv heads (0: NH); NKV < NH is grouped-query attention. cap: the scores' soft cap
+ * (0: none). */
+static void test_attention_capped(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int causal,
+                                  size_t nfd, float cap) {
+    test_attention_shape(bes, (hg_attention_shape){.B = B, .T = T, .NH = NH, .hs = hs, .causal = causal, .NKV = NKV,
+                                                   .softcap = cap}, nfd);
+}
+
 static void test_attention(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int causal, size_t nfd) {
     test_attention_capped(bes, B, T, NH, NKV, hs, causal, nfd, 0.0f);
+}
+
+/* Packed documents of the n lengths in lens, over and over, row b starting at lens[b % n]
+ * and an odd row inside a document (at position 5), under a window (0: none) and a cap:
+ * pos (B, T) is filled and must outlive nothing past the call. */
+static void test_attention_docs(hg_backend *bes[OPS_NBE], int B, int T, int NH, int NKV, int hs, int window,
+                                float cap, const int *lens, int n, size_t nfd) {
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)B * T);
+    for (int b = 0; b < B; b++) {
+        int d = b % n, p = b % 2 ? 5 : 0;
+        for (int t = 0; t < T; t++) {
+            if (p == lens[d]) p = 0, d = (d + 1) % n;
+            pos[(size_t)b * T + t] = p++;
+        }
+    }
+    test_attention_shape(bes, (hg_attention_shape){.B = B, .T = T, .NH = NH, .hs = hs, .causal = 1, .NKV = NKV,
+                                                   .softcap = cap, .window = window, .pos = pos}, nfd);
+    free(pos);
 }
 
 /* attention_cached, fed the rows of one sequence in the chunks given (a prefill, single
  * rows, a second prefill), against the double reference of the whole causal sequence and
  * against the blockwise forward; the caches (NKV, T, hs) hold exactly each kv head's k
  * and v rows. NKV: kv heads (0: NH). */
-static void test_attention_cached_capped(hg_backend *bes[OPS_NBE], int T, int NH, int NKV, int hs, const int *chunks,
-                                         int nchunks, float cap) {
-    const hg_attention_shape s = {.B = 1, .T = T, .NH = NH, .hs = hs, .causal = 1, .NKV = NKV, .softcap = cap};
+static void test_attention_cached_window(hg_backend *bes[OPS_NBE], int T, int NH, int NKV, int hs, const int *chunks,
+                                         int nchunks, float cap, int window) {
+    const hg_attention_shape s = {.B = 1, .T = T, .NH = NH, .hs = hs, .causal = 1, .NKV = NKV, .softcap = cap,
+                                  .window = window};
     const int C = NH * hs, KV = hg_attention_kv_heads(&s), W = (NH + 2 * KV) * hs;
     const size_t NQ = (size_t)T * W, NO = (size_t)T * C, NC = (size_t)KV * T * hs;
     trng r = trng_seed(950 + (uint64_t)T + (uint64_t)hs + (uint64_t)NKV * 1000);
@@ -145,7 +178,7 @@ static void test_attention_cached_capped(hg_backend *bes[OPS_NBE], int T, int NH
         int pos = 0;
         for (int c = 0; c < nchunks && pos < T; c++) {
             int n = chunks[c] < T - pos ? chunks[c] : T - pos;
-            hg_kv_shape ks = {pos, n, T, NH, hs, NKV, cap};
+            hg_kv_shape ks = {pos, n, T, NH, hs, NKV, cap, window};
             CHECK_OK(be->ops->attention_cached(be, out + (size_t)pos * C, kc, vc, qkv + (size_t)pos * W, &ks, scratch));
             pos += n;
         }
@@ -154,7 +187,8 @@ static void test_attention_cached_capped(hg_backend *bes[OPS_NBE], int T, int NH
         CHECK_OK(be->ops->attention_forward(be, outb, lse, qkv, &s, scratch));
         widen(blk, outb, NO);
         char name[160];
-        snprintf(name, sizeof name, "attention_cached T=%d NH=%d NKV=%d hs=%d threads=%d", T, NH, KV, hs, be->threads);
+        snprintf(name, sizeof name, "attention_cached T=%d NH=%d NKV=%d hs=%d window=%d threads=%d", T, NH, KV, hs,
+                 window, be->threads);
         /* the blockwise forward's budget against the reference, twice it against the
          * blockwise forward's own output */
         check_failures += check_finite(name, out, NO) + check_vec(name, out, out_ref, NULL, NO, 0.0, 4e-6);
@@ -176,7 +210,7 @@ static void test_attention_cached_capped(hg_backend *bes[OPS_NBE], int T, int NH
 
 static void test_attention_cached(hg_backend *bes[OPS_NBE], int T, int NH, int NKV, int hs, const int *chunks,
                                   int nchunks) {
-    test_attention_cached_capped(bes, T, NH, NKV, hs, chunks, nchunks, 0.0f);
+    test_attention_cached_window(bes, T, NH, NKV, hs, chunks, nchunks, 0.0f, 0);
 }
 
 /* One tile kernel's product, on A read in place (a_rs = lda) or transposed (a_cs = lda),
@@ -243,7 +277,7 @@ int test_ops_attention(hg_backend *bes[OPS_NBE]) {
      * with full and masked blocks, grouped-query, and through the KV cache */
     test_attention_capped(bes, 2, 130, 4, 2, 32, 1, 100, 2.5f);
     test_attention_capped(bes, 1, 37, 2, 0, 16, 0, 100, 1.0f);
-    test_attention_cached_capped(bes, 37, 2, 1, 32, prefill_then_rows, 7, 2.5f);
+    test_attention_cached_window(bes, 37, 2, 1, 32, prefill_then_rows, 7, 2.5f, 0);
     test_attention(bes, 1, 1, 2, 0, 16, 1, 100);   /* T = 1: out = v */
     test_attention(bes, 2, 37, 6, 2, 16, 1, 150);  /* grouped-query: one partial block */
     test_attention(bes, 2, 37, 4, 1, 16, 1, 150);  /* multi-query */
@@ -257,5 +291,25 @@ int test_ops_attention(hg_backend *bes[OPS_NBE]) {
      * chunks, the first ones of several blocks */
     test_attention(bes, 3, 600, 1, 0, 16, 1, 30);
     test_attention(bes, 1, 600, 4, 2, 16, 1, 30);
+    /* Sliding windows: one block wide, across blocks, a single key, under the cap, longer
+     * than T; and through the KV cache */
+    const hg_attention_shape win = {.B = 2, .T = 300, .NH = 4, .hs = 16, .causal = 1, .NKV = 2};
+    const int widths[] = {64, 37, 1, 130, 400};
+    for (int i = 0; i < 5; i++) {
+        hg_attention_shape w = win;
+        w.window = widths[i];
+        w.softcap = i == 3 ? 2.5f : 0.0f;
+        test_attention_shape(bes, w, 40);
+    }
+    test_attention_cached_window(bes, 130, 6, 2, 16, prefill_then_rows, 7, 0.0f, 40);
+    test_attention_cached_window(bes, 17, 2, 1, 32, rows, 17, 2.5f, 5);
+    /* Packed documents: lengths of 1, below and across the 64-row blocks, a row starting
+     * inside a document; with a window shorter than some documents, and a cap; few groups,
+     * so that the backward's query chunks see only some key blocks */
+    const int lens[] = {1, 70, 64, 100, 65, 3, 130};
+    test_attention_docs(bes, 2, 300, 4, 2, 16, 0, 0.0f, lens, 7, 50);
+    test_attention_docs(bes, 2, 300, 3, 0, 32, 50, 2.5f, lens, 7, 50);
+    test_attention_docs(bes, 1, 600, 4, 2, 16, 0, 0.0f, lens + 1, 6, 30);
+    test_attention_docs(bes, 1, 600, 4, 1, 16, 90, 0.0f, lens + 3, 4, 30);
     return check_failures;
 }

@@ -159,8 +159,8 @@ static void test_encoder(float p) {
     fill(dout, N * C, &r, -1, 1);
     float *want = fvec(N * C), *got = fvec(N * C); /* the residual stream: fp32 */
     poison(want, N * C), poison(got, N * C);
-    F->ops->encoder_forward(F, want, tok, wte, wpe, B, T, C, 1.5f, &drop);
-    H->ops->encoder_forward(H, got, tok, (float *)wte_b, (float *)wpe_b, B, T, C, 1.5f, &drop);
+    F->ops->encoder_forward(F, want, tok, NULL, wte, wpe, B, T, C, 1.5f, &drop);
+    H->ops->encoder_forward(H, got, tok, NULL, (float *)wte_b, (float *)wpe_b, B, T, C, 1.5f, &drop);
     check_failures += close_f(p > 0 ? "encoder forward, dropout" : "encoder forward", got, want, N * C, 0.0);
     /* backward: fp32 gradients prefilled alike */
     float *dte[2], *dpe[2];
@@ -169,8 +169,8 @@ static void test_encoder(float p) {
         dte[k] = fvec(V * C), dpe[k] = fvec(TMAX * C);
         fill(dte[k], V * C, &q, -1, 1), fill(dpe[k], TMAX * C, &q, -1, 1);
     }
-    F->ops->encoder_backward(F, dte[0], dpe[0], dout, tok, B, T, C, 1.5f, &drop);
-    H->ops->encoder_backward(H, dte[1], dpe[1], dout, tok, B, T, C, 1.5f, &drop);
+    F->ops->encoder_backward(F, dte[0], dpe[0], dout, tok, NULL, B, T, C, 1.5f, &drop);
+    H->ops->encoder_backward(H, dte[1], dpe[1], dout, tok, NULL, B, T, C, 1.5f, &drop);
     check_failures += close_f("encoder backward dwte", dte[1], dte[0], V * C, 1.0);
     check_failures += close_f("encoder backward dwpe", dpe[1], dpe[0], TMAX * C, 1.0);
     free(wte), free(wpe), free(dout), free(want), free(got), free(wte_b), free(wpe_b);

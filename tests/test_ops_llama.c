@@ -322,7 +322,7 @@ static int check_v_untouched(const char *what, const float *a, const float *b, c
 
 /* rot: the rotated dims of a head (0: all hs; fewer: a partial rotary embedding). */
 static void test_rope(hg_backend *bes[OPS_NBE], int B, int T, int pos0, int NH, int NKV, int hs, float theta, int rot) {
-    const hg_rope_shape s = {B, T, pos0, NH, NKV, hs, rot};
+    const hg_rope_shape s = {B, T, pos0, NH, NKV, hs, rot, NULL};
     const int W = (NH + 2 * NKV) * hs, Tmax = pos0 + T, R = hg_rope_dims(&s); /* the table has exactly the rows used */
     const size_t NQ = (size_t)B * T * W;
     trng r = trng_seed(1400 + (uint64_t)pos0 + (uint64_t)hs + (uint64_t)rot);
@@ -614,7 +614,7 @@ static void head_rows(double *rows, float *x, int N, int NH, int NKV, int hs, in
 static void test_qk_norm(hg_backend *bes[OPS_NBE], int N, int NH, int NKV, int hs, int has_w, int whole, uint64_t seed) {
     const hg_norm_spec ns = {1, 1e-6f, 0};
     const hg_qk_norm_shape s = {N, NH, NKV, hs, ns.eps, whole};
-    const hg_rope_shape rows_shape = {1, N, 0, NH, NKV, hs, 0}; /* for check_v_untouched */
+    const hg_rope_shape rows_shape = {1, N, 0, NH, NKV, hs, 0, NULL}; /* for check_v_untouched */
     int units[2], width[2];
     hg_qk_norm_units(&s, &units[0], &width[0], &units[1], &width[1]);
     const int U = units[0] + units[1], W = (NH + 2 * NKV) * hs, QK = (NH + NKV) * hs, wmax = width[0] > width[1] ? width[0] : width[1];

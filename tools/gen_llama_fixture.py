@@ -12,7 +12,12 @@ half of each head, untied), Olmo2ForCausalLM (olmo2_postnorm: the postnorm block
 on each sublayer's output and none on its input, q and k RMS-normalised over their whole
 width, grouped-query attention, untied) and PhiForCausalLM (phi2_parallel: Phi-2's
 parallel block, attention and a GELU MLP reading one LayerNorm, biases on every linear,
-the LayerNorms and the output layer, 12 of each head's 32 dims rotated, untied),
+the LayerNorms and the output layer, 12 of each head's 32 dims rotated, untied), and on
+packed rows (draw_packed_batch: documents with positions restarting at 0, a loss mask)
+LlamaForCausalLM (llama_packed: llama_gqa's model), Gemma2ForCausalLM (gemma2_packed:
+gemma2_sandwich's, with a window of 6 on layer 0, which cuts its documents; layer 1 full)
+and MistralForCausalLM (mistral_window: llama_gqa's sizes, a window of 7 on both layers,
+one row a single document, one packed),
 attn_implementation "eager", run in float64
 (model.to(torch.float64)) from float32-drawn parameters: weights and biases N(0, 0.02),
 norm weights 1 + N(0, 0.1) as handgrad holds them (Gemma's stored offsets w are then
@@ -22,20 +27,28 @@ eager softmax through float32 (and its labels loss too). The reference runs thos
 functions with only the casts removed (Phi's nn.LayerNorm has none), computes the loss
 itself from targets already aligned with tokens (no shift), and checks that stock
 transformers agrees to float32 rounding and that a forward written from the layout table
-and handgrad's config switches below agrees to 1e-12.
+and handgrad's config switches below agrees to 1e-12. Packed, the reference passes
+position_ids = positions and explicit additive masks (0 / -inf; Gemma 2: a dict of the
+"full_attention" and "sliding_attention" ones); stock transformers gets position_ids and
+no attention_mask, builds its packed-sequence masks itself, and each layer's must be
+handgrad's.
 Usage: python3 tools/gen_llama_fixture.py [--out-dir tests/fixtures]
            [--only llama_gqa|qwen2_bias|qwen3_qknorm|gemma_geglu|gemma2_sandwich|phi3_partial|
-                   olmo2_postnorm|phi2_parallel]
+                   olmo2_postnorm|phi2_parallel|llama_packed|gemma2_packed|mistral_window]
 
 Contents of each file (little-endian, row-major):
   tokens, targets        I32 (B, T); a target of -1 is ignored
+  positions              I32 (B, T), packed fixtures only: the position of each token in its
+                         document (0 starts one, else the previous + 1); rotary angles use it
   param.<name>           F32, the initial parameters, handgrad names and layouts (below)
   logits                 F64 (B, T, V);  loss F64 (1,), the mean over non-ignored targets
   grad.<name>            F64, gradient of that mean loss
   adamw.losses           F64 (10,), loss before update k;  adamw.grad_norms F64 (10,), pre-clip
   final.<name>           F64, parameters after the 10 updates
   __metadata__ (strings) config (handgrad's config keys), adamw (JSON), batch, seq_len,
-                         generator, hf_class, torch_version, transformers_version
+                         generator, hf_class, torch_version, transformers_version;
+                         with a window that cuts, config has sliding_window W, window_period
+                         P and window_first_layer F (Gemma 2: 2, 0; Mistral: 0, 0)
 The updates are torch.nn.utils.clip_grad_norm_ (grads *= min(1, clip / (norm + 1e-6)))
 then torch.optim.AdamW(foreach=False), with decay on the tensors of dim >= 2 only; the clip
 is a 4-significant-bit value near the median unclipped norm that clips some steps, not all,
@@ -74,8 +87,12 @@ F intermediate, V vocab; transformers names below are under model.layers.{l}. in
 Gemma's and Gemma 2's RMSNorm computes x * rstd * (1 + w) and handgrad's x * rstd * w, so
 every norm weight there is 1 + the transformers weight (the gradients are the same).
 Columns of c_attn are q heads, then k heads, then v heads, hs each; query head h attends
-with key/value head h // (NH / NKV); scores are scaled by 1/sqrt(hs). RoPE rotates pairs
-(i, i + r/2) of the first r dims of each q and k head with frequencies theta^(-2i/r), r = hs
+with key/value head h // (NH / NKV); scores are scaled by 1/sqrt(hs). Token i attends to
+keys j with i - positions[i] <= j <= i (positions: 0..T-1 without the tensor) and, on a
+layer that slides, j > i - W: W keys, its own included; layer l slides when W > 0, l >= F
+and (P <= 1 or l % P != P - 1). RoPE rotates pairs
+(i, i + r/2) of the first r dims of each q and k head by positions[t] times the frequencies
+theta^(-2i/r), r = hs
 or the config's rotary_dim (Phi-3, Phi-2: int(hs * partial_rotary_factor)), the rest
 passing through, after the q/k norm: Qwen3's an RMSNorm over each head's hs values,
 OLMo 2's (qk_norm_whole) over all of q's QD values and all of k's KVD. The config
@@ -101,11 +118,12 @@ import torch.nn.functional as F
 import transformers
 from safetensors.torch import load_file
 from transformers import (Gemma2Config, Gemma2ForCausalLM, GemmaConfig, GemmaForCausalLM, LlamaConfig, LlamaForCausalLM,
-                          Olmo2Config, Olmo2ForCausalLM, PhiConfig, PhiForCausalLM, Phi3Config, Phi3ForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          MistralConfig, MistralForCausalLM, Olmo2Config, Olmo2ForCausalLM, PhiConfig, PhiForCausalLM,
+                          Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 from transformers.models.gemma import modeling_gemma
 from transformers.models.gemma2 import modeling_gemma2
 from transformers.models.llama import modeling_llama
+from transformers.models.mistral import modeling_mistral
 from transformers.models.olmo2 import modeling_olmo2
 from transformers.models.phi import modeling_phi
 from transformers.models.phi3 import modeling_phi3
@@ -113,7 +131,8 @@ from transformers.models.qwen2 import modeling_qwen2
 from transformers.models.qwen3 import modeling_qwen3
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_gpt2_fixture import ADAMW, ADAMW_STEPS, draw_batch, fixture_main, write_safetensors  # noqa: E402
+from gen_gpt2_fixture import (ADAMW, ADAMW_STEPS, doc_mask, draw_batch, draw_packed_batch, fixture_main,  # noqa: E402
+                              write_safetensors)
 
 FIXTURES = {
     "llama_gqa": dict(
@@ -183,6 +202,38 @@ FIXTURES = {
                 rope_theta=10000.0, partial_rotary_factor=0.4, tie_word_embeddings=False, hidden_act="gelu_new",
                 qk_layernorm=False, resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=None, eos_token_id=None),
         batch=3, seq_len=21, seed=2008),
+    # Packed rows of (length, prompt) documents (draw_packed_batch): llama_gqa's model.
+    "llama_packed": dict(
+        arch="llama",
+        hf=dict(vocab_size=512, hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+                intermediate_size=160, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
+                hidden_act="silu"),
+        batch=3, seq_len=36, seed=2009,
+        rows=[dict(docs=[(12, 3), (1, 0), (15, 2)], pad=8),
+              dict(docs=[(6, 0), (20, 3), (10, 0)], cut=True),
+              dict(docs=[(1, 0), (9, 2), (17, 0), (5, 2)], pad=4)]),
+    # gemma2_sandwich's model, packed, with a window of 6 on the sliding layers (layer 0;
+    # layer 1 is full) that cuts documents of up to 15 tokens.
+    "gemma2_packed": dict(
+        arch="gemma2",
+        hf=dict(vocab_size=416, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                intermediate_size=96, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000.0, tie_word_embeddings=True, attention_bias=False,
+                hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32, attn_logit_softcapping=0.03,
+                final_logit_softcapping=0.75, sliding_window=6),
+        batch=2, seq_len=32, seed=2010,
+        rows=[dict(docs=[(14, 3), (1, 0), (11, 2)], pad=6),
+              dict(docs=[(4, 0), (15, 2), (13, 0)], cut=True)]),
+    # llama_gqa's sizes; a window of 7 on every layer; row 0 one document, row 1 three.
+    "mistral_window": dict(
+        arch="mistral",
+        hf=dict(vocab_size=512, hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+                intermediate_size=160, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", sliding_window=7),
+        batch=2, seq_len=30, seed=2011,
+        rows=[dict(docs=[(30, 0)], cut=True),
+              dict(docs=[(13, 2), (1, 0), (12, 3)], pad=4)]),
 }
 ARCH = {"llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
         "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2"),
@@ -191,7 +242,8 @@ ARCH = {"llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
         "gemma2": (Gemma2Config, Gemma2ForCausalLM, modeling_gemma2, "Gemma2"),
         "phi3": (Phi3Config, Phi3ForCausalLM, modeling_phi3, "Phi3"),
         "olmo2": (Olmo2Config, Olmo2ForCausalLM, modeling_olmo2, "Olmo2"),
-        "phi": (PhiConfig, PhiForCausalLM, modeling_phi, "Phi")}
+        "phi": (PhiConfig, PhiForCausalLM, modeling_phi, "Phi"),
+        "mistral": (MistralConfig, MistralForCausalLM, modeling_mistral, "Mistral")}
 GEMMA = ("gemma", "gemma2")  # RMSNorm x * rstd * (1 + w), GeGLU, embeddings times sqrt(hidden)
 PARTIAL = ("phi3", "phi")  # partial_rotary_factor: the first int(hs * factor) dims of a head rotate
 
@@ -225,8 +277,16 @@ def make_config(spec):
         # any sequence here leaves sliding layers causal.
         assert cfg.attn_logit_softcapping == hf["attn_logit_softcapping"] and cfg.query_pre_attn_scalar == cfg.head_dim
         assert cfg.final_logit_softcapping == hf["final_logit_softcapping"] > 0
-        assert cfg.sliding_window >= cfg.max_position_embeddings >= spec["seq_len"]
+        if "sliding_window" not in handgrad_config(spec):
+            assert cfg.sliding_window >= cfg.max_position_embeddings >= spec["seq_len"]
         assert set(cfg.layer_types) <= {"full_attention", "sliding_attention"}
+    if spec["arch"] == "mistral":  # no layer_types: the window is on every layer
+        assert cfg.hidden_act == "silu" and cfg.sliding_window == hf["sliding_window"]
+        assert getattr(cfg, "layer_types", None) is None
+    hg = handgrad_config(spec)
+    if "sliding_window" in hg:  # handgrad's rule picks transformers' sliding layers
+        assert cfg.sliding_window == hg["sliding_window"]
+        assert [layer_window(hg, l) > 0 for l in range(cfg.num_hidden_layers)] == hf_sliding_layers(cfg)
     if spec["arch"] == "phi3":
         assert cfg.sliding_window is None and cfg.hidden_act == "silu" and not hasattr(cfg, "head_dim")
     if spec["arch"] == "olmo2":  # whole-width q/k norms, no biases, head_dim = hidden / heads
@@ -235,6 +295,14 @@ def make_config(spec):
     if spec["arch"] == "phi":  # handgrad's q/k norm is no LayerNorm of each head: none here
         assert cfg.hidden_act == "gelu_new" and not cfg.qk_layernorm and not hasattr(cfg, "head_dim")
     return cfg
+
+
+def hf_sliding_layers(cfg):
+    """Which layers transformers gives the sliding-window mask: layer_types' sliding_attention
+    ones (Gemma 2), every layer for Mistral's one sliding mask."""
+    if getattr(cfg, "layer_types", None) is not None:
+        return [t == "sliding_attention" for t in cfg.layer_types]
+    return [getattr(cfg, "sliding_window", None) is not None] * cfg.num_hidden_layers
 
 
 def make_model(spec, dtype):
@@ -302,8 +370,33 @@ def loss_fn(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long(), ignore_index=-1)
 
 
-def run(model, tokens, targets):
-    logits = model(input_ids=tokens.long(), use_cache=False).logits
+def explicit_mask(model, positions):
+    """The additive (B, 1, T, T) masks, 0 or -inf, of packed documents (doc_mask), with the
+    window on the sliding layers: a dict by layer type where the model has layer_types
+    (Gemma 2), the one mask of all its layers otherwise."""
+    cfg = model.config
+
+    def additive(window):
+        ok = doc_mask(positions, window)
+        return torch.zeros(ok.shape, dtype=model.dtype).masked_fill(~ok, -math.inf)
+
+    sliding = hf_sliding_layers(cfg)
+    if getattr(cfg, "layer_types", None) is not None and any(sliding):
+        return {"full_attention": additive(0), "sliding_attention": additive(cfg.sliding_window)}
+    assert all(sliding) or not any(sliding)
+    return additive(cfg.sliding_window if any(sliding) else 0)
+
+
+def run(model, tokens, targets, positions=None, stock_mask=False):
+    """(logits, loss). Given positions: position_ids = positions and explicit_mask, or
+    (stock_mask) no attention_mask, so that transformers builds its own packed-sequence
+    masks from position_ids."""
+    if positions is None:
+        logits = model(input_ids=tokens.long(), use_cache=False).logits
+    else:
+        mask = None if stock_mask else explicit_mask(model, positions)
+        logits = model(input_ids=tokens.long(), position_ids=positions.long(), attention_mask=mask,
+                       use_cache=False).logits
     return logits, loss_fn(logits, targets)
 
 
@@ -330,6 +423,11 @@ def handgrad_config(spec):
         cfg["logit_softcap"] = h["final_logit_softcapping"]
         if h.get("attn_logit_softcapping"):
             cfg["attn_softcap"] = h["attn_logit_softcapping"]
+    W = h.get("sliding_window")
+    if W is not None and W < spec["seq_len"]:  # a window that cuts (a longer one changes nothing)
+        cfg["sliding_window"] = W
+        cfg["window_period"] = 2 if arch == "gemma2" else 0  # Gemma 2: layers 0, 2, ...; Mistral: all
+        cfg["window_first_layer"] = 0
     if arch == "olmo2":  # post norms only; q and k normalised over all their heads at once
         cfg["block"] = "postnorm"
         cfg["qk_norm_whole"] = True
@@ -489,14 +587,34 @@ def build(spec, hg, dtype):
     return model
 
 
-def handgrad_forward(spec, hg, tokens, attn_cap=True):
+def layer_window(cfg, l):
+    """handgrad's window of layer l (hg_layer_window): sliding_window, or 0 for full attention."""
+    W, P = cfg.get("sliding_window", 0), cfg.get("window_period", 0)
+    if W <= 0 or l < cfg.get("window_first_layer", 0) or (P > 1 and l % P == P - 1):
+        return 0
+    return W
+
+
+def handgrad_masks(cfg, positions):
+    """Per layer, (B, 1, T, T) bool: query i sees key j when i - positions[i] <= j <= i
+    (its document's start to itself) and, in a layer with window W, j > i - W."""
+    T = positions.shape[1]
+    i, j = torch.arange(T)[None, :, None], torch.arange(T)[None, None, :]
+    ok = (j >= i - positions.long()[:, :, None]) & (j <= i)
+    return [(ok & (j > i - W) if (W := layer_window(cfg, l)) else ok)[:, None] for l in range(cfg["n_layer"])]
+
+
+def handgrad_forward(spec, hg, tokens, positions=None, attn_cap=True, window=True):
     """An independent float64 forward over the handgrad-layout tensors, written from the
     layout table and driven by handgrad's config (the fixture's metadata), not from
-    transformers, used only to check the mapping both ways (attn_cap False: without the
-    attention scores' cap, to show that it bends them)."""
+    transformers, used only to check the mapping both ways (positions: packed documents,
+    default 0..T-1; attn_cap / window False: without the attention scores' cap or the
+    sliding window, to show that they matter)."""
     cfg = handgrad_config(spec)
     if not attn_cap:
         cfg.pop("attn_softcap", None)
+    if not window:
+        cfg.pop("sliding_window", None)
     NH, NKV, hs, F_ = cfg["n_head"], cfg["n_kv_head"], cfg["head_dim"], cfg["d_ff"]
     eps, theta = cfg["norm_eps"], cfg["rope_theta"]
     rot = cfg.get("rotary_dim") or hs  # the first rot dims of a head rotate, the rest pass
@@ -520,8 +638,10 @@ def handgrad_forward(spec, hg, tokens, attn_cap=True):
         y = x @ hg[name + ".weight"]
         return y + hg[name + ".bias"] if name + ".bias" in hg else y
 
-    ang = torch.arange(T, dtype=torch.float64)[:, None] / theta ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot)
-    cos, sin = ang.cos(), ang.sin()  # (T, rot/2)
+    if positions is None:
+        positions = torch.arange(T, dtype=torch.int32).expand(B, T)
+    ang = positions.double()[..., None] / theta ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+    cos, sin = ang.cos()[:, None], ang.sin()[:, None]  # (B, 1, T, rot/2), at each token's position
 
     def rope(x):  # (B, heads, T, hs), pairs (i, i + rot/2) for i < rot/2
         x1, x2, rest = x[..., : rot // 2], x[..., rot // 2: rot], x[..., rot:]
@@ -530,10 +650,10 @@ def handgrad_forward(spec, hg, tokens, attn_cap=True):
     def gelu_tanh(g):
         return 0.5 * g * (1 + torch.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g.pow(3))))
 
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    masks = handgrad_masks(cfg, positions)
     kv_of = torch.arange(NH) // (NH // NKV)  # query head h uses key/value head h // (NH/NKV)
 
-    def attention(u, p):
+    def attention(u, p, mask):
         qkv = linear(u, p + "attn.c_attn")
         q, k, v = qkv[..., :QD], qkv[..., QD:QD + KVD], qkv[..., QD + KVD:]
         if cfg["qk_norm"] and cfg.get("qk_norm_whole"):  # over all heads at once
@@ -567,18 +687,18 @@ def handgrad_forward(spec, hg, tokens, attn_cap=True):
     for l in range(cfg["n_layer"]):
         p = f"h.{l}."
         if block == "prenorm":
-            x = x + attention(norm(x, p + "ln_1"), p)
+            x = x + attention(norm(x, p + "ln_1"), p, masks[l])
             x = x + mlp(norm(x, p + "ln_2"), p)
         elif block == "sandwich":
-            x = x + norm(attention(norm(x, p + "ln_1"), p), p + "attn.post_norm")
+            x = x + norm(attention(norm(x, p + "ln_1"), p, masks[l]), p + "attn.post_norm")
             x = x + norm(mlp(norm(x, p + "ln_2"), p), p + "mlp.post_norm")
         elif block == "postnorm":
-            x = x + norm(attention(x, p), p + "attn.post_norm")
+            x = x + norm(attention(x, p, masks[l]), p + "attn.post_norm")
             x = x + norm(mlp(x, p), p + "mlp.post_norm")
         else:
             assert block == "parallel"
             u = norm(x, p + "ln_1")
-            x = x + attention(u, p) + mlp(u, p)
+            x = x + attention(u, p, masks[l]) + mlp(u, p)
     logits = norm(x, "ln_f") @ hg.get("lm_head.weight", hg["wte.weight"]).T
     if cfg.get("lm_head_bias"):
         logits = logits + hg["lm_head.bias"]
@@ -606,7 +726,7 @@ def rel_err(a, b):
     return ((a - b).norm() / b.norm()).item()
 
 
-def adamw_trajectory(spec, params, tokens, targets, grad_clip):
+def adamw_trajectory(spec, params, tokens, targets, grad_clip, positions=None):
     """Losses before each update, pre-clip grad norms, and the final float64 parameters."""
     model = build(spec, params, torch.float64)
     ps = list(model.parameters())
@@ -617,7 +737,7 @@ def adamw_trajectory(spec, params, tokens, targets, grad_clip):
     losses, norms = [], []
     for _ in range(ADAMW_STEPS):
         opt.zero_grad(set_to_none=True)
-        _, loss = run(model, tokens, targets)
+        _, loss = run(model, tokens, targets, positions)
         loss.backward()
         norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip).item())
         losses.append(loss.item())
@@ -646,7 +766,11 @@ def generate(name, spec, out_dir):
     B, T, V = spec["batch"], spec["seq_len"], spec["hf"]["vocab_size"]
     rng = np.random.default_rng(spec["seed"])
     params = draw_params(spec, rng)
-    tokens, targets = draw_batch(V, B, T, rng)
+    positions = None
+    if "rows" in spec:
+        tokens, targets, positions = draw_packed_batch(V, B, T, spec["rows"], rng)
+    else:
+        tokens, targets = draw_batch(V, B, T, rng)
     shapes = handgrad_shapes(spec)
 
     # Every transformers parameter is mapped, once; the mapping round-trips exactly.
@@ -659,7 +783,7 @@ def generate(name, spec, out_dir):
 
     with exact_float64(spec["arch"]):
         model = build(spec, params, torch.float64)
-        logits, loss = run(model, tokens, targets)
+        logits, loss = run(model, tokens, targets, positions)
         loss.backward()
         grads = to_handgrad(spec, {n: p.grad.detach().clone() for n, p in model.named_parameters()}, grad=True)
         logits = logits.detach()
@@ -674,10 +798,19 @@ def generate(name, spec, out_dir):
 
     # Independent check of the layout: a forward written from the table, on handgrad tensors.
     hg64 = {k: v.double().requires_grad_() for k, v in params.items()}
-    ref_logits = handgrad_forward(spec, hg64, tokens)
+    ref_logits = handgrad_forward(spec, hg64, tokens, positions)
+    if positions is not None:  # the documents, and the window, must matter
+        with torch.no_grad():
+            moved = {"one causal sequence per row": handgrad_forward(spec, hg64, tokens)}
+            if "sliding_window" in handgrad_config(spec):
+                moved["no window"] = handgrad_forward(spec, hg64, tokens, positions, window=False)
+        for what, lg in moved.items():
+            rel = ((lg - ref_logits).abs().max() / ref_logits.abs().max()).item()
+            print(f"{name}: with {what}, logits move by max rel {rel:.1e}")
+            assert rel > 1e-3, f"{name}: {what} hardly changes the logits"
     if handgrad_config(spec).get("attn_softcap"):  # the score cap must matter
         with torch.no_grad():
-            bent = (handgrad_forward(spec, hg64, tokens, attn_cap=False) - ref_logits).abs().max().item()
+            bent = (handgrad_forward(spec, hg64, tokens, positions, attn_cap=False) - ref_logits).abs().max().item()
         print(f"{name}: attn_softcap {handgrad_config(spec)['attn_softcap']}: logits move by {bent:.3e} without it")
         assert bent > 1e-3 * ref_logits.abs().max().item(), f"{name}: the attention cap hardly matters"
     loss_fn(ref_logits, targets).backward()
@@ -687,10 +820,24 @@ def generate(name, spec, out_dir):
           f"worst grad rel-norm err {ind_grad:.1e}")
     assert ind_logits < 1e-12 and ind_grad < 1e-10, f"{name}: handgrad-layout forward disagrees"
 
-    # Stock transformers (float32 casts inside) in float64, and fully in float32, agree.
+    # Stock transformers (float32 casts inside) in float64, and fully in float32, agree;
+    # given positions, with the masks transformers builds itself from position_ids, which
+    # are, layer by layer, handgrad's.
+    mod = ARCH[spec["arch"]][2]
     for dtype in (torch.float64, torch.float32):
         m = build(spec, params, dtype)
-        lg, ls = run(m, tokens, targets)
+        seen, eager = {}, mod.eager_attention_forward
+
+        def spy(module, query, key, value, attention_mask, *args, **kwargs):
+            seen[module.layer_idx] = attention_mask
+            return eager(module, query, key, value, attention_mask, *args, **kwargs)
+
+        with mock.patch.object(mod, "eager_attention_forward", spy):
+            lg, ls = run(m, tokens, targets, positions, stock_mask=True)
+        if positions is not None:
+            want = handgrad_masks(handgrad_config(spec), positions)
+            assert sorted(seen) == list(range(len(want)))
+            assert all(torch.equal(seen[l] == 0, want[l]) for l in seen), f"{name}: transformers' masks differ"
         ls.backward()
         g = to_handgrad(spec, {n: p.grad for n, p in m.named_parameters()}, grad=True)
         rel_loss = abs(ls.item() - loss.item()) / abs(loss.item())
@@ -703,9 +850,9 @@ def generate(name, spec, out_dir):
     # Choose the clip from an unclipped run: the candidate nearest the median norm that
     # clips some steps, not all, with no norm near the threshold.
     with exact_float64(spec["arch"]):
-        _, free_norms, _ = adamw_trajectory(spec, params, tokens, targets, math.inf)
+        _, free_norms, _ = adamw_trajectory(spec, params, tokens, targets, math.inf, positions)
         for grad_clip in clip_candidates(free_norms):
-            losses, norms, final = adamw_trajectory(spec, params, tokens, targets, grad_clip)
+            losses, norms, final = adamw_trajectory(spec, params, tokens, targets, grad_clip, positions)
             if clip_ok(norms, grad_clip):
                 break
             print(f"{name}: grad_clip {grad_clip} rejected (pre-clip norms {np.array2string(norms, precision=5)})")
@@ -724,6 +871,8 @@ def generate(name, spec, out_dir):
     tensors = {"tokens": tokens, "targets": targets, "logits": logits,
                "loss": torch.tensor([loss.item()], dtype=torch.float64),
                "adamw.losses": torch.from_numpy(losses), "adamw.grad_norms": torch.from_numpy(norms)}
+    if positions is not None:
+        tensors["positions"] = positions
     for n in params:
         tensors[f"param.{n}"] = params[n]
         tensors[f"grad.{n}"] = grads[n]
@@ -748,7 +897,7 @@ def generate(name, spec, out_dir):
     with exact_float64(spec["arch"]):
         fresh = build(spec, {k[6:]: v for k, v in back.items() if k.startswith("param.")}, torch.float64)
         with torch.no_grad():
-            lg, _ = run(fresh, back["tokens"], back["targets"])
+            lg, _ = run(fresh, back["tokens"], back["targets"], back.get("positions"))
     err = ((lg - back["logits"]).abs().max() / back["logits"].abs().max()).item()
     assert err <= 1e-12, f"{name}: rebuilt model's logits differ by {err:.1e}"
     print(f"{name}: reloaded; rebuilt model's logits max rel diff {err:.1e}")

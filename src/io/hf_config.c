@@ -227,32 +227,63 @@ static hg_status parse_rope(hfc *c, hg_config *cfg, float theta_default, double 
     return HG_OK;
 }
 
-/* Sliding-window attention equals full causal attention on sequences no longer than the
- * window, so a model with one is taken with its context capped at the window. */
+/* The layers that slide, as handgrad's config says them (sliding_window, window_period,
+ * window_first_layer; hg_layer_window): the per-layer list of layer_types when the file
+ * has one, else the class's own rule (Mistral and Phi-3: every layer; Gemma 2: every
+ * other, from layer 0; Qwen2 and Qwen3: with use_sliding_window, the layers from
+ * max_window_layers on). A list no period and first layer describe is refused by name. */
 static hg_status parse_window(hfc *c, hf_arch a, hg_config *cfg) {
-    int use = a == HF_MISTRAL || a == HF_GEMMA2 || a == HF_PHI3, window = 0; /* Gemma 2: every other layer */
-    if (a == HF_QWEN2 || a == HF_QWEN3) HG_TRY(get_bool(c, "use_sliding_window", 0, &use));
+    const int L = cfg->n_layer;
+    int use = a == HF_MISTRAL || a == HF_GEMMA2 || a == HF_PHI3, window = 0, first = 0;
+    if (a == HF_QWEN2 || a == HF_QWEN3) {
+        HG_TRY(get_bool(c, "use_sliding_window", 0, &use));
+        HG_TRY(get_int(c, "max_window_layers", 0, &first));
+    }
+    HG_TRY(get_int(c, "sliding_window", 0, &window));
+    if (window > (1 << 20)) window = 0; /* wider than any context handgrad takes: never cuts */
+    unsigned char *slides = calloc((size_t)L, 1);
+    if (!slides) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", c->file);
+    for (int l = 0; l < L; l++)
+        slides[l] = a == HF_GEMMA2 ? l % 2 == 0 : a == HF_QWEN2 || a == HF_QWEN3 ? l >= first : 1;
     const cJSON *types = key(c, "layer_types");
+    hg_status st = HG_OK;
     if (types) {
         const cJSON *it;
-        int sliding = 0, n = 0;
+        int n = 0;
         cJSON_ArrayForEach(it, types) {
             const char *s = cJSON_GetStringValue(it);
-            if (!s || (strcmp(s, "full_attention") && strcmp(s, "sliding_attention")))
-                return hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'layer_types' holds \"%.40s\"; handgrad computes "
-                               "full_attention (and sliding_attention within its window)", c->file, s ? s : "?");
-            sliding |= !strcmp(s, "sliding_attention");
+            if (!s || (strcmp(s, "full_attention") && strcmp(s, "sliding_attention"))) {
+                st = hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'layer_types' holds \"%.40s\"; handgrad computes "
+                             "full_attention and sliding_attention", c->file, s ? s : "?");
+                break;
+            }
+            if (n < L) slides[n] = !strcmp(s, "sliding_attention");
             n++;
         }
-        if (!cJSON_IsArray(types) || n != cfg->n_layer)
-            return hg_fail(HG_ERR_FORMAT, "%s: field 'layer_types' must list num_hidden_layers = %d types", c->file,
-                           cfg->n_layer);
-        use = sliding;
+        if (st == HG_OK && (!cJSON_IsArray(types) || n != L))
+            st = hg_fail(HG_ERR_FORMAT, "%s: field 'layer_types' must list num_hidden_layers = %d types", c->file, L);
     }
-    if (a == HF_QWEN2 || a == HF_QWEN3) key(c, "max_window_layers"); /* which layers slide, when use is set */
-    HG_TRY(get_int(c, "sliding_window", 0, &window));
-    if (use && window > 0 && window < cfg->max_seq_len) cfg->max_seq_len = window;
-    return HG_OK;
+    int any = 0;
+    for (int l = 0; l < L; l++) any |= slides[l];
+    if (st == HG_OK && use && window > 0 && any) {
+        /* the pattern: sliding from a first layer on, or all but every P-th */
+        hg_config t = *cfg;
+        t.sliding_window = window;
+        int ok = 0;
+        for (int P = 0; P <= L && !ok; P = P ? P + 1 : 2) {
+            t.window_period = P, t.window_first_layer = 0;
+            if (P == 0)
+                while (t.window_first_layer < L && !slides[t.window_first_layer]) t.window_first_layer++;
+            ok = 1;
+            for (int l = 0; l < L && ok; l++) ok = !hg_layer_window(&t, l) == !slides[l];
+        }
+        if (ok) cfg->sliding_window = t.sliding_window, cfg->window_period = t.window_period,
+                cfg->window_first_layer = t.window_first_layer;
+        else st = hg_fail(HG_ERR_UNSUPPORTED, "%s: field 'layer_types': handgrad's windows slide in every layer from one "
+                          "on, or in all but every P-th layer; this list is neither", c->file);
+    }
+    free(slides);
+    return st;
 }
 
 /* Gemma's "gelu" is the tanh approximation too (transformers maps it so). */
@@ -440,6 +471,16 @@ static float gemma_scale(const hg_config *c) { return (float)sqrt((double)c->d_m
 const char *hf_arch_cannot(hf_arch a, const hg_config *c) {
     for (int s = 0; s < HG_SITES; s++)
         if (c->site_op[s][0]) return hg_site_field((hg_site)s); /* an op of one's own: no HF class has it */
+    /* which layers slide: Gemma 2 lists them; Mistral and Phi-3 slide in all, Qwen2 and
+     * Qwen3 from max_window_layers on; the others have no window */
+    int slides = 0, all = 1, from = 1, seen = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        int w = hg_layer_window(c, l);
+        slides |= w != 0, all &= w != 0, from &= !seen || w != 0, seen |= w != 0;
+    }
+    if (slides && a != HF_GEMMA2 &&
+        !((a == HF_MISTRAL || a == HF_PHI3) && all) && !((a == HF_QWEN2 || a == HF_QWEN3) && from))
+        return "sliding_window";
     const int gemma = a == HF_GEMMA || a == HF_GEMMA2;
     if (c->block != (a == HF_GEMMA2  ? HG_BLOCK_SANDWICH
                      : a == HF_OLMO2 ? HG_BLOCK_POSTNORM
@@ -488,7 +529,8 @@ hf_arch hf_arch_default(const hg_config *c) {
     static const hf_arch order[] = {HF_GPT2, HF_GEMMA2, HF_GEMMA, HF_PHI, HF_OLMO2, HF_QWEN3, HF_QWEN2};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (!hf_arch_cannot(order[i], c)) return order[i];
-    return c->rotary_dim && !hf_arch_cannot(HF_PHI3, c) ? HF_PHI3 : HF_LLAMA;
+    if (c->rotary_dim && !hf_arch_cannot(HF_PHI3, c)) return HF_PHI3;
+    return hf_arch_cannot(HF_LLAMA, c) && !hf_arch_cannot(HF_MISTRAL, c) ? HF_MISTRAL : HF_LLAMA; /* a window */
 }
 
 char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const char *dtype) {
@@ -539,19 +581,30 @@ char *hf_config_json(const hg_config *cfg, hf_arch a, int bos, int eos, const ch
         if (a == HF_LLAMA || a == HF_QWEN3 || a == HF_OLMO2 || gemma)
             cJSON_AddBoolToObject(j, "attention_bias", !(cfg->omit & HG_OMIT_QKV_BIAS));
         if (a == HF_LLAMA) cJSON_AddBoolToObject(j, "mlp_bias", !(cfg->omit & HG_OMIT_MLP_BIAS));
-        if (a == HF_GEMMA2) { /* full attention in every layer: a window no sequence reaches */
-            cJSON_AddNumberToObject(j, "sliding_window", cfg->max_seq_len);
+        /* the window (hf_arch_cannot has checked that the class can say which layers slide) */
+        int window = 0;
+        for (int l = 0; l < cfg->n_layer; l++) window = window ? window : hg_layer_window(cfg, l);
+        if (a == HF_GEMMA2) { /* layer_types; with no window, one no sequence reaches */
+            cJSON_AddNumberToObject(j, "sliding_window", window ? window : cfg->max_seq_len);
             cJSON *types = cJSON_AddArrayToObject(j, "layer_types");
-            for (int l = 0; types && l < cfg->n_layer; l++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
+            for (int l = 0; types && l < cfg->n_layer; l++)
+                cJSON_AddItemToArray(types, cJSON_CreateString(hg_layer_window(cfg, l) ? "sliding_attention"
+                                                                                        : "full_attention"));
             cJSON_AddNumberToObject(j, "query_pre_attn_scalar", d.hs);
             if (cfg->attn_softcap > 0) cJSON_AddNumberToObject(j, "attn_logit_softcapping", cfg->attn_softcap);
             else cJSON_AddNullToObject(j, "attn_logit_softcapping");
             if (cfg->logit_softcap > 0) cJSON_AddNumberToObject(j, "final_logit_softcapping", cfg->logit_softcap);
             else cJSON_AddNullToObject(j, "final_logit_softcapping");
         } else if (a != HF_LLAMA && a != HF_GEMMA && a != HF_OLMO2 && a != HF_PHI) {
-            cJSON_AddNullToObject(j, "sliding_window");
+            if (window) cJSON_AddNumberToObject(j, "sliding_window", window);
+            else cJSON_AddNullToObject(j, "sliding_window");
         }
-        if (a == HF_QWEN2 || a == HF_QWEN3) cJSON_AddBoolToObject(j, "use_sliding_window", 0);
+        if (a == HF_QWEN2 || a == HF_QWEN3) {
+            cJSON_AddBoolToObject(j, "use_sliding_window", window > 0);
+            int first = 0;
+            while (window && first < cfg->n_layer && !hg_layer_window(cfg, first)) first++;
+            if (window) cJSON_AddNumberToObject(j, "max_window_layers", first);
+        }
         if (a == HF_PHI3) { /* pad_token_id: Phi3Config's default (32000) must be a row of the embedding */
             cJSON_AddNullToObject(j, "pad_token_id");
             cJSON_AddNumberToObject(j, "original_max_position_embeddings", cfg->max_seq_len);

@@ -450,7 +450,7 @@ static hg_status build_tables(const hg_config *cfg, const hg_options *opt, const
     size_t E = hg_precision_bytes(opt->precision), Er = hg_precision_bytes(hg_residual_precision(&probe));
     *chunk = classifier_chunk(cfg, N, ops->classifier_chunk_bytes, E);
     gpt_dims d = gpt_dims_of(cfg);
-    hg_attention_shape as = {opt->batch, opt->seq_len, d.NH, d.hs, 1, d.NKV, cfg->attn_softcap};
+    hg_attention_shape as = {opt->batch, opt->seq_len, d.NH, d.hs, 1, d.NKV, cfg->attn_softcap, 0, NULL};
     size_t att = ops->attention_scratch_bytes(&probe, &as);
     /* the norms' partial sums: C wide, or the q/k norm's widest unit */
     const int qk_width = !cfg->qk_norm ? 0 : cfg->qk_norm_whole ? (d.QD > d.KVD ? d.QD : d.KVD) : d.hs;
@@ -812,6 +812,7 @@ void hg_model_free(hg_model *m) {
     if (m->steps) gpt_trace_free(m->steps);
     free(m->steps);
     free(m->host_losses);
+    free(m->pos);
     free(m);
 }
 
@@ -844,7 +845,8 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     }
     if (st == HG_OK) {
         m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
-        if (!m->host_losses) st = hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
+        m->pos = malloc(sizeof(int32_t) * (size_t)opt.batch * opt.seq_len);
+        if (!m->host_losses || !m->pos) st = hg_fail(HG_ERR_NOMEM, "out of memory for the loss buffer");
     }
     if (st == HG_OK && !(m->steps = calloc(1, sizeof *m->steps)))
         st = hg_fail(HG_ERR_NOMEM, "out of memory for the model's step description");

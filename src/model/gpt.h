@@ -227,6 +227,9 @@ struct hg_model {
     float grad_scale;           /* hg_forward_backward's, for the recorded training pass */
     hg_profiler *prof;          /* attached profiler, or NULL (profile/profile.h) */
     int kv_len;                 /* positions held in the KV cache */
+    int32_t *pos;               /* hg_set_positions: (pos_B, pos_T) of (opt.batch,
+                                   opt.seq_len), host memory; pos_B = 0: none set */
+    int pos_B, pos_T;
     int recomputing;            /* 1 while the backward runs forward ops again (opt.recompute) */
     struct gpt_trace *trace;    /* the plan's recording: ops are recorded, not run (model/plan.h) */
     struct gpt_trace *steps;    /* the recording the plan was derived from (hg_step_op_at) */
@@ -247,6 +250,12 @@ hg_status gpt_build_tables(const hg_config *cfg, const hg_options *opt, int thre
                            struct gpt_trace *trace_out);
 /* The role map of a parameter table built by gpt_build_tables. */
 gpt_param_map gpt_param_map_of(const hg_table *params);
+
+/* The positions of the step's tokens (hg_set_positions), or NULL: none set, or a step
+ * through the KV cache (kv_pos >= 0), whose tokens sit at kv_pos.. */
+static inline const int32_t *gpt_positions(const hg_model *m, int kv_pos) {
+    return kv_pos < 0 && m->pos_B ? m->pos : NULL;
+}
 
 /* Table index of parameter `role` of block `layer` (layer ignored for model-wide roles),
  * or -1 when the config omits it. */

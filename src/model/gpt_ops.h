@@ -56,16 +56,17 @@ static inline hg_status op_status(prof_kind kind, int layer, hg_status st) {
 /* The token embeddings' scale: the config's embed_scale, or 1. */
 static inline float gpt_embed_scale(const hg_model *m) { return m->cfg.embed_scale > 0 ? m->cfg.embed_scale : 1.0f; }
 
-static inline void op_encoder_forward(hg_model *m, float *out, const int32_t *tokens, const float *wte,
-                                      const float *wpe, int B, int T, int C, const hg_dropout *d) {
-    OP_RUN(m, encoder_forward, (m->be, out, tokens, wte, wpe, B, T, C, gpt_embed_scale(m), d),
+static inline void op_encoder_forward(hg_model *m, float *out, const int32_t *tokens, const int32_t *pos,
+                                      const float *wte, const float *wpe, int B, int T, int C, const hg_dropout *d) {
+    OP_RUN(m, encoder_forward, (m->be, out, tokens, pos, wte, wpe, B, T, C, gpt_embed_scale(m), d),
            .kind = OP_ENCODER_FWD, .layer = -1, .dims = {B, T, C}, .cost = hg_encoder_forward_cost(B, T, C, wpe != NULL),
            .rd = {tokens}, .wr = {out});
 }
 
 static inline void op_encoder_backward(hg_model *m, float *dwte, float *dwpe, const float *dout,
-                                       const int32_t *tokens, int B, int T, int C, const hg_dropout *d) {
-    OP_RUN(m, encoder_backward, (m->be, dwte, dwpe, dout, tokens, B, T, C, gpt_embed_scale(m), d),
+                                       const int32_t *tokens, const int32_t *pos, int B, int T, int C,
+                                       const hg_dropout *d) {
+    OP_RUN(m, encoder_backward, (m->be, dwte, dwpe, dout, tokens, pos, B, T, C, gpt_embed_scale(m), d),
            .kind = OP_ENCODER_BWD, .layer = -1, .dims = {B, T, C}, .cost = hg_encoder_backward_cost(B, T, C, dwpe != NULL),
            .rd = {dout, tokens});
 }

@@ -17,13 +17,18 @@ static hg_dropout dropout_site(const hg_model *m, uint32_t site) {
     return d;
 }
 
-static hg_attention_shape attention_shape(const hg_model *m) {
-    hg_attention_shape s = {m->B, m->T, m->d.NH, m->d.hs, 1, m->d.NKV, m->cfg.attn_softcap};
+/* Block l's attention: its window, and the documents of the step's rows. */
+static hg_attention_shape attention_shape(const hg_model *m, int l) {
+    hg_attention_shape s = {m->B, m->T, m->d.NH, m->d.hs, 1, m->d.NKV, m->cfg.attn_softcap,
+                            hg_layer_window(&m->cfg, l), gpt_positions(m, -1)};
     return s;
 }
 
-static hg_rope_shape rope_shape(const hg_model *m, int pos0) {
-    hg_rope_shape s = {m->B, m->T, pos0, m->d.NH, m->d.NKV, m->d.hs, m->d.rot};
+/* The rotary embedding's rows: at kv_pos.. through the KV cache, else at the step's
+ * positions, or 0.. */
+static hg_rope_shape rope_shape(const hg_model *m, int kv_pos) {
+    hg_rope_shape s = {m->B, m->T, kv_pos > 0 ? kv_pos : 0, m->d.NH, m->d.NKV, m->d.hs, m->d.rot,
+                       gpt_positions(m, kv_pos)};
     return s;
 }
 
@@ -141,7 +146,7 @@ static hg_status qkv_forward(hg_model *m, int l, int kv_pos, const float *in) {
         op_qk_norm_forward(m, l, qkv, m->opt.training ? gpt_act(m, A_QK_RAW, l) : NULL, gpt_act(m, A_QK_RSTD, l),
                            P(l, R_QNORM_W), P(l, R_KNORM_W));
     if (m->cfg.position == HG_POS_ROPE) {
-        hg_rope_shape rs = rope_shape(m, kv_pos > 0 ? kv_pos : 0);
+        hg_rope_shape rs = rope_shape(m, kv_pos);
         op_rope(m, OP_ROPE_FWD, l, qkv, gpt_act(m, A_ROPE, 0), &rs);
     }
     return HG_OK;
@@ -153,10 +158,11 @@ static hg_status attention_out_forward(hg_model *m, int l, int kv_pos, float *ou
     const int N = m->B * m->T, C = m->d.C, QD = m->d.QD;
     float *qkv = gpt_act(m, A_QKV, l), *atty = gpt_act(m, A_ATTY, l);
     if (kv_pos < 0) {
-        hg_attention_shape as = attention_shape(m);
+        hg_attention_shape as = attention_shape(m, l);
         HG_TRY(op_attention_forward(m, l, atty, gpt_act(m, A_LSE, l), qkv, &as, gpt_act(m, S_ATTENTION, 0)));
     } else {
-        hg_kv_shape ks = {kv_pos, m->T, m->opt.seq_len, m->d.NH, m->d.hs, m->d.NKV, m->cfg.attn_softcap};
+        hg_kv_shape ks = {kv_pos, m->T, m->opt.seq_len, m->d.NH, m->d.hs, m->d.NKV, m->cfg.attn_softcap,
+                          hg_layer_window(&m->cfg, l)};
         float *kc = gpt_act(m, A_KV, l), *vc = gpt_elems(m, kc, (size_t)ks.Tc * m->d.KVD);
         HG_TRY(op_attention_cached(m, l, atty, kc, vc, qkv, &ks, gpt_act(m, S_ATTENTION, 0)));
     }
@@ -187,11 +193,11 @@ static hg_status attention_backward_out(hg_model *m, int l, const float *dattn) 
 static hg_status attention_backward_in(hg_model *m, int l, float *din, const float *in) {
     const int N = m->B * m->T, C = m->d.C;
     float *dqkv = gpt_act(m, S_DWIDE, 0), *qkv = gpt_act(m, A_QKV, l);
-    hg_attention_shape as = attention_shape(m);
+    hg_attention_shape as = attention_shape(m, l);
     HG_TRY(op_attention_backward(m, l, dqkv, gpt_act(m, S_DATTY, 0), qkv, gpt_act(m, A_ATTY, l), gpt_act(m, A_LSE, l),
                                  &as, gpt_act(m, S_ATTENTION, 0)));
     if (m->cfg.position == HG_POS_ROPE) {
-        hg_rope_shape rs = rope_shape(m, 0);
+        hg_rope_shape rs = rope_shape(m, -1);
         op_rope(m, OP_ROPE_BWD, l, dqkv, gpt_act(m, A_ROPE, 0), &rs);
     }
     if (m->cfg.qk_norm)
@@ -304,7 +310,8 @@ hg_status gpt_forward_body(hg_model *m, int kv_pos) {
     if (wpe) wpe = gpt_elems(m, wpe, (size_t)(kv_pos > 0 ? kv_pos : 0) * C);
 
     hg_dropout d0 = dropout_site(m, 0);
-    op_encoder_forward(m, gpt_act(m, A_RESIDUAL, 0), gpt_act(m, A_TOKENS, 0), P(-1, R_WTE), wpe, B, T, C, &d0);
+    op_encoder_forward(m, gpt_act(m, A_RESIDUAL, 0), gpt_act(m, A_TOKENS, 0), gpt_positions(m, kv_pos), P(-1, R_WTE),
+                       wpe, B, T, C, &d0);
     if (ln1) pre_norm_forward(m, 0, 0, gpt_act(m, A_RESIDUAL, 0), NULL, NULL, NULL);
     for (int l = 0; l < L; l++) {
         const float *delta;
@@ -435,18 +442,51 @@ hg_status gpt_backward_body(hg_model *m) {
     }
     hg_dropout d0 = dropout_site(m, 0);
     if (G(-1, R_WTE) || G(-1, R_WPE)) /* (not when the embeddings are frozen) */
-        op_encoder_backward(m, G(-1, R_WTE), G(-1, R_WPE), dres, gpt_act(m, A_TOKENS, 0), B, T, C, &d0);
+        op_encoder_backward(m, G(-1, R_WTE), G(-1, R_WPE), dres, gpt_act(m, A_TOKENS, 0), gpt_positions(m, -1), B, T, C,
+                            &d0);
     gpt_grad_ready(m, 0, gpt_layer_first(m, 0));
     return HG_OK;
 }
 
 /* ---- the public step API ---- */
 
+static hg_status check_shape(const hg_model *m, int B, int T) {
+    if (B <= 0 || B > m->opt.batch) return hg_fail(HG_ERR_INVALID, "B must be in [1, batch=%d], got %d", m->opt.batch, B);
+    if (T <= 0 || T > m->opt.seq_len) return hg_fail(HG_ERR_INVALID, "T must be in [1, seq_len=%d], got %d", m->opt.seq_len, T);
+    return HG_OK;
+}
+
+hg_status hg_set_positions(hg_model *m, const int32_t *pos, int B, int T) {
+    if (!m) return hg_fail(HG_ERR_INVALID, "model is NULL");
+    if (!pos) {
+        m->pos_B = m->pos_T = 0;
+        return HG_OK;
+    }
+    if (m->opt.device != HG_DEVICE_CPU)
+        return hg_fail(HG_ERR_UNSUPPORTED, "positions: packed documents have no CUDA kernels yet; use the CPU");
+    HG_TRY(check_shape(m, B, T));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int32_t p = pos[(size_t)b * T + t], prev = t ? pos[(size_t)b * T + t - 1] : -1;
+            if (p < 0 || p >= m->cfg.max_seq_len)
+                return hg_fail(HG_ERR_INVALID, "positions[b=%d, t=%d] = %d is outside [0, max_seq_len=%d)", b, t, p,
+                               m->cfg.max_seq_len);
+            if (t && p && p != prev + 1)
+                return hg_fail(HG_ERR_INVALID, "positions[b=%d, t=%d] = %d: a position is 0 (a new document) or one "
+                               "more than the one before it (%d)", b, t, p, prev);
+        }
+    memcpy(m->pos, pos, sizeof(int32_t) * (size_t)B * T);
+    m->pos_B = B, m->pos_T = T;
+    return HG_OK;
+}
+
 /* Checks shapes and ids, then copies tokens and targets into the model. */
 static hg_status stage_inputs(hg_model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
     if (!tokens) return hg_fail(HG_ERR_INVALID, "tokens is NULL");
-    if (B <= 0 || B > m->opt.batch) return hg_fail(HG_ERR_INVALID, "B must be in [1, batch=%d], got %d", m->opt.batch, B);
-    if (T <= 0 || T > m->opt.seq_len) return hg_fail(HG_ERR_INVALID, "T must be in [1, seq_len=%d], got %d", m->opt.seq_len, T);
+    HG_TRY(check_shape(m, B, T));
+    if (m->pos_B && (B != m->pos_B || T != m->pos_T))
+        return hg_fail(HG_ERR_INVALID, "positions were set for B=%d, T=%d and this batch is B=%d, T=%d; set them "
+                       "again, or clear them with hg_set_positions(m, NULL, 0, 0)", m->pos_B, m->pos_T, B, T);
     const int V = m->cfg.vocab_size;
     int valid = 0;
     for (int i = 0; i < B * T; i++) {

@@ -9,17 +9,19 @@
 
 typedef struct hg_backend hg_backend;
 
-/* out (B,T,C) = dropout(scale * wte[tokens[b,t]] + wpe[t]); tokens (B,T), wte (Vp,C), wpe
- * (Tmax,C) or NULL (no learned positions: the wpe term is left out); scale is 1, or the
- * config's embed_scale (Gemma's sqrt(C)). out is residual-typed (backend.h). */
-typedef void hg_encoder_forward_fn(hg_backend *be, float *out, const int32_t *tokens,
+/* out (B,T,C) = dropout(scale * wte[tokens[b,t]] + wpe[p]), p = pos[b,t], or t when pos
+ * is NULL; tokens (B,T), pos (B,T) (packed documents: each token's position in its own,
+ * each < Tmax; host memory, and NULL on CUDA), wte (Vp,C), wpe (Tmax,C) or NULL (no
+ * learned positions: the wpe term is left out); scale is 1, or the config's embed_scale
+ * (Gemma's sqrt(C)). out is residual-typed (backend.h). */
+typedef void hg_encoder_forward_fn(hg_backend *be, float *out, const int32_t *tokens, const int32_t *pos,
                                    const float *wte, const float *wpe, int B, int T, int C, float scale,
                                    const hg_dropout *drop);
-/* dwte (Vp,C) += scale * scatter of dropout'(dout) by token; dwpe (Tmax,C) += sum over b
- * of dropout'(dout) (dwpe NULL when wpe is, or is frozen; dwte NULL when wte is frozen).
- * dout is residual-typed. */
+/* dwte (Vp,C) += scale * scatter of dropout'(dout) by token; dwpe (Tmax,C) += scatter of
+ * dropout'(dout) by position (dwpe NULL when wpe is, or is frozen; dwte NULL when wte is
+ * frozen). dout is residual-typed. */
 typedef void hg_encoder_backward_fn(hg_backend *be, float *dwte, float *dwpe, const float *dout,
-                                    const int32_t *tokens, int B, int T, int C, float scale,
+                                    const int32_t *tokens, const int32_t *pos, int B, int T, int C, float scale,
                                     const hg_dropout *drop);
 
 #define HG_ENCODER_OPS(X)                                   \

@@ -9,15 +9,19 @@
 #ifndef HG_OPS_ROPE_H
 #define HG_OPS_ROPE_H
 
+#include <stdint.h>
+
 #include "ops/cost.h"
 
 typedef struct hg_backend hg_backend;
 
 typedef struct hg_rope_shape {
-    int B, T;   /* rows n = b*T + t sit at position pos0 + t */
+    int B, T;   /* rows n = b*T + t sit at position pos0 + t, or pos[n] */
     int pos0;
     int NH, NKV, hs;
     int rot;    /* r, the rotated dimensions of a head: even, <= hs; 0 means hs */
+    const int32_t *pos; /* (B,T) or NULL: row n sits at position pos[n] instead (packed
+                           documents; host memory, NULL on CUDA) */
 } hg_rope_shape;
 
 static inline int hg_rope_dims(const hg_rope_shape *s) { return s->rot ? s->rot : s->hs; }

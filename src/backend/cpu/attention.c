@@ -204,6 +204,20 @@ static inline int visible_keys(const hg_attention_shape *s, int i, int j0) {
     return n;
 }
 
+/* The first key of block j0 that query row i of batch row b may see (0 unless a
+ * document's or a window's start falls inside the block). */
+static inline int first_visible(const hg_attention_shape *s, int b, int i, int j0) {
+    int lo = hg_attention_first_key(s, b, i) - j0;
+    return lo > 0 ? lo : 0;
+}
+
+/* Whether every query row up to i_last sees every key of the full block j0: off the
+ * diagonal, and no row's document or window starts after j0 (the first key never
+ * decreases, so the last row's decides). */
+static inline int block_whole(const hg_attention_shape *s, int b, int i_last, int j0, int diag, int nk) {
+    return !diag && nk == BK && hg_attention_first_key(s, b, i_last) <= j0;
+}
+
 /* Rows of the slab starting at r0 of an m-row block. */
 static inline int slab_rows(int m, int r0) { return m - r0 < SLAB ? m - r0 : SLAB; }
 
@@ -211,24 +225,25 @@ static inline int last_key_block(const hg_attention_shape *s, int i_last) {
     return (s->causal ? i_last : s->T - 1) / BK;
 }
 
-/* One row of the forward's online softmax over a block: row (BK scores, the first n
- * visible) becomes its unnormalised probabilities against the new running maximum *mx;
+/* One row of the forward's online softmax over a block: row (BK scores, those in
+ * [lo, n) visible) becomes its unnormalised probabilities against the new running maximum *mx;
  * the running sum *l and the output accumulator o (hs) are rescaled to that maximum,
  * which is skipped when the maximum did not move (then the factor is exactly 1). Inlined
- * with n = BK for the blocks every row sees whole, so that those loops carry no mask.
+ * with lo = 0, n = BK for the blocks every row sees whole, so that those loops carry no
+ * mask.
  * Hidden keys are selected away whatever the diagonal slabs left there, so the loops
  * run full width even on the diagonal. The maximum is taken over the raw scores and then
  * scaled (scale > 0: the same value as the maximum of the scaled scores). */
-static inline __attribute__((always_inline)) void softmax_row(float *row, int n, float scale, float *mx, float *l,
-                                                              float *o, int hs) {
-    if (n <= 0) {
+static inline __attribute__((always_inline)) void softmax_row(float *row, int lo, int n, float scale, float *mx,
+                                                              float *l, float *o, int hs) {
+    if (n <= lo) {
         memset(row, 0, sizeof(float) * BK);
         return;
     }
     float bmax = -INFINITY;
     #pragma omp simd reduction(max : bmax)
     for (int c = 0; c < BK; c++) {
-        float v = c < n ? row[c] : -INFINITY;
+        float v = c >= lo && c < n ? row[c] : -INFINITY;
         bmax = v > bmax ? v : bmax;
     }
     float mnew = bmax * scale, sum = 0.0f;
@@ -243,7 +258,7 @@ static inline __attribute__((always_inline)) void softmax_row(float *row, int n,
     }
     #pragma omp simd reduction(+ : sum)
     for (int c = 0; c < BK; c++) {
-        float e = vexpf(HG_FMAF(row[c], scale, -mnew)), p = c < n ? e : 0.0f;
+        float e = vexpf(HG_FMAF(row[c], scale, -mnew)), p = c >= lo && c < n ? e : 0.0f;
         row[c] = p;
         sum += p;
     }
@@ -287,7 +302,8 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
             const float *KTh = KT + ((size_t)b * q.NKV + g) * hs * Tp;
             for (int r = 0; r < m; r++) mx[r] = -INFINITY, l[r] = 0.0f;
             memset(O, 0, sizeof(float) * (size_t)m * hs);
-            for (int kb = 0; kb <= last_key_block(s, i0 + m - 1); kb++) {
+            /* key blocks before the first row's document or window are hidden from the block */
+            for (int kb = hg_attention_first_key(s, b, i0) / BK; kb <= last_key_block(s, i0 + m - 1); kb++) {
                 int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0;
                 if (diag) /* slabs of rows, each against the keys it may see */
                     for (int r0 = 0; r0 < m; r0 += SLAB)
@@ -296,11 +312,12 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
                     tile_gemm(m, BK, hs, Q, hs, 1, KTh + (size_t)j0 * hs, BK, S, BK, 0);
                 if (s->softcap > 0)
                     for (int r = 0; r < m; r++) cap_scores(S + r * BK, visible_keys(s, i0 + r, j0), scale, s->softcap, NULL);
-                if (!diag && nk == BK) /* every key of the block visible to every row */
-                    for (int r = 0; r < m; r++) softmax_row(S + r * BK, BK, scale, mx + r, l + r, O + r * hs, hs);
+                if (block_whole(s, b, i0 + m - 1, j0, diag, nk)) /* every key visible to every row */
+                    for (int r = 0; r < m; r++) softmax_row(S + r * BK, 0, BK, scale, mx + r, l + r, O + r * hs, hs);
                 else
                     for (int r = 0; r < m; r++)
-                        softmax_row(S + r * BK, visible_keys(s, i0 + r, j0), scale, mx + r, l + r, O + r * hs, hs);
+                        softmax_row(S + r * BK, first_visible(s, b, i0 + r, j0), visible_keys(s, i0 + r, j0), scale,
+                                    mx + r, l + r, O + r * hs, hs);
                 if (diag)
                     for (int r0 = 0; r0 < m; r0 += SLAB)
                         tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, S + r0 * BK, BK, 1,
@@ -322,14 +339,16 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
 
 /* One row of the backward's recomputed probabilities and score gradients: p (BK scores
  * in, probabilities out) = exp(score * scale - ls), ds (dP in, dS out) = p (dP - D)
- * scale, both zero past the n visible keys. Inlined with n = BK as softmax_row is. */
-static inline __attribute__((always_inline)) void grad_row(float *p, float *ds, int n, float scale, float ls,
-                                                           float D) {
+ * scale, both zero outside the visible keys [lo, n). Inlined with lo = 0, n = BK as
+ * softmax_row is. */
+static inline __attribute__((always_inline)) void grad_row(float *p, float *ds, int lo, int n, float scale,
+                                                           float ls, float D) {
     #pragma omp simd
     for (int c = 0; c < BK; c++) {
-        float e = vexpf(p[c] * scale - ls), pc = c < n ? e : 0.0f;
+        int in = c >= lo && c < n;
+        float e = vexpf(p[c] * scale - ls), pc = in ? e : 0.0f;
         p[c] = pc;
-        ds[c] = c < n ? pc * (ds[c] - D) * scale : 0.0f;
+        ds[c] = in ? pc * (ds[c] - D) * scale : 0.0f;
     }
 }
 
@@ -389,12 +408,20 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                     for (int d = 0; d < hs; d++) dot += o[d] * gr[d];
                     D[i] = dot;
                 }
+                /* dQ accumulates from zero: under documents or windows a query block's first
+                 * key block need not be block 0 */
+                memset(dQc + (size_t)qa * hs, 0, sizeof(float) * (size_t)(qe - qa) * hs);
                 for (int kb = 0; kb <= last_key_block(s, qe - 1); kb++) {
-                    int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK;
-                    load_rows(bf, Kb, hs, qkv, kg + (size_t)j0 * ld, (size_t)ld, nk, hs);
+                    int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, qbs = s->causal && kb > qb0 ? kb : qb0;
                     memset(dKb, 0, sizeof(float) * 2 * BK * hs);
-                    for (int qb = s->causal && kb > qb0 ? kb : qb0; qb < qb1; qb++) {
+                    /* no query of the chunk sees the block: its dK and dV rows are 0 */
+                    if (qbs < qb1 && hg_attention_first_key(s, b, qbs * BQ) < j0 + nk)
+                        load_rows(bf, Kb, hs, qkv, kg + (size_t)j0 * ld, (size_t)ld, nk, hs);
+                    for (int qb = qbs; qb < qb1; qb++) {
                         int i0 = qb * BQ, m = T - i0 < BQ ? T - i0 : BQ, diag = s->causal && j0 == i0;
+                        /* this query block's first row, and so every later one, sees none of
+                         * the key block: past its documents or windows */
+                        if (hg_attention_first_key(s, b, i0) >= j0 + nk) break;
                         const float *Q = Qc + (size_t)i0 * hs, *dO = dOc + (size_t)i0 * hs;
                         float *dQ = dQc + (size_t)i0 * hs;
                         if (diag) {
@@ -412,22 +439,24 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                             for (int r = 0; r < m; r++) {
                                 const int n = visible_keys(s, i0 + r, j0);
                                 cap_scores(P + r * BK, n, scale, s->softcap, fac);
-                                grad_row(P + r * BK, dS + r * BK, n, scale, lse_h[i0 + r], D[i0 + r]);
+                                grad_row(P + r * BK, dS + r * BK, first_visible(s, b, i0 + r, j0), n, scale,
+                                         lse_h[i0 + r], D[i0 + r]);
                                 for (int c = 0; c < n; c++) dS[r * BK + c] *= fac[c];
                             }
-                        } else if (!diag && nk == BK) {
-                            for (int r = 0; r < m; r++) grad_row(P + r * BK, dS + r * BK, BK, scale, lse_h[i0 + r], D[i0 + r]);
+                        } else if (block_whole(s, b, i0 + m - 1, j0, diag, nk)) {
+                            for (int r = 0; r < m; r++)
+                                grad_row(P + r * BK, dS + r * BK, 0, BK, scale, lse_h[i0 + r], D[i0 + r]);
                         } else {
                             for (int r = 0; r < m; r++)
-                                grad_row(P + r * BK, dS + r * BK, visible_keys(s, i0 + r, j0), scale, lse_h[i0 + r],
-                                         D[i0 + r]);
+                                grad_row(P + r * BK, dS + r * BK, first_visible(s, b, i0 + r, j0),
+                                         visible_keys(s, i0 + r, j0), scale, lse_h[i0 + r], D[i0 + r]);
                         }
                         if (diag) {
                             /* query slab r0 sees keys up to r0 + SLAB; key slab c0 is seen from
                              * query c0 on */
                             for (int r0 = 0; r0 < m; r0 += SLAB)
                                 tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, dS + r0 * BK, BK, 1,
-                                          Kb, hs, dQ + r0 * hs, hs, kb > 0);
+                                          Kb, hs, dQ + r0 * hs, hs, 1);
                             for (int c0 = 0; c0 < nk; c0 += SLAB) {
                                 tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * hs, hs,
                                           dKb + c0 * hs, hs, 1);
@@ -436,7 +465,7 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                             }
                             continue;
                         }
-                        tile_gemm(m, hs, nk, dS, BK, 1, Kb, hs, dQ, hs, kb > 0); /* dQ += dS K */
+                        tile_gemm(m, hs, nk, dS, BK, 1, Kb, hs, dQ, hs, 1); /* dQ += dS K */
                         tile_gemm(nk, hs, m, dS, 1, BK, Q, hs, dKb, hs, 1);      /* dK += dS^T Q */
                         tile_gemm(nk, hs, m, P, 1, BK, dO, hs, dVb, hs, 1);      /* dV += P^T dO */
                     }
@@ -498,10 +527,12 @@ hg_status cpu_attention_cached(hg_backend *be, float *out, float *kcache, float 
         #pragma omp for schedule(dynamic, 1)
         for (long item = 0; item < (long)NH * n; item++) {
             int h = (int)(item / n), i = n - 1 - (int)(item % n), len = s->pos0 + i + 1;
+            /* with a window only its last `window` rows: sc[] and the loops start at j0 */
+            const int j0 = s->window > 0 && len > s->window ? len - s->window : 0;
             const float *q = cpu_view(be, qkv, (size_t)i * ld + h * hs, (size_t)hs, qb);
             const size_t K = (size_t)(h / rep) * Tc * hs; /* the kv head's first row, in elements */
             float mx = -INFINITY, sum = 0.0f;
-            for (int j = 0; j < len; j++) {
+            for (int j = j0; j < len; j++) {
                 const float *k = cpu_view(be, kcache, K + (size_t)j * hs, (size_t)hs, kb);
                 float dot = 0.0f;
                 #pragma omp simd reduction(+ : dot)
@@ -510,14 +541,14 @@ hg_status cpu_attention_cached(hg_backend *be, float *out, float *kcache, float 
                 mx = sc[j] > mx ? sc[j] : mx;
             }
             #pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < len; j++) {
+            for (int j = j0; j < len; j++) {
                 float p = expf(sc[j] - mx);
                 sc[j] = p;
                 sum += p;
             }
             float *o = ob, inv = 1.0f / sum;
             memset(o, 0, sizeof(float) * hs);
-            for (int j = 0; j < len; j++) {
+            for (int j = j0; j < len; j++) {
                 const float *v = cpu_view(be, vcache, K + (size_t)j * hs, (size_t)hs, kb);
                 float p = sc[j];
                 #pragma omp simd

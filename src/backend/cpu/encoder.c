@@ -5,7 +5,7 @@
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu.h"
 
-void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const float *wte,
+void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const int32_t *pos, const float *wte,
                          const float *wpe, int B, int T, int C, float scale, const hg_dropout *drop) {
     int dropping = hg_dropout_on(drop), nb = (C + CPU_BLOCK - 1) / CPU_BLOCK;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
@@ -14,7 +14,7 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
         size_t m = C - c0 < CPU_BLOCK ? C - c0 : CPU_BLOCK;
         float eb[CPU_BLOCK], pb[CPU_BLOCK], sc[CPU_BLOCK];
         const float *te = cpu_view(be, wte, (size_t)tokens[n] * C + c0, m, eb);
-        const float *pe = cpu_view(be, wpe, (n % (size_t)T) * C + c0, m, pb);
+        const float *pe = cpu_view(be, wpe, (pos ? (size_t)pos[n] : n % (size_t)T) * C + c0, m, pb);
         float *o = out + at;
         if (pe) {
             #pragma omp simd
@@ -33,8 +33,8 @@ void cpu_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, cons
 
 /* Each thread owns a range of channels and walks every token in order: a scatter-add
  * into wte with no races and a fixed summation order. */
-void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float *dout,
-                          const int32_t *tokens, int B, int T, int C, float scale, const hg_dropout *drop) {
+void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                          const int32_t *pos, int B, int T, int C, float scale, const hg_dropout *drop) {
     int dropping = hg_dropout_on(drop);
     #pragma omp parallel num_threads(be->threads)
     {
@@ -43,7 +43,8 @@ void cpu_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float 
         int c0 = t * per, c1 = c0 + per < C ? c0 + per : C;
         for (int n = 0; n < B * T; n++) {
             const float *g = dout + (size_t)n * C;
-            float *te = dwte ? dwte + (size_t)tokens[n] * C : NULL, *pe = dwpe ? dwpe + (size_t)(n % T) * C : NULL;
+            float *te = dwte ? dwte + (size_t)tokens[n] * C : NULL;
+            float *pe = dwpe ? dwpe + (pos ? (size_t)pos[n] : (size_t)(n % T)) * C : NULL;
             if (dropping || !te) { /* (a frozen wte has no gradient) */
                 for (int i = c0; i < c1; i++) {
                     float gi = g[i] * (dropping ? hg_dropout_scale(drop, (size_t)n * C + i) : 1.0f);

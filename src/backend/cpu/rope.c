@@ -13,7 +13,7 @@ static void rotate(hg_backend *be, float *qkv, const float *cos_sin, const hg_ro
     const size_t W = (size_t)(s->NH + 2 * s->NKV) * hs;
     #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (int n = 0; n < s->B * s->T; n++) {
-        const float *cs = cos_sin + (size_t)(s->pos0 + n % s->T) * rot, *sn = cs + half;
+        const float *cs = cos_sin + (size_t)(s->pos ? s->pos[n] : s->pos0 + n % s->T) * rot, *sn = cs + half;
         float xb[ROPE_HALF_MAX], yb[ROPE_HALF_MAX];
         for (int h = 0; h < heads; h++) {
             size_t at = (size_t)n * W + (size_t)h * hs;

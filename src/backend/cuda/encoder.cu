@@ -96,8 +96,9 @@ __global__ void encoder_backward_wpe_kernel(float *dwpe, const T *dout, int B, i
     }
 }
 
-extern "C" void cuda_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
-                                     int T_, int C, float scale, const hg_dropout *drop) {
+extern "C" void cuda_encoder_forward(hg_backend *be, float *out, const int32_t *tokens, const int32_t *pos, const float *wte,
+                                     const float *wpe, int B, int T_, int C, float scale, const hg_dropout *drop) {
+    (void)pos; /* always NULL: a CUDA model refuses packed documents (hg_set_positions) */
     CUDA_OP("encoder_forward");
     size_t n = (size_t)B * T_ * C;
     CUDA_DISPATCH(be, encoder_forward_kernel<T><<<cuda_grid(be, n), 256, 0, cuda_stream(be)>>>(
@@ -105,8 +106,9 @@ extern "C" void cuda_encoder_forward(hg_backend *be, float *out, const int32_t *
     cuda_launched(be, "encoder_forward_kernel");
 }
 
-extern "C" void cuda_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
-                                      int T_, int C, float scale, const hg_dropout *drop) {
+extern "C" void cuda_encoder_backward(hg_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                                      const int32_t *pos, int B, int T_, int C, float scale, const hg_dropout *drop) {
+    (void)pos; /* as in the forward */
     CUDA_OP("encoder_backward");
     hg_dropout d = cuda_dropout(drop);
     if (be->flags & HG_FLAG_DETERMINISTIC) {
