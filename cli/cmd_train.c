@@ -67,6 +67,8 @@ typedef struct trainer {
     int64_t saved_step;          /* step of the newest checkpoint written or loaded */
     uint64_t tokens;
     int32_t *x, *y;              /* (accum, B, T) each: a step's micro-batches */
+    int32_t *pos;                /* (accum, B, T): their positions, with packed rows */
+    int packed[2];               /* the train and val loaders' rows are packed */
     double *counts;              /* (accum) their targets other than -1 */
     float *logits;               /* (V) for sampling */
     float *host;                 /* (the largest parameter tensor's numel): a tensor read or
@@ -394,21 +396,28 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
     return 0;
 }
 
-/* --rows: as given, or for auto padded when the first shard of pattern has token flags. */
+/* --rows (or --pack): as given, or for auto packed when the first shard of pattern has
+ * token flags (padded on CUDA, which has no kernels for packed documents yet). */
 static hg_loader_rows rows_of(const train_opts *o, const char *pattern) {
+    if (o->pack || (o->rows && !strcmp(o->rows, "packed"))) return HG_ROWS_PACKED;
     if (o->rows && strcmp(o->rows, "auto")) return strcmp(o->rows, "padded") ? HG_ROWS_WINDOWS : HG_ROWS_PADDED;
     glob_t g;
     hg_shard_info info = {0};
     if (glob(pattern, 0, NULL, &g) != 0) return HG_ROWS_WINDOWS; /* the loader says what is wrong */
     if (g.gl_pathc > 0 && hg_shard_inspect(g.gl_pathv[0], HG_SHARD_AUTO, &info) != HG_OK) info.has_flags = 0;
     globfree(&g);
-    return info.has_flags ? HG_ROWS_PADDED : HG_ROWS_WINDOWS;
+    if (!info.has_flags) return HG_ROWS_WINDOWS;
+    return o->dev.device && !strcmp(o->dev.device, "cuda") ? HG_ROWS_PADDED : HG_ROWS_PACKED;
 }
 
-static int open_loader(trainer *t, hg_loader **ld, const char *flag, const char *pattern, int shuffle) {
+/* packed: whether its rows are packed, and so each batch's positions go to the model */
+static int open_loader(trainer *t, hg_loader **ld, int *packed, const char *flag, const char *pattern, int shuffle) {
+    if (t->o.pack && t->o.rows && strcmp(t->o.rows, "auto") && strcmp(t->o.rows, "packed"))
+        return ERR("--pack: it means --rows packed, and --rows says %s", t->o.rows);
     if (check_shards(flag, pattern, t->tok ? hg_tokenizer_vocab_size(t->tok) : 0, t->cfg.vocab_size)) return 1;
     hg_loader_options lo = hg_loader_options_default();
     lo.rows = rows_of(&t->o, pattern);
+    *packed = lo.rows == HG_ROWS_PACKED;
     lo.no_split = t->o.no_split;
     lo.batch = t->Bl;
     lo.rank = t->rank;
@@ -581,10 +590,11 @@ static int create_models(trainer *t, const char *weights) {
     }
     t->x = malloc(sizeof *t->x * n * (size_t)t->accum); /* a step's micro-batches */
     t->y = malloc(sizeof *t->y * n * (size_t)t->accum);
+    t->pos = malloc(sizeof *t->pos * n * (size_t)t->accum);
     t->counts = malloc(sizeof *t->counts * (size_t)t->accum);
     t->logits = malloc(sizeof *t->logits * (size_t)t->cfg.vocab_size);
     t->host = malloc(sizeof *t->host * largest);
-    if (!t->x || !t->y || !t->counts || !t->logits || !t->host) return ERR("out of memory");
+    if (!t->x || !t->y || !t->pos || !t->counts || !t->logits || !t->host) return ERR("out of memory");
     if (t->lora.r > 0) { /* the adapters: the checkpoint's, --adapter's, or new */
         char ckpt[PATH_MAX];
         if (cli_base_hash("train", t->m, t->base)) return 1;
@@ -627,7 +637,7 @@ static hg_status train_step(trainer *t, step_record *r) {
     const size_t n = (size_t)t->Bl * t->T;
     double targets = 0;
     for (int k = 0; k < t->accum && s == HG_OK; k++) {
-        s = hg_loader_next(t->train, t->x + k * n, t->y + k * n);
+        s = hg_loader_next_rows(t->train, t->x + k * n, t->y + k * n, t->pos + k * n);
         t->counts[k] = 0;
         for (size_t i = 0; s == HG_OK && i < n; i++) t->counts[k] += t->y[k * n + i] >= 0;
         targets += t->counts[k];
@@ -635,7 +645,8 @@ static hg_status train_step(trainer *t, step_record *r) {
     if (s == HG_OK && t->ranks > 1) s = hg_dist_sum(t->dist, &targets, 1);
     for (int k = 0; k < t->accum && s == HG_OK; k++) {
         float l = 0.0f, w = targets > 0 ? (float)(t->counts[k] * t->ranks / targets) : 0.0f;
-        s = hg_dist_forward_backward(t->dist, t->x + k * n, t->y + k * n, t->Bl, t->T, w, k == t->accum - 1, &l);
+        if (t->packed[0]) s = hg_set_positions(m, t->pos + k * n, t->Bl, t->T);
+        if (s == HG_OK) s = hg_dist_forward_backward(t->dist, t->x + k * n, t->y + k * n, t->Bl, t->T, w, k == t->accum - 1, &l);
         loss += (double)l * t->counts[k];
     }
     if (s == HG_OK && inject_nan_at(&t->o.inject_nan, t->step + 1)) s = poison_grad(t);
@@ -684,13 +695,15 @@ static hg_status evaluate(trainer *t, double *out) {
     if (s == HG_OK) s = hg_loader_reset(t->val);
     for (uint64_t i = 0; i < n && s == HG_OK; i++) {
         float l = 0.0f;
-        s = hg_loader_next(t->val, t->x, t->y);
+        s = hg_loader_next_rows(t->val, t->x, t->y, t->pos);
+        if (s == HG_OK) s = hg_set_positions(t->m, t->packed[1] ? t->pos : NULL, t->Bl, t->T);
         if (s == HG_OK) s = hg_forward(t->m, t->x, t->y, t->Bl, t->T, &l, NULL);
         double c = 0;
         for (size_t k = 0; k < (size_t)t->Bl * t->T; k++) c += t->y[k] >= 0;
         sums[0] += (double)l * c, sums[1] += c;
     }
     hg_set_train_mode(t->m, 1);
+    if (s == HG_OK && t->packed[0] != t->packed[1]) s = hg_set_positions(t->m, NULL, 0, 0); /* set again each step */
     if (s == HG_OK) s = hg_dist_sum(t->dist, sums, 2); /* each rank read its own slice */
     *out = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
     return s;
@@ -943,7 +956,7 @@ static void trainer_free(trainer *t) {
     hg_tokenizer_free(t->tok);
     hg_loader_close(t->train);
     hg_loader_close(t->val);
-    free(t->x), free(t->y), free(t->counts), free(t->logits), free(t->host), free(t->data_json), free(t->freeze);
+    free(t->x), free(t->y), free(t->pos), free(t->counts), free(t->logits), free(t->host), free(t->data_json), free(t->freeze);
     train_opts_free(&t->o);
     hg_comm_close(t->comm);
 }
@@ -983,8 +996,8 @@ static int setup(trainer *t, int argc, char **argv) {
     if (load_tokenizer(t)) return 1;
     if ((rc = resolve_config(t, weights, sizeof weights)) || (rc = resolve_adapters(t)) || plan(t)) return rc ? rc : 1;
     if (o->sample_every && !t->tok) return ERR("--sample-every needs a tokenizer (--tokenizer PATH)");
-    if (open_loader(t, &t->train, "--train", o->train, !o->sequential) || check_data(t)) return 1;
-    if (o->val && open_loader(t, &t->val, "--val", o->val, 0)) return 1;
+    if (open_loader(t, &t->train, &t->packed[0], "--train", o->train, !o->sequential) || check_data(t)) return 1;
+    if (o->val && open_loader(t, &t->val, &t->packed[1], "--val", o->val, 0)) return 1;
     if (!o->val && o->eval_every >= 0 && t->rank == 0)
         fprintf(stderr, "handgrad train: warning: --eval-every %lld without --val: there is nothing to evaluate\n",
                 (long long)o->eval_every);
@@ -1025,12 +1038,15 @@ static int setup(trainer *t, int argc, char **argv) {
     printf("data: %llu tokens in %s, batch %d x ctx %d x %d micro-batches = %lld tokens a step, %lld steps, %s\n",
            (unsigned long long)hg_loader_tokens(t->train), o->train, t->B, t->T, t->accum,
            (long long)t->B * t->T * t->accum, (long long)t->max_steps, where);
-    const int padded = rows_of(o, o->train) == HG_ROWS_PADDED;
-    if (hg_loader_has_flags(t->train) || padded) {
+    const hg_loader_rows kind = rows_of(o, o->train);
+    if (hg_loader_has_flags(t->train) || kind != HG_ROWS_WINDOWS) {
         const double rows = (double)hg_loader_rows_total(t->train);
         printf("rows: %s; %.0f of them, %llu document(s) longer than a row cut into windows, %.1f%% of the rows' "
                "tokens padding%s\n",
-               padded ? "padded rows, a document each" : "windows across documents", rows,
+               kind == HG_ROWS_PADDED   ? "padded rows, a document each"
+               : kind == HG_ROWS_PACKED ? "packed rows, whole documents that never attend to each other"
+                                        : "windows across documents",
+               rows,
                (unsigned long long)hg_loader_split_documents(t->train),
                rows > 0 ? 100.0 * (1.0 - (double)hg_loader_row_tokens(t->train) / (rows * (t->T + 1))) : 0.0,
                hg_loader_has_flags(t->train) ? "; the loss on the tokens the shards' mask trains" : "");

@@ -43,11 +43,13 @@ static const cli_opt defs[] = {
     {"total-batch-tokens", CLI_I64, F(total_batch_tokens), "N", 0, I64MAX, CLI_SAVED,
      "tokens per optimizer step; a multiple of B*T sets gradient accumulation"},
     {"sequential", CLI_BOOL, F(sequential), 0, 0, 1, CLI_SAVED, "read windows in order instead of a seeded shuffle"},
-    {"rows", CLI_CHOICE, F(rows), "auto|windows|padded", 0, 0, CLI_SAVED,
+    {"rows", CLI_CHOICE, F(rows), "auto|windows|padded|packed", 0, 0, CLI_SAVED,
      "windows: T+1 tokens every T, across documents; padded: a document a row, padded, the padding never a target; "
-     "auto: padded for shards with a loss mask (prepare --chat), else windows (docs/data.md)"},
+     "packed: as many whole documents a row as fit, none attending to another, positions restarting in each; "
+     "auto: packed for shards with a loss mask (prepare --chat; padded on CUDA), else windows (docs/data.md)"},
+    {"pack", CLI_BOOL, F(pack), 0, 0, 1, CLI_SAVED, "the same as --rows packed"},
     {"no-split", CLI_BOOL, F(no_split), 0, 0, 1, CLI_SAVED,
-     "padded rows: refuse a document longer than --ctx + 1 tokens instead of cutting it into windows"},
+     "padded and packed rows: refuse a document longer than --ctx + 1 tokens instead of cutting it into windows"},
     {"allow-data-change", CLI_BOOL, F(allow_data_change), 0, 0, 1, 0,
      "resume although the shards differ from the checkpoint's (names, sizes, heads): warn, not refuse"},
     {"Optimisation", CLI_SECTION, 0, 0, 0, 0, 0, 0},

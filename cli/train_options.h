@@ -26,7 +26,8 @@ typedef struct train_opts {
     int batch, ctx; /* ctx 0: the model's max_seq_len */
     int64_t total_batch_tokens; /* 0: batch * ctx (no accumulation) */
     int sequential;
-    const char *rows;      /* "auto" (NULL), "windows" or "padded" (hg_loader_rows) */
+    const char *rows;      /* "auto" (NULL), "windows", "padded" or "packed" (hg_loader_rows) */
+    int pack;              /* --pack: --rows packed */
     int no_split;          /* padded rows: refuse a document longer than a row */
     int allow_data_change; /* resume on shards other than the checkpoint's, with a warning */
     /* optimisation */

@@ -255,6 +255,12 @@ typedef enum hg_loader_rows {
                             document is cut into windows of T+1 every T tokens, or
                             refused with no_split. Causal attention never reads the
                             padding, so a row computes as its document alone. */
+    HG_ROWS_PACKED,      /* those documents (and pieces) in order, as many to a row as
+                            fit in its T inputs (a document of L tokens takes L, its
+                            last token no target), the rest of the row padding; each
+                            token's position in its document comes with the batch
+                            (hg_loader_next_rows) for hg_set_positions, so that no
+                            document attends to another */
 } hg_loader_rows;
 
 typedef struct hg_loader_options {
@@ -268,7 +274,8 @@ typedef struct hg_loader_options {
                             V from the handgrad header, else 65536 for uint16 formats */
     hg_shard_format format;
     hg_loader_rows rows;
-    int no_split;        /* HG_ROWS_PADDED: a document longer than T+1 tokens is an error */
+    int no_split;        /* HG_ROWS_PADDED, PACKED: a document longer than T+1 tokens is
+                            an error */
 } hg_loader_options;
 
 hg_loader_options hg_loader_options_default(void); /* B=1, T=1024, rank 0 of 1, in order */
@@ -294,6 +301,10 @@ hg_status hg_loader_open_glob(hg_loader **out, const char *pattern, const hg_loa
  * where that token's HG_TOKEN_TRAIN flag is clear, and past a padded row's document) and
  * advances; after the last batch of an epoch comes the first of the next. */
 hg_status hg_loader_next(hg_loader *ld, int32_t *tokens, int32_t *targets);
+/* hg_loader_next, and positions (B, T) (NULL: not wanted): each input's position in its
+ * document (a window's or padded row's 0..T-1; in a packed row 0.. for each document,
+ * and again for the padding). HG_ROWS_PACKED needs them. */
+hg_status hg_loader_next_rows(hg_loader *ld, int32_t *tokens, int32_t *targets, int32_t *positions);
 hg_loader_position hg_loader_tell(const hg_loader *ld);
 /* Continues exactly from a position that hg_loader_tell gave with the same shards and
  * options. */
@@ -305,8 +316,8 @@ uint64_t hg_loader_tokens(const hg_loader *ld); /* tokens in all shards */
  * documents cut into pieces (HG_ROWS_PADDED). */
 uint64_t hg_loader_rows_total(const hg_loader *ld);
 uint64_t hg_loader_split_documents(const hg_loader *ld);
-/* The tokens the rows hold (each window T+1; a padded row its document's), against the
- * rows' T+1 each: what padding leaves of the compute. */
+/* The tokens the rows hold (each window T+1; a padded row its document's; a packed row
+ * its documents'), against the rows' T+1 each: what padding leaves of the compute. */
 uint64_t hg_loader_row_tokens(const hg_loader *ld);
 /* Whether the shards carry token flags (a loss mask): every shard, or none. */
 int hg_loader_has_flags(const hg_loader *ld);

@@ -1087,18 +1087,18 @@ static void bad_input(void) {
  * in one micro-batch and B = 1 twice accumulated give the same losses (to rounding),
  * which a mean of micro-batch means would not, the records having different counts of
  * trained tokens. */
-static void chat_cli(void) {
-    char d[700];
-    snprintf(d, sizeof d, "%s/chat_tok", work);
+/* work/name: hf_llama's tokenizer.json and a tokenizer_config.json with the template
+ * (a JSON string written by the test, no Python) and the bos and eos tokens. */
+static int chat_tokenizer(const char *name, const char *jinja, const char *bos, const char *eos) {
+    char d[700], path[800], src[300];
+    snprintf(d, sizeof d, "%s/%s", work, name);
     CHECK(sh(NULL, "mkdir -p %s && cp fixtures/hf_llama/tokenizer.json %s/", d, d) == 0);
-    /* tokenizer_config.json: the template as a JSON string (written by the test, no Python) */
-    FILE *t = fopen("fixtures/chat_templates/llama3.1.jinja", "rb");
-    char path[800];
+    snprintf(src, sizeof src, "fixtures/chat_templates/%s", jinja);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", d);
-    FILE *c = fopen(path, "wb");
+    FILE *t = fopen(src, "rb"), *c = fopen(path, "wb");
     CHECK(t && c);
-    if (!t || !c) return;
-    fputs("{\"bos_token\": \"<|begin_of_text|>\", \"eos_token\": \"<|eot_id|>\", \"chat_template\": \"", c);
+    if (!t || !c) return 0;
+    fprintf(c, "{\"bos_token\": \"%s\", \"eos_token\": \"%s\", \"chat_template\": \"", bos, eos);
     for (int ch; (ch = fgetc(t)) != EOF;) {
         if (ch == '"' || ch == '\\') fputc('\\', c), fputc(ch, c);
         else if (ch == '\n') fputs("\\n", c);
@@ -1106,8 +1106,15 @@ static void chat_cli(void) {
     }
     fputs("\"}\n", c);
     fclose(t), fclose(c);
+    return 1;
+}
+
+static void chat_cli(void) {
+    char d[700], path[800];
+    if (!chat_tokenizer("chat_tok", "llama3.1.jinja", "<|begin_of_text|>", "<|eot_id|>")) return;
+    snprintf(d, sizeof d, "%s/chat_tok", work);
     snprintf(path, sizeof path, "%s/chat.jsonl", work);
-    c = fopen(path, "wb");
+    FILE *c = fopen(path, "wb");
     CHECK(c != NULL);
     if (!c) return;
     for (int i = 0; i < 48; i++) /* records of different lengths */
@@ -1126,7 +1133,7 @@ static void chat_cli(void) {
              "--threads 1 --lr 3e-3 --warmup-steps 1 --lr-schedule constant --sequential --eval-every 4 --eval-batches 2 "
              "--peak-gflops 100", work, work);
     CHECK(sh(&out, "%s train %s --batch 2 --max-steps 8 --out %s/chat_b2", hg, common, work) == 0 && out &&
-          strstr(out, "padded rows"));
+          strstr(out, "packed rows"));
     free(out);
     CHECK(sh(NULL, "%s train %s --batch 1 --total-batch-tokens 192 --max-steps 8 --out %s/chat_acc", hg, common, work) == 0);
     series a, b;
@@ -1142,6 +1149,45 @@ static void chat_cli(void) {
     CHECK(sh(&out, "%s train %s --batch 2 --ctx 8 --no-split --max-steps 1 --out %s/chat_nosplit", hg, common, work) != 0 &&
           out && strstr(out, "no_split"));
     free(out);
+    CHECK(sh(&out, "%s train %s --pack --rows padded --max-steps 1 --out %s/chat_both", hg, common, work) != 0 && out &&
+          strstr(out, "--pack"));
+    free(out);
+
+    /* Packing computes each record as it computes alone: the same record 24 times (55
+     * tokens under Phi-3.5's template), a step of one packed row of 128 (two copies) has
+     * the loss of a step of one padded row (one copy); windows across the records, which
+     * attend to each other, do not */
+    if (!chat_tokenizer("phi_tok", "phi3.5.jinja", "<s>", "<|endoftext|>")) return;
+    snprintf(path, sizeof path, "%s/same.jsonl", work);
+    c = fopen(path, "wb");
+    CHECK(c != NULL);
+    if (!c) return;
+    for (int i = 0; i < 24; i++)
+        fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"Say it.\"}, {\"role\": \"assistant\", "
+              "\"content\": \"Amen.\"}]}\n", c);
+    fclose(c);
+    CHECK(sh(NULL, "%s prepare --chat --tokenizer %s/phi_tok --out %s/same_data --val-fraction 0.1 --quiet %s", hg, work,
+             work, path) == 0);
+    snprintf(common, sizeof common,
+             "--init-from-hf fixtures/hf_llama --train '%s/same_data/train_*.bin' --ctx 128 --threads 1 --sequential "
+             "--batch 1 --max-steps 1 --peak-gflops 100", work);
+    CHECK(sh(&out, "%s train %s --rows packed --out %s/same_packed", hg, common, work) == 0 && out &&
+          strstr(out, "packed rows") && strstr(out, "11 of them"));
+    free(out);
+    CHECK(sh(NULL, "%s train %s --rows padded --out %s/same_padded", hg, common, work) == 0);
+    CHECK(sh(NULL, "%s train %s --rows windows --out %s/same_windows", hg, common, work) == 0);
+    series w;
+    snprintf(d, sizeof d, "%s/same_packed", work);
+    read_log(d, &a);
+    snprintf(d, sizeof d, "%s/same_padded", work);
+    read_log(d, &b);
+    snprintf(d, sizeof d, "%s/same_windows", work);
+    read_log(d, &w);
+    CHECK(a.n == 1 && b.n == 1 && w.n == 1 && fabs(a.loss[0] - b.loss[0]) <= 1e-5 * fabs(b.loss[0]) &&
+          fabs(w.loss[0] - b.loss[0]) > 1e-3 * fabs(b.loss[0]));
+    if (a.n && b.n && w.n)
+        printf("chat: a record alone %.7f, packed with a copy %.7f, in windows across copies %.7f\n", b.loss[0],
+               a.loss[0], w.loss[0]);
 }
 
 int main(int argc, char **argv) {

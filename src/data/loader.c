@@ -5,7 +5,9 @@
  * shards. Padded rows (HG_ROWS_PADDED): each document of L >= 2 tokens (from the
  * HG_TOKEN_DOC flags, else from the separator token) is one row, or when L > T+1 its
  * windows as above, the last one shorter; a shard's rows are listed once when it is
- * opened. All shards' rows are numbered 0..W-1 in shard order, and below a row of
+ * opened. Packed rows (HG_ROWS_PACKED): those same pieces, in order, as many to a row as
+ * fit in its T inputs (a piece of L tokens takes min(L, T)), the next piece starting the
+ * next row; the rest of a row is padding. All shards' rows are numbered 0..W-1 in shard order, and below a row of
  * either kind is a "window".
  * Order: an epoch has floor(W / (B * world_size)) batches. Batch s of rank r takes
  * the slots j = (s * world_size + r) * B + b, b < B, and slot j reads window
@@ -33,9 +35,13 @@ typedef struct loader_shard {
     const uint8_t *flags;  /* HG_TOKEN_* a token, or NULL */
     uint32_t vocab;        /* tokens must be < vocab */
     uint64_t first_window; /* number of windows in earlier shards */
-    uint64_t n_rows;       /* HG_ROWS_PADDED: row k is tokens [row_start[k], + row_len[k]) */
+    uint64_t n_rows;       /* HG_ROWS_PADDED and PACKED: piece k is tokens [row_start[k], +
+                              row_len[k]), and under PADDED it is row k */
     uint64_t *row_start;
     uint32_t *row_len;
+    uint64_t n_packed;     /* HG_ROWS_PACKED: row k holds pieces row_first[k] ..
+                              row_first[k + 1] - 1 */
+    uint64_t *row_first;
 } loader_shard;
 
 struct hg_loader {
@@ -92,6 +98,7 @@ void hg_loader_close(hg_loader *ld) {
         free(ld->shards[i].path);
         free(ld->shards[i].row_start);
         free(ld->shards[i].row_len);
+        free(ld->shards[i].row_first);
     }
     free(ld->shards);
     free(ld);
@@ -166,6 +173,26 @@ static int add_row(loader_shard *sh, uint64_t *cap, uint64_t start, uint64_t len
     return 1;
 }
 
+/* A piece of L tokens in a packed row: its inputs (its last token is a target only when
+ * it is a whole window of T+1). */
+static uint64_t piece_inputs(uint64_t L, uint64_t T) { return L < T ? L : T; }
+
+/* Packs a shard's pieces into rows in order, each row taking pieces while their inputs
+ * fit in T. */
+static hg_status pack_rows(loader_shard *sh, uint64_t T) {
+    sh->row_first = malloc((sh->n_rows + 1) * sizeof *sh->row_first);
+    if (!sh->row_first) return hg_fail(HG_ERR_NOMEM, "loader: out of memory");
+    uint64_t used = T;
+    sh->n_packed = 0;
+    for (uint64_t k = 0; k < sh->n_rows; k++) {
+        uint64_t in = piece_inputs(sh->row_len[k], T);
+        if (used + in > T) sh->row_first[sh->n_packed++] = k, used = 0;
+        used += in;
+    }
+    sh->row_first[sh->n_packed] = sh->n_rows;
+    return HG_OK;
+}
+
 /* The padded rows of a shard: each document of L >= 2 tokens, cut into windows of T+1
  * every T when it is longer (or refused, no_split); *split counts the documents cut. */
 static hg_status list_rows(loader_shard *sh, const hg_loader_options *o, uint64_t *split) {
@@ -199,7 +226,7 @@ static hg_status loader_check_options(const hg_loader_options *o) {
     if (o->vocab_size < 0) return hg_fail(HG_ERR_INVALID, "vocab_size: %d; must be >= 0", o->vocab_size);
     if (o->format < HG_SHARD_AUTO || o->format > HG_SHARD_NANOGPT)
         return hg_fail(HG_ERR_INVALID, "format: %d is not an hg_shard_format", (int)o->format);
-    if (o->rows != HG_ROWS_WINDOWS && o->rows != HG_ROWS_PADDED)
+    if (o->rows != HG_ROWS_WINDOWS && o->rows != HG_ROWS_PADDED && o->rows != HG_ROWS_PACKED)
         return hg_fail(HG_ERR_INVALID, "rows: %d is not an hg_loader_rows", (int)o->rows);
     return HG_OK;
 }
@@ -237,13 +264,15 @@ hg_status hg_loader_open(hg_loader **out, const char *const *paths, int n_paths,
         if (s == HG_OK && i > 0 && !sh->flags != !ld->shards[0].flags)
             s = hg_fail(HG_ERR_INVALID, "%s has token flags (a loss mask) and %s has none: prepare them alike",
                         sh->flags ? paths[i] : paths[0], sh->flags ? paths[0] : paths[i]);
-        if (s == HG_OK && opt->rows == HG_ROWS_PADDED) s = list_rows(sh, opt, &ld->split_docs);
+        if (s == HG_OK && opt->rows != HG_ROWS_WINDOWS) s = list_rows(sh, opt, &ld->split_docs);
+        if (s == HG_OK && opt->rows == HG_ROWS_PACKED) s = pack_rows(sh, T);
         if (s != HG_OK) {
             hg_loader_close(ld);
             return s;
         }
         sh->first_window = ld->n_windows;
         if (opt->rows == HG_ROWS_PADDED) ld->n_windows += sh->n_rows;
+        else if (opt->rows == HG_ROWS_PACKED) ld->n_windows += sh->n_packed;
         else ld->n_windows += sh->info.n_tokens > 0 ? (sh->info.n_tokens - 1) / T : 0;
         ld->n_tokens += sh->info.n_tokens;
     }
@@ -255,7 +284,9 @@ hg_status hg_loader_open(hg_loader **out, const char *const *paths, int n_paths,
                               "needs B * world_size = %llu",
                               paths[0], n_paths > 1 ? " and the other shards" : "", (unsigned long long)ld->n_tokens,
                               (unsigned long long)ld->n_windows,
-                              opt->rows == HG_ROWS_PADDED ? "padded rows (a document each)" : "windows",
+                              opt->rows == HG_ROWS_PADDED   ? "padded rows (a document each)"
+                              : opt->rows == HG_ROWS_PACKED ? "packed rows"
+                                                            : "windows",
                               (unsigned long long)T + 1, opt->world_size, (unsigned long long)per_batch);
         hg_loader_close(ld);
         return s;
@@ -293,24 +324,49 @@ static const loader_shard *loader_shard_of(const hg_loader *ld, uint64_t w) {
     return &ld->shards[lo];
 }
 
-hg_status hg_loader_next(hg_loader *ld, int32_t *tokens, int32_t *targets) {
-    int B = ld->opt.batch, T = ld->opt.seq_len;
+/* Tokens [start, start + len) of a shard into n inputs of a row from column c0, their
+ * targets (the next token where it is trained, -1 past the piece) and positions 0..
+ * (pos may be NULL). Past len the inputs are padding: token 0, never a target. */
+static hg_status fill_piece(const loader_shard *sh, uint64_t start, int len, int n, int32_t *tok, int32_t *tgt,
+                            int32_t *pos) {
+    const int width = sh->info.token_bytes;
+    for (int t = 0; t <= n; t++) {
+        uint32_t v = 0;
+        if (t < len) {
+            v = shard_token(sh->tokens, width, start + (uint64_t)t);
+            if (v >= sh->vocab) return bad_token(sh, start + (uint64_t)t); /* the file changed since open */
+        }
+        const int trained = t < len && (!sh->flags || sh->flags[start + (uint64_t)t] & HG_TOKEN_TRAIN);
+        if (t < n) tok[t] = (int32_t)v;
+        if (t < n && pos) pos[t] = t;
+        if (t > 0) tgt[t - 1] = trained ? (int32_t)v : -1;
+    }
+    return HG_OK;
+}
+
+hg_status hg_loader_next_rows(hg_loader *ld, int32_t *tokens, int32_t *targets, int32_t *positions) {
+    const int B = ld->opt.batch, T = ld->opt.seq_len;
+    if (ld->opt.rows == HG_ROWS_PACKED && !positions)
+        return hg_fail(HG_ERR_INVALID, "positions: packed rows hold several documents, whose positions the model "
+                       "needs (hg_loader_next_rows)");
     uint64_t base = (ld->pos.batch * (uint64_t)ld->opt.world_size + (uint64_t)ld->opt.rank) * (uint64_t)B;
     for (int b = 0; b < B; b++) {
-        uint64_t w = loader_window_of_slot(ld, base + (uint64_t)b), k;
+        const uint64_t w = loader_window_of_slot(ld, base + (uint64_t)b);
         const loader_shard *sh = loader_shard_of(ld, w);
-        uint64_t start = (w - sh->first_window) * (uint64_t)T;
-        int width = sh->info.token_bytes, len = T + 1;
-        if (ld->opt.rows == HG_ROWS_PADDED) k = w - sh->first_window, start = sh->row_start[k], len = (int)sh->row_len[k];
-        for (int t = 0; t <= T; t++) {
-            uint32_t v = 0; /* the padding's token, never a target */
-            if (t < len) {
-                v = shard_token(sh->tokens, width, start + (uint64_t)t);
-                if (v >= sh->vocab) return bad_token(sh, start + (uint64_t)t); /* the file changed since open */
+        const uint64_t k = w - sh->first_window;
+        int32_t *tok = tokens + (size_t)b * T, *tgt = targets + (size_t)b * T, *pos = positions ? positions + (size_t)b * T : NULL;
+        if (ld->opt.rows == HG_ROWS_PACKED) { /* its pieces, then one run of padding */
+            int c = 0;
+            for (uint64_t u = sh->row_first[k]; u < sh->row_first[k + 1]; u++) {
+                const int in = (int)piece_inputs(sh->row_len[u], (uint64_t)T);
+                HG_TRY(fill_piece(sh, sh->row_start[u], (int)sh->row_len[u], in, tok + c, tgt + c, pos + c));
+                c += in;
             }
-            const int trained = t < len && (!sh->flags || sh->flags[start + (uint64_t)t] & HG_TOKEN_TRAIN);
-            if (t < T) tokens[(size_t)b * T + t] = (int32_t)v;
-            if (t > 0) targets[(size_t)b * T + t - 1] = trained ? (int32_t)v : -1;
+            if (c < T) HG_TRY(fill_piece(sh, 0, 0, T - c, tok + c, tgt + c, pos + c));
+        } else if (ld->opt.rows == HG_ROWS_PADDED) {
+            HG_TRY(fill_piece(sh, sh->row_start[k], (int)sh->row_len[k], T, tok, tgt, pos));
+        } else {
+            HG_TRY(fill_piece(sh, k * (uint64_t)T, T + 1, T, tok, tgt, pos));
         }
     }
     if (++ld->pos.batch == ld->batches_per_epoch) {
@@ -319,6 +375,10 @@ hg_status hg_loader_next(hg_loader *ld, int32_t *tokens, int32_t *targets) {
         loader_epoch_keys(ld);
     }
     return HG_OK;
+}
+
+hg_status hg_loader_next(hg_loader *ld, int32_t *tokens, int32_t *targets) {
+    return hg_loader_next_rows(ld, tokens, targets, NULL);
 }
 
 hg_loader_position hg_loader_tell(const hg_loader *ld) { return ld->pos; }
@@ -339,7 +399,7 @@ uint64_t hg_loader_tokens(const hg_loader *ld) { return ld->n_tokens; }
 uint64_t hg_loader_rows_total(const hg_loader *ld) { return ld->n_windows; }
 uint64_t hg_loader_split_documents(const hg_loader *ld) { return ld->split_docs; }
 uint64_t hg_loader_row_tokens(const hg_loader *ld) {
-    if (ld->opt.rows != HG_ROWS_PADDED) return ld->n_windows * ((uint64_t)ld->opt.seq_len + 1);
+    if (ld->opt.rows == HG_ROWS_WINDOWS) return ld->n_windows * ((uint64_t)ld->opt.seq_len + 1);
     uint64_t n = 0;
     for (int i = 0; i < ld->n_shards; i++)
         for (uint64_t k = 0; k < ld->shards[i].n_rows; k++) n += ld->shards[i].row_len[k];

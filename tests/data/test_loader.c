@@ -287,6 +287,31 @@ static void test_flags_and_rows(void) {
     o.no_split = 1;
     CHECK(hg_loader_open(&ld, p, 1, &o) == HG_ERR_INVALID && strstr(hg_last_error(), "chat_000000.bin: offset") &&
           strstr(hg_last_error(), "9 tokens"));
+    /* packed rows, T = 6: the pieces d2 (5), d3 at 0 (7 tokens, 6 inputs) and at 6 (3),
+     * d4 (3), d5 at 0 (7) and at 6 (6), in order, as many a row as fit in 6 inputs:
+     * rows [d2], [d3@0], [d3@6 d4], [d5@0], [d5@6] */
+    o.no_split = 0, o.rows = HG_ROWS_PACKED, o.seq_len = 6;
+    CHECK_OK(hg_loader_open(&ld, p, 1, &o));
+    CHECK(ld && hg_loader_rows_total(ld) == 5 && hg_loader_split_documents(ld) == 2);
+    CHECK(ld && hg_loader_row_tokens(ld) == 5 + 7 + 3 + 3 + 7 + 6);
+    if (ld) {
+        int32_t x[6], y[6], pos[6];
+        CHECK(hg_loader_next(ld, x, y) == HG_ERR_INVALID && strstr(hg_last_error(), "positions"));
+        CHECK_OK(hg_loader_next_rows(ld, x, y, pos)); /* row 0: d2, then one input of padding */
+        static const int32_t x0[6] = {2000, 2001, 2002, 2003, 2004, 0}, y0[6] = {2001, -1, 2003, -1, -1, -1},
+                             p0[6] = {0, 1, 2, 3, 4, 0};
+        CHECK(!memcmp(x, x0, sizeof x) && !memcmp(y, y0, sizeof y) && !memcmp(pos, p0, sizeof pos));
+        CHECK_OK(hg_loader_next_rows(ld, x, y, pos)); /* row 1: d3's first window, 6 inputs and 6 targets */
+        CHECK(x[0] == 3000 && x[5] == 3005 && y[4] == 3005 && y[5] == -1 && pos[5] == 5);
+        CHECK_OK(hg_loader_next_rows(ld, x, y, pos)); /* row 2: d3's last 3 tokens, then d4 */
+        static const int32_t x2[6] = {3006, 3007, 3008, 4000, 4001, 4002}, y2[6] = {3007, -1, -1, 4001, -1, -1},
+                             p2[6] = {0, 1, 2, 0, 1, 2};
+        CHECK(!memcmp(x, x2, sizeof x) && !memcmp(y, y2, sizeof y) && !memcmp(pos, p2, sizeof pos));
+    }
+    hg_loader_close(ld);
+    o.no_split = 1;
+    CHECK(hg_loader_open(&ld, p, 1, &o) == HG_ERR_INVALID && strstr(hg_last_error(), "9 tokens"));
+    o.seq_len = T;
     /* windows read the mask too, across documents */
     o.no_split = 0, o.rows = HG_ROWS_WINDOWS;
     CHECK_OK(hg_loader_open(&ld, p, 1, &o));
