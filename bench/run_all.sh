@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 out=${1:-docs/bench}
 shift || true
 parts=("$@")
-((${#parts[@]})) || parts=(ladder goals seed attention labs)
+((${#parts[@]})) || parts=(ladder goals seed attention masks labs)
 threads=${THREADS:-2}
 compare=(bench/compare_torch --rounds "${ROUNDS:-1}")
 mkdir -p "$out"
@@ -54,6 +54,10 @@ for part in "${parts[@]}"; do
         run attention_torch "${compare[@]}" --attention --threads "$threads" --warmup 1 --steps 3 --plot "$out" \
             --jsonl "$out/attention_torch.jsonl"
         ;;
+    masks) # packed documents and sliding windows against causal attention, then packed chat end to end
+        run attention_masks bench/attention_masks.sh build 3 64,128
+        run packing build/bench/packing cs336-small 64 3 200 0.9 1024 2 8
+        ;;
     labs) # kernel labs: shares of the sgemm by wall clock and by CPU time
         export OMP_WAIT_POLICY=passive
         run lab_attention build/bench/kernel_lab_attention 64 4096 8 "$threads" 3
@@ -61,7 +65,7 @@ for part in "${parts[@]}"; do
         run lab_gemm build/bench/kernel_lab_gemm small 4 256 "$threads" 9
         ;;
     *)
-        echo "run_all.sh: unknown part '$part' (ladder goals seed attention labs)" >&2
+        echo "run_all.sh: unknown part '$part' (ladder goals seed attention masks labs)" >&2
         exit 2
         ;;
     esac

@@ -255,9 +255,9 @@ typedef enum hg_loader_rows {
                             document is cut into windows of T+1 every T tokens, or
                             refused with no_split. Causal attention never reads the
                             padding, so a row computes as its document alone. */
-    HG_ROWS_PACKED,      /* those documents (and pieces) in order, as many to a row as
-                            fit in its T inputs (a document of L tokens takes L, its
-                            last token no target), the rest of the row padding; each
+    HG_ROWS_PACKED,      /* those documents (and pieces), several to a row of T inputs,
+                            best fit (a document of L tokens takes L, its last token
+                            no target), the rest of the row padding; each
                             token's position in its document comes with the batch
                             (hg_loader_next_rows) for hg_set_positions, so that no
                             document attends to another */

@@ -5,9 +5,9 @@
  * shards. Padded rows (HG_ROWS_PADDED): each document of L >= 2 tokens (from the
  * HG_TOKEN_DOC flags, else from the separator token) is one row, or when L > T+1 its
  * windows as above, the last one shorter; a shard's rows are listed once when it is
- * opened. Packed rows (HG_ROWS_PACKED): those same pieces, in order, as many to a row as
- * fit in its T inputs (a piece of L tokens takes min(L, T)), the next piece starting the
- * next row; the rest of a row is padding. All shards' rows are numbered 0..W-1 in shard order, and below a row of
+ * opened. Packed rows (HG_ROWS_PACKED): those same pieces, best fit: each in turn goes to
+ * the row with the least room that holds it (a piece of L tokens takes min(L, T) of a
+ * row's T inputs), or starts a new one; the rest of a row is padding. All shards' rows are numbered 0..W-1 in shard order, and below a row of
  * either kind is a "window".
  * Order: an epoch has floor(W / (B * world_size)) batches. Batch s of rank r takes
  * the slots j = (s * world_size + r) * B + b, b < B, and slot j reads window
@@ -39,9 +39,9 @@ typedef struct loader_shard {
                               row_len[k]), and under PADDED it is row k */
     uint64_t *row_start;
     uint32_t *row_len;
-    uint64_t n_packed;     /* HG_ROWS_PACKED: row k holds pieces row_first[k] ..
-                              row_first[k + 1] - 1 */
-    uint64_t *row_first;
+    uint64_t n_packed;     /* HG_ROWS_PACKED: row k holds pieces order[row_first[k]] ..
+                              order[row_first[k + 1] - 1] */
+    uint64_t *row_first, *order;
 } loader_shard;
 
 struct hg_loader {
@@ -99,6 +99,7 @@ void hg_loader_close(hg_loader *ld) {
         free(ld->shards[i].row_start);
         free(ld->shards[i].row_len);
         free(ld->shards[i].row_first);
+        free(ld->shards[i].order);
     }
     free(ld->shards);
     free(ld);
@@ -177,20 +178,59 @@ static int add_row(loader_shard *sh, uint64_t *cap, uint64_t start, uint64_t len
  * it is a whole window of T+1). */
 static uint64_t piece_inputs(uint64_t L, uint64_t T) { return L < T ? L : T; }
 
-/* Packs a shard's pieces into rows in order, each row taking pieces while their inputs
- * fit in T. */
-static hg_status pack_rows(loader_shard *sh, uint64_t T) {
-    sh->row_first = malloc((sh->n_rows + 1) * sizeof *sh->row_first);
-    if (!sh->row_first) return hg_fail(HG_ERR_NOMEM, "loader: out of memory");
-    uint64_t used = T;
-    sh->n_packed = 0;
-    for (uint64_t k = 0; k < sh->n_rows; k++) {
-        uint64_t in = piece_inputs(sh->row_len[k], T);
-        if (used + in > T) sh->row_first[sh->n_packed++] = k, used = 0;
-        used += in;
+/* The smallest room >= want (<= T) that some row has: the first set bit of bits at or
+ * after want, or T + 1 when none. */
+static uint64_t least_room(const uint64_t *bits, uint64_t want, uint64_t T) {
+    for (uint64_t w = want / 64; w <= T / 64; w++) {
+        uint64_t m = bits[w] & (w == want / 64 ? ~0ull << (want % 64) : ~0ull);
+        if (m) return w * 64 + (uint64_t)__builtin_ctzll(m);
     }
-    sh->row_first[sh->n_packed] = sh->n_rows;
-    return HG_OK;
+    return T + 1;
+}
+
+/* Packs a shard's pieces into rows, best fit: each piece in turn goes to the row whose
+ * room is the least that holds it (the newest such row), or starts a new one. The rows
+ * with some room are kept in a list per room, with a bitmap of the non-empty lists, so a
+ * piece finds its row in T/64 word reads. Then the pieces are ordered by row, each row's
+ * in shard order (order, row_first). */
+static hg_status pack_rows(loader_shard *sh, uint64_t T) {
+    const uint64_t n = sh->n_rows, none = UINT64_MAX;
+    uint64_t *row_of = malloc((n + 1) * sizeof *row_of), *next = malloc((n + 1) * sizeof *next);
+    uint64_t *head = malloc((T + 1) * sizeof *head), *bits = calloc(T / 64 + 1, sizeof *bits);
+    uint64_t *room = malloc((n + 1) * sizeof *room);
+    sh->row_first = calloc(n + 2, sizeof *sh->row_first);
+    sh->order = malloc((n + 1) * sizeof *sh->order);
+    hg_status st = HG_OK;
+    if (!row_of || !next || !head || !bits || !room || !sh->row_first || !sh->order) {
+        st = hg_fail(HG_ERR_NOMEM, "loader: out of memory");
+    } else {
+        for (uint64_t c = 0; c <= T; c++) head[c] = none;
+        uint64_t rows = 0;
+        for (uint64_t k = 0; k < n; k++) {
+            const uint64_t in = piece_inputs(sh->row_len[k], T), c = least_room(bits, in, T);
+            uint64_t r;
+            if (c <= T) { /* off its room's list */
+                r = head[c], head[c] = next[r];
+                if (head[c] == none) bits[c / 64] &= ~(1ull << (c % 64));
+                room[r] = c - in;
+            } else {
+                r = rows++, room[r] = T - in;
+            }
+            row_of[k] = r;
+            if (room[r] > 0) { /* onto its new room's list */
+                next[r] = head[room[r]], head[room[r]] = r;
+                bits[room[r] / 64] |= 1ull << (room[r] % 64);
+            }
+        }
+        for (uint64_t k = 0; k < n; k++) sh->row_first[row_of[k] + 1]++; /* pieces by row, in order */
+        for (uint64_t r = 0; r < rows; r++) sh->row_first[r + 1] += sh->row_first[r];
+        for (uint64_t k = 0; k < n; k++) sh->order[sh->row_first[row_of[k]]++] = k;
+        for (uint64_t r = rows; r > 0; r--) sh->row_first[r] = sh->row_first[r - 1];
+        sh->row_first[0] = 0;
+        sh->n_packed = rows;
+    }
+    free(row_of), free(next), free(head), free(bits), free(room);
+    return st;
 }
 
 /* The padded rows of a shard: each document of L >= 2 tokens, cut into windows of T+1
@@ -358,8 +398,9 @@ hg_status hg_loader_next_rows(hg_loader *ld, int32_t *tokens, int32_t *targets, 
         if (ld->opt.rows == HG_ROWS_PACKED) { /* its pieces, then one run of padding */
             int c = 0;
             for (uint64_t u = sh->row_first[k]; u < sh->row_first[k + 1]; u++) {
-                const int in = (int)piece_inputs(sh->row_len[u], (uint64_t)T);
-                HG_TRY(fill_piece(sh, sh->row_start[u], (int)sh->row_len[u], in, tok + c, tgt + c, pos + c));
+                const uint64_t i = sh->order[u];
+                const int in = (int)piece_inputs(sh->row_len[i], (uint64_t)T);
+                HG_TRY(fill_piece(sh, sh->row_start[i], (int)sh->row_len[i], in, tok + c, tgt + c, pos + c));
                 c += in;
             }
             if (c < T) HG_TRY(fill_piece(sh, 0, 0, T - c, tok + c, tgt + c, pos + c));

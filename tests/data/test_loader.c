@@ -288,8 +288,8 @@ static void test_flags_and_rows(void) {
     CHECK(hg_loader_open(&ld, p, 1, &o) == HG_ERR_INVALID && strstr(hg_last_error(), "chat_000000.bin: offset") &&
           strstr(hg_last_error(), "9 tokens"));
     /* packed rows, T = 6: the pieces d2 (5), d3 at 0 (7 tokens, 6 inputs) and at 6 (3),
-     * d4 (3), d5 at 0 (7) and at 6 (6), in order, as many a row as fit in 6 inputs:
-     * rows [d2], [d3@0], [d3@6 d4], [d5@0], [d5@6] */
+     * d4 (3), d5 at 0 (7) and at 6 (6), each into the row with the least room that holds
+     * it (best fit): rows [d2], [d3@0], [d3@6 d4], [d5@0], [d5@6] */
     o.no_split = 0, o.rows = HG_ROWS_PACKED, o.seq_len = 6;
     CHECK_OK(hg_loader_open(&ld, p, 1, &o));
     CHECK(ld && hg_loader_rows_total(ld) == 5 && hg_loader_split_documents(ld) == 2);
@@ -311,6 +311,28 @@ static void test_flags_and_rows(void) {
     hg_loader_close(ld);
     o.no_split = 1;
     CHECK(hg_loader_open(&ld, p, 1, &o) == HG_ERR_INVALID && strstr(hg_last_error(), "9 tokens"));
+    o.no_split = 0;
+    { /* best fit, not the next row only: documents of 4, 5 and 2 in rows of 6 make [4 2] [5] */
+        char fit[300];
+        snprintf(fit, sizeof fit, "%s/fit_000000.bin", dir);
+        CHECK_OK(shard_writer_open(&w, fit, 1 << 20, -1, 1));
+        static const int flen[] = {4, 5, 2};
+        for (int d = 0; d < 3; d++)
+            for (int i = 0; i < flen[d]; i++) {
+                int32_t v = 100 * (d + 1) + i;
+                uint8_t f = (uint8_t)((i == 0 ? HG_TOKEN_DOC : 0) | HG_TOKEN_TRAIN);
+                CHECK_OK(shard_writer_write(&w, &v, &f, 1));
+            }
+        CHECK_OK(shard_writer_close(&w));
+        const char *fp[1] = {fit};
+        CHECK_OK(hg_loader_open(&ld, fp, 1, &o));
+        int32_t x[6], y[6], pos[6];
+        CHECK(ld && hg_loader_rows_total(ld) == 2);
+        if (ld) CHECK_OK(hg_loader_next_rows(ld, x, y, pos));
+        static const int32_t xf[6] = {100, 101, 102, 103, 300, 301}, pf[6] = {0, 1, 2, 3, 0, 1};
+        CHECK(ld && !memcmp(x, xf, sizeof x) && !memcmp(pos, pf, sizeof pos) && y[3] == -1 && y[4] == 301);
+        hg_loader_close(ld);
+    }
     o.seq_len = T;
     /* windows read the mask too, across documents */
     o.no_split = 0, o.rows = HG_ROWS_WINDOWS;

@@ -323,6 +323,18 @@ malformed_hf() {
   expect $M hf-index-missing-shard refuse model-00002-of-00002.safetensors "$HG" generate --model hf --prompt hi --max-new-tokens 2
   fresh hf-init-nan; cp -r "$HF" hf; st_float hf/model.safetensors transformer.h.0.attn.c_attn.weight 1 7fc00000
   expect $M hf-init-nan refuse transformer.h.0.attn.c_attn.weight "$HG" train "${TRAIN_ARGS[@]}" --out new --init-from-hf hf
+  # sliding windows (Gemma 2's folder): a layer type handgrad lacks, a list of the wrong
+  # length, a window that is no integer
+  local -A win=(
+    [layer-type]='s/"full_attention"/"chunked_attention"/'
+    [layer-count]='0,/"sliding_attention",/s/"sliding_attention",/"sliding_attention", "full_attention",/'
+    [window-string]='s/"sliding_window": *[0-9]*/"sliding_window": "96"/'
+  )
+  local -A wnamed=([layer-type]=layer_types [layer-count]=layer_types [window-string]=sliding_window)
+  for c in "${!win[@]}"; do
+    fresh "hf-window-$c"; cp -r "$root/tests/fixtures/hf_gemma2" hf; sed -i -e "${win[$c]}" hf/config.json
+    expect $M "hf-window-$c" refuse "${wnamed[$c]}" "$HG" generate --model hf --prompt hi --max-new-tokens 2
+  done
 }
 
 # A LoRA run on the Hugging Face folder (its adapters a PEFT folder in each checkpoint,

@@ -24,8 +24,13 @@
  *              queries see every key, writes dK and dV; the others' go to partials,
  *              added in chunk order afterwards (backward_chunks). The chunks depend on
  *              the thread count, as every reduction's order does.
- * A block on the causal diagonal runs in slabs of SLAB query rows, each against only the
- * keys it may see (and, for dK and dV, slabs of keys against the queries that see them).
+ * Query t sees keys hg_attention_first_key .. t: its document's and its window's start
+ * (packed documents, sliding windows) to itself. That first key never decreases along a
+ * row, so a query block starts at its first row's first key block (and the backward stops
+ * a key block's query blocks at the first that sees none of it). A tile that a mask edge
+ * crosses (the causal diagonal, a document's start, a window's lower edge) runs in slabs
+ * of SLAB query rows, each against only the columns it may see, 16 at a time (and, for dK
+ * and dV, slabs of keys against the rows that see them); a whole tile is one product.
  * Every row a product streams is contiguous, not W floats apart in qkv and dqkv: the
  * forward reads V from a copy of all kv heads (where the backward keeps VT) and copies a
  * query block's q rows before its sweep; the backward copies a query head's q and dO rows
@@ -55,7 +60,7 @@
 
 #define BQ 64 /* query rows per block */
 #define BK 64 /* keys per block */
-#define SLAB 16 /* rows per slab of a block on the causal diagonal */
+#define SLAB 16 /* rows per slab of a tile a mask edge crosses */
 #define MAX_CHUNKS 16 /* backward: query chunks per kv group */
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -221,28 +226,46 @@ static inline int block_whole(const hg_attention_shape *s, int b, int i_last, in
 /* Rows of the slab starting at r0 of an m-row block. */
 static inline int slab_rows(int m, int r0) { return m - r0 < SLAB ? m - r0 : SLAB; }
 
+/* The columns [*lo, *hi) of key block j0 (multiples of 16) that the slab of rows from r0
+ * of query block i0 needs: up to the diagonal's when diag, from its first row's first
+ * visible key (rounded down), the smallest of the slab's; empty when the slab sees none. */
+static inline void slab_cols(const hg_attention_shape *s, int b, int i0, int r0, int j0, int diag, int *lo, int *hi) {
+    *hi = diag ? r0 + SLAB : BK;
+    *lo = first_visible(s, b, i0 + r0, j0) / 16 * 16;
+    if (*lo > *hi) *lo = *hi;
+}
+
+/* The end of the rows (of m, from r_first) of query block i0 that see a key of the slab
+ * of block j0 from c0: past the last whose first visible key is in or before it. */
+static inline int slab_row_end(const hg_attention_shape *s, int b, int i0, int m, int r_first, int j0, int c0) {
+    int r = m;
+    while (r > r_first && first_visible(s, b, i0 + r - 1, j0) >= c0 + SLAB) r--;
+    return r;
+}
+
 static inline int last_key_block(const hg_attention_shape *s, int i_last) {
     return (s->causal ? i_last : s->T - 1) / BK;
 }
 
-/* One row of the forward's online softmax over a block: row (BK scores, those in
- * [lo, n) visible) becomes its unnormalised probabilities against the new running maximum *mx;
- * the running sum *l and the output accumulator o (hs) are rescaled to that maximum,
- * which is skipped when the maximum did not move (then the factor is exactly 1). Inlined
- * with lo = 0, n = BK for the blocks every row sees whole, so that those loops carry no
- * mask.
- * Hidden keys are selected away whatever the diagonal slabs left there, so the loops
- * run full width even on the diagonal. The maximum is taken over the raw scores and then
- * scaled (scale > 0: the same value as the maximum of the scaled scores). */
-static inline __attribute__((always_inline)) void softmax_row(float *row, int lo, int n, float scale, float *mx,
-                                                              float *l, float *o, int hs) {
+/* One row of the forward's online softmax over a block: the columns [a, b) of row (BK
+ * scores, those in [lo, n) visible, a <= lo, n <= b) become its unnormalised
+ * probabilities against the new running maximum *mx; the running sum *l and the output
+ * accumulator o (hs) are rescaled to that maximum, which is skipped when the maximum did
+ * not move (then the factor is exactly 1). Inlined with a = lo = 0, n = b = BK for the
+ * blocks every row sees whole, so that those loops carry no mask; elsewhere [a, b) is
+ * what the row's slab computed (slab_cols), and only those columns are read after.
+ * Hidden keys are selected away whatever the slabs left there. The maximum is taken over
+ * the raw scores and then scaled (scale > 0: the same value as the maximum of the scaled
+ * scores). */
+static inline __attribute__((always_inline)) void softmax_row(float *row, int a, int b, int lo, int n, float scale,
+                                                              float *mx, float *l, float *o, int hs) {
     if (n <= lo) {
-        memset(row, 0, sizeof(float) * BK);
+        if (b > a) memset(row + a, 0, sizeof(float) * (size_t)(b - a));
         return;
     }
     float bmax = -INFINITY;
     #pragma omp simd reduction(max : bmax)
-    for (int c = 0; c < BK; c++) {
+    for (int c = a; c < b; c++) {
         float v = c >= lo && c < n ? row[c] : -INFINITY;
         bmax = v > bmax ? v : bmax;
     }
@@ -257,7 +280,7 @@ static inline __attribute__((always_inline)) void softmax_row(float *row, int lo
         mnew = *mx;
     }
     #pragma omp simd reduction(+ : sum)
-    for (int c = 0; c < BK; c++) {
+    for (int c = a; c < b; c++) {
         float e = vexpf(HG_FMAF(row[c], scale, -mnew)), p = c >= lo && c < n ? e : 0.0f;
         row[c] = p;
         sum += p;
@@ -304,26 +327,41 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
             memset(O, 0, sizeof(float) * (size_t)m * hs);
             /* key blocks before the first row's document or window are hidden from the block */
             for (int kb = hg_attention_first_key(s, b, i0) / BK; kb <= last_key_block(s, i0 + m - 1); kb++) {
-                int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0;
-                if (diag) /* slabs of rows, each against the keys it may see */
-                    for (int r0 = 0; r0 < m; r0 += SLAB)
-                        tile_gemm(slab_rows(m, r0), r0 + SLAB, hs, Q + (size_t)r0 * hs, hs, 1, KTh + (size_t)j0 * hs, BK, S + r0 * BK, BK, 0);
-                else
+                int j0 = kb * BK, nk = T - j0 < BK ? T - j0 : BK, diag = s->causal && j0 == i0, lo, hi;
+                const int whole = block_whole(s, b, i0 + m - 1, j0, diag, nk);
+                if (whole) {
                     tile_gemm(m, BK, hs, Q, hs, 1, KTh + (size_t)j0 * hs, BK, S, BK, 0);
+                } else { /* slabs of rows, each against the columns it may see */
+                    for (int r0 = 0; r0 < m; r0 += SLAB) {
+                        slab_cols(s, b, i0, r0, j0, diag, &lo, &hi);
+                        if (hi > lo)
+                            tile_gemm(slab_rows(m, r0), hi - lo, hs, Q + (size_t)r0 * hs, hs, 1, KTh + (size_t)j0 * hs + lo,
+                                      BK, S + r0 * BK + lo, BK, 0);
+                    }
+                }
                 if (s->softcap > 0)
                     for (int r = 0; r < m; r++) cap_scores(S + r * BK, visible_keys(s, i0 + r, j0), scale, s->softcap, NULL);
-                if (block_whole(s, b, i0 + m - 1, j0, diag, nk)) /* every key visible to every row */
-                    for (int r = 0; r < m; r++) softmax_row(S + r * BK, 0, BK, scale, mx + r, l + r, O + r * hs, hs);
-                else
-                    for (int r = 0; r < m; r++)
-                        softmax_row(S + r * BK, first_visible(s, b, i0 + r, j0), visible_keys(s, i0 + r, j0), scale,
-                                    mx + r, l + r, O + r * hs, hs);
-                if (diag)
-                    for (int r0 = 0; r0 < m; r0 += SLAB)
-                        tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, S + r0 * BK, BK, 1,
-                                  V + (size_t)j0 * hs, hs, O + r0 * hs, hs, 1);
-                else
+                if (whole) { /* every key visible to every row */
+                    for (int r = 0; r < m; r++) softmax_row(S + r * BK, 0, BK, 0, BK, scale, mx + r, l + r, O + r * hs, hs);
+                } else {
+                    for (int r0 = 0; r0 < m; r0 += SLAB) {
+                        slab_cols(s, b, i0, r0, j0, diag, &lo, &hi);
+                        for (int r = r0; r < r0 + slab_rows(m, r0); r++)
+                            softmax_row(S + r * BK, lo, hi, first_visible(s, b, i0 + r, j0), visible_keys(s, i0 + r, j0),
+                                        scale, mx + r, l + r, O + r * hs, hs);
+                    }
+                }
+                if (whole) {
                     tile_gemm(m, hs, nk, S, BK, 1, V + (size_t)j0 * hs, hs, O, hs, 1);
+                } else {
+                    for (int r0 = 0; r0 < m; r0 += SLAB) {
+                        slab_cols(s, b, i0, r0, j0, diag, &lo, &hi);
+                        if (hi > nk) hi = nk;
+                        if (hi > lo)
+                            tile_gemm(slab_rows(m, r0), hs, hi - lo, S + r0 * BK + lo, BK, 1, V + (size_t)(j0 + lo) * hs,
+                                      hs, O + r0 * hs, hs, 1);
+                    }
+                }
             }
             for (int r = 0; r < m; r++) {
                 float *o = O + r * hs, inv = 1.0f / l[r];
@@ -337,14 +375,15 @@ hg_status cpu_attention_forward(hg_backend *be, float *out, float *lse, const fl
     return HG_OK;
 }
 
-/* One row of the backward's recomputed probabilities and score gradients: p (BK scores
- * in, probabilities out) = exp(score * scale - ls), ds (dP in, dS out) = p (dP - D)
- * scale, both zero outside the visible keys [lo, n). Inlined with lo = 0, n = BK as
- * softmax_row is. */
-static inline __attribute__((always_inline)) void grad_row(float *p, float *ds, int lo, int n, float scale,
-                                                           float ls, float D) {
+/* One row of the backward's recomputed probabilities and score gradients over the
+ * columns [a, b): p (scores in, probabilities out) = exp(score * scale - ls), ds (dP in,
+ * dS out) = p (dP - D) scale, both zero outside the visible keys [lo, n). Inlined with
+ * a = lo = 0, n = b = BK as softmax_row is; elsewhere [a, b) is the slab's columns, the
+ * only ones the products read after. */
+static inline __attribute__((always_inline)) void grad_row(float *p, float *ds, int a, int b, int lo, int n,
+                                                           float scale, float ls, float D) {
     #pragma omp simd
-    for (int c = 0; c < BK; c++) {
+    for (int c = a; c < b; c++) {
         int in = c >= lo && c < n;
         float e = vexpf(p[c] * scale - ls), pc = in ? e : 0.0f;
         p[c] = pc;
@@ -424,43 +463,58 @@ hg_status cpu_attention_backward(hg_backend *be, float *dqkv, const float *dout,
                         if (hg_attention_first_key(s, b, i0) >= j0 + nk) break;
                         const float *Q = Qc + (size_t)i0 * hs, *dO = dOc + (size_t)i0 * hs;
                         float *dQ = dQc + (size_t)i0 * hs;
-                        if (diag) {
-                            for (int r0 = 0; r0 < m; r0 += SLAB) {
-                                int mr = slab_rows(m, r0);
-                                tile_gemm(mr, r0 + SLAB, hs, Q + (size_t)r0 * hs, hs, 1, KTh + (size_t)j0 * hs, BK, P + r0 * BK, BK, 0);
-                                tile_gemm(mr, r0 + SLAB, hs, dO + (size_t)r0 * hs, hs, 1, VTh + (size_t)j0 * hs, BK, dS + r0 * BK, BK, 0);
-                            }
-                        } else {
+                        const int whole = block_whole(s, b, i0 + m - 1, j0, diag, nk);
+                        int lo, hi;
+                        if (whole) {
                             tile_gemm(m, BK, hs, Q, hs, 1, KTh + (size_t)j0 * hs, BK, P, BK, 0);   /* S = Q K^T */
                             tile_gemm(m, BK, hs, dO, hs, 1, VTh + (size_t)j0 * hs, BK, dS, BK, 0);  /* dP = dO V^T */
+                        } else { /* slabs of rows against the columns they see */
+                            for (int r0 = 0; r0 < m; r0 += SLAB) {
+                                const int mr = slab_rows(m, r0);
+                                slab_cols(s, b, i0, r0, j0, diag, &lo, &hi);
+                                if (hi == lo) continue;
+                                tile_gemm(mr, hi - lo, hs, Q + (size_t)r0 * hs, hs, 1, KTh + (size_t)j0 * hs + lo, BK,
+                                          P + r0 * BK + lo, BK, 0);
+                                tile_gemm(mr, hi - lo, hs, dO + (size_t)r0 * hs, hs, 1, VTh + (size_t)j0 * hs + lo, BK,
+                                          dS + r0 * BK + lo, BK, 0);
+                            }
                         }
                         if (s->softcap > 0) { /* the scores capped again, dS times the cap's derivative */
                             float fac[BK];
-                            for (int r = 0; r < m; r++) {
-                                const int n = visible_keys(s, i0 + r, j0);
+                            for (int r = 0; r < m; r++) { /* (columns a slab left unwritten are masked) */
+                                const int n = visible_keys(s, i0 + r, j0), first = first_visible(s, b, i0 + r, j0);
                                 cap_scores(P + r * BK, n, scale, s->softcap, fac);
-                                grad_row(P + r * BK, dS + r * BK, first_visible(s, b, i0 + r, j0), n, scale,
-                                         lse_h[i0 + r], D[i0 + r]);
-                                for (int c = 0; c < n; c++) dS[r * BK + c] *= fac[c];
+                                grad_row(P + r * BK, dS + r * BK, 0, BK, first, n, scale, lse_h[i0 + r], D[i0 + r]);
+                                for (int c = first; c < n; c++) dS[r * BK + c] *= fac[c];
                             }
-                        } else if (block_whole(s, b, i0 + m - 1, j0, diag, nk)) {
+                        } else if (whole) {
                             for (int r = 0; r < m; r++)
-                                grad_row(P + r * BK, dS + r * BK, 0, BK, scale, lse_h[i0 + r], D[i0 + r]);
+                                grad_row(P + r * BK, dS + r * BK, 0, BK, 0, BK, scale, lse_h[i0 + r], D[i0 + r]);
                         } else {
-                            for (int r = 0; r < m; r++)
-                                grad_row(P + r * BK, dS + r * BK, first_visible(s, b, i0 + r, j0),
-                                         visible_keys(s, i0 + r, j0), scale, lse_h[i0 + r], D[i0 + r]);
+                            for (int r0 = 0; r0 < m; r0 += SLAB) {
+                                slab_cols(s, b, i0, r0, j0, diag, &lo, &hi);
+                                for (int r = r0; r < r0 + slab_rows(m, r0); r++)
+                                    grad_row(P + r * BK, dS + r * BK, lo, hi, first_visible(s, b, i0 + r, j0),
+                                             visible_keys(s, i0 + r, j0), scale, lse_h[i0 + r], D[i0 + r]);
+                            }
                         }
-                        if (diag) {
-                            /* query slab r0 sees keys up to r0 + SLAB; key slab c0 is seen from
-                             * query c0 on */
-                            for (int r0 = 0; r0 < m; r0 += SLAB)
-                                tile_gemm(slab_rows(m, r0), hs, r0 + SLAB < nk ? r0 + SLAB : nk, dS + r0 * BK, BK, 1,
-                                          Kb, hs, dQ + r0 * hs, hs, 1);
+                        if (!whole) {
+                            /* query slab r0 sees its columns [lo, hi); key slab c0 is seen by the
+                             * rows from the diagonal's (c0; 0 off it) to the last whose first
+                             * visible key is in or before the slab. P and dS are 0 elsewhere. */
+                            for (int r0 = 0; r0 < m; r0 += SLAB) {
+                                slab_cols(s, b, i0, r0, j0, diag, &lo, &hi);
+                                if (hi > nk) hi = nk;
+                                if (hi > lo)
+                                    tile_gemm(slab_rows(m, r0), hs, hi - lo, dS + r0 * BK + lo, BK, 1, Kb + (size_t)lo * hs,
+                                              hs, dQ + r0 * hs, hs, 1);
+                            }
                             for (int c0 = 0; c0 < nk; c0 += SLAB) {
-                                tile_gemm(slab_rows(nk, c0), hs, m - c0, dS + c0 * BK + c0, 1, BK, Q + (size_t)c0 * hs, hs,
+                                const int r1 = diag ? c0 : 0, r2 = slab_row_end(s, b, i0, m, r1, j0, c0);
+                                if (r2 <= r1) continue;
+                                tile_gemm(slab_rows(nk, c0), hs, r2 - r1, dS + r1 * BK + c0, 1, BK, Q + (size_t)r1 * hs, hs,
                                           dKb + c0 * hs, hs, 1);
-                                tile_gemm(slab_rows(nk, c0), hs, m - c0, P + c0 * BK + c0, 1, BK, dO + (size_t)c0 * hs, hs,
+                                tile_gemm(slab_rows(nk, c0), hs, r2 - r1, P + r1 * BK + c0, 1, BK, dO + (size_t)r1 * hs, hs,
                                           dVb + c0 * hs, hs, 1);
                             }
                             continue;
