@@ -396,6 +396,10 @@ int main(int argc, char **argv) {
     postnorm.block = HG_BLOCK_POSTNORM, postnorm.qk_norm = 1, postnorm.qk_norm_whole = 1;
     parallel.block = HG_BLOCK_PARALLEL, parallel.position = HG_POS_ROPE, parallel.rotary_dim = 16;
     parallel.lm_head_bias = 1, parallel.untied = 1;
+    /* Gemma 2's windows (every other layer) and Mistral's (every layer), shorter than T */
+    hg_config window_alt = sandwich, window_all = llama;
+    window_alt.sliding_window = 16, window_alt.window_period = 2;
+    window_all.sliding_window = 24;
     const run runs[] = {
         RUN("odd fp32", odd, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
         RUN("odd bf16", odd, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
@@ -437,6 +441,10 @@ int main(int argc, char **argv) {
             .freeze = "wte.weight,h.*.mlp.*"),
         RUN("llama-tiny bf16, LoRA on q|v and down, base held in bf16", llama, 2, 64, HG_PRECISION_BF16, 0,
             HG_RECOMPUTE_NONE, .lora = "q_proj,v_proj,down_proj", .base_bf16 = 1),
+        RUN("odd sandwich bf16, sliding window 16 every other layer", window_alt, 3, 37, HG_PRECISION_BF16, 0,
+            HG_RECOMPUTE_NONE),
+        RUN("llama-tiny fp32, sliding window 24 every layer", window_all, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE),
+        RUN("llama-tiny bf16, sliding window 24 every layer", window_all, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE),
     };
     const int nruns = (int)(sizeof runs / sizeof runs[0]), graphed[] = {1, 7, 12}, count = nruns + 6;
     if (argc == 2 && !strcmp(argv[1], "--count")) {

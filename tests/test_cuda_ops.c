@@ -390,9 +390,11 @@ static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, 
 static int attention_on_cudnn; /* shapes whose forward and backward both ran on cuDNN */
 static int cudnn_loaded;       /* some shape ran on cuDNN, or cuDNN refused it */
 
-/* cap > 0: Gemma 2's score cap (the own kernels' capped instantiation; cuDNN has none). */
-static void test_attention_cap(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal, float cap) {
-    hg_attention_shape s = {B, T, NH, hs, causal, NKV, cap, 0, NULL};
+/* cap > 0: Gemma 2's score cap (the own kernels' capped instantiation; cuDNN has none).
+ * window > 0: a sliding window (the own kernels, flash and row; cuDNN is not asked). */
+static void test_attention_window(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal,
+                                  float cap, int window) {
+    hg_attention_shape s = {B, T, NH, hs, causal, NKV, cap, window, NULL};
     const int C = NH * hs, W = (NH + 2 * hg_attention_kv_heads(&s)) * hs;
     const size_t n3 = (size_t)B * T * W, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
     trng r = trng_seed(51 + (uint64_t)(T * hs + causal + 7 * NKV + (cap > 0)));
@@ -413,8 +415,8 @@ static void test_attention_cap(hg_backend *cpu, hg_backend *gpu, int B, int T, i
         failures++;
     } else {
         sync_or_fail(gpu, "attention");
-        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d hs=%d%s%s", B, T, NH, NKV, hs,
-                 causal ? "" : " full", cap > 0 ? " capped" : "");
+        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d hs=%d%s%s window=%d", B, T, NH, NKV, hs,
+                 causal ? "" : " full", cap > 0 ? " capped" : "", window);
         check(gpu, name, d_out, out, n1, 1, tol(gpu, 1e-5, 1e-2));
         check(gpu, "attention_forward lse", d_lse, lse, nl, 0, tol(gpu, 1e-5, 1e-4));
         check(gpu, "attention_backward dqkv", d_dqkv, dqkv, n3, 1, tol(gpu, 1e-5, 3e-2));
@@ -427,15 +429,21 @@ static void test_attention_cap(hg_backend *cpu, hg_backend *gpu, int B, int T, i
     free(qkv), free(dout), free(out), free(lse), free(dqkv), free(scr);
 }
 
+static void test_attention_cap(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal,
+                               float cap) {
+    test_attention_window(cpu, gpu, B, T, NH, NKV, hs, causal, cap, 0);
+}
+
 static void test_attention(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal) {
     test_attention_cap(cpu, gpu, B, T, NH, NKV, hs, causal, 0.0f);
 }
 
 /* Through the KV cache: n new rows at pos0 of a cache of Tc rows, whose first pos0 rows
  * hold the same earlier keys and values on both backends. NKV 0: as many as NH. */
-static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n, int NH, int NKV, int hs, float cap) {
+static void test_attention_cached_window(hg_backend *cpu, hg_backend *gpu, int pos0, int n, int NH, int NKV, int hs,
+                                         float cap, int window) {
     const int C = NH * hs, Tc = 40, KV = NKV ? NKV : NH;
-    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV, cap, 0};
+    hg_kv_shape s = {pos0, n, Tc, NH, hs, NKV, cap, window};
     const size_t nc = (size_t)KV * Tc * hs, nq = (size_t)n * (NH + 2 * KV) * hs, no = (size_t)n * C;
     trng r = trng_seed(91 + (uint64_t)(pos0 + 5 * NKV));
     float *kc = rvec(gpu, nc, &r, -1.5, 1.5), *vc = rvec(gpu, nc, &r, -1, 1), *qkv = rvec(gpu, nq, &r, -1.5, 1.5);
@@ -451,14 +459,18 @@ static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, in
     } else {
         sync_or_fail(gpu, "attention_cached");
         char name[96];
-        snprintf(name, sizeof name, "attention_cached out pos0=%d n=%d NH=%d NKV=%d hs=%d%s", pos0, n, NH, NKV, hs,
-                 cap > 0 ? " capped" : "");
+        snprintf(name, sizeof name, "attention_cached out pos0=%d n=%d NH=%d NKV=%d hs=%d%s window=%d", pos0, n, NH, NKV,
+                 hs, cap > 0 ? " capped" : "", window);
         check(gpu, name, d_out, out, no, 1, tol(gpu, 1e-5, 1e-2));
         check(gpu, "attention_cached k cache", d_kc, kc, nc, 1, 1e-6); /* copies: exact */
         check(gpu, "attention_cached v cache", d_vc, vc, nc, 1, 1e-6);
     }
     dev_free_all(gpu);
     free(kc), free(vc), free(qkv), free(out), free(scr);
+}
+
+static void test_attention_cached(hg_backend *cpu, hg_backend *gpu, int pos0, int n, int NH, int NKV, int hs, float cap) {
+    test_attention_cached_window(cpu, gpu, pos0, n, NH, NKV, hs, cap, 0);
 }
 
 /* ---- classifier ---- */
@@ -766,13 +778,27 @@ static void g_cached(hg_backend *cpu, hg_backend *gpu) {
     test_attention_cached(cpu, gpu, 12, 1, 4, 2, 256, 1.0f); /* Gemma 2's head size and cap */
 }
 
+/* Sliding windows (written 2026-11-28 without a GPU): the flash kernels (bf16: head
+ * widths 64 and 128, windows inside a block, across blocks, of one key, with the cap)
+ * and the row kernels (fp32, and head size 256), then the KV cache. */
+static void g_attention_window(hg_backend *cpu, hg_backend *gpu) {
+    test_attention_window(cpu, gpu, 2, 200, 4, 2, 64, 1, 0.0f, 37);
+    test_attention_window(cpu, gpu, 1, 300, 2, 0, 64, 1, 0.0f, 128);
+    test_attention_window(cpu, gpu, 2, 130, 3, 0, 32, 1, 0.0f, 1);
+    test_attention_window(cpu, gpu, 1, 200, 4, 1, 128, 1, 1.0f, 50);
+    test_attention_window(cpu, gpu, 1, 130, 4, 2, 256, 1, 0.0f, 40);
+    test_attention_cached_window(cpu, gpu, 12, 1, 4, 2, 32, 0.0f, 5);
+    test_attention_cached_window(cpu, gpu, 0, 9, 3, 0, 32, 0.0f, 4);
+    test_attention_cached_window(cpu, gpu, 30, 5, 4, 2, 256, 1.0f, 7);
+}
+
 static const struct {
     const char *name;
     void (*run)(hg_backend *cpu, hg_backend *gpu);
 } groups[] = {{"encoder", g_encoder},     {"norm", g_norm},           {"qk_norm", g_qk_norm},
               {"matmul", g_matmul},       {"activation", g_activation}, {"rope", g_rope},
               {"attention", g_attention}, {"attention_own", g_attention_own}, {"classifier", g_classifier},
-              {"adamw", g_adamw}, {"attention_cached", g_cached}};
+              {"adamw", g_adamw}, {"attention_cached", g_cached}, {"attention_window", g_attention_window}};
 enum { NGROUPS = sizeof groups / sizeof groups[0] };
 
 /* test_cuda_ops                  every group, fp32 then bf16, in this process

@@ -165,12 +165,25 @@ __device__ __forceinline__ void store_pair(bf16 *y, float lo, float hi) {
     *(uint32_t *)y = pack_bf16(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
 }
 
+/* The band of a causal mask: query i sees keys j with 0 <= i - j < band, band the
+ * window, or T without one; 0 when not causal (every key). One unsigned compare. */
+static inline int band_of(const hg_attention_shape *s) {
+    return !s->causal ? 0 : s->window > 0 && s->window < s->T ? s->window : s->T;
+}
+
 /* Whether query i may see key j. */
-__device__ __forceinline__ bool visible(int i, int j, int n, int causal) { return i < n && j < n && (!causal || j <= i); }
+__device__ __forceinline__ bool visible(int i, int j, int n, int band) {
+    return i < n && j < n && (band <= 0 || (unsigned)(i - j) < (unsigned)band);
+}
 
 /* Whether every query of rows [q0, q0 + nq) sees every key of block kb: no mask. */
-__device__ __forceinline__ bool all_visible(int q0, int nq, int kb, int n, int causal) {
-    return q0 + nq <= n && (kb + 1) * BK <= n && (!causal || (kb + 1) * BK - 1 <= q0);
+__device__ __forceinline__ bool all_visible(int q0, int nq, int kb, int n, int band) {
+    return q0 + nq <= n && (kb + 1) * BK <= n && (band <= 0 || ((kb + 1) * BK - 1 <= q0 && kb * BK > q0 + nq - 1 - band));
+}
+
+/* The first key block that row q0 (and so every later row) sees: its window's. */
+__device__ __forceinline__ int first_key_block(int q0, int band) {
+    return band > 0 && q0 - band + 1 > 0 ? (q0 - band + 1) / BK : 0;
 }
 
 /* The last key block that rows [q0, q0 + nq) see. */
@@ -214,7 +227,7 @@ __device__ __forceinline__ void block_coords(int heads, int *rank, int *head) {
 template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
     flash_forward_kernel(T *out /* (B,T,C) */, float *lse /* (B,NH,T) */, const T *qkv /* (B,T,W) */, int Tn, int NH, int NKV,
-                         int hs, int causal, float scale, float cap, int heads) {
+                         int hs, int causal, int band, float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, MT = row_tiles<HSM>::MT, BM = row_tiles<HSM>::BM;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -230,19 +243,20 @@ __global__ void __launch_bounds__(THREADS)
     int row[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) row[mt][0] = q0 + (warp * MT + mt) * 16 + g, row[mt][1] = row[mt][0] + 8;
-    const int last = last_key_block(q0, BM, Tn, causal);
+    const int last = last_key_block(q0, BM, Tn, causal), first = first_key_block(q0, band);
     const score_map<CAP> score2(scale, cap);
 
     load_tile_async<T, LD, 64 * MT>(Qs, q, ld, q0, Tn, hs);
-    load_tile_async<T, LD>(Ks, k, ld, 0, Tn, hs);
-    load_tile_async<T, LD>(Vs, v, ld, 0, Tn, hs);
+    /* key block kb goes to buffer kb & 1, the first one too */
+    load_tile_async<T, LD>(Ks + (first & 1) * L::ELEMS, k, ld, first * BK, Tn, hs);
+    load_tile_async<T, LD>(Vs + (first & 1) * L::ELEMS, v, ld, first * BK, Tn, hs);
     cp_async_commit();
     float o[MT][HSM / 8][4];
     zero(o);
     float mrow[MT][2], lpart[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) mrow[mt][0] = mrow[mt][1] = -INFINITY, lpart[mt][0] = lpart[mt][1] = 0.0f;
-    for (int kb = 0; kb <= last; kb++) {
+    for (int kb = first; kb <= last; kb++) {
         const int buf = kb & 1;
         __syncthreads(); /* the other buffer's last readers are done */
         if (kb < last) {
@@ -256,7 +270,7 @@ __global__ void __launch_bounds__(THREADS)
         __syncthreads();
         float s[MT][8][4];
         scores<HSM, LD, MT>(s, Qs + warp * MT * 16 * LD, Ks + buf * L::ELEMS, hs);
-        const bool full = all_visible(q0, BM, kb, Tn, causal);
+        const bool full = all_visible(q0, BM, kb, Tn, band);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
             float mx[2] = {-INFINITY, -INFINITY};
@@ -265,9 +279,10 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int j = kb * BK + nt * 8 + 2 * t + (e & 1);
-                    /* rows past T are computed like the others (every row sees key 0) and never written */
-                    float x = full || (j < Tn && (!causal || j <= row[mt][e >> 1])) ? score2(s[mt][nt][e])
-                                                                                     : -INFINITY;
+                    /* rows past T are computed as the last row (which sees some key) and never written */
+                    float x = full || visible(row[mt][e >> 1] < Tn ? row[mt][e >> 1] : Tn - 1, j, Tn, band)
+                                  ? score2(s[mt][nt][e])
+                                  : -INFINITY;
                     s[mt][nt][e] = x;
                     mx[e >> 1] = fmaxf(mx[e >> 1], x);
                 }
@@ -338,7 +353,7 @@ template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
     flash_backward_kv_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
                              const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
-                             int causal, float scale, float cap, int heads) {
+                             int causal, int band, float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -352,7 +367,12 @@ __global__ void __launch_bounds__(THREADS)
     const T *rows = qkv + (size_t)b * Tn * ld, *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const int key[2] = {kb * BK + warp * 16 + g, kb * BK + warp * 16 + g + 8};
-    const int q0 = causal ? kb * BK / BQ : 0, per_head = nqb - q0, steps = group * per_head;
+    /* the query blocks that see the key block: from the diagonal's to the last row's
+     * window that reaches it (key j is seen up to query j + window - 1) */
+    const int q0 = causal ? kb * BK / BQ : 0;
+    int qlast = nqb - 1;
+    if (band > 0 && (kb * BK + BK - 1 + band - 1) / BQ < qlast) qlast = (kb * BK + BK - 1 + band - 1) / BQ;
+    const int per_head = qlast - q0 + 1, steps = group * per_head;
     const score_map<CAP> score2(scale, cap);
 
     /* step i: query head kh*group + i/per_head, query block q0 + i%per_head */
@@ -389,13 +409,13 @@ __global__ void __launch_bounds__(THREADS)
         const float *lse_b = lse_s + buf * 64, *D_b = D_s + buf * 64;
         float p[1][8][4]; /* P^T: keys x queries */
         scores<HSM, LD, 1>(p, Ks + warp * 16 * LD, Qb, hs);
-        const bool full = all_visible(qb * BQ, BQ, kb, Tn, causal);
+        const bool full = all_visible(qb * BQ, BQ, kb, Tn, band);
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int c = nt * 8 + 2 * t + (e & 1);
-                p[0][nt][e] = full || visible(qb * BQ + c, key[e >> 1], Tn, causal)
+                p[0][nt][e] = full || visible(qb * BQ + c, key[e >> 1], Tn, band)
                                   ? exp2_fast(score2(p[0][nt][e]) - lse_b[c])
                                   : 0.0f;
             }
@@ -435,7 +455,7 @@ template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
     flash_backward_q_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
                             const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
-                            int causal, float scale, float cap, int heads) {
+                            int causal, int band, float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, MT = row_tiles<HSM>::MT, BM = row_tiles<HSM>::BM;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -449,7 +469,7 @@ __global__ void __launch_bounds__(THREADS)
     const T *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const T *dO = dout + (size_t)b * Tn * C + h * hs;
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, q0 = qb * BM;
-    const int last = last_key_block(q0, BM, Tn, causal);
+    const int last = last_key_block(q0, BM, Tn, causal), first = first_key_block(q0, band);
     const score_map<CAP> score2(scale, cap);
     int row[MT][2];
     float lse_r[MT][2], D_r[MT][2];
@@ -463,12 +483,12 @@ __global__ void __launch_bounds__(THREADS)
         }
     load_tile_async<T, LD, 64 * MT>(Qs, q, ld, q0, Tn, hs);
     load_tile_async<T, LD, 64 * MT>(dOs, dO, C, q0, Tn, hs);
-    load_tile_async<T, LD>(Ks, k, ld, 0, Tn, hs);
-    load_tile_async<T, LD>(Vs, v, ld, 0, Tn, hs);
+    load_tile_async<T, LD>(Ks + (first & 1) * L::ELEMS, k, ld, first * BK, Tn, hs); /* block kb in buffer kb & 1 */
+    load_tile_async<T, LD>(Vs + (first & 1) * L::ELEMS, v, ld, first * BK, Tn, hs);
     cp_async_commit();
     float dq[MT][HSM / 8][4];
     zero(dq);
-    for (int kb = 0; kb <= last; kb++) {
+    for (int kb = first; kb <= last; kb++) {
         const int buf = kb & 1;
         __syncthreads();
         if (kb < last) {
@@ -484,7 +504,7 @@ __global__ void __launch_bounds__(THREADS)
         float p[MT][8][4], dp[MT][8][4];
         scores<HSM, LD, MT>(p, Qs + warp * MT * 16 * LD, Kb, hs);                   /* S = Q K^T */
         scores<HSM, LD, MT>(dp, dOs + warp * MT * 16 * LD, Vs + buf * L::ELEMS, hs); /* dP = dO V^T */
-        const bool full = all_visible(q0, BM, kb, Tn, causal);
+        const bool full = all_visible(q0, BM, kb, Tn, band);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -493,7 +513,7 @@ __global__ void __launch_bounds__(THREADS)
                 for (int e = 0; e < 4; e++) {
                     int j = kb * BK + nt * 8 + 2 * t + (e & 1), r = e >> 1;
                     const float x2 = score2(p[mt][nt][e]);
-                    float pe = full || visible(row[mt][r], j, Tn, causal) ? exp2_fast(x2 - lse_r[mt][r]) : 0.0f;
+                    float pe = full || visible(row[mt][r], j, Tn, band) ? exp2_fast(x2 - lse_r[mt][r]) : 0.0f;
                     dp[mt][nt][e] = pe * (dp[mt][nt][e] - D_r[mt][r]) * score2.slope(x2);
                 }
         accumulate<HSM, LD, MT>(dq, dp, Kb, hs); /* dQ += dS K */
@@ -607,6 +627,10 @@ static bool use_cudnn(hg_backend *be, int dir, const hg_attention_shape *s) {
         snprintf(used, n, "own kernels (cuDNN's graph has no score cap, attn_softcap)");
         return false;
     }
+    if (st->dnn && (st->dnn_dirs >> dir & 1u) && s->window > 0 && s->window < s->T) {
+        snprintf(used, n, "own kernels (sliding window %d: cuDNN's graph here has no band)", s->window);
+        return false;
+    }
     if (st->dnn && (st->dnn_dirs >> dir & 1u)) {
         const int graph = st->dnn_graph[dir];
         char why[600];
@@ -642,7 +666,8 @@ static hg_status forward_launch(hg_backend *be, T *out, float *lse, const T *qkv
     const int heads = s->B * s->NH, BM = row_tiles<HSM>::BM;
     const unsigned grid = (unsigned)((s->T + BM - 1) / BM) * (unsigned)heads;
     flash_forward_kernel<T, HSM, CAP><<<grid, THREADS, smem, cuda_stream(be)>>>(
-        out, lse, qkv, s->T, s->NH, hg_attention_kv_heads(s), s->hs, s->causal, 1.0f / sqrtf((float)s->hs), s->softcap, heads);
+        out, lse, qkv, s->T, s->NH, hg_attention_kv_heads(s), s->hs, s->causal, band_of(s), 1.0f / sqrtf((float)s->hs),
+        s->softcap, heads);
     return cuda_launched(be, "flash_forward_kernel");
 }
 
@@ -658,10 +683,10 @@ static hg_status backward_launch(hg_backend *be, T *dqkv, const T *dout, const T
     const unsigned kblocks = (unsigned)((s->T + BK - 1) / BK), qblocks = (unsigned)((s->T + BM - 1) / BM);
     float scale = 1.0f / sqrtf((float)s->hs);
     flash_backward_kv_kernel<T, HSM, CAP><<<kblocks * (unsigned)(s->B * NKV), THREADS, L::backward_kv, cuda_stream(be)>>>(
-        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale, s->softcap, s->B * NKV);
+        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, band_of(s), scale, s->softcap, s->B * NKV);
     HG_TRY(cuda_launched(be, "flash_backward_kv_kernel"));
     flash_backward_q_kernel<T, HSM, CAP><<<qblocks * (unsigned)(s->B * s->NH), THREADS, L::backward_q, cuda_stream(be)>>>(
-        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, scale, s->softcap, s->B * s->NH);
+        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, band_of(s), scale, s->softcap, s->B * s->NH);
     return cuda_launched(be, "flash_backward_q_kernel");
 }
 

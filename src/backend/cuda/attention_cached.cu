@@ -45,7 +45,8 @@ __global__ void attention_cached_kernel(T *out /* (n,C) */, const T *kc /* (NKV,
         o[u] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    for (int j = 0; j <= s.pos0 + i; j++) {
+    /* with a window, only its last `window` rows */
+    for (int j = s.window > 0 && s.pos0 + i + 1 > s.window ? s.pos0 + i + 1 - s.window : 0; j <= s.pos0 + i; j++) {
         float dot = 0.0f;
 #pragma unroll
         for (int u = 0; u < CACHED_PER_LANE; u++) {

@@ -255,10 +255,11 @@ static hg_status cuda_supports(const hg_config *c, const hg_options *o) {
         return hg_fail(HG_ERR_UNSUPPORTED, "head_dim: the CUDA attention kernels take head sizes up to %d, this model's is %d; use "
                        "the CPU", CUDA_MAX_HEAD_SIZE, hs);
     for (int l = 0; l < c->n_layer; l++)
-        if (hg_layer_window(c, l) && hg_layer_window(c, l) < o->seq_len)
-            return hg_fail(HG_ERR_UNSUPPORTED, "sliding_window: a window (%d) shorter than the context (--ctx %d) has no "
-                           "CUDA kernels yet; use the CPU, or a context of at most the window", hg_layer_window(c, l),
-                           o->seq_len);
+        if (hg_layer_window(c, l) && hg_layer_window(c, l) < o->seq_len && !untested_allowed())
+            return hg_fail(HG_ERR_UNSUPPORTED, "sliding_window: a window (%d) shorter than the context (--ctx %d) has not "
+                           "run on a GPU (the flash, row and KV-cache kernels' windows, written 2026-11-28); use the CPU, "
+                           "a context of at most the window, or HANDGRAD_CUDA_UNTESTED=1 to run it unchecked",
+                           hg_layer_window(c, l), o->seq_len);
     if (o->training && o->recompute != HG_RECOMPUTE_NONE && !untested_allowed())
         return hg_fail(HG_ERR_UNSUPPORTED, "recompute: not yet run on a GPU (written 2026-11-28); use the CPU, or "
                        "HANDGRAD_CUDA_UNTESTED=1 to run it unchecked");
