@@ -181,6 +181,26 @@ static void bad_calls(void) {
     tok[0] = 0;
     CHECK_OK(hg_backward(m, 1.0f));
 
+    /* positions (packed documents): each 0 or one more than the one before, below
+     * max_seq_len (64), for the B and T of the forward calls; refused ones change nothing */
+    int32_t pos[32];
+    for (int i = 0; i < 32; i++) pos[i] = i % 16 < 5 ? i % 16 : i % 16 - 5; /* documents of 5 and 11 a row */
+    pos[20] = 7;
+    CHECK_FAILS(hg_set_positions(m, pos, 2, 16), HG_ERR_INVALID, "positions[b=1, t=4] = 7");
+    pos[20] = 4, pos[16] = 64; /* a row may start inside a document, but not past the table */
+    CHECK_FAILS(hg_set_positions(m, pos, 2, 16), HG_ERR_INVALID, "positions[b=1, t=0] = 64");
+    pos[16] = -1;
+    CHECK_FAILS(hg_set_positions(m, pos, 2, 16), HG_ERR_INVALID, "positions[b=1, t=0] = -1");
+    pos[16] = 0;
+    CHECK_FAILS(hg_set_positions(m, pos, 3, 16), HG_ERR_INVALID, "B must be");
+    CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));
+    CHECK(loss == loss0); /* none of them was set */
+    CHECK_OK(hg_set_positions(m, pos, 2, 16));
+    CHECK_FAILS(hg_forward(m, tok, tgt, 1, 16, &loss, NULL), HG_ERR_INVALID, "positions were set for B=2, T=16");
+    CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));
+    CHECK(loss != loss0); /* two documents a row compute otherwise than one */
+    CHECK_OK(hg_set_positions(m, NULL, 0, 0));
+
     /* after all that, the model computes exactly what it did before */
     CHECK_OK(hg_forward(m, tok, tgt, 2, 16, &loss, NULL));
     CHECK(loss == loss0);

@@ -7,8 +7,8 @@
  * windows as above, the last one shorter; a shard's rows are listed once when it is
  * opened. Packed rows (HG_ROWS_PACKED): those same pieces, best fit: each in turn goes to
  * the row with the least room that holds it (a piece of L tokens takes min(L, T) of a
- * row's T inputs), or starts a new one; the rest of a row is padding. All shards' rows are numbered 0..W-1 in shard order, and below a row of
- * either kind is a "window".
+ * row's T inputs), or starts a new one; the rest of a row is padding. All shards' rows
+ * are numbered 0..W-1 in shard order, and below a row of any kind is a "window".
  * Order: an epoch has floor(W / (B * world_size)) batches. Batch s of rank r takes
  * the slots j = (s * world_size + r) * B + b, b < B, and slot j reads window
  * perm(j): the identity, or with shuffle a seeded permutation of [0, W) that changes
@@ -364,9 +364,9 @@ static const loader_shard *loader_shard_of(const hg_loader *ld, uint64_t w) {
     return &ld->shards[lo];
 }
 
-/* Tokens [start, start + len) of a shard into n inputs of a row from column c0, their
- * targets (the next token where it is trained, -1 past the piece) and positions 0..
- * (pos may be NULL). Past len the inputs are padding: token 0, never a target. */
+/* Tokens [start, start + len) of a shard into n inputs of a row, their targets (the
+ * next token where it is trained, -1 past the piece) and positions 0.. (pos may be
+ * NULL). Past len the inputs are padding: token 0, never a target. */
 static hg_status fill_piece(const loader_shard *sh, uint64_t start, int len, int n, int32_t *tok, int32_t *tgt,
                             int32_t *pos) {
     const int width = sh->info.token_bytes;
