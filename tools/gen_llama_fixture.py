@@ -202,39 +202,28 @@ FIXTURES = {
                 rope_theta=10000.0, partial_rotary_factor=0.4, tie_word_embeddings=False, hidden_act="gelu_new",
                 qk_layernorm=False, resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=None, eos_token_id=None),
         batch=3, seq_len=21, seed=2008),
-    # Packed rows of (length, prompt) documents (draw_packed_batch): llama_gqa's model.
-    "llama_packed": dict(
-        arch="llama",
-        hf=dict(vocab_size=512, hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
-                intermediate_size=160, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-5,
-                rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
-                hidden_act="silu"),
-        batch=3, seq_len=36, seed=2009,
-        rows=[dict(docs=[(12, 3), (1, 0), (15, 2)], pad=8),
-              dict(docs=[(6, 0), (20, 3), (10, 0)], cut=True),
-              dict(docs=[(1, 0), (9, 2), (17, 0), (5, 2)], pad=4)]),
-    # gemma2_sandwich's model, packed, with a window of 6 on the sliding layers (layer 0;
-    # layer 1 is full) that cuts documents of up to 15 tokens.
-    "gemma2_packed": dict(
-        arch="gemma2",
-        hf=dict(vocab_size=416, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                intermediate_size=96, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-6,
-                rope_theta=10000.0, tie_word_embeddings=True, attention_bias=False,
-                hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32, attn_logit_softcapping=0.03,
-                final_logit_softcapping=0.75, sliding_window=6),
-        batch=2, seq_len=32, seed=2010,
-        rows=[dict(docs=[(14, 3), (1, 0), (11, 2)], pad=6),
-              dict(docs=[(4, 0), (15, 2), (13, 0)], cut=True)]),
-    # llama_gqa's sizes; a window of 7 on every layer; row 0 one document, row 1 three.
-    "mistral_window": dict(
-        arch="mistral",
-        hf=dict(vocab_size=512, hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
-                intermediate_size=160, num_hidden_layers=2, max_position_embeddings=64, rms_norm_eps=1e-5,
-                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", sliding_window=7),
-        batch=2, seq_len=30, seed=2011,
-        rows=[dict(docs=[(30, 0)], cut=True),
-              dict(docs=[(13, 2), (1, 0), (12, 3)], pad=4)]),
 }
+# Packed rows of (length, prompt) documents (draw_packed_batch) on the models above:
+# llama_gqa's; gemma2_sandwich's with a window of 6 on the sliding layers (layer 0; layer
+# 1 is full) that cuts documents of up to 15 tokens; and llama_gqa's sizes as Mistral, a
+# window of 7 on every layer, row 0 one document, row 1 three.
+FIXTURES["llama_packed"] = dict(
+    FIXTURES["llama_gqa"], batch=3, seq_len=36, seed=2009,
+    rows=[dict(docs=[(12, 3), (1, 0), (15, 2)], pad=8),
+          dict(docs=[(6, 0), (20, 3), (10, 0)], cut=True),
+          dict(docs=[(1, 0), (9, 2), (17, 0), (5, 2)], pad=4)])
+FIXTURES["gemma2_packed"] = dict(
+    FIXTURES["gemma2_sandwich"], hf=dict(FIXTURES["gemma2_sandwich"]["hf"], sliding_window=6),
+    batch=2, seq_len=32, seed=2010,
+    rows=[dict(docs=[(14, 3), (1, 0), (11, 2)], pad=6),
+          dict(docs=[(4, 0), (15, 2), (13, 0)], cut=True)])
+FIXTURES["mistral_window"] = dict(
+    arch="mistral",
+    hf=dict({k: v for k, v in FIXTURES["llama_gqa"]["hf"].items() if k not in ("attention_bias", "mlp_bias")},
+            sliding_window=7),
+    batch=2, seq_len=30, seed=2011,
+    rows=[dict(docs=[(30, 0)], cut=True),
+          dict(docs=[(13, 2), (1, 0), (12, 3)], pad=4)])
 ARCH = {"llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
         "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2"),
         "qwen3": (Qwen3Config, Qwen3ForCausalLM, modeling_qwen3, "Qwen3"),
