@@ -235,11 +235,13 @@ static hg_status parse_rope(hfc *c, hg_config *cfg, float theta_default, double 
 static hg_status parse_window(hfc *c, hf_arch a, hg_config *cfg) {
     const int L = cfg->n_layer;
     int use = a == HF_MISTRAL || a == HF_GEMMA2 || a == HF_PHI3, window = 0, first = 0;
-    if (a == HF_QWEN2 || a == HF_QWEN3) {
+    if (a == HF_QWEN2 || a == HF_QWEN3) { /* (transformers' defaults when absent: false, 28) */
         HG_TRY(get_bool(c, "use_sliding_window", 0, &use));
-        HG_TRY(get_int(c, "max_window_layers", 0, &first));
+        HG_TRY(get_int(c, "max_window_layers", 28, &first));
     }
-    HG_TRY(get_int(c, "sliding_window", 0, &window));
+    /* absent, MistralConfig's default is 4096; null is no window */
+    const int absent = !cJSON_GetObjectItemCaseSensitive(c->j, "sliding_window");
+    HG_TRY(get_int(c, "sliding_window", a == HF_MISTRAL && absent ? 4096 : 0, &window));
     if (window > (1 << 20)) window = 0; /* wider than any context handgrad takes: never cuts */
     unsigned char *slides = calloc((size_t)L, 1);
     if (!slides) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", c->file);
