@@ -1,13 +1,21 @@
 """Writes tests/fixtures/autocast.json: PyTorch's bf16 autocast losses over the 10-step AdamW
 trajectory of each model fixture, the yardstick for handgrad's bf16 training in the C tests.
 
-For each of gpt2_odd, gpt2_tiny (tools/gen_gpt2_fixture.py) and llama_gqa, qwen2_bias,
-qwen3_qknorm, gemma_geglu, gemma2_sandwich, phi3_partial, olmo2_postnorm, phi2_parallel
-(tools/gen_llama_fixture.py), the reference model of its generator is built in float32 from
-the fixture's initial parameters (param.<name>, handgrad's layout, mapped with the
-generator's own functions): torch_gpt2.GPT (attn_impl "math") for GPT-2, and transformers'
-stock classes (LlamaForCausalLM ... PhiForCausalLM; eager attention, with their float32
-casts left in) for the rest. It then takes the fixture's 10 AdamW steps on the
+For each of gpt2_odd, gpt2_tiny, gpt2_packed (tools/gen_gpt2_fixture.py) and llama_gqa,
+qwen2_bias, qwen3_qknorm, gemma_geglu, gemma2_sandwich, phi3_partial, olmo2_postnorm,
+phi2_parallel, llama_packed, gemma2_packed, mistral_window (tools/gen_llama_fixture.py),
+the reference model of its generator is built in float32 from the fixture's initial
+parameters (param.<name>, handgrad's layout, mapped with the generator's own functions,
+the transformers config made by its make_config): torch_gpt2.GPT (attn_impl "math") for
+GPT-2, and transformers' stock classes (LlamaForCausalLM ... PhiForCausalLM,
+MistralForCausalLM; eager attention, with their float32 casts left in) for the rest.
+The packed fixtures (a positions tensor: documents packed in a row, positions restarting
+at 0) run gen_gpt2_fixture.packed_forward (wpe(positions), attention within a document)
+for gpt2_packed, and for the others the transformers model with position_ids = positions
+and no attention_mask, so that transformers builds its packed-sequence masks itself (with
+the sliding window on its sliding layers: gemma2_packed's layer 0, both of
+mistral_window's); each layer's mask is checked, on every forward, to be the generator's
+handgrad_masks. It then takes the fixture's 10 AdamW steps on the
 fixture's tokens and targets, with the forward and the loss under
 torch.autocast("cpu", dtype=torch.bfloat16) and the backward outside it, recording the loss
 before each update. The update rule is the generators': torch.nn.utils.clip_grad_norm_ with
@@ -19,7 +27,7 @@ As a check of the mapping and the update rule, the same 10 steps run first in pl
 and must match the fixture's float64 adamw.losses to 1e-4 relative; otherwise nothing is
 written and the script exits non-zero.
 Rerunning it leaves the existing entries' numbers as they were (checked 2026-11-27 when
-the five newer fixtures were added).
+the five newer fixtures were added, and again when the four packed ones were).
 Usage: python3 tools/gen_autocast_reference.py [--out tests/fixtures/autocast.json]
                                                [--fixtures-dir tests/fixtures]
 
@@ -34,6 +42,7 @@ import contextlib
 import json
 import os
 import sys
+from unittest import mock
 
 import numpy as np
 import torch
@@ -49,7 +58,8 @@ from torch_gpt2 import GPTConfig  # noqa: E402
 FIXTURES = ["gpt2_odd.safetensors", "gpt2_tiny.safetensors", "llama_gqa.safetensors",
             "qwen2_bias.safetensors", "qwen3_qknorm.safetensors", "gemma_geglu.safetensors",
             "gemma2_sandwich.safetensors", "phi3_partial.safetensors", "olmo2_postnorm.safetensors",
-            "phi2_parallel.safetensors"]
+            "phi2_parallel.safetensors", "gpt2_packed.safetensors", "llama_packed.safetensors",
+            "gemma2_packed.safetensors", "mistral_window.safetensors"]
 STEPS = gpt2.ADAMW_STEPS
 FLOAT32_TOL = 1e-4  # plain float32 against the float64 trajectory, relative per step
 NOTE = ("float32 model under torch.autocast cpu bfloat16, 10 AdamW steps from each "
@@ -64,30 +74,52 @@ def load_fixture(path):
         meta = f.metadata()
     params = {k[len("param."):]: v for k, v in tensors.items() if k.startswith("param.")}
     tokens, targets = tensors["tokens"], tensors["targets"]
+    positions = tensors.get("positions")  # packed fixtures only
     stem = os.path.basename(path).rsplit(".", 1)[0]
     config = json.loads(meta["config"])
     if meta["generator"] == "tools/gen_gpt2_fixture.py":
         cfg = GPTConfig(**config)
-        assert cfg == gpt2.FIXTURES[stem[len("gpt2_"):]]["cfg"], f"{stem}: config differs from the generator's"
+        spec = gpt2.FIXTURES[stem[len("gpt2_"):]]
+        assert cfg == spec["cfg"], f"{stem}: config differs from the generator's"
+        assert (positions is None) == ("rows" not in spec), f"{stem}: positions and the generator's rows disagree"
 
         def build(dtype):
             return gpt2.build(cfg, params, dtype)
 
-        def run(model):
-            return model(tokens, targets)[1]
+        def run(model):  # the model's own forward, or packed_forward given positions
+            return gpt2.forward(model, tokens, targets, positions)[1]
     elif meta["generator"] == "tools/gen_llama_fixture.py":
         spec = llama.FIXTURES[stem]
         assert llama.handgrad_config(spec) == config, f"{stem}: config differs from the generator's"
         assert meta["hf_class"] == llama.ARCH[spec["arch"]][1].__name__, f"{stem}: hf_class {meta['hf_class']}"
 
+        assert (positions is None) == ("rows" not in spec), f"{stem}: positions and the generator's rows disagree"
+
         def build(dtype):
             return llama.build(spec, params, dtype)
 
         def run(model):
-            return llama.run(model, tokens, targets)[1]
+            if positions is None:
+                return llama.run(model, tokens, targets)[1]
+            # position_ids = positions, no attention_mask: transformers' own packed-sequence
+            # masks, each layer's checked against handgrad's (documents, and the window).
+            mod, seen = llama.ARCH[spec["arch"]][2], {}
+            eager = mod.eager_attention_forward
+
+            def spy(module, query, key, value, attention_mask, *args, **kwargs):
+                seen[module.layer_idx] = attention_mask
+                return eager(module, query, key, value, attention_mask, *args, **kwargs)
+
+            with mock.patch.object(mod, "eager_attention_forward", spy):
+                loss = llama.run(model, tokens, targets, positions, stock_mask=True)[1]
+            want = llama.handgrad_masks(config, positions)
+            assert sorted(seen) == list(range(len(want))), f"{stem}: layers seen {sorted(seen)}"
+            assert all(torch.equal(seen[l] == 0, want[l]) for l in seen), f"{stem}: transformers' masks differ"
+            return loss
     else:
         raise SystemExit(f"{path}: unknown generator {meta['generator']!r}")
     assert tuple(tokens.shape) == (int(meta["batch"]), int(meta["seq_len"])) == tuple(targets.shape)
+    assert positions is None or (positions.dtype == torch.int32 and positions.shape == tokens.shape)
     return tensors, meta, build, run
 
 

@@ -238,7 +238,7 @@ static hg_status pack_rows(loader_shard *sh, uint64_t T) {
 static hg_status list_rows(loader_shard *sh, const hg_loader_options *o, uint64_t *split) {
     const uint64_t n = sh->info.n_tokens, T = (uint64_t)o->seq_len;
     if (!sh->flags && sh->info.separator < 0 && n > 0)
-        return hg_fail(HG_ERR_INVALID, "%s: a document a row needs where documents start, and this shard has neither "
+        return hg_fail(HG_ERR_INVALID, "%s: padded and packed rows need where documents start, and this shard has neither "
                        "token flags nor a separator token (prepare it again, or use windows)", sh->path);
     uint64_t cap = 0;
     for (uint64_t a = 0; a < n;) {
