@@ -370,7 +370,9 @@ int main(void) {
                                        "fixtures/llama_gqa.safetensors",      "fixtures/qwen2_bias.safetensors",
                                        "fixtures/qwen3_qknorm.safetensors",   "fixtures/gemma_geglu.safetensors",
                                        "fixtures/gemma2_sandwich.safetensors", "fixtures/phi3_partial.safetensors",
-                                       "fixtures/olmo2_postnorm.safetensors", "fixtures/phi2_parallel.safetensors"};
+                                       "fixtures/olmo2_postnorm.safetensors", "fixtures/phi2_parallel.safetensors",
+                                       "fixtures/gpt2_packed.safetensors",    "fixtures/llama_packed.safetensors",
+                                       "fixtures/gemma2_packed.safetensors",  "fixtures/mistral_window.safetensors"};
     for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++) check_fixture_bf16(bf16[i]);
     CHECK_DONE();
 }

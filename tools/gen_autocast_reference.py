@@ -26,6 +26,10 @@ mean cross-entropy over targets already aligned with tokens, -1 ignored.
 As a check of the mapping and the update rule, the same 10 steps run first in plain float32
 and must match the fixture's float64 adamw.losses to 1e-4 relative; otherwise nothing is
 written and the script exits non-zero.
+The bf16 kernels, and so the losses' last digits, depend on the CPU's vector ISA: the
+script pins AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2, set before torch
+loads), the ISA the committed numbers were made with, so that an AVX-512 CPU writes them
+too (without the pin, an AVX512-BF16 CPU changes every entry's losses after step 0).
 Rerunning it leaves the existing entries' numbers as they were (checked 2026-11-27 when
 the five newer fixtures were added, and again when the four packed ones were).
 Usage: python3 tools/gen_autocast_reference.py [--out tests/fixtures/autocast.json]
@@ -44,11 +48,18 @@ import os
 import sys
 from unittest import mock
 
-import numpy as np
-import torch
-import transformers
-from safetensors import safe_open
-from safetensors.torch import load_file
+# The bf16 kernels, and so the autocast losses, depend on the CPU's vector ISA; the
+# committed numbers are those of AVX2 (ATen's AVX2 kernels, oneDNN at most AVX2), which
+# are pinned here, before torch loads, so that a CPU with AVX-512 or AVX512-BF16 writes
+# the same bytes.
+os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_gpt2_fixture as gpt2  # noqa: E402
@@ -157,6 +168,9 @@ def main():
     # One thread: reductions then happen in a fixed order, so reruns write identical bytes.
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if torch.backends.cpu.get_cpu_capability() != "AVX2":
+        print(f"warning: ATen runs {torch.backends.cpu.get_cpu_capability()} kernels, not AVX2: the autocast losses "
+              "will differ from the committed ones in their last digits", file=sys.stderr)
 
     out = {"generator": "tools/gen_autocast_reference.py", "torch_version": torch.__version__,
            "transformers_version": transformers.__version__, "note": NOTE, "fixtures": {}}
