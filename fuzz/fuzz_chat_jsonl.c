@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data/prepare.h"
+#include "fuzz_tokenizer.h"
 #include "handgrad_data.h"
 
 static hg_tokenizer *tok;
@@ -22,12 +23,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argv;
     static const char corpus[] = "<|im_start|>user\nWho wrote it?<|im_end|>\n<|im_start|>assistant\nMoses, by "
                                  "tradition.<|im_end|>\n caf\xc3\xa9 {\"messages\": [{\"role\": \"user\"}]} 12345\n";
-    hg_bpe_trainer *tr;
-    if (hg_bpe_trainer_create(&tr, 400) != HG_OK) abort();
-    for (int i = 0; i < 4; i++)
-        if (hg_bpe_trainer_add(tr, corpus, sizeof corpus - 1) != HG_OK) abort();
-    if (hg_bpe_trainer_finish(tr, &tok) != HG_OK) abort();
-    hg_bpe_trainer_free(tr);
+    tok = fuzz_tokenizer(corpus, sizeof corpus - 1);
     if (prep_chat_create(&chat, tok, chatml, NULL, "<|endoftext|>", "fuzz") != HG_OK) abort();
     return 0;
 }

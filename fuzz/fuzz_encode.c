@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_tokenizer.h"
 #include "handgrad_data.h"
 
 static hg_tokenizer *tok;
@@ -16,12 +17,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         "It was the best of times, it was the worst of times. I'm sure they'll come back at 10:30.\n"
         "    for (int i = 0; i < n; i++) x += y[i];   \n\n\t"
         "caf\xc3\xa9 na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x98\x80\xf0\x9f\x98\x80 12345 67.89\n";
-    hg_bpe_trainer *tr;
-    if (hg_bpe_trainer_create(&tr, 400) != HG_OK) abort();
-    for (int i = 0; i < 4; i++)
-        if (hg_bpe_trainer_add(tr, corpus, sizeof corpus - 1) != HG_OK) abort();
-    if (hg_bpe_trainer_finish(tr, &tok) != HG_OK) abort();
-    hg_bpe_trainer_free(tr);
+    tok = fuzz_tokenizer(corpus, sizeof corpus - 1);
     return 0;
 }
 

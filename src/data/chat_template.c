@@ -865,27 +865,19 @@ static node *parse_not(comp *c) {
     return a ? binary(c, E_NOT, 0, line, a, NULL) : NULL;
 }
 
-static node *parse_and(comp *c) {
-    node *x = parse_not(c);
-    while (x && is_name(cur(c), "and")) {
+/* x and y ... (or_level 0), or those joined by or (1): left-associative. */
+static node *parse_logic(comp *c, int or_level) {
+    const char *word = or_level ? "or" : "and";
+    node *x = or_level ? parse_logic(c, 0) : parse_not(c);
+    while (x && is_name(cur(c), word)) {
         int line = cur(c)->line;
         c->at++;
-        node *y = parse_not(c);
-        x = y ? binary(c, E_AND, 0, line, x, y) : NULL;
+        node *y = or_level ? parse_logic(c, 0) : parse_not(c);
+        x = y ? binary(c, or_level ? E_OR : E_AND, 0, line, x, y) : NULL;
     }
     return x;
 }
-
-static node *parse_or(comp *c) {
-    node *x = parse_and(c);
-    while (x && is_name(cur(c), "or")) {
-        int line = cur(c)->line;
-        c->at++;
-        node *y = parse_and(c);
-        x = y ? binary(c, E_OR, 0, line, x, y) : NULL;
-    }
-    return x;
-}
+static node *parse_or(comp *c) { return parse_logic(c, 1); }
 
 static node *parse_expression(comp *c, int with_cond) {
     if (!deeper(c)) return NULL;
