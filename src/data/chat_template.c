@@ -224,14 +224,20 @@ typedef struct comp {
     hg_status st; /* the first failure */
 } comp;
 
+/* st, with "WHERE: line N: " and the message (compile and render failures alike). */
+static hg_status vfail_at(const char *where, int line, hg_status st, const char *fmt, va_list ap) {
+    char msg[768];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    return hg_fail(st, "%s: line %d: %s", where, line, msg);
+}
+
 static hg_status cfail(comp *c, int line, hg_status st, const char *fmt, ...) HG_PRINTF(4, 5);
 static hg_status cfail(comp *c, int line, hg_status st, const char *fmt, ...) {
-    char msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    c->st = vfail_at(c->where, line, st, fmt, ap);
     va_end(ap);
-    return c->st = hg_fail(st, "%s: line %d: %s", c->where, line, msg);
+    return c->st;
 }
 
 static hg_status cnomem(comp *c) {
@@ -1345,12 +1351,11 @@ static int truthy(const value *v) {
 
 static hg_status rfail(rstate *r, int line, hg_status st, const char *fmt, ...) HG_PRINTF(4, 5);
 static hg_status rfail(rstate *r, int line, hg_status st, const char *fmt, ...) {
-    char msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    hg_status out = vfail_at(r->t->where, line, st, fmt, ap);
     va_end(ap);
-    return hg_fail(st, "%s: line %d: %s", r->t->where, line, msg);
+    return out;
 }
 
 static hg_status nomem(rstate *r, int line) {
