@@ -59,10 +59,22 @@ void cli_device_options(const cli_device *d, hg_options *opt) {
     opt->device = strcmp(d->device, "cuda") ? HG_DEVICE_CPU : HG_DEVICE_CUDA;
     opt->precision = strcmp(d->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
     opt->base_precision = d->base_precision && !strcmp(d->base_precision, "bf16") ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
+    opt->optim_state = d->optim_state && !strcmp(d->optim_state, "bf16") ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
     opt->flags = (d->cuda_graphs ? HG_FLAG_CUDA_GRAPHS : 0) | (d->deterministic ? HG_FLAG_DETERMINISTIC : 0);
     static const char *const modes[] = {"none", "attn", "mlp", "block"};
     for (int i = 0; d->recompute && i < 4; i++)
         if (!strcmp(d->recompute, modes[i])) opt->recompute = (hg_recompute)i;
+}
+
+/* buf with each `from` replaced by `to` (as long as it fits in cap). */
+static void replace_all(char *buf, size_t cap, const char *from, const char *to) {
+    size_t nf = strlen(from), nt = strlen(to);
+    for (char *at = strstr(buf, from); at; at = strstr(at + nt, from)) {
+        size_t tail = strlen(at + nf);
+        if ((size_t)(at - buf) + nt + tail + 1 > cap) return;
+        memmove(at + nt, at + nf, tail + 1);
+        memcpy(at, to, nt);
+    }
 }
 
 const char *cli_model_why(const hg_options *opt, const char *what, char *buf, size_t cap) {
@@ -73,9 +85,15 @@ const char *cli_model_why(const hg_options *opt, const char *what, char *buf, si
         snprintf(buf, cap, "--precision %s: %s", opt->precision == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 11);
     else if (!strncmp(e, "base_precision: ", 16))
         snprintf(buf, cap, "--base-precision %s: %s", opt->base_precision == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 16);
+    else if (!strncmp(e, "optim_state: ", 13))
+        snprintf(buf, cap, "--optim-state %s: %s", opt->optim_state == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 13);
     else if (!strncmp(e, "recompute: ", 11))
         snprintf(buf, cap, "--recompute: %s", e + 11);
     else snprintf(buf, cap, "%s: %s", what, e);
+    /* the memory dials hg_model_create names, as this command's options */
+    replace_all(buf, cap, "recompute BLOCK", "--recompute block");
+    replace_all(buf, cap, "optim_state BF16", "--optim-state bf16");
+    replace_all(buf, cap, "adapters (lora)", "adapters (--lora)");
     return buf;
 }
 

@@ -38,6 +38,7 @@ static const cli_opt prof_options[] = {
     CLI_OPT_CUDA_GRAPHS(prof_args, m.dev.),
     CLI_OPT_RECOMPUTE(prof_args, m.dev.),
     CLI_OPT_BASE_PRECISION(prof_args, m.dev.),
+    CLI_OPT_OPTIM_STATE(prof_args, m.dev.),
     CLI_OPTS_ADAPT(prof_args, m.),
     {"warmup", CLI_INT, O(warmup), "N", 0, 1 << 20, 0, "untimed steps first"},
     {"steps", CLI_INT, O(steps), "N", 1, 1 << 20, 0, "profiled training steps"},
@@ -331,7 +332,9 @@ int cmd_profile(int argc, char **argv) {
     profile_reset_peak_rss();
     hg_status st = hg_model_create(&r.m, &r.cfg, &r.opt);
     if (st != HG_OK) {
-        rc = cli_fail("profile");
+        char what[300], why[1400];
+        snprintf(what, sizeof what, "--model %s", r.preset);
+        fprintf(stderr, "handgrad profile: %s\n", cli_model_why(&r.opt, what, why, sizeof why));
         goto done;
     }
     r.threads = hg_model_options(r.m)->threads;

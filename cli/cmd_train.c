@@ -786,7 +786,7 @@ static hg_status finite_state(const hg_model *m, float *host, int *finite) {
         hg_param_info p;
         hg_param_at(m, i, &p);
         if (p.frozen) continue; /* unchanged since it was loaded */
-        for (int k = 0; k < (p.adam_m ? 3 : 1); k++) {
+        for (int k = 0; k < (p.adam_m || p.adam_m_bf16 ? 3 : 1); k++) {
             hg_status s = hg_param_read(m, i, parts[k], host);
             if (s != HG_OK) return s;
             for (int64_t j = 0; j < p.numel; j++)

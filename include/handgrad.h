@@ -362,10 +362,16 @@ typedef struct hg_options {
      * it are rounded to bf16 (nearest even). Norm weights stay fp32 where the backend
      * computes norms in fp32. */
     hg_precision base_precision;
+    /* How AdamW's two moments are held: HG_PRECISION_FP32 (default) or HG_PRECISION_BF16
+     * (any compute precision): 4 bytes a trained parameter instead of 8. Each step
+     * updates them in fp32 and rounds them back stochastically, with draws that depend
+     * only on (seed, element, step), the CUDA backend's alike; hg_param_read/write and
+     * checkpoints convert. Not with shards > 1. */
+    hg_precision optim_state;
 } hg_options;
 
 /* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32, no flags, shards=1, recompute
- * none, no adapters, nothing frozen */
+ * none, no adapters, nothing frozen, fp32 AdamW state */
 hg_options hg_options_default(void);
 
 /* ---------------------------------------------------------------- memory */
@@ -374,7 +380,8 @@ typedef struct hg_memory_plan {
     size_t params;      /* parameters (fp32, padded vocab), plus their bf16 compute copy
                            under HG_PRECISION_BF16 */
     size_t grads;       /* parameter gradients */
-    size_t optimizer;   /* AdamW m and v (this rank's slice with shards > 1) */
+    size_t optimizer;   /* AdamW m and v (this rank's slice with shards > 1), in
+                           optim_state's type */
     size_t activations; /* stored activations for backward, sized from (B, T) */
     size_t scratch;     /* per-op temporaries: activation grads, classifier chunk,
                            attention tiles, GEMM scratch */
@@ -502,9 +509,13 @@ typedef struct hg_param_info {
                           hg_param_read / hg_param_write convert from and to fp32 */
     hg_precision dtype;  /* the element type of data or data_bf16 */
     float *grad;       /* same layout; NULL in an inference model and for a frozen tensor */
-    float *adam_m;     /* AdamW first moment; NULL in an inference model, and with
-                          shards > 1 (see hg_dist_optimizer_get) */
+    float *adam_m;     /* AdamW first moment; NULL in an inference model, with
+                          shards > 1 (see hg_dist_optimizer_get), and when the moments
+                          are held in bf16 (state_dtype) */
     float *adam_v;     /* AdamW second moment; NULL likewise */
+    uint16_t *adam_m_bf16, *adam_v_bf16; /* the moments under hg_options.optim_state
+                          BF16; hg_param_read / hg_param_write convert */
+    hg_precision state_dtype; /* the element type of the moments */
     int decay;         /* 1 if weight decay applies (2-D matrices) */
     int frozen;        /* 1: trained by no optimizer (hg_options.freeze, or LoRA's base) */
     hg_device device;  /* where data..adam_v live: with HG_DEVICE_CUDA they are GPU
@@ -532,8 +543,8 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
 
 /* Copies parameter `index`'s values (numel fp32) between the model and host memory, on
  * any device. Writing HG_PARAM_DATA also refreshes the compute copy (bf16); a tensor held
- * in bf16 (hg_param_info.dtype) is widened on read and rounded on write. The AdamW
- * parts need shards = 1 (HG_ERR_STATE otherwise: see hg_dist_optimizer_get). */
+ * in bf16 (hg_param_info.dtype), and moments held in bf16 (state_dtype), are widened on
+ * read and rounded to nearest even on write. The AdamW parts need shards = 1 (HG_ERR_STATE otherwise: see hg_dist_optimizer_get). */
 typedef enum hg_param_part { HG_PARAM_DATA, HG_PARAM_GRAD, HG_PARAM_ADAM_M, HG_PARAM_ADAM_V } hg_param_part;
 hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float *host);
 hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float *host);

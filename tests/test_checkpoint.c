@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "core/bf16.h"
 #include "handgrad.h"
 #include "io/atomic.h"
 #include "io/safetensors.h"
@@ -28,17 +29,21 @@ enum { B = 2, T = 16 };
 static char dir[256];
 
 /* A model of a preset; own=1 gives it a SwiGLU MLP, which no Hugging Face class has with
- * LayerNorm and learned positions, so its weights are kept in handgrad's own layout. */
-static hg_model *make_as(const char *preset, uint64_t seed, int own) {
+ * LayerNorm and learned positions, so its weights are kept in handgrad's own layout.
+ * state: how it holds AdamW's moments. */
+static hg_model *make_state(const char *preset, uint64_t seed, int own, hg_precision state) {
     hg_config c;
     hg_config_preset(preset, &c);
     if (own) c.mlp = HG_MLP_SWIGLU;
     c.dropout = 0.1f; /* so the RNG counter matters */
     hg_options o = hg_options_default();
-    o.batch = B, o.seq_len = T, o.seed = seed, o.threads = 2;
+    o.batch = B, o.seq_len = T, o.seed = seed, o.threads = 2, o.optim_state = state;
     hg_model *m = NULL;
     CHECK_OK(hg_model_create(&m, &c, &o));
     return m;
+}
+static hg_model *make_as(const char *preset, uint64_t seed, int own) {
+    return make_state(preset, seed, own, HG_PRECISION_FP32);
 }
 static hg_model *make(const char *preset, uint64_t seed) { return make_as(preset, seed, 0); }
 
@@ -69,9 +74,10 @@ static int same_params(const hg_model *a, const hg_model *b, int opt) {
         hg_param_info p, q;
         hg_param_at(a, i, &p);
         hg_param_at(b, i, &q);
-        size_t n = sizeof(float) * (size_t)p.numel;
-        if (memcmp(p.data, q.data, n) || (opt && (memcmp(p.adam_m, q.adam_m, n) || memcmp(p.adam_v, q.adam_v, n))))
-            return 0;
+        size_t n = sizeof(float) * (size_t)p.numel, ns = n / (p.state_dtype == HG_PRECISION_BF16 ? 2 : 1);
+        const void *pm = p.adam_m ? (void *)p.adam_m : p.adam_m_bf16, *pv = p.adam_v ? (void *)p.adam_v : p.adam_v_bf16;
+        const void *qm = q.adam_m ? (void *)q.adam_m : q.adam_m_bf16, *qv = q.adam_v ? (void *)q.adam_v : q.adam_v_bf16;
+        if (memcmp(p.data, q.data, n) || (opt && (memcmp(pm, qm, ns) || memcmp(pv, qv, ns)))) return 0;
     }
     return 1;
 }
@@ -107,9 +113,11 @@ static void writer_matches_reader(void) {
     CHECK_FAILS(hg_st_write(p, dup, 2, NULL, 0), HG_ERR_INVALID, "a.b");
 }
 
-static void round_trip_and_continue(void) {
+/* Saved, loaded and trained on: bit for bit the run that went on, with the moments in
+ * fp32 or in bf16 (rounded stochastically, so the draws must resume too). */
+static void round_trip_and_continue(hg_precision state) {
     /* the same seed: dropout masks are drawn from (seed, RNG counter) */
-    hg_model *a = make("odd", 1), *b = make("odd", 1);
+    hg_model *a = make_state("odd", 1, 0, state), *b = make_state("odd", 1, 0, state);
     if (!a || !b) return;
     for (int s = 0; s < 3; s++) train_step(a, s);
     char w[512], o[512];
@@ -118,6 +126,13 @@ static void round_trip_and_continue(void) {
     hg_train_state st = {.step = 3, .tokens = 3 * B * T, .epoch = 1, .batch = 7, .B = B, .T = T, .world_size = 1, .seed = 1};
     CHECK_OK(hg_model_save(a, w));
     CHECK_OK(hg_optimizer_save(a, &st, o));
+    /* one tensor's moments as saved, widened to fp32 */
+    const int idx = 4;
+    hg_param_info pi;
+    CHECK_OK(hg_param_at(a, idx, &pi));
+    CHECK(pi.state_dtype == state && (state == HG_PRECISION_BF16) == (pi.adam_m_bf16 != NULL && pi.adam_m == NULL));
+    float *saved = malloc(sizeof(float) * 2 * (size_t)pi.numel), *got_mv = malloc(sizeof(float) * 2 * (size_t)pi.numel);
+    for (int k = 0; k < 2; k++) CHECK_OK(hg_param_read(a, idx, (hg_param_part)(HG_PARAM_ADAM_M + k), saved + k * pi.numel));
     hg_config c;
     CHECK_OK(hg_checkpoint_config(w, &c));
     CHECK(c.d_model == 96 && c.n_head == 3 && c.vocab_size == 1000 && c.d_ff == 384 && c.dropout == 0.1f);
@@ -135,6 +150,32 @@ static void round_trip_and_continue(void) {
         CHECK(memcmp(&la, &lb, sizeof la) == 0);
     }
     CHECK(same_params(a, b, 1));
+    /* a model holding the other type loads the file too: bf16 moments widened exactly,
+     * fp32 ones rounded to nearest even */
+    const hg_precision other = state == HG_PRECISION_BF16 ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
+    hg_model *x = make_state("odd", 2, 0, other);
+    hg_train_state xs;
+    if (x) {
+        CHECK_OK(hg_optimizer_load(x, o, &xs));
+        for (int k = 0; k < 2; k++) CHECK_OK(hg_param_read(x, idx, (hg_param_part)(HG_PARAM_ADAM_M + k), got_mv + k * pi.numel));
+        int bad = 0;
+        for (int64_t j = 0; j < 2 * pi.numel; j++) {
+            float want = other == HG_PRECISION_BF16 ? bf16_to_f32(f32_to_bf16(saved[j])) : saved[j];
+            bad += memcmp(&want, &got_mv[j], 4) != 0;
+        }
+        CHECK(bad == 0);
+        hg_model_free(x);
+    }
+    if (state == HG_PRECISION_BF16) { /* a BF16 v below 0 in the file is refused, naming it */
+        float *v = malloc(sizeof(float) * (size_t)pi.numel);
+        CHECK_OK(hg_param_read(a, idx, HG_PARAM_ADAM_V, v));
+        v[6] = -2.0f;
+        CHECK_OK(hg_param_write(a, idx, HG_PARAM_ADAM_V, v));
+        CHECK_OK(hg_optimizer_save(a, &st, o));
+        CHECK_FAILS(hg_optimizer_load(b, o, &got), HG_ERR_FORMAT, "holds -2 at element 6");
+        free(v);
+    }
+    free(saved), free(got_mv);
     hg_model_free(a);
     hg_model_free(b);
 }
@@ -574,7 +615,8 @@ int main(void) {
     snprintf(dir, sizeof dir, "/tmp/hg_test_checkpoint.XXXXXX");
     if (!mkdtemp(dir)) return 1;
     writer_matches_reader();
-    round_trip_and_continue();
+    round_trip_and_continue(HG_PRECISION_FP32);
+    round_trip_and_continue(HG_PRECISION_BF16);
     bad_files();
     hf_layout();
     config_json_kinds();

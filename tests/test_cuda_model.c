@@ -39,10 +39,12 @@ typedef struct run {
     float lora_dropout;
     const char *freeze;     /* hg_options.freeze (NULL: none) */
     int base_bf16;          /* CUDA's frozen tensors held in bf16 (hg_options.base_precision) */
+    int state_bf16;         /* AdamW's moments in bf16 on both devices (hg_options.optim_state):
+                               the same draws, so the CPU is the reference still */
 } run;
 
 /* An entry of the table: name, config, B, T, precision, flags, recompute, then any of
- * .lora, .lora_dropout, .freeze, .base_bf16. */
+ * .lora, .lora_dropout, .freeze, .base_bf16, .state_bf16. */
 #define RUN(n, c, b, t, p, f, r, ...) \
     {.name = n, .cfg = c, .B = b, .T = t, .precision = p, .flags = f, .recompute = r, __VA_ARGS__}
 
@@ -65,6 +67,7 @@ static hg_model *make(const run *r, hg_device device) {
     o.flags = device == HG_DEVICE_CUDA ? r->flags : 0;
     o.recompute = r->recompute;
     o.base_precision = device == HG_DEVICE_CUDA && r->base_bf16 ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
+    o.optim_state = r->state_bf16 ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
     adapt(r, &o);
     hg_model *m = NULL;
     if (hg_model_create(&m, &r->cfg, &o) != HG_OK) {
@@ -428,6 +431,8 @@ int main(int argc, char **argv) {
         /* written without a GPU on 2026-11-28 (recompute, LoRA, frozen tensors): refused on
          * CUDA unless HANDGRAD_CUDA_UNTESTED=1 */
         RUN("llama-tiny bf16, recompute block", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_BLOCK),
+        RUN("llama-tiny bf16, bf16 moments", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE, .state_bf16 = 1),
+        RUN("odd fp32, bf16 moments", odd, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE, .state_bf16 = 1),
         RUN("odd sandwich bf16, recompute attn", sandwich, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_ATTN),
         RUN("qwen3-tiny fp32, recompute mlp", qwen3, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_MLP),
         RUN("odd parallel fp32, recompute block", parallel, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_BLOCK),

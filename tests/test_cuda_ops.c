@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bf16.h"
 #include "cuda_util.h"
 #include "ops_util.h"
 
@@ -634,6 +635,55 @@ static void test_stochastic_rounding(hg_backend *gpu) {
     free(p), free(z), free(w);
 }
 
+/* AdamW with its moments in bf16 (hg_options.optim_state; written 2026-11-28 without a
+ * GPU) over the range [lo, n - hi_off): the CPU's kernel on the same inputs, p to 1e-6,
+ * and m and v bit for bit (both round with Philox(seed, element / 8, ROUNDING | k << 8,
+ * step)), but for the rare element whose fp32 value differs in its last bit between the
+ * two, which may round to the other neighbour. */
+static void test_adamw_bf16_state(hg_backend *cpu, hg_backend *gpu, size_t lo, size_t hi_off) {
+    hg_table tab, wtab;
+    hg_table_init(&tab), hg_table_init(&wtab);
+    const int64_t sizes[3] = {1237, 96, 5000};
+    const unsigned flags[3] = {HG_SPEC_DECAY, 0, HG_SPEC_DECAY};
+    size_t E = hg_precision_bytes(gpu->precision);
+    for (int i = 0; i < 3; i++) {
+        hg_table_add(&tab, "t", 1, &sizes[i], 0, 1, 4, flags[i]);
+        hg_table_add(&wtab, "t", 1, &sizes[i], 0, 1, E, flags[i]);
+    }
+    hg_table_layout(&tab), hg_table_layout(&wtab);
+    size_t n = tab.bytes / 4, hi = n - hi_off, nr = hi - lo;
+    trng r = trng_seed(171 + lo);
+    float *p = fvec(n), *g = fvec(nr), *mf = fvec(nr), *vf = fvec(nr);
+    fill(p, n, &r, -1, 1), fill(g, nr, &r, -1, 1), fill(mf, nr, &r, -0.1, 0.1), fill(vf, nr, &r, 1e-4, 1e-2);
+    uint16_t *mb = malloc(2 * nr), *vb = malloc(2 * nr), *gm = malloc(2 * nr), *gv = malloc(2 * nr);
+    for (size_t i = 0; i < nr; i++) mb[i] = f32_to_bf16(mf[i]), vb[i] = f32_to_bf16(vf[i]);
+    float *p0 = copy_of(p, n);
+    hg_adamw_args a = {.p = p, .g = g, .m = mb, .v = vb, .params = &tab, .weights = &tab, .lo = lo, .n = nr,
+                       .u = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                             .bias_correction1 = 0.271f, .bias_correction2 = 0.142625f, .grad_scale = 0.6f},
+                       .state = HG_PRECISION_BF16, .seed = 4242, .step = 9};
+    hg_adamw_args ga = a;
+    ga.p = dev_from(gpu, p0, n, 0), ga.g = dev_from(gpu, g, nr, 0), ga.m = dev_bytes(gpu, mb, 2 * nr);
+    ga.v = dev_bytes(gpu, vb, 2 * nr), ga.weights = &wtab;
+    ga.w = gpu->precision == HG_PRECISION_FP32 ? NULL : dev_poison(gpu, wtab.bytes / E, 1);
+    cpu->ops->adamw(cpu, &a);
+    gpu->ops->adamw(gpu, &ga);
+    sync_or_fail(gpu, "adamw bf16 moments");
+    check(gpu, "adamw (bf16 moments) p", ga.p, p, n, 0, 1e-6);
+    gpu->ops->download(gpu, gm, ga.m, 2 * nr);
+    gpu->ops->download(gpu, gv, ga.v, 2 * nr);
+    sync_or_fail(gpu, "adamw bf16 moments download");
+    int other = 0;
+    for (size_t i = 0; i < nr; i++) other += (gm[i] != mb[i]) + (gv[i] != vb[i]);
+    int bad = other > (int)(nr / 500);
+    printf("  %-4s adamw bf16 moments [%zu, %zu): %d of %zu m and v elements differ from the CPU's\n", bad ? "FAIL" : "ok",
+           lo, hi, other, 2 * nr);
+    failures += bad;
+    dev_free_all(gpu);
+    hg_table_free(&tab), hg_table_free(&wtab);
+    free(p), free(g), free(mf), free(vf), free(mb), free(vb), free(gm), free(gv), free(p0);
+}
+
 static void test_sumsq(hg_backend *cpu, hg_backend *gpu) {
     const size_t n = 200003;
     trng r = trng_seed(81);
@@ -770,6 +820,13 @@ static void g_adamw(hg_backend *cpu, hg_backend *gpu) {
     test_sumsq(cpu, gpu);
 }
 
+/* AdamW with bf16 moments (written 2026-11-28 without a GPU), whole and a ZeRO-1-like
+ * slice. */
+static void g_adamw_state(hg_backend *cpu, hg_backend *gpu) {
+    test_adamw_bf16_state(cpu, gpu, 0, 0);
+    test_adamw_bf16_state(cpu, gpu, 640, 1000);
+}
+
 static void g_cached(hg_backend *cpu, hg_backend *gpu) {
     test_attention_cached(cpu, gpu, 0, 9, 3, 0, 32, 0.0f);
     test_attention_cached(cpu, gpu, 12, 1, 3, 0, 32, 0.0f);
@@ -798,7 +855,8 @@ static const struct {
 } groups[] = {{"encoder", g_encoder},     {"norm", g_norm},           {"qk_norm", g_qk_norm},
               {"matmul", g_matmul},       {"activation", g_activation}, {"rope", g_rope},
               {"attention", g_attention}, {"attention_own", g_attention_own}, {"classifier", g_classifier},
-              {"adamw", g_adamw}, {"attention_cached", g_cached}, {"attention_window", g_attention_window}};
+              {"adamw", g_adamw}, {"attention_cached", g_cached}, {"attention_window", g_attention_window},
+              {"adamw_state", g_adamw_state}};
 enum { NGROUPS = sizeof groups / sizeof groups[0] };
 
 /* test_cuda_ops                  every group, fp32 then bf16, in this process

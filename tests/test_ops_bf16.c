@@ -624,6 +624,103 @@ static void test_adamw(int stochastic) {
     for (int k = 0; k < 2; k++) free(p[k]), free(m[k]), free(v[k]);
 }
 
+/* The stochastic rounding of element e from stream k (0: the copy w, 1: m, 2: v):
+ * 16 bits of Philox(seed, e / 8, ROUNDING | k << 8, step) added below the mantissa. */
+static uint16_t sr_bf16(float x, uint64_t seed, uint32_t step, size_t e, uint32_t k) {
+    hg_u32x4 rr = hg_philox(seed, (uint32_t)(e / 8), (uint32_t)(e / 8 >> 32), HG_RNG_ROUNDING | k << 8, step);
+    uint32_t u, r16 = rr.v[(e % 8) / 2] >> (16 * (e % 2)) & 0xffffu;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + r16) >> 16);
+}
+
+/* AdamW with its moments in bf16 (state BF16) against the fp32-state kernel on the same
+ * (widened) moments: p to fp32 rounding, m and v each its stochastic rounding of the
+ * fp32 value with its own draws, and the bf16 copy w from the new p with stream 0. Then
+ * the rounding is unbiased: a moment fixed between two bf16 neighbours keeps its mean. */
+static void test_adamw_bf16_state(void) {
+    hg_table t, tw;
+    const int64_t sa[2] = {37, 29}, sb[1] = {301};
+    for (int k = 0; k < 2; k++) {
+        hg_table *x = k ? &tw : &t;
+        hg_table_init(x);
+        CHECK(hg_table_add(x, "a", 2, sa, 0, 1, k ? 2 : 4, HG_SPEC_DECAY) == 0);
+        CHECK(hg_table_add(x, "b", 1, sb, 0, 1, k ? 2 : 4, 0) == 1);
+        hg_table_layout(x);
+    }
+    const size_t P = t.bytes / 4, lo = 5, n = P - 13; /* a range that cuts rounding groups */
+    trng r = trng_seed(92);
+    uint16_t *mb, *vb;
+    float *g = fvec(n), *m = rvec(n, &r, -0.1, 0.1, &mb), *v = rvec(n, &r, 0, 0.01, &vb);
+    fill(g, n, &r, -1, 1);
+    float *p[2];
+    for (int k = 0; k < 2; k++) {
+        trng q = trng_seed(93);
+        p[k] = fvec(P);
+        fill(p[k], P, &q, -1, 1);
+    }
+    uint16_t *w = bvec(tw.bytes / 2);
+    bpoison(w, tw.bytes / 2);
+    hg_adamw_args a = {.p = p[0], .g = g, .m = m, .v = v, .params = &t, .weights = &tw, .lo = lo, .n = n,
+                       .u = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.0975f, 0.8f}, .stochastic = 1, .seed = 77,
+                       .step = 3};
+    F->ops->adamw(F, &a); /* the reference: fp32 state, m and v updated in place */
+    a.p = p[1], a.m = mb, a.v = vb, a.w = w, a.state = HG_PRECISION_BF16;
+    H->ops->adamw(H, &a);
+    check_failures += close_f("adamw (bf16 moments) p", p[1], p[0], P, 0.0);
+    int bad_m = 0, bad_w = 0, off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const size_t e = lo + i;
+        bad_m += mb[i] != sr_bf16(m[i], 77, 3, e, 1);
+        bad_m += vb[i] != sr_bf16(v[i], 77, 3, e, 2);
+        /* whatever the draws, one of the two bf16 neighbours */
+        for (int k = 0; k < 2; k++) {
+            float x = k ? v[i] : m[i];
+            uint32_t bits;
+            memcpy(&bits, &x, 4);
+            uint16_t got = k ? vb[i] : mb[i], down = (uint16_t)(bits >> 16);
+            off += got != down && got != (uint16_t)(down + 1);
+        }
+    }
+    for (int i = 0; i < t.count; i++)
+        for (size_t j = 0; j < (size_t)t.specs[i].numel; j++) {
+            size_t e = t.specs[i].offset / 4 + j;
+            uint16_t got = w[tw.specs[i].offset / 2 + j];
+            bad_w += e < lo || e >= lo + n ? got != 0x7FC1 : got != sr_bf16(p[1][e], 77, 3, e, 0);
+        }
+    if (bad_m || bad_w || off)
+        fprintf(stderr, "FAIL adamw (bf16 moments): %d moments not their draw's rounding, %d off both neighbours, "
+                "%d copy elements wrong\n", bad_m, off, bad_w);
+    CHECK(bad_m == 0 && off == 0 && bad_w == 0);
+    hg_table_free(&t), hg_table_free(&tw);
+    free(g), free(m), free(v), free(mb), free(vb), free(w), free(p[0]), free(p[1]);
+
+    /* unbiased: m = 0.9 + 0.1 g lies 3/8 of the way between two bf16 values */
+    const int64_t N = 1 << 16;
+    hg_table u;
+    hg_table_init(&u);
+    hg_table_add(&u, "t", 1, &N, 0, 1, 4, 0);
+    hg_table_layout(&u);
+    const float want = 1.0f + 3.0f / 1024.0f, gv = (want - 0.9f) / 0.1f;
+    float *pp = fvec((size_t)N), *gg = fvec((size_t)N);
+    uint16_t *m1 = bvec((size_t)N), *v1 = bvec((size_t)N);
+    for (int64_t i = 0; i < N; i++) pp[i] = 0.5f, gg[i] = gv, m1[i] = f32_to_bf16(1.0f), v1[i] = f32_to_bf16(1.0f);
+    const float exact = 0.9f * 1.0f + (1.0f - 0.9f) * gv; /* as the kernel computes it */
+    hg_adamw_args b = {.p = pp, .g = gg, .m = m1, .v = v1, .params = &u, .weights = &u, .n = (size_t)N,
+                       .u = {.lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .bias_correction1 = 1.0f,
+                             .bias_correction2 = 1.0f, .grad_scale = 1.0f},
+                       .state = HG_PRECISION_BF16, .seed = 5, .step = 1};
+    F->ops->adamw(F, &b);
+    double mean = 0.0;
+    for (int64_t i = 0; i < N; i++) mean += bf16_to_f32(m1[i]);
+    mean /= (double)N;
+    /* the spacing is 2^-7; sd of the mean = 2^-7 sqrt(p (1 - p) / N) = 1.5e-5; 6 sd */
+    if (ops_verbose || fabs(mean - exact) > 9e-5)
+        printf("  adamw bf16 moments: mean %.7f for %.7f\n", mean, (double)exact);
+    CHECK(fabs(mean - exact) <= 9e-5);
+    hg_table_free(&u);
+    free(pp), free(gg), free(m1), free(v1);
+}
+
 static void run_all(void) {
     test_to_compute();
     test_encoder(0.0f);
@@ -650,6 +747,7 @@ static void run_all(void) {
     test_classifier(37, 500, 512, 3.0f); /* soft-capped logits */
     test_adamw(0);
     test_adamw(1);
+    test_adamw_bf16_state();
 }
 
 int main(void) {

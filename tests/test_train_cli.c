@@ -257,6 +257,39 @@ static void resume_exact(void) {
     free(out);
 }
 
+/* --optim-state bf16: N steps, stop, resume to 2N == 2N in one go (the stochastic
+ * rounding's draws depend on the step alone), the moments on disk in BF16; and the run
+ * resumes under fp32 moments too (widened). */
+static void optim_state_bf16(void) {
+    char d[512];
+    series ref, res;
+    CHECK(sh(NULL, "%s train %s --out %s/o_ref --max-steps 20 --lr-schedule constant --optim-state bf16", hg, tiny,
+             work) == 0);
+    CHECK(sh(NULL, "%s train %s --out %s/o_res --max-steps 10 --lr-schedule constant --optim-state bf16", hg, tiny,
+             work) == 0);
+    CHECK(sh(NULL, "%s train --resume --out %s/o_res --max-steps 20", hg, work) == 0);
+    snprintf(d, sizeof d, "%s/o_ref", work);
+    read_log(d, &ref);
+    snprintf(d, sizeof d, "%s/o_res", work);
+    read_log(d, &res);
+    CHECK(same_losses(&ref, &res) && ref.loss[19] < ref.loss[0]);
+    snprintf(d, sizeof d, "%s/o_res/ckpt_00000010/optimizer.safetensors", work);
+    hg_st_file *f = NULL;
+    CHECK(hg_st_open(&f, d) == HG_OK);
+    const hg_st_tensor *t = f ? hg_st_find(f, "m.h.0.mlp.c_fc.weight") : NULL;
+    CHECK(t && t->dtype == HG_ST_BF16);
+    hg_st_close(f);
+    char *out = NULL;
+    CHECK(sh(&out, "%s train --resume --out %s/o_res --max-steps 24 --optim-state fp32", hg, work) == 0);
+    free(out);
+    snprintf(d, sizeof d, "%s/o_res/ckpt_00000024/optimizer.safetensors", work);
+    f = NULL;
+    CHECK(hg_st_open(&f, d) == HG_OK);
+    t = f ? hg_st_find(f, "m.h.0.mlp.c_fc.weight") : NULL;
+    CHECK(t && t->dtype == HG_ST_F32);
+    hg_st_close(f);
+}
+
 /* The loss band travels in the checkpoint (band.json): a run with --skip-outliers that
  * stops inside an excursion resumes to the same losses and weights, bit for bit, as one
  * that did not stop (with an empty band the resumed steps were judged afresh and some
@@ -1212,6 +1245,7 @@ int main(int argc, char **argv) {
     make_data();
     deterministic();
     resume_exact();
+    optim_state_bf16();
     band_resume_exact();
     fine_tune_hf("hf_qwen2", "Qwen2ForCausalLM");
     fine_tune_hf("hf_llama", "LlamaForCausalLM");

@@ -329,16 +329,14 @@ hg_status hg_dist_optimizer_get(hg_dist *d, int index, int root, float *mo, floa
     HG_TRY(hg_comm_check(d->c));
     hg_model *m = d->m;
     if (!d->o.zero) {
-        if (d->c->rank == root) {
-            m->be->ops->download(m->be, mo, m->adam_m + lo, n * sizeof(float));
-            m->be->ops->download(m->be, vo, m->adam_v + lo, n * sizeof(float));
-        }
-        return HG_OK;
+        if (d->c->rank != root) return HG_OK;
+        HG_TRY(gpt_moments_io(m, m->adam_m, lo, n, mo, 0));
+        return gpt_moments_io(m, m->adam_v, lo, n, vo, 0);
     }
     split(d, lo, n);
     int me = d->c->rank;
     size_t a = lo > m->shard_lo ? lo : m->shard_lo, at = d->counts[me] ? a - m->shard_lo : 0;
-    float *bufs[2][2] = {{m->adam_m + at, mo}, {m->adam_v + at, vo}};
+    float *bufs[2][2] = {{(float *)m->adam_m + at, mo}, {(float *)m->adam_v + at, vo}}; /* fp32 (no bf16 with ZeRO-1) */
     for (int k = 0; k < 2; k++) {
         hg_comm_req r = {0};
         HG_TRY(d->c->ops->gather_start(d->c, bufs[k][0], bufs[k][1], d->counts, d->displs, root, &r));
@@ -351,8 +349,7 @@ hg_status hg_dist_optimizer_set(hg_dist *d, int index, const float *mi, const fl
     if (!d || !mi || !vi) return hg_fail(HG_ERR_INVALID, "hg_dist_optimizer_set: NULL argument");
     size_t lo = 0, n = 0;
     HG_TRY(tensor_range(d, index, &lo, &n));
-    gpt_moments_set(d->m, index, mi, vi);
-    return HG_OK;
+    return gpt_moments_set(d->m, index, mi, vi);
 }
 
 hg_status hg_dist_optimizer_save(hg_dist *d, const hg_train_state *st, const char *path) {
@@ -436,7 +433,7 @@ hg_status hg_dist_create(hg_dist **out, hg_comm *c, hg_model *m, const hg_dist_o
     m->dropout_seed = m->opt.seed ^ (c->rank ? fnv(FNV0, &c->rank, sizeof c->rank) : 0);
     d->stats.ranks = c->size;
     d->stats.bucket_bytes = o->bucket_bytes;
-    d->stats.optimizer_bytes = 2 * m->shard_n * sizeof(float);
+    d->stats.optimizer_bytes = 2 * m->shard_n * gpt_state_bytes(m);
     d->stats.grad_shard_bytes = o->zero ? m->shard_n * sizeof(float) : 0;
     *out = d;
     return HG_OK;

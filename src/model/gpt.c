@@ -553,6 +553,11 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
         return hg_fail(HG_ERR_INVALID, "base_precision: a base held in bf16 needs precision bf16 (its products run in bf16)");
     if ((unsigned)o->recompute > HG_RECOMPUTE_BLOCK)
         return hg_fail(HG_ERR_INVALID, "recompute must be HG_RECOMPUTE_NONE, _ATTN, _MLP or _BLOCK, got %d", (int)o->recompute);
+    if (o->optim_state != HG_PRECISION_FP32 && o->optim_state != HG_PRECISION_BF16)
+        return hg_fail(HG_ERR_INVALID, "optim_state must be HG_PRECISION_FP32 or _BF16, got %d", (int)o->optim_state);
+    if (o->optim_state == HG_PRECISION_BF16 && o->shards > 1)
+        return hg_fail(HG_ERR_UNSUPPORTED, "optim_state: AdamW moments in bf16 with ZeRO-1 (shards > 1) are not "
+                       "implemented; use fp32 moments, or one slice");
     if (o->shard < 0 || o->shard >= (o->shards > 1 ? o->shards : 1))
         return hg_fail(HG_ERR_INVALID, "shard must be in [0, shards=%d), got %d", o->shards > 1 ? o->shards : 1, o->shard);
     return HG_OK;
@@ -589,7 +594,7 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
         size_t lo, n;
         gpt_shard(trained / sizeof(float), opt.shards, opt.shard, &lo, &n);
         out->grads = trained;
-        out->optimizer = 2 * n * sizeof(float);
+        out->optimizer = 2 * n * hg_precision_bytes(opt.optim_state);
     }
     for (int i = 0; i < a.count; i++) {
         const hg_tensor_spec *s = &a.specs[i];
@@ -637,16 +642,19 @@ void gpt_refresh_weights(hg_model *m, size_t lo, size_t n) {
 
 /* The bytes of buffer buf: the whole table for the parameters, the trainable ones for
  * the gradients and moments. */
-static size_t buffer_bytes(const hg_model *m, const float *buf) { return buf == m->param ? m->params.bytes : m->train_bytes; }
+static size_t buffer_bytes(const hg_model *m, const void *buf) {
+    if (buf == m->param) return m->params.bytes;
+    return buf == m->grad ? m->train_bytes : m->shard_n * gpt_state_bytes(m);
+}
 
-float *gpt_host_begin(const hg_model *m, float *buf) {
+void *gpt_host_begin(const hg_model *m, void *buf) {
     if (m->opt.device == HG_DEVICE_CPU) return buf;
-    float *host = hg_aligned_alloc(buffer_bytes(m, buf));
+    void *host = hg_aligned_alloc(buffer_bytes(m, buf));
     if (host) m->be->ops->download(m->be, host, buf, buffer_bytes(m, buf));
     return host;
 }
 
-hg_status gpt_host_end(hg_model *m, float *buf, float *host) {
+hg_status gpt_host_end(hg_model *m, void *buf, void *host) {
     if (host != buf) m->be->ops->upload(m->be, buf, host, buffer_bytes(m, buf));
     /* the compute copy, whether the parameters were written in place (the CPU) or uploaded */
     if (buf == m->param) gpt_refresh_weights(m, 0, m->params.bytes / sizeof(float));
@@ -816,6 +824,31 @@ void hg_model_free(hg_model *m) {
     free(m);
 }
 
+/* For a training plan that does not fit in avail bytes: the first memory dial (recompute
+ * block, bf16 moments, both) under which it would, into buf. */
+static void dial_hint(const hg_config *cfg, const hg_options *opt, size_t avail, char *buf, size_t cap) {
+    static const struct { int block, state; const char *what; } dials[] = {
+        {1, 0, "recompute BLOCK"}, {0, 1, "optim_state BF16"}, {1, 1, "recompute BLOCK and optim_state BF16"}};
+    *buf = 0;
+    if (!opt->training) return;
+    size_t both = 0;
+    for (size_t i = 0; i < sizeof dials / sizeof dials[0]; i++) {
+        hg_options o = *opt;
+        if (dials[i].block) o.recompute = HG_RECOMPUTE_BLOCK;
+        if (dials[i].state) o.optim_state = HG_PRECISION_BF16;
+        hg_memory_plan p;
+        if (hg_memory_required(cfg, &o, &p) != HG_OK) continue; /* e.g. bf16 moments under ZeRO-1 */
+        if (p.total <= avail) {
+            snprintf(buf, cap, "; it would fit with %s (%.2f GiB)", dials[i].what, p.total / 1073741824.0);
+            return;
+        }
+        both = p.total;
+    }
+    hg_clear_error();
+    if (both) snprintf(buf, cap, "; even with recompute BLOCK and optim_state BF16 it needs %.2f GiB: lower batch or "
+                       "seq_len, or train adapters (lora)", both / 1073741824.0);
+}
+
 hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options *opt_in) {
     if (!out || !cfg || !opt_in) return hg_fail(HG_ERR_INVALID, "hg_model_create: NULL argument");
     *out = NULL;
@@ -836,12 +869,14 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     hg_status st = hg_backend_create(&m->be, &opt, m->threads);
     if (st == HG_OK) {
         size_t avail = m->be->ops->mem_available(m->be);
+        char hint[160];
+        if (plan.total > avail) dial_hint(cfg, &opt, avail, hint, sizeof hint);
         if (plan.total > avail)
             st = hg_fail(HG_ERR_NOMEM, "model needs %.2f GiB (params %.2f, grads+optimizer %.2f, activations %.2f, "
-                         "scratch %.2f) but only %.2f GiB of %s memory is available",
+                         "scratch %.2f) but only %.2f GiB of %s memory is available%s",
                          plan.total / 1073741824.0, plan.params / 1073741824.0,
                          (plan.grads + plan.optimizer) / 1073741824.0, plan.activations / 1073741824.0,
-                         plan.scratch / 1073741824.0, avail / 1073741824.0, m->be->ops->name);
+                         plan.scratch / 1073741824.0, avail / 1073741824.0, m->be->ops->name, hint);
     }
     if (st == HG_OK) {
         m->host_losses = malloc(sizeof(float) * (size_t)opt.batch * opt.seq_len);
@@ -861,8 +896,8 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     m->pm = gpt_param_map_of(&m->params);
     hg_backend *be = m->be;
     gpt_shard(m->train_bytes / sizeof(float), opt.shards, opt.shard, &m->shard_lo, &m->shard_n);
-    float **bufs[] = {&m->param, &m->grad, &m->adam_m, &m->adam_v};
-    size_t sizes[] = {m->params.bytes, m->train_bytes, m->shard_n * sizeof(float), m->shard_n * sizeof(float)};
+    void **bufs[] = {(void **)&m->param, (void **)&m->grad, &m->adam_m, &m->adam_v};
+    size_t sizes[] = {m->params.bytes, m->train_bytes, m->shard_n * gpt_state_bytes(m), m->shard_n * gpt_state_bytes(m)};
     int nbufs = opt.training ? 4 : 1;
     for (int i = 0; i < nbufs && st == HG_OK; i++) {
         *bufs[i] = be->ops->alloc(be, sizes[i] ? sizes[i] : HG_ALIGN);
@@ -946,9 +981,12 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
     if (out->dtype == HG_PRECISION_BF16) out->data_bf16 = (uint16_t *)gpt_param(m, m->param, index);
     else out->data = gpt_param(m, m->param, index);
     if (m->grad) out->grad = gpt_grad(m, index);
-    if (m->grad && m->opt.shards == 1) {
-        out->adam_m = gpt_grad_in(m, m->adam_m, index);
-        out->adam_v = gpt_grad_in(m, m->adam_v, index);
+    out->state_dtype = m->opt.optim_state;
+    if (m->grad && m->opt.shards == 1 && gpt_trained(m, index)) {
+        size_t at = m->params.specs[index].offset / sizeof(float);
+        void *mo = gpt_moment_at(m, m->adam_m, at), *vo = gpt_moment_at(m, m->adam_v, at);
+        if (out->state_dtype == HG_PRECISION_BF16) out->adam_m_bf16 = mo, out->adam_v_bf16 = vo;
+        else out->adam_m = mo, out->adam_v = vo;
     }
     out->decay = (s->flags & HG_SPEC_DECAY) != 0;
     out->frozen = (s->flags & HG_SPEC_FROZEN) != 0;
@@ -963,29 +1001,28 @@ hg_status hg_param_find(const hg_model *m, const char *name, hg_param_info *out)
     return hg_param_at(m, i, out);
 }
 
-/* *out = the fp32 tensor `index` of the buffer holding `part`. */
-static hg_status param_part(const hg_model *m, int index, hg_param_part part, const void *host, float **out) {
+/* *out = tensor `index` of the buffer holding `part` (a moment's: the buffer itself). */
+static hg_status param_part(const hg_model *m, int index, hg_param_part part, const void *host, void **out) {
     if (!m || !host) return hg_fail(HG_ERR_INVALID, "hg_param_read/write: NULL argument");
     if (index < 0 || index >= m->params.count)
         return hg_fail(HG_ERR_INVALID, "parameter index %d is out of range [0, %d)", index, m->params.count);
     if ((unsigned)part > HG_PARAM_ADAM_V) return hg_fail(HG_ERR_INVALID, "part %d is not an hg_param_part", (int)part);
-    float *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v};
+    void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v};
     if (!bufs[part]) return hg_fail(HG_ERR_STATE, "this model was created with training=0: it has no gradients or moments");
     if (part != HG_PARAM_DATA && !gpt_trained(m, index))
         return hg_fail(HG_ERR_STATE, "parameter '%s' is frozen: it has no gradient or moments", m->params.specs[index].name);
     if (part >= HG_PARAM_ADAM_M && m->opt.shards > 1)
         return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): use hg_dist_optimizer_get/set",
                        m->opt.shards);
-    *out = gpt_param(m, bufs[part], index);
+    *out = part >= HG_PARAM_ADAM_M ? bufs[part] : gpt_param(m, bufs[part], index);
     return HG_OK;
 }
 
-/* A tensor held in bf16 moves through a bf16 buffer of its own: read widens it into
- * host, write rounds host into it. */
-static hg_status param_bf16_io(const hg_model *m, int index, float *dev, float *host, int write) {
-    const size_t n = (size_t)m->params.specs[index].numel;
+/* n bf16 elements at dev move through a bf16 buffer of their own: read widens them into
+ * host, write rounds host into them (to nearest even). */
+static hg_status bf16_io(const hg_model *m, void *dev, size_t n, float *host, int write) {
     uint16_t *b = malloc(2 * (n ? n : 1));
-    if (!b) return hg_fail(HG_ERR_NOMEM, "out of memory staging parameter %s", m->params.specs[index].name);
+    if (!b) return hg_fail(HG_ERR_NOMEM, "out of memory staging %zu bf16 values", n);
     if (write) {
         for (size_t j = 0; j < n; j++) b[j] = f32_to_bf16(host[j]);
         m->be->ops->upload(m->be, dev, b, 2 * n);
@@ -999,29 +1036,41 @@ static hg_status param_bf16_io(const hg_model *m, int index, float *dev, float *
 }
 
 hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float *host) {
-    float *src = NULL;
+    void *src = NULL;
     HG_TRY(param_part(m, index, part, host, &src));
-    if (part == HG_PARAM_DATA && gpt_held_bf16(m, index)) return param_bf16_io(m, index, src, host, 0);
+    const hg_tensor_spec *s = &m->params.specs[index];
+    if (part >= HG_PARAM_ADAM_M) return gpt_moments_io(m, src, s->offset / sizeof(float), (size_t)s->numel, host, 0);
+    if (part == HG_PARAM_DATA && gpt_held_bf16(m, index)) return bf16_io(m, src, (size_t)s->numel, host, 0);
     m->be->ops->download(m->be, host, src, sizeof(float) * (size_t)m->params.specs[index].numel);
     return m->be->ops->sync(m->be);
 }
 
 hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float *host) {
-    float *dst = NULL;
+    void *dst = NULL;
     HG_TRY(param_part(m, index, part, host, &dst));
-    if (part == HG_PARAM_DATA && gpt_held_bf16(m, index)) return param_bf16_io(m, index, dst, (float *)host, 1);
+    const hg_tensor_spec *s = &m->params.specs[index];
+    if (part >= HG_PARAM_ADAM_M) return gpt_moments_io(m, dst, s->offset / sizeof(float), (size_t)s->numel, (float *)host, 1);
+    if (part == HG_PARAM_DATA && gpt_held_bf16(m, index)) return bf16_io(m, dst, (size_t)s->numel, (float *)host, 1);
     m->be->ops->upload(m->be, dst, host, sizeof(float) * (size_t)m->params.specs[index].numel);
     if (part == HG_PARAM_DATA) gpt_refresh_weights(m, m->params.specs[index].offset / sizeof(float), (size_t)m->params.specs[index].numel);
     return m->be->ops->sync(m->be);
 }
 
-void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo) {
+hg_status gpt_moments_io(const hg_model *m, void *buf, size_t lo, size_t n, float *host, int write) {
+    void *at = gpt_moment_at(m, buf, lo);
+    if (gpt_state_bytes(m) == 2) return bf16_io(m, at, n, host, write);
+    if (write) m->be->ops->upload(m->be, at, host, n * sizeof(float));
+    else m->be->ops->download(m->be, host, at, n * sizeof(float));
+    return m->be->ops->sync(m->be);
+}
+
+hg_status gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo) {
     const hg_tensor_spec *s = &m->params.specs[i];
     size_t lo = s->offset / sizeof(float), hi = lo + (size_t)s->numel;
     size_t a = lo > m->shard_lo ? lo : m->shard_lo, b = hi < m->shard_lo + m->shard_n ? hi : m->shard_lo + m->shard_n;
-    if (b <= a) return;
-    m->be->ops->upload(m->be, m->adam_m + (a - m->shard_lo), mo + (a - lo), (b - a) * sizeof(float));
-    m->be->ops->upload(m->be, m->adam_v + (a - m->shard_lo), vo + (a - lo), (b - a) * sizeof(float));
+    if (b <= a) return HG_OK;
+    HG_TRY(gpt_moments_io(m, m->adam_m, a, b - a, (float *)mo + (a - lo), 1));
+    return gpt_moments_io(m, m->adam_v, a, b - a, (float *)vo + (a - lo), 1);
 }
 
 hg_status hg_set_grad_ready_hook(hg_model *m, hg_grad_ready_fn *fn, void *ctx) {

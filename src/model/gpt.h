@@ -202,7 +202,8 @@ struct hg_model {
     hg_backend *be;
     hg_backend_ops own_ops;     /* be->ops once an hg_override_* has patched a copy */
     hg_table params;            /* parameter specs; grads, m, v share the layout */
-    float *param, *grad, *adam_m, *adam_v; /* m, v: (shard_n) floats from shard_lo */
+    float *param, *grad;
+    void *adam_m, *adam_v;      /* (shard_n) elements from shard_lo, of opt.optim_state's type */
     size_t train_bytes;         /* the trainable parameters: the first bytes of the layout,
                                    all the gradient buffer holds (frozen ones follow) */
     size_t shard_lo, shard_n;   /* the flat range of them the AdamW state covers (ZeRO-1) */
@@ -271,9 +272,19 @@ static inline int gpt_layer_first(const hg_model *m, int layer) { return m->pm.l
  * slices of a multiple of 16 floats, the last ones shorter or empty. */
 void gpt_shard(size_t P, int shards, int shard, size_t *lo, size_t *n);
 
+/* Bytes of an AdamW moment element: 2 under optim_state BF16, else 4. */
+static inline size_t gpt_state_bytes(const hg_model *m) { return m->opt.optim_state == HG_PRECISION_BF16 ? 2 : 4; }
+/* Flat element i of the parameter layout (inside [shard_lo, shard_lo + shard_n]) in
+ * moment buffer buf (adam_m, adam_v, or a host copy of one). */
+static inline void *gpt_moment_at(const hg_model *m, const void *buf, size_t i) {
+    return (char *)buf + (i - m->shard_lo) * gpt_state_bytes(m);
+}
+/* Copies the elements [lo, lo+n) (flat, inside the slice) of moment buffer buf to fp32
+ * host memory (write 0), or from it (write 1), widening or rounding to nearest even. */
+hg_status gpt_moments_io(const hg_model *m, void *buf, size_t lo, size_t n, float *host, int write);
 /* Sets parameter i's AdamW moments from whole tensors (numel floats each, host memory):
  * the part inside this model's slice [shard_lo, shard_lo + shard_n). */
-void gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo);
+hg_status gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo);
 
 /* Reports to the gradient-ready hook that the gradients of parameters [first, end) of
  * the table are final: the flat range of the trained ones among them (none: no call). */
@@ -284,7 +295,7 @@ void gpt_grad_ready(const hg_model *m, int first, int end);
  * gradient is multiplied by grad_mult (1/ranks for gradients summed over ranks) before
  * clipping. *norm: the pre-clip norm, sqrt(sumsq) * grad_mult. Advances adam_t. */
 hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
-                          const float *g, float *mom, float *var, float *norm);
+                          const float *g, void *mom, void *var, float *norm);
 
 /* Tensor idx of the fp32 buffers (param, grad; adam_m and adam_v only with one shard);
  * NULL for idx -1 (an omitted parameter). */
@@ -327,9 +338,9 @@ void gpt_refresh_weights(hg_model *m, size_t lo, size_t n);
  * memory: buf itself on the CPU, else a downloaded copy (NULL when out of memory).
  * gpt_host_end writes the copy back (refreshing the compute copy when buf is m->param)
  * and frees it; gpt_host_free only frees it. */
-float *gpt_host_begin(const hg_model *m, float *buf);
-hg_status gpt_host_end(hg_model *m, float *buf, float *host);
-static inline void gpt_host_free(const float *buf, float *host) {
+void *gpt_host_begin(const hg_model *m, void *buf);
+hg_status gpt_host_end(hg_model *m, void *buf, void *host);
+static inline void gpt_host_free(const void *buf, void *host) {
     if (host != buf) hg_aligned_free(host);
 }
 /* Activation a of block `layer` (scratch: layer 0); the copy is the layer modulo the

@@ -331,7 +331,7 @@ static inline void op_adamw(hg_model *m, int param, int layer, const hg_adamw_ar
     m->be->ops->adamw(m->be, a);
     double w = a->w ? (double)hg_precision_bytes(m->be->precision) : 0.0;
     PROF_OP(m, t0, .kind = OP_ADAMW, .layer = layer, .param = param, .dims = {(long long)a->n},
-            .cost = hg_adamw_cost(a->n, w));
+            .cost = hg_adamw_cost(a->n, w, (double)hg_precision_bytes(a->state)));
 }
 
 #endif

@@ -32,7 +32,7 @@ static int param_layer(const hg_model *m, int i) {
 }
 
 hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
-                          const float *g, float *mom, float *var, float *norm_out) {
+                          const float *g, void *mom, void *var, float *norm_out) {
     HG_TRY(check_adamw(a));
     HG_TRY(m->be->ops->sync(m->be)); /* a failure of the sumsq behind `sumsq` stops the step */
     double norm = sqrt(sumsq) * grad_mult;
@@ -49,6 +49,7 @@ hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float gr
               .bias_correction1 = (float)(1.0 - pow(a->beta1, (double)m->adam_t)),
               .bias_correction2 = (float)(1.0 - pow(a->beta2, (double)m->adam_t)),
               .grad_scale = (float)(clip < 1.0 ? clip : 1.0) * grad_mult},
+        .state = m->opt.optim_state,
         .stochastic = (m->opt.flags & HG_FLAG_STOCHASTIC_ROUNDING) != 0,
         .seed = m->opt.seed, .step = (uint32_t)m->adam_t,
     };
@@ -61,7 +62,9 @@ hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float gr
             size_t a0 = t0 > lo ? t0 : lo, a1 = t1 < lo + n ? t1 : lo + n;
             if (a0 >= a1) continue;
             hg_adamw_args t = args;
-            t.g = g + (a0 - lo), t.m = mom + (a0 - lo), t.v = var + (a0 - lo), t.lo = a0, t.n = a1 - a0;
+            const size_t es = gpt_state_bytes(m);
+            t.g = g + (a0 - lo), t.m = (char *)mom + (a0 - lo) * es, t.v = (char *)var + (a0 - lo) * es;
+            t.lo = a0, t.n = a1 - a0;
             op_adamw(m, i, param_layer(m, i), &t);
         }
     }

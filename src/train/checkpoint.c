@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "io/atomic.h"
 #include "io/hf.h"
@@ -146,25 +147,27 @@ hg_status ckpt_read_state(const hg_st_file *f, const char *file, ckpt_state *out
  * the optimizer's moments ("m.", "v.") the trained ones. */
 static int holds(const hg_model *m, const char *prefix, int i) { return !*prefix || gpt_trained(m, i); }
 
-/* One entry per parameter of buffer buf (param, adam_m or adam_v) it holds, names
- * prefixed; their count. */
-static int entries(const hg_model *m, float *buf, const char *prefix, hg_st_entry *e, char (*names)[80]) {
+/* One entry per parameter of buffer buf (param, or under a prefix adam_m or adam_v, in
+ * the model's state type) it holds, names prefixed; their count. */
+static int entries(const hg_model *m, void *buf, const char *prefix, hg_st_entry *e, char (*names)[80]) {
     int n = 0;
     for (int i = 0; i < m->params.count; i++) {
         const hg_tensor_spec *s = &m->params.specs[i];
         if (!holds(m, prefix, i)) continue;
         snprintf(names[n], sizeof names[n], "%s%s", prefix, s->name);
         e[n].name = names[n];
-        e[n].dtype = gpt_held_bf16(m, i) && !*prefix ? HG_ST_BF16 : HG_ST_F32; /* as the model holds it */
+        /* as the model holds it; host memory (gpt_host_begin) */
+        const int bf16 = *prefix ? gpt_state_bytes(m) == 2 : gpt_held_bf16(m, i);
+        e[n].dtype = bf16 ? HG_ST_BF16 : HG_ST_F32;
         e[n].ndim = s->ndim;
         for (int d = 0; d < s->ndim; d++) e[n].shape[d] = s->shape[d];
-        e[n].data = gpt_param(m, buf, i); /* host memory (gpt_host_begin) */
+        e[n].data = *prefix ? gpt_moment_at(m, buf, s->offset / sizeof(float)) : gpt_param(m, buf, i);
         n++;
     }
     return n;
 }
 
-hg_status ckpt_write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
+hg_status ckpt_write_tensors(const hg_model *m, const char *path, void *const *bufs, const char *const *prefixes,
                              int nbufs, const char *const *meta, int n_meta) {
     int n = m->params.count;
     hg_st_entry *e = calloc((size_t)n * nbufs, sizeof *e);
@@ -191,7 +194,7 @@ hg_status hg_model_save(const hg_model *m, const char *path) {
         s = hf_save_weights(m, a, 0, path, 0, meta, 5);
     } else { /* handgrad's own: a site op, or a config no class holds */
         const char *meta[] = {"format", CKPT_WEIGHTS_FORMAT, "version", CKPT_VERSION, "config", cfg};
-        float *bufs[] = {gpt_host_begin(m, m->param)};
+        void *bufs[] = {gpt_host_begin(m, m->param)};
         const char *prefixes[] = {""};
         s = bufs[0] ? ckpt_write_tensors(m, path, bufs, prefixes, 1, meta, 3) : hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
         gpt_host_free(m->param, bufs[0]);
@@ -222,9 +225,15 @@ static hg_status same_shape(const char *file, const hg_config *a, const hg_confi
 static hg_status check_values(const hg_st_tensor *t, const char *file, const char *name, int nonneg, int threads) {
     double v = 0;
     int64_t j = hg_st_find_nonfinite(t, &v, threads);
-    for (int64_t i = 0; nonneg && j < 0 && i < t->numel; i++) { /* F32: checked before */
-        float x;
-        memcpy(&x, t->data + 4 * i, 4); /* offsets in a file need not be 4-byte aligned */
+    for (int64_t i = 0; nonneg && j < 0 && i < t->numel; i++) { /* F32 or BF16: checked before */
+        float x = 0.0f;
+        if (t->dtype == HG_ST_BF16) {
+            uint16_t h;
+            memcpy(&h, t->data + 2 * i, 2);
+            x = bf16_to_f32(h);
+        } else {
+            memcpy(&x, t->data + 4 * i, 4); /* offsets in a file need not be 4-byte aligned */
+        }
         if (x < 0.0f) j = i, v = x;
     }
     if (j >= 0)
@@ -233,9 +242,9 @@ static hg_status check_values(const hg_st_tensor *t, const char *file, const cha
     return HG_OK;
 }
 
-/* Checks that f holds the tensor prefix+name of every parameter, F32 with the
- * parameter's shape and finite values (prefix "v.": >= 0 too); with copy=1 copies them
- * into buf instead. */
+/* Checks that f holds the tensor prefix+name of every parameter, with the parameter's
+ * shape and finite values (prefix "v.": >= 0 too), F32 (BF16 as the model holds it; a
+ * moment either); with copy=1 copies them into buf (the parameters) instead. */
 static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file, const char *prefix, float *buf,
                               int copy) {
     char name[80];
@@ -246,7 +255,7 @@ static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file
         const hg_st_tensor *t = hg_st_find(f, name);
         if (!t) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is missing", file, name);
         const int bf16 = gpt_held_bf16(m, i) && !*prefix;
-        if (t->dtype != (bf16 ? HG_ST_BF16 : HG_ST_F32))
+        if (t->dtype != (bf16 ? HG_ST_BF16 : HG_ST_F32) && !(*prefix && t->dtype == HG_ST_BF16))
             return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not %s%s", file, name, bf16 ? "BF16" : "F32",
                            bf16 ? " (the model holds it in bf16: base_precision)" : "");
         int same = t->ndim == s->ndim;
@@ -336,14 +345,14 @@ hg_status hg_optimizer_save(const hg_model *m, const hg_train_state *st, const c
     if (m->opt.shards > 1)
         return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): save it with hg_dist_optimizer_save",
                        m->opt.shards);
-    float *mo = gpt_host_begin(m, m->adam_m), *vo = mo ? gpt_host_begin(m, m->adam_v) : NULL;
+    void *mo = gpt_host_begin(m, m->adam_m), *vo = mo ? gpt_host_begin(m, m->adam_v) : NULL;
     hg_status s = vo ? ckpt_optimizer_write(m, st, path, mo, vo) : hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
     gpt_host_free(m->adam_m, mo);
     gpt_host_free(m->adam_v, vo);
     return s;
 }
 
-hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, const char *path, float *mbuf, float *vbuf) {
+hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, const char *path, void *mbuf, void *vbuf) {
     char *cfg = ckpt_config_json(&m->cfg);
     if (!cfg) return hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
     char v[10][24];
@@ -361,7 +370,7 @@ hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, cons
                           "step", v[0], "adam_t", v[1], "rng_counter", v[2], "tokens", v[3],
                           "loader_epoch", v[4], "loader_batch", v[5], "batch", v[6], "seq_len", v[7],
                           "world_size", v[8], "seed", v[9]};
-    float *bufs[] = {mbuf, vbuf};
+    void *bufs[] = {mbuf, vbuf};
     const char *prefixes[] = {"m.", "v."};
     hg_status s = ckpt_write_tensors(m, path, bufs, prefixes, 2, meta, (int)(sizeof meta / sizeof meta[0] / 2));
     free(cfg);
@@ -378,16 +387,23 @@ hg_status hg_optimizer_load(hg_model *m, const char *path, hg_train_state *st) {
     hg_status s = ckpt_read_config(f, path, CKPT_OPTIMIZER_FORMAT, &c, NULL);
     if (s == HG_OK) s = same_shape(path, &c, &m->cfg);
     if (s == HG_OK) s = ckpt_read_state(f, path, &cs);
-    if (s == HG_OK) s = read_tensors(m, f, path, "m.", m->adam_m, 0);
-    if (s == HG_OK) s = read_tensors(m, f, path, "v.", m->adam_v, 0);
+    if (s == HG_OK) s = read_tensors(m, f, path, "m.", NULL, 0);
+    if (s == HG_OK) s = read_tensors(m, f, path, "v.", NULL, 0);
     if (s == HG_OK) s = no_extra(m, f, path, (const char *const[]){"m.", "v."}, 2);
-    /* whole tensors in the file; a sharded (ZeRO-1) model keeps its slice */
+    /* whole tensors in the file, F32 or BF16 whatever the model keeps (converted); a
+     * sharded (ZeRO-1) model keeps its slice */
     for (int i = 0; s == HG_OK && i < m->params.count; i++) {
         if (!gpt_trained(m, i)) continue;
-        char nm[80], nv[80];
-        snprintf(nm, sizeof nm, "m.%s", m->params.specs[i].name);
-        snprintf(nv, sizeof nv, "v.%s", m->params.specs[i].name);
-        gpt_moments_set(m, i, (const float *)hg_st_find(f, nm)->data, (const float *)hg_st_find(f, nv)->data);
+        const int64_t n = m->params.specs[i].numel;
+        float *mv = malloc(2 * sizeof(float) * (size_t)(n ? n : 1));
+        if (!mv) s = hg_fail(HG_ERR_NOMEM, "%s: out of memory", path);
+        for (int k = 0; s == HG_OK && k < 2; k++) {
+            char name[80];
+            snprintf(name, sizeof name, "%s%s", k ? "v." : "m.", m->params.specs[i].name);
+            s = hg_st_read_f32(f, hg_st_find(f, name), mv + k * n, n);
+        }
+        if (s == HG_OK) s = gpt_moments_set(m, i, mv, mv + n);
+        free(mv);
     }
     if (s == HG_OK) {
         m->adam_t = cs.adam_t;

@@ -27,9 +27,10 @@ hg_status ckpt_config_parse(const char *file, const char *json, hg_config *out);
 hg_status ckpt_read_config(const hg_st_file *f, const char *file, const char *format, hg_config *out,
                            const char **arch);
 
-/* Writes the parameter-shaped buffers bufs[0..nbufs) (param, adam_m, adam_v) to path as
- * F32 tensors named prefixes[b] + the parameter's name, with n_meta metadata pairs. */
-hg_status ckpt_write_tensors(const hg_model *m, const char *path, float *const *bufs, const char *const *prefixes,
+/* Writes the parameter-shaped buffers bufs[0..nbufs) (param, or under a prefix adam_m,
+ * adam_v) to path as tensors named prefixes[b] + the parameter's name, in the type the
+ * model holds them, with n_meta metadata pairs. */
+hg_status ckpt_write_tensors(const hg_model *m, const char *path, void *const *bufs, const char *const *prefixes,
                              int nbufs, const char *const *meta, int n_meta);
 
 /* Optimizer-file metadata beyond the config. */
@@ -39,8 +40,9 @@ typedef struct ckpt_state {
     uint64_t rng_counter;
 } ckpt_state;
 
-/* Writes an optimizer file from moments laid out like the parameter table. */
-hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, const char *path, float *mbuf, float *vbuf);
+/* Writes an optimizer file from moments laid out like the parameter table (gpt_moment_at,
+ * in the model's state type). */
+hg_status ckpt_optimizer_write(const hg_model *m, const hg_train_state *st, const char *path, void *mbuf, void *vbuf);
 
 hg_status ckpt_read_state(const hg_st_file *f, const char *file, ckpt_state *out);
 

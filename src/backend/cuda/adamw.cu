@@ -8,7 +8,9 @@
  * elements of the range in p, m, v in fp32 and writes the compute copy w. bf16 copies
  * are rounded to nearest, or stochastically: 16 random bits from Philox(seed, group,
  * ROUNDING, step) are added below the bf16 mantissa before truncation, so E[round(x)] = x,
- * and the draws do not depend on how the buffer is cut into ranges.
+ * and the draws do not depend on how the buffer is cut into ranges. Moments held in bf16
+ * (S) are read widened and written back stochastically, with the streams ROUNDING | 1 << 8
+ * (m) and ROUNDING | 2 << 8 (v): the CPU's draws (ops/adamw.h).
  *
  * sumsq sums in double over a fixed grid and adds the block partials in a fixed order:
  * the same bits for the same input. */
@@ -42,6 +44,19 @@ __device__ __forceinline__ void store8(float *p, const float (&f)[ADAM_GROUP]) {
     reinterpret_cast<float4 *>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
     reinterpret_cast<float4 *>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
 }
+/* 8 bf16 at p (16-byte aligned), widened. */
+__device__ __forceinline__ void load8(float (&f)[ADAM_GROUP], const bf16 *p) {
+    uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const bf16 *b = reinterpret_cast<const bf16 *>(&u);
+#pragma unroll
+    for (int j = 0; j < ADAM_GROUP; j++) f[j] = __bfloat162float(b[j]);
+}
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(bf16 x) { return __bfloat162float(x); }
+/* One moment: kept as is in fp32, rounded stochastically with 16 random bits r16 in bf16. */
+__device__ __forceinline__ void put(float *p, float x, uint32_t) { *p = x; }
+__device__ __forceinline__ void put(bf16 *p, float x, uint32_t r16) { *p = round_bf16(x, r16, 1); }
+__device__ __forceinline__ uint32_t group_bits(const hg_u32x4 &r, int j) { return r.v[j / 2] >> (16 * (j % 2)); }
 
 /* The group's compute copy: 8 values, 16- or 32-byte aligned when `whole`, else the
  * first cnt. r: 16 random bits a value (stochastic rounding). */
@@ -53,7 +68,7 @@ __device__ __forceinline__ void store_w(bf16 *w, const float (&x)[ADAM_GROUP], i
                                         int stochastic) {
     bf16 b[ADAM_GROUP];
 #pragma unroll
-    for (int j = 0; j < ADAM_GROUP; j++) b[j] = round_bf16(x[j], r.v[j / 2] >> (16 * (j % 2)), stochastic);
+    for (int j = 0; j < ADAM_GROUP; j++) b[j] = round_bf16(x[j], group_bits(r, j), stochastic);
     if (whole) {
         *reinterpret_cast<uint4 *>(w) = *reinterpret_cast<const uint4 *>(b);
         return;
@@ -61,12 +76,13 @@ __device__ __forceinline__ void store_w(bf16 *w, const float (&x)[ADAM_GROUP], i
     for (int j = 0; j < cnt; j++) w[j] = b[j];
 }
 
-/* W: the copy's type; float with w == NULL when p itself is the compute copy. g, m, v
- * hold the range only (element i at i - lo). vec: every buffer and tensor start allows
- * 16-byte access of whole groups (checked on the host); a group wholly inside the range
- * and its tensor then moves with 16-byte loads and stores, others element by element. */
-template <typename W>
-__global__ void adamw_kernel(float *p, const float *g, float *m, float *v, W *w, const adam_seg *segs, int nsegs,
+/* W: the copy's type; float with w == NULL when p itself is the compute copy. S: the
+ * moments' type. g, m, v hold the range only (element i at i - lo). vec: every buffer and
+ * tensor start allows 16-byte access of whole groups (checked on the host); a group
+ * wholly inside the range and its tensor then moves with 16-byte loads and stores,
+ * others element by element. */
+template <typename W, typename S>
+__global__ void adamw_kernel(float *p, const float *g, S *m, S *v, W *w, const adam_seg *segs, int nsegs,
                              unsigned long long lo, unsigned long long hi, hg_adamw_update u, int stochastic,
                              unsigned long long seed, uint32_t step, int vec) {
     unsigned long long gi = lo / ADAM_GROUP + blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -82,8 +98,12 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, W *w,
     if (i0 < s.p0 || i0 >= s.p0 + s.n) return; /* alignment padding between tensors */
     int cnt = (int)(s.p0 + s.n - i0 < ADAM_GROUP ? s.p0 + s.n - i0 : ADAM_GROUP);
     const int whole = vec && cnt == ADAM_GROUP && i0 >= lo && i0 + ADAM_GROUP <= hi;
-    hg_u32x4 r = {{0, 0, 0, 0}};
+    hg_u32x4 r = {{0, 0, 0, 0}}, rm = r, rv = r;
     if (stochastic) r = hg_philox(seed, (uint32_t)gi, (uint32_t)(gi >> 32), HG_RNG_ROUNDING, step);
+    if (sizeof(S) == 2) {
+        rm = hg_philox(seed, (uint32_t)gi, (uint32_t)(gi >> 32), HG_RNG_ROUNDING | 1u << 8, step);
+        rv = hg_philox(seed, (uint32_t)gi, (uint32_t)(gi >> 32), HG_RNG_ROUNDING | 2u << 8, step);
+    }
     const float decay = 1.0f - u.lr * u.weight_decay * s.decay;
     const float stepsize = u.lr / u.bias_correction1, inv_sqrt_bc2 = 1.0f / sqrtf(u.bias_correction2);
     float pf[ADAM_GROUP], gf[ADAM_GROUP], mf[ADAM_GROUP], vf[ADAM_GROUP];
@@ -93,7 +113,8 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, W *w,
         for (int j = 0; j < ADAM_GROUP; j++) {
             unsigned long long i = i0 + j;
             int in = j < cnt && i >= lo && i < hi;
-            pf[j] = in ? p[i] : 0.0f, gf[j] = in ? g[i - lo] : 0.0f, mf[j] = in ? m[i - lo] : 0.0f, vf[j] = in ? v[i - lo] : 0.0f;
+            pf[j] = in ? p[i] : 0.0f, gf[j] = in ? g[i - lo] : 0.0f;
+            mf[j] = in ? widen(m[i - lo]) : 0.0f, vf[j] = in ? widen(v[i - lo]) : 0.0f;
         }
     }
 #pragma unroll
@@ -104,12 +125,16 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, W *w,
         pf[j] = pf[j] * decay - stepsize * mf[j] / (sqrtf(vf[j]) * inv_sqrt_bc2 + u.eps);
     }
     if (whole) {
-        store8(p + i0, pf), store8(m + (i0 - lo), mf), store8(v + (i0 - lo), vf);
+        store8(p + i0, pf);
+        store_w(m + (i0 - lo), mf, ADAM_GROUP, 1, rm, 1);
+        store_w(v + (i0 - lo), vf, ADAM_GROUP, 1, rv, 1);
     } else {
         for (int j = 0; j < cnt; j++) {
             unsigned long long i = i0 + j;
             if (i < lo || i >= hi) continue;
-            p[i] = pf[j], m[i - lo] = mf[j], v[i - lo] = vf[j];
+            p[i] = pf[j];
+            put(m + (i - lo), mf[j], group_bits(rm, j));
+            put(v + (i - lo), vf[j], group_bits(rv, j));
         }
     }
     if (!w) return;
@@ -169,6 +194,17 @@ void cuda_adamw_free(hg_backend *be) {
     s->adam_count = 0;
 }
 
+template <typename W>
+static void launch_adamw(cuda_state *s, unsigned blocks, const hg_adamw_args *a, W *w, int bf16_state,
+                         const adam_seg *segs, unsigned long long lo, unsigned long long hi, int stochastic, int vec) {
+    if (bf16_state)
+        adamw_kernel<W, bf16><<<blocks, 256, 0, s->stream>>>(a->p, a->g, (bf16 *)a->m, (bf16 *)a->v, w, segs, a->params->count,
+                                                             lo, hi, a->u, stochastic, a->seed, a->step, vec);
+    else
+        adamw_kernel<W, float><<<blocks, 256, 0, s->stream>>>(a->p, a->g, (float *)a->m, (float *)a->v, w, segs,
+                                                              a->params->count, lo, hi, a->u, stochastic, a->seed, a->step, vec);
+}
+
 extern "C" void cuda_adamw(hg_backend *be, const hg_adamw_args *a) {
     CUDA_OP("adamw");
     if (a->params->count == 0 || a->n == 0 || upload_segments(be, a->params, a->weights) != HG_OK) return;
@@ -177,15 +213,13 @@ extern "C" void cuda_adamw(hg_backend *be, const hg_adamw_args *a) {
     unsigned long long groups = (hi + ADAM_GROUP - 1) / ADAM_GROUP - lo / ADAM_GROUP;
     unsigned blocks = (unsigned)((groups + 255) / 256);
     const adam_seg *segs = (const adam_seg *)s->adam_segs;
-    int vec = s->adam_aligned && lo % 4 == 0;
+    const int bf16_state = a->state == HG_PRECISION_BF16;
+    int vec = s->adam_aligned && lo % (bf16_state ? 8 : 4) == 0;
     for (const void *ptr : {(const void *)a->p, (const void *)a->g, (const void *)a->m, (const void *)a->v, (const void *)a->w})
         vec &= (uintptr_t)ptr % 16 == 0;
-    if (a->w && be->precision == HG_PRECISION_BF16)
-        adamw_kernel<bf16><<<blocks, 256, 0, s->stream>>>(a->p, a->g, a->m, a->v, (bf16 *)a->w, segs, a->params->count, lo, hi,
-                                                          a->u, a->stochastic, a->seed, a->step, vec);
-    else
-        adamw_kernel<float><<<blocks, 256, 0, s->stream>>>(a->p, a->g, a->m, a->v, (float *)a->w, segs, a->params->count, lo,
-                                                           hi, a->u, 0, a->seed, a->step, vec);
+    const int bf16_w = a->w && be->precision == HG_PRECISION_BF16;
+    if (bf16_w) launch_adamw<bf16>(s, blocks, a, (bf16 *)a->w, bf16_state, segs, lo, hi, a->stochastic, vec);
+    else launch_adamw<float>(s, blocks, a, (float *)a->w, bf16_state, segs, lo, hi, 0, vec);
     cuda_launched(be, "adamw_kernel");
 }
 
