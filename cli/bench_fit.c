@@ -14,7 +14,7 @@ typedef struct fit_setting {
     const char *name;
     hg_precision precision;
     hg_recompute recompute;
-    hg_precision state; /* AdamW's moments */
+    hg_precision state; /* AdamW's moments, and the kept gradients */
     int lora; /* r=16 on every linear layer, the base frozen and held in bf16 */
 } fit_setting;
 
@@ -22,7 +22,7 @@ static const fit_setting settings[] = {
     {"fp32", HG_PRECISION_FP32, HG_RECOMPUTE_NONE, HG_PRECISION_FP32, 0},
     {"bf16", HG_PRECISION_BF16, HG_RECOMPUTE_NONE, HG_PRECISION_FP32, 0},
     {"bf16 block", HG_PRECISION_BF16, HG_RECOMPUTE_BLOCK, HG_PRECISION_FP32, 0},
-    {"bf16 block bf16-m", HG_PRECISION_BF16, HG_RECOMPUTE_BLOCK, HG_PRECISION_BF16, 0},
+    {"bf16 block compact", HG_PRECISION_BF16, HG_RECOMPUTE_BLOCK, HG_PRECISION_BF16, 0},
     {"LoRA bf16", HG_PRECISION_BF16, HG_RECOMPUTE_NONE, HG_PRECISION_FP32, 1},
     {"LoRA bf16 block", HG_PRECISION_BF16, HG_RECOMPUTE_BLOCK, HG_PRECISION_FP32, 1},
 };
@@ -42,7 +42,7 @@ static size_t need_of(const hg_config *cfg, const bench_opts *o, int T, const fi
                       hg_memory_plan *plan, char *why, size_t cap) {
     hg_options opt = hg_options_default();
     opt.batch = o->m.batch, opt.seq_len = T, opt.threads = o->threads.v[0];
-    opt.precision = s->precision, opt.recompute = s->recompute, opt.optim_state = s->state;
+    opt.precision = s->precision, opt.recompute = s->recompute, opt.optim_state = opt.grad_precision = s->state;
     if (s->lora) {
         opt.base_precision = HG_PRECISION_BF16;
         if (every_linear(cfg, &opt.lora) != HG_OK) return snprintf(why, cap, "%s", hg_last_error()), 0;
@@ -60,8 +60,8 @@ int bench_fit(const bench_opts *o) {
     int header = 1;
     if (o->format == OUT_TABLE) {
         printf("handgrad bench --fit: a training step at batch %d, ctx %d, against %.1f GiB available "
-               "(the memory plan; block: --recompute block; bf16-m: --optim-state bf16; LoRA: r=16 on every linear "
-               "layer, base held in bf16)\n",
+               "(the memory plan; block: --recompute block; compact: --optim-state bf16 --grad-precision bf16; LoRA: "
+               "r=16 on every linear layer, base held in bf16)\n",
                o->m.batch, T, bench_gib(avail));
         printf("%-14s %9s", "Model", "params");
         for (int s = 0; s < NSET; s++) printf(" %17s", settings[s].name);

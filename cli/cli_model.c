@@ -60,6 +60,7 @@ void cli_device_options(const cli_device *d, hg_options *opt) {
     opt->precision = strcmp(d->precision, "bf16") ? HG_PRECISION_FP32 : HG_PRECISION_BF16;
     opt->base_precision = d->base_precision && !strcmp(d->base_precision, "bf16") ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
     opt->optim_state = d->optim_state && !strcmp(d->optim_state, "bf16") ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
+    opt->grad_precision = d->grad_precision && !strcmp(d->grad_precision, "bf16") ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
     opt->flags = (d->cuda_graphs ? HG_FLAG_CUDA_GRAPHS : 0) | (d->deterministic ? HG_FLAG_DETERMINISTIC : 0);
     static const char *const modes[] = {"none", "attn", "mlp", "block"};
     for (int i = 0; d->recompute && i < 4; i++)
@@ -87,6 +88,8 @@ const char *cli_model_why(const hg_options *opt, const char *what, char *buf, si
         snprintf(buf, cap, "--base-precision %s: %s", opt->base_precision == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 16);
     else if (!strncmp(e, "optim_state: ", 13))
         snprintf(buf, cap, "--optim-state %s: %s", opt->optim_state == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 13);
+    else if (!strncmp(e, "grad_precision: ", 16))
+        snprintf(buf, cap, "--grad-precision %s: %s", opt->grad_precision == HG_PRECISION_BF16 ? "bf16" : "fp32", e + 16);
     else if (!strncmp(e, "recompute: ", 11))
         snprintf(buf, cap, "--recompute: %s", e + 11);
     else snprintf(buf, cap, "%s: %s", what, e);

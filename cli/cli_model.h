@@ -31,6 +31,7 @@ typedef struct cli_device {
     const char *recompute; /* "none", "attn", "mlp", "block" (NULL: none); not generate's */
     const char *base_precision; /* how frozen tensors are held: "fp32" (NULL) or "bf16" */
     const char *optim_state;    /* AdamW's moments: "fp32" (NULL) or "bf16" */
+    const char *grad_precision; /* the kept gradients: "fp32" (NULL) or "bf16" */
 } cli_device;
 #define CLI_DEVICE_DEFAULT ((cli_device){.device = "cpu", .precision = "fp32"})
 
@@ -98,6 +99,11 @@ typedef struct cli_model {
     {"optim-state", CLI_CHOICE, offsetof(T, P optim_state), "fp32|bf16", 0, 0, CLI_SAVED,                        \
      "how AdamW's two moments are held: bf16 (rounded stochastically) takes 4 bytes a trained parameter "         \
      "instead of 8 (docs/training.md)"}
+/* P: the path of a cli_device. */
+#define CLI_OPT_GRAD_PRECISION(T, P)                                                                           \
+    {"grad-precision", CLI_CHOICE, offsetof(T, P grad_precision), "fp32|bf16", 0, 0, CLI_SAVED,                  \
+     "how the gradients are kept for the optimizer: bf16 takes 2 bytes a trained parameter instead of 4, each "  \
+     "block's summed in fp32 and rounded once a micro-batch (the CPU; docs/training.md)"}
 #define CLI_OPTS_ADAPT(T, P)                                                                                  \
     {"lora", CLI_STR, offsetof(T, P lora), "SPEC", 0, 0, 0,                                                    \
      "LoRA adapters on a frozen model: r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj (PEFT's module names)"}, \

@@ -47,6 +47,7 @@ static const cli_opt bench_options[] = {
     CLI_OPT_RECOMPUTE(bench_opts, m.dev.),
     CLI_OPT_BASE_PRECISION(bench_opts, m.dev.),
     CLI_OPT_OPTIM_STATE(bench_opts, m.dev.),
+    CLI_OPT_GRAD_PRECISION(bench_opts, m.dev.),
     CLI_OPTS_ADAPT(bench_opts, m.),
     {"Attention (--attention; --n-head NH: heads per cell, default 1)", CLI_SECTION, 0, 0, 0, 0, 0, 0},
     {"attention", CLI_BOOL, O(attention), 0, 0, 1, 0, "time attention alone over head sizes and lengths"},

@@ -39,6 +39,7 @@ static const cli_opt prof_options[] = {
     CLI_OPT_RECOMPUTE(prof_args, m.dev.),
     CLI_OPT_BASE_PRECISION(prof_args, m.dev.),
     CLI_OPT_OPTIM_STATE(prof_args, m.dev.),
+    CLI_OPT_GRAD_PRECISION(prof_args, m.dev.),
     CLI_OPTS_ADAPT(prof_args, m.),
     {"warmup", CLI_INT, O(warmup), "N", 0, 1 << 20, 0, "untimed steps first"},
     {"steps", CLI_INT, O(steps), "N", 1, 1 << 20, 0, "profiled training steps"},

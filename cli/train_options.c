@@ -71,6 +71,7 @@ static const cli_opt defs[] = {
     CLI_OPT_RECOMPUTE(train_opts, dev.),
     CLI_OPT_BASE_PRECISION(train_opts, dev.),
     CLI_OPT_OPTIM_STATE(train_opts, dev.),
+    CLI_OPT_GRAD_PRECISION(train_opts, dev.),
     {"max-nan-steps", CLI_INT, F(max_nan_steps), "K", 1, 1 << 30, CLI_SAVED,
      "stop after K steps in a row with a non-finite loss or gradient norm"},
     {"loss-band-z", CLI_F64, F(loss_band_z), "Z", 0, 1e6, CLI_SAVED,

@@ -368,10 +368,17 @@ typedef struct hg_options {
      * only on (seed, element, step), the CUDA backend's alike; hg_param_read/write and
      * checkpoints convert. Not with shards > 1. */
     hg_precision optim_state;
+    /* How the gradients are kept between the backward and the optimizer step:
+     * HG_PRECISION_FP32 (default) or HG_PRECISION_BF16 (the CPU, one shard): 2 bytes a
+     * trained parameter instead of 4. Each block's gradients (and the embeddings', the
+     * final norm's and the output's) are computed and summed in an fp32 window of their
+     * own, then added into the bf16 gradients, rounded to nearest even, once that block's
+     * backward is done: one rounding a micro-batch. */
+    hg_precision grad_precision;
 } hg_options;
 
 /* B=1, T=Tmax, training=1, threads=0, seed=0, CPU, fp32, no flags, shards=1, recompute
- * none, no adapters, nothing frozen, fp32 AdamW state */
+ * none, no adapters, nothing frozen, fp32 AdamW state and gradients */
 hg_options hg_options_default(void);
 
 /* ---------------------------------------------------------------- memory */
@@ -379,7 +386,8 @@ hg_options hg_options_default(void);
 typedef struct hg_memory_plan {
     size_t params;      /* parameters (fp32, padded vocab), plus their bf16 compute copy
                            under HG_PRECISION_BF16 */
-    size_t grads;       /* parameter gradients */
+    size_t grads;       /* parameter gradients, in grad_precision's type (with bf16 ones,
+                           their fp32 windows too) */
     size_t optimizer;   /* AdamW m and v (this rank's slice with shards > 1), in
                            optim_state's type */
     size_t activations; /* stored activations for backward, sized from (B, T) */
@@ -508,7 +516,11 @@ typedef struct hg_param_info {
                           hg_options.base_precision BF16): it is also the compute copy;
                           hg_param_read / hg_param_write convert from and to fp32 */
     hg_precision dtype;  /* the element type of data or data_bf16 */
-    float *grad;       /* same layout; NULL in an inference model and for a frozen tensor */
+    float *grad;       /* same layout; NULL in an inference model, for a frozen tensor,
+                          and when the gradients are kept in bf16 (grad_dtype) */
+    uint16_t *grad_bf16; /* the gradient under hg_options.grad_precision BF16 (final once
+                          a step's backward has returned) */
+    hg_precision grad_dtype; /* the element type of the gradient */
     float *adam_m;     /* AdamW first moment; NULL in an inference model, with
                           shards > 1 (see hg_dist_optimizer_get), and when the moments
                           are held in bf16 (state_dtype) */

@@ -690,8 +690,8 @@ static void test_sumsq(hg_backend *cpu, hg_backend *gpu) {
     float *x = fvec(n);
     fill(x, n, &r, -2, 2);
     double want, got;
-    cpu->ops->sumsq(cpu, x, n, &want);
-    gpu->ops->sumsq(gpu, dev_from(gpu, x, n, 0), n, &got);
+    cpu->ops->sumsq(cpu, x, HG_PRECISION_FP32, n, &want);
+    gpu->ops->sumsq(gpu, dev_from(gpu, x, n, 0), HG_PRECISION_FP32, n, &got);
     sync_or_fail(gpu, "sumsq");
     int bad = !(fabs(got - want) <= 1e-12 * want);
     printf("  %-4s sumsq %.17g, cpu %.17g\n", bad ? "FAIL" : "ok", got, want);

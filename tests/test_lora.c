@@ -187,13 +187,16 @@ static hg_lora every_module(const hg_config *c, int r) {
     return l;
 }
 
-static hg_model *make(const hg_config *c, hg_lora lora, const char *freeze, int training) {
+static hg_model *make_grads(const hg_config *c, hg_lora lora, const char *freeze, int training, hg_precision grads) {
     hg_options o = hg_options_default();
     o.batch = B, o.seq_len = T, o.threads = 2, o.seed = 3, o.training = training;
-    o.lora = lora, o.freeze = freeze;
+    o.lora = lora, o.freeze = freeze, o.grad_precision = grads;
     hg_model *m = NULL;
     CHECK_OK(hg_model_create(&m, c, &o));
     return m;
+}
+static hg_model *make(const hg_config *c, hg_lora lora, const char *freeze, int training) {
+    return make_grads(c, lora, freeze, training, HG_PRECISION_FP32);
 }
 
 /* B = 0: the adapted model computes the base model's loss, bit for bit, and the
@@ -430,6 +433,52 @@ static void base_bf16(const char *preset, const char *freeze) {
     hg_model_free(m[1]);
 }
 
+/* bf16 gradients (hg_options.grad_precision) of adapters with non-zero B, and of a
+ * model with frozen tensors among trained ones: each its fp32 gradient rounded to
+ * nearest even, bit for bit, after one backward (their fp32 windows hold exactly what
+ * the fp32 gradients would). */
+static void bf16_gradients(const char *preset, hg_lora lora, const char *freeze) {
+    hg_config c = small(preset);
+    hg_model *m[2] = {make_grads(&c, lora, freeze, 1, HG_PRECISION_FP32), make_grads(&c, lora, freeze, 1, HG_PRECISION_BF16)};
+    if (!m[0] || !m[1]) return;
+    int32_t tok[B * T], tgt[B * T];
+    batch(tok, tgt, c.vocab_size);
+    for (int i = 0; i < hg_param_count(m[0]); i++) { /* B = 0 would make A's gradients 0 */
+        hg_param_info p;
+        CHECK_OK(hg_param_at(m[0], i, &p));
+        if (!strstr(p.name, "lora_B")) continue;
+        float *v = malloc(sizeof(float) * (size_t)p.numel);
+        for (int64_t j = 0; j < p.numel; j++) v[j] = 0.01f * (float)((j * 37 + i) % 11 - 5);
+        for (int k = 0; k < 2; k++) CHECK_OK(hg_param_write(m[k], i, HG_PARAM_DATA, v));
+        free(v);
+    }
+    float l[2];
+    int bad = 0, trained = 0;
+    for (int k = 0; k < 2; k++) CHECK_OK(hg_forward_backward(m[k], tok, tgt, B, T, 1.0f, &l[k]));
+    for (int i = 0; i < hg_param_count(m[0]); i++) {
+        hg_param_info p;
+        CHECK_OK(hg_param_at(m[1], i, &p));
+        if (p.frozen) {
+            bad += p.grad_bf16 != NULL;
+            continue;
+        }
+        trained++;
+        float *g = malloc(sizeof(float) * (size_t)p.numel), *h = malloc(sizeof(float) * (size_t)p.numel);
+        CHECK_OK(hg_param_read(m[0], i, HG_PARAM_GRAD, g));
+        CHECK_OK(hg_param_read(m[1], i, HG_PARAM_GRAD, h));
+        for (int64_t j = 0; j < p.numel; j++) {
+            float w = from_bf16(to_bf16(g[j]));
+            bad += memcmp(&w, &h[j], 4) != 0;
+        }
+        free(g), free(h);
+    }
+    printf("%s (%s): %d trained tensors, %d gradient elements not their fp32 value's bf16 rounding\n", preset,
+           lora.r ? "lora" : freeze, trained, bad);
+    CHECK(l[0] == l[1] && bad == 0 && trained > 0);
+    hg_model_free(m[0]);
+    hg_model_free(m[1]);
+}
+
 static void bad_settings(void) {
     hg_config c = small("llama-tiny");
     hg_options o = hg_options_default();
@@ -488,6 +537,11 @@ int main(void) {
     frozen();
     base_bf16("llama-tiny", NULL);
     base_bf16("odd", "h.*.mlp.*,wte.weight");
+    {
+        hg_config c = small("llama-tiny");
+        bf16_gradients("llama-tiny", every_module(&c, 4), NULL);
+        bf16_gradients("odd", (hg_lora){0}, "h.0.*,wpe.weight");
+    }
     bad_settings();
     CHECK_DONE();
 }

@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "core/bf16.h"
 #include "handgrad.h"
 #include "io/safetensors.h"
 
@@ -115,7 +116,8 @@ static void read_config(hg_st_file *f, hg_config *cfg) {
     cJSON_Delete(c);
 }
 
-static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T, hg_precision precision, hg_precision state) {
+static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T, hg_precision precision, hg_precision state,
+                            hg_precision grads) {
     read_config(f, cfg);
     *B = atoi(hg_st_metadata(f, "batch"));
     *T = atoi(hg_st_metadata(f, "seq_len"));
@@ -125,6 +127,7 @@ static hg_model *load_model(hg_st_file *f, hg_config *cfg, int *B, int *T, hg_pr
     o.threads = 2;
     o.precision = precision;
     o.optim_state = state;
+    o.grad_precision = grads;
     hg_model *m = NULL;
     CHECK_OK(hg_model_create(&m, cfg, &o));
     if (!m) exit(1);
@@ -190,7 +193,7 @@ static void check_fixture(const char *path) {
     if (!f) return;
     hg_config cfg;
     int B, T;
-    hg_model *m = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32, HG_PRECISION_FP32);
+    hg_model *m = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32, HG_PRECISION_FP32, HG_PRECISION_FP32);
     const int N = B * T, V = cfg.vocab_size;
     int32_t *tok, *tgt;
     read_batch(f, N, &tok, &tgt);
@@ -229,7 +232,7 @@ static void check_fixture(const char *path) {
     hg_adamw a = read_adamw(f);
     double *losses = read_f64(f, "adamw.losses", 10), *norms = read_f64(f, "adamw.grad_norms", 10);
     hg_model_free(m);
-    m = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32, HG_PRECISION_FP32);
+    m = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32, HG_PRECISION_FP32, HG_PRECISION_FP32);
     for (int k = 0; k < 10; k++) {
         float l = NAN, gn = NAN;
         CHECK_OK(hg_zero_grad(m));
@@ -301,6 +304,45 @@ static double cosine(const float *got, const double *want, const hg_config *cfg,
     return gg > 0 && ww > 0 ? gw / sqrt(gg * ww) : (gg == ww ? 1.0 : 0.0);
 }
 
+/* bf16 gradients (hg_options.grad_precision) in fp32 compute: after one backward each
+ * is its fp32 gradient g rounded to nearest even, bit for bit (its window holds exactly
+ * what the fp32 buffer would), and after the same batch again round(round(g) + g): one
+ * rounding a micro-batch. */
+static void check_grad_rounding(hg_st_file *f) {
+    hg_config cfg;
+    int B, T;
+    hg_model *m32 = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32, HG_PRECISION_FP32, HG_PRECISION_FP32);
+    hg_model *m16 = load_model(f, &cfg, &B, &T, HG_PRECISION_FP32, HG_PRECISION_FP32, HG_PRECISION_BF16);
+    int32_t *tok, *tgt;
+    read_batch(f, B * T, &tok, &tgt);
+    float l = NAN;
+    int bad = 0, checked = 0;
+    CHECK_OK(hg_forward_backward(m32, tok, tgt, B, T, 1.0f, &l)); /* g, in fp32 */
+    for (int step = 0; step < 2; step++) {
+        CHECK_OK(hg_forward_backward(m16, tok, tgt, B, T, 1.0f, &l));
+        for (int i = 0; i < hg_param_count(m32); i++) {
+            hg_param_info p;
+            CHECK_OK(hg_param_at(m16, i, &p));
+            bad += !(p.grad == NULL && p.grad_bf16 && p.grad_dtype == HG_PRECISION_BF16);
+            float *g = malloc(sizeof(float) * (size_t)p.numel), *got = malloc(sizeof(float) * (size_t)p.numel);
+            CHECK_OK(hg_param_read(m32, i, HG_PARAM_GRAD, g));
+            CHECK_OK(hg_param_read(m16, i, HG_PARAM_GRAD, got));
+            for (int64_t j = 0; j < p.numel; j++) {
+                float w = bf16_to_f32(f32_to_bf16(g[j]));
+                if (step) w = bf16_to_f32(f32_to_bf16(w + g[j]));
+                bad += memcmp(&w, &got[j], 4) != 0;
+                checked++;
+            }
+            free(g), free(got);
+        }
+    }
+    printf("  bf16 gradients: %d of %d elements not their fp32 gradient's rounding\n", bad, checked);
+    CHECK(bad == 0);
+    free(tok), free(tgt);
+    hg_model_free(m32);
+    hg_model_free(m16);
+}
+
 static void check_fixture_bf16(const char *path) {
     printf("%s in bf16\n", path);
     hg_st_file *f;
@@ -308,7 +350,7 @@ static void check_fixture_bf16(const char *path) {
     if (!f) return;
     hg_config cfg;
     int B, T;
-    hg_model *m = load_model(f, &cfg, &B, &T, HG_PRECISION_BF16, HG_PRECISION_FP32);
+    hg_model *m = load_model(f, &cfg, &B, &T, HG_PRECISION_BF16, HG_PRECISION_FP32, HG_PRECISION_FP32);
     const int N = B * T;
     const int verbose = getenv("HG_TEST_VERBOSE") != NULL;
     double *want_loss = read_f64(f, "loss", 1);
@@ -338,13 +380,15 @@ static void check_fixture_bf16(const char *path) {
     CHECK(ac >= 0); /* every fixture has its autocast run */
     /* bf16 compute with fp32 and with bf16 moments, and fp32 compute with bf16 moments,
      * each within `bound` times autocast's distance (below) */
-    static const struct { hg_precision compute, state; const char *what; double bound; } runs[] = {
-        {HG_PRECISION_BF16, HG_PRECISION_FP32, "bf16", 2.0},
-        {HG_PRECISION_BF16, HG_PRECISION_BF16, "bf16, bf16 moments", 2.5},
-        {HG_PRECISION_FP32, HG_PRECISION_BF16, "fp32, bf16 moments", 0.25}};
+    static const struct { hg_precision compute, state, grads; const char *what; double bound; } runs[] = {
+        {HG_PRECISION_BF16, HG_PRECISION_FP32, HG_PRECISION_FP32, "bf16", 2.0},
+        {HG_PRECISION_BF16, HG_PRECISION_BF16, HG_PRECISION_FP32, "bf16, bf16 moments", 2.5},
+        {HG_PRECISION_FP32, HG_PRECISION_BF16, HG_PRECISION_FP32, "fp32, bf16 moments", 0.25},
+        {HG_PRECISION_FP32, HG_PRECISION_FP32, HG_PRECISION_BF16, "fp32, bf16 gradients", 0.1},
+        {HG_PRECISION_BF16, HG_PRECISION_BF16, HG_PRECISION_BF16, "bf16, bf16 moments and gradients", 2.5}};
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         double worst = 0.0;
-        m = load_model(f, &cfg, &B, &T, runs[r].compute, runs[r].state);
+        m = load_model(f, &cfg, &B, &T, runs[r].compute, runs[r].state, runs[r].grads);
         for (int k = 0; k < 10; k++) {
             float l = NAN, gn = NAN;
             CHECK_OK(hg_zero_grad(m));
@@ -364,6 +408,7 @@ static void check_fixture_bf16(const char *path) {
         hg_model_free(m);
     }
     free(losses), free(want_loss), free(tok), free(tgt);
+    check_grad_rounding(f);
     hg_st_close(f);
 }
 

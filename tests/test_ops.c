@@ -321,7 +321,7 @@ static void test_sumsq(hg_backend *bes[OPS_NBE]) {
         for (size_t i = 0; i < n; i++) want += (double)x[i] * x[i];
         for (int k = 0; k < OPS_NBE; k++) {
             use_backend(bes[k]);
-            for (int run = 0; run < 2; run++) bes[k]->ops->sumsq(bes[k], x, n, &got[k][run]);
+            for (int run = 0; run < 2; run++) bes[k]->ops->sumsq(bes[k], x, HG_PRECISION_FP32, n, &got[k][run]);
             CHECK(memcmp(&got[k][0], &got[k][1], sizeof(double)) == 0);
             CHECK_CLOSE(got[k][0], want, 2.0 * (double)n * 1.1102230246251565e-16, 0.0);
         }

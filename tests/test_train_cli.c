@@ -257,16 +257,16 @@ static void resume_exact(void) {
     free(out);
 }
 
-/* --optim-state bf16: N steps, stop, resume to 2N == 2N in one go (the stochastic
- * rounding's draws depend on the step alone), the moments on disk in BF16; and the run
- * resumes under fp32 moments too (widened). */
+/* --optim-state bf16 with --grad-precision bf16, two micro-batches a step: N steps,
+ * stop, resume to 2N == 2N in one go (the stochastic rounding's draws depend on the step
+ * alone), the moments on disk in BF16; and the run resumes under fp32 moments too
+ * (widened). */
 static void optim_state_bf16(void) {
     char d[512];
     series ref, res;
-    CHECK(sh(NULL, "%s train %s --out %s/o_ref --max-steps 20 --lr-schedule constant --optim-state bf16", hg, tiny,
-             work) == 0);
-    CHECK(sh(NULL, "%s train %s --out %s/o_res --max-steps 10 --lr-schedule constant --optim-state bf16", hg, tiny,
-             work) == 0);
+    const char *compact = "--lr-schedule constant --optim-state bf16 --grad-precision bf16 --total-batch-tokens 256";
+    CHECK(sh(NULL, "%s train %s --out %s/o_ref --max-steps 20 %s", hg, tiny, work, compact) == 0);
+    CHECK(sh(NULL, "%s train %s --out %s/o_res --max-steps 10 %s", hg, tiny, work, compact) == 0);
     CHECK(sh(NULL, "%s train --resume --out %s/o_res --max-steps 20", hg, work) == 0);
     snprintf(d, sizeof d, "%s/o_ref", work);
     read_log(d, &ref);

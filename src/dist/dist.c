@@ -161,7 +161,7 @@ static hg_status bucket_start(hg_dist *d, size_t lo, size_t n) {
     b->lo = lo, b->n = n, b->done = 0;
     memset(&b->req, 0, sizeof b->req);
     if (d->nb == 1) d->t_first = hg_now();
-    float *g = d->m->grad + lo;
+    float *g = (float *)d->m->grad + lo; /* fp32: bf16 gradients only on one rank */
     if (!d->o.zero) return d->c->ops->allreduce_start(d->c, g, n, &b->req);
     split(d, lo, n);
     int me = d->c->rank;
@@ -257,12 +257,12 @@ hg_status hg_dist_optimizer_step(hg_dist *d, const hg_adamw *a, float *grad_norm
     float mult = 1.0f / (float)d->c->size; /* the mean of the ranks' gradients */
     if (!d->o.zero) {
         double sumsq;
-        be->ops->sumsq(be, m->grad, d->P, &sumsq);
+        be->ops->sumsq(be, m->grad, m->opt.grad_precision, d->P, &sumsq); /* bf16 only on one rank */
         HG_TRY(gpt_adamw_range(m, a, sumsq, mult, 0, d->P, m->grad, m->adam_m, m->adam_v, grad_norm));
     } else {
         double sumsq;
         hg_comm_req r = {0};
-        be->ops->sumsq(be, d->gshard, m->shard_n, &sumsq);
+        be->ops->sumsq(be, d->gshard, HG_PRECISION_FP32, m->shard_n, &sumsq);
         HG_TRY(d->c->ops->sum_f64_start(d->c, &sumsq, 1, &r));
         HG_TRY(wait_for(d, &r, "the sum of the gradient norm's slices"));
         HG_TRY(gpt_adamw_range(m, a, sumsq, mult, m->shard_lo, m->shard_n, d->gshard, m->adam_m, m->adam_v, grad_norm));
@@ -399,6 +399,9 @@ hg_status hg_dist_create(hg_dist **out, hg_comm *c, hg_model *m, const hg_dist_o
     hg_status mine = m->train_bytes != m->params.bytes && (c->size > 1 || o->zero)
                          ? hg_fail(HG_ERR_UNSUPPORTED, "freeze: data parallelism with frozen parameters (or LoRA adapters) "
                                    "is not implemented; train on one rank without --zero")
+                     : m->opt.grad_precision != HG_PRECISION_FP32 && (c->size > 1 || o->zero)
+                         ? hg_fail(HG_ERR_UNSUPPORTED, "grad_precision: data parallelism with bf16 gradients is not "
+                                   "implemented; use fp32 gradients, or one rank without --zero")
                          : check_setup(c, m, o);
     HG_TRY(handshake(c, m, o, mine, o->timeout_s > 0 ? o->timeout_s : 300.0));
 

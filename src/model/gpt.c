@@ -555,6 +555,11 @@ static hg_status check_options(const hg_config *cfg, const hg_options *o) {
         return hg_fail(HG_ERR_INVALID, "recompute must be HG_RECOMPUTE_NONE, _ATTN, _MLP or _BLOCK, got %d", (int)o->recompute);
     if (o->optim_state != HG_PRECISION_FP32 && o->optim_state != HG_PRECISION_BF16)
         return hg_fail(HG_ERR_INVALID, "optim_state must be HG_PRECISION_FP32 or _BF16, got %d", (int)o->optim_state);
+    if (o->grad_precision != HG_PRECISION_FP32 && o->grad_precision != HG_PRECISION_BF16)
+        return hg_fail(HG_ERR_INVALID, "grad_precision must be HG_PRECISION_FP32 or _BF16, got %d", (int)o->grad_precision);
+    if (o->grad_precision == HG_PRECISION_BF16 && o->shards > 1)
+        return hg_fail(HG_ERR_UNSUPPORTED, "grad_precision: bf16 gradients with ZeRO-1 (shards > 1) are not "
+                       "implemented; use fp32 gradients, or one slice");
     if (o->optim_state == HG_PRECISION_BF16 && o->shards > 1)
         return hg_fail(HG_ERR_UNSUPPORTED, "optim_state: AdamW moments in bf16 with ZeRO-1 (shards > 1) are not "
                        "implemented; use fp32 moments, or one slice");
@@ -594,6 +599,10 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
         size_t lo, n;
         gpt_shard(trained / sizeof(float), opt.shards, opt.shard, &lo, &n);
         out->grads = trained;
+        if (opt.grad_precision == HG_PRECISION_BF16) {
+            gpt_param_map pm = gpt_param_map_of(&p);
+            out->grads = trained / 2 + sizeof(float) * gpt_grad_windows(&p, &pm, cfg->n_layer, NULL);
+        }
         out->optimizer = 2 * n * hg_precision_bytes(opt.optim_state);
     }
     for (int i = 0; i < a.count; i++) {
@@ -609,7 +618,44 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
     return HG_OK;
 }
 
+size_t gpt_grad_windows(const hg_table *params, const gpt_param_map *pm, int n_layer, int64_t *win_off) {
+    enum { ALIGN = 16 }; /* floats: each place 64-byte aligned */
+    const int b0 = pm->layer0, b1 = pm->layer0 + n_layer * pm->per_layer;
+    size_t wide = 0, block = 0;
+    for (int pass = 0; pass < 2; pass++) /* the model-wide tensors, then the blocks after them */
+        for (int l = 0; l < (pass ? n_layer : 1); l++) {
+            size_t at = 0;
+            for (int i = pass ? b0 + l * pm->per_layer : 0; i < (pass ? b0 + (l + 1) * pm->per_layer : params->count); i++) {
+                if (!pass && i >= b0 && i < b1) continue;
+                const hg_tensor_spec *s = &params->specs[i];
+                if (win_off) win_off[i] = (s->flags & HG_SPEC_FROZEN) ? -1 : (int64_t)((pass ? wide : 0) + at);
+                if (!(s->flags & HG_SPEC_FROZEN)) at += ((size_t)s->numel + ALIGN - 1) / ALIGN * ALIGN;
+            }
+            if (pass) block = at > block ? at : block;
+            else wide = at;
+        }
+    return wide + block;
+}
+
+/* With bf16 gradients: the windows of [first, end) added into the kept gradients (round
+ * to nearest even) and zeroed. Host memory: the CPU alone keeps bf16 gradients. */
+static void add_windows(const hg_model *m, int first, int end) {
+    if (!m->grad_win || m->trace) return;
+    for (int i = first; i < end; i++) {
+        if (!gpt_trained(m, i)) continue;
+        uint16_t *g = gpt_grad_kept(m, i);
+        float *w = gpt_grad(m, i);
+        const int64_t n = m->params.specs[i].numel;
+        #pragma omp parallel for simd schedule(static) num_threads(m->threads)
+        for (int64_t j = 0; j < n; j++) {
+            g[j] = f32_to_bf16(bf16_to_f32(g[j]) + w[j]);
+            w[j] = 0.0f;
+        }
+    }
+}
+
 void gpt_grad_ready(const hg_model *m, int first, int end) {
+    add_windows(m, first, end);
     if (!m->grad_ready) return;
     /* trained tensors are laid out in table order: from the first of them in [first, end)
      * to the next one after end (the gaps between belong to the range), or the end */
@@ -644,7 +690,8 @@ void gpt_refresh_weights(hg_model *m, size_t lo, size_t n) {
  * the gradients and moments. */
 static size_t buffer_bytes(const hg_model *m, const void *buf) {
     if (buf == m->param) return m->params.bytes;
-    return buf == m->grad ? m->train_bytes : m->shard_n * gpt_state_bytes(m);
+    if (buf == m->grad) return m->train_bytes / sizeof(float) * gpt_grad_bytes(m);
+    return m->shard_n * gpt_state_bytes(m);
 }
 
 void *gpt_host_begin(const hg_model *m, void *buf) {
@@ -809,7 +856,7 @@ void hg_model_free(hg_model *m) {
     if (!m) return;
     if (m->be) {
         void *copy = m->weight != (void *)m->param ? m->weight : NULL;
-        void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, copy, m->act};
+        void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, copy, m->act, m->grad_win};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) m->be->ops->free(m->be, bufs[i]);
         m->be->ops->destroy(m->be);
@@ -821,6 +868,7 @@ void hg_model_free(hg_model *m) {
     free(m->steps);
     free(m->host_losses);
     free(m->pos);
+    free(m->win_off);
     free(m);
 }
 
@@ -897,12 +945,20 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     hg_backend *be = m->be;
     gpt_shard(m->train_bytes / sizeof(float), opt.shards, opt.shard, &m->shard_lo, &m->shard_n);
     void **bufs[] = {(void **)&m->param, (void **)&m->grad, &m->adam_m, &m->adam_v};
-    size_t sizes[] = {m->params.bytes, m->train_bytes, m->shard_n * gpt_state_bytes(m), m->shard_n * gpt_state_bytes(m)};
+    size_t sizes[] = {m->params.bytes, m->train_bytes / sizeof(float) * gpt_grad_bytes(m), m->shard_n * gpt_state_bytes(m),
+                      m->shard_n * gpt_state_bytes(m)};
     int nbufs = opt.training ? 4 : 1;
     for (int i = 0; i < nbufs && st == HG_OK; i++) {
         *bufs[i] = be->ops->alloc(be, sizes[i] ? sizes[i] : HG_ALIGN);
         if (!*bufs[i]) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of parameters", sizes[i]);
         else be->ops->zero(be, *bufs[i], sizes[i]);
+    }
+    if (st == HG_OK && opt.training && opt.grad_precision == HG_PRECISION_BF16) { /* the gradients' fp32 windows */
+        m->win_off = malloc(sizeof(int64_t) * (size_t)(m->params.count ? m->params.count : 1));
+        m->win_floats = gpt_grad_windows(&m->params, &m->pm, cfg->n_layer, m->win_off);
+        m->grad_win = m->win_off ? be->ops->alloc(be, m->win_floats ? m->win_floats * sizeof(float) : HG_ALIGN) : NULL;
+        if (!m->grad_win) st = hg_fail(HG_ERR_NOMEM, "out of memory for %zu floats of gradient windows", m->win_floats);
+        else be->ops->zero(be, m->grad_win, m->win_floats * sizeof(float));
     }
     if (st == HG_OK) {
         m->weight = opt.precision == HG_PRECISION_FP32 ? (void *)m->param : be->ops->alloc(be, m->weights.bytes);
@@ -980,7 +1036,9 @@ hg_status hg_param_at(const hg_model *m, int index, hg_param_info *out) {
     out->dtype = gpt_held_bf16(m, index) ? HG_PRECISION_BF16 : HG_PRECISION_FP32;
     if (out->dtype == HG_PRECISION_BF16) out->data_bf16 = (uint16_t *)gpt_param(m, m->param, index);
     else out->data = gpt_param(m, m->param, index);
-    if (m->grad) out->grad = gpt_grad(m, index);
+    out->grad_dtype = m->opt.grad_precision;
+    if (m->grad && out->grad_dtype == HG_PRECISION_BF16) out->grad_bf16 = gpt_grad_kept(m, index);
+    else if (m->grad) out->grad = gpt_grad_kept(m, index);
     out->state_dtype = m->opt.optim_state;
     if (m->grad && m->opt.shards == 1 && gpt_trained(m, index)) {
         size_t at = m->params.specs[index].offset / sizeof(float);
@@ -1014,7 +1072,8 @@ static hg_status param_part(const hg_model *m, int index, hg_param_part part, co
     if (part >= HG_PARAM_ADAM_M && m->opt.shards > 1)
         return hg_fail(HG_ERR_STATE, "this model holds 1/%d of the AdamW state (ZeRO-1): use hg_dist_optimizer_get/set",
                        m->opt.shards);
-    *out = part >= HG_PARAM_ADAM_M ? bufs[part] : gpt_param(m, bufs[part], index);
+    *out = part >= HG_PARAM_ADAM_M ? bufs[part] : part == HG_PARAM_GRAD ? gpt_grad_kept(m, index)
+                                                                         : gpt_param(m, bufs[part], index);
     return HG_OK;
 }
 
@@ -1040,7 +1099,8 @@ hg_status hg_param_read(const hg_model *m, int index, hg_param_part part, float 
     HG_TRY(param_part(m, index, part, host, &src));
     const hg_tensor_spec *s = &m->params.specs[index];
     if (part >= HG_PARAM_ADAM_M) return gpt_moments_io(m, src, s->offset / sizeof(float), (size_t)s->numel, host, 0);
-    if (part == HG_PARAM_DATA && gpt_held_bf16(m, index)) return bf16_io(m, src, (size_t)s->numel, host, 0);
+    if ((part == HG_PARAM_DATA && gpt_held_bf16(m, index)) || (part == HG_PARAM_GRAD && gpt_grad_bytes(m) == 2))
+        return bf16_io(m, src, (size_t)s->numel, host, 0);
     m->be->ops->download(m->be, host, src, sizeof(float) * (size_t)m->params.specs[index].numel);
     return m->be->ops->sync(m->be);
 }
@@ -1050,7 +1110,8 @@ hg_status hg_param_write(hg_model *m, int index, hg_param_part part, const float
     HG_TRY(param_part(m, index, part, host, &dst));
     const hg_tensor_spec *s = &m->params.specs[index];
     if (part >= HG_PARAM_ADAM_M) return gpt_moments_io(m, dst, s->offset / sizeof(float), (size_t)s->numel, (float *)host, 1);
-    if (part == HG_PARAM_DATA && gpt_held_bf16(m, index)) return bf16_io(m, dst, (size_t)s->numel, (float *)host, 1);
+    if ((part == HG_PARAM_DATA && gpt_held_bf16(m, index)) || (part == HG_PARAM_GRAD && gpt_grad_bytes(m) == 2))
+        return bf16_io(m, dst, (size_t)s->numel, (float *)host, 1);
     m->be->ops->upload(m->be, dst, host, sizeof(float) * (size_t)m->params.specs[index].numel);
     if (part == HG_PARAM_DATA) gpt_refresh_weights(m, m->params.specs[index].offset / sizeof(float), (size_t)m->params.specs[index].numel);
     return m->be->ops->sync(m->be);

@@ -202,8 +202,13 @@ struct hg_model {
     hg_backend *be;
     hg_backend_ops own_ops;     /* be->ops once an hg_override_* has patched a copy */
     hg_table params;            /* parameter specs; grads, m, v share the layout */
-    float *param, *grad;
+    float *param;
+    void *grad;                 /* the trained parameters' gradients, of opt.grad_precision's type */
     void *adam_m, *adam_v;      /* (shard_n) elements from shard_lo, of opt.optim_state's type */
+    float *grad_win;            /* with bf16 gradients: the fp32 windows the ops write them
+                                   into (gpt_grad), else NULL */
+    int64_t *win_off;           /* (params.count) each trained tensor's place in grad_win */
+    size_t win_floats;          /* grad_win's size */
     size_t train_bytes;         /* the trainable parameters: the first bytes of the layout,
                                    all the gradient buffer holds (frozen ones follow) */
     size_t shard_lo, shard_n;   /* the flat range of them the AdamW state covers (ZeRO-1) */
@@ -286,16 +291,22 @@ hg_status gpt_moments_io(const hg_model *m, void *buf, size_t lo, size_t n, floa
  * the part inside this model's slice [shard_lo, shard_lo + shard_n). */
 hg_status gpt_moments_set(hg_model *m, int i, const float *mo, const float *vo);
 
-/* Reports to the gradient-ready hook that the gradients of parameters [first, end) of
- * the table are final: the flat range of the trained ones among them (none: no call). */
+/* The gradients of parameters [first, end) of the table are final for this backward:
+ * with bf16 gradients their windows are added into the kept ones and zeroed; then the
+ * gradient-ready hook is told the flat range of the trained ones among them (none: no
+ * call). */
 void gpt_grad_ready(const hg_model *m, int first, int end);
+/* Lays out the fp32 gradient windows of a model with bf16 gradients (win_off, and
+ * win_floats; NULL win_off: the count alone): the model-wide tensors' (embeddings,
+ * final norm, output) each its own place, every block's in one shared place. */
+size_t gpt_grad_windows(const hg_table *params, const gpt_param_map *pm, int n_layer, int64_t *win_off);
 
 /* AdamW over the flat range [lo, lo+n) of the parameters, given the squared norm of the
  * gradients it was computed from; g, mom, var point at the range's first element. Each
  * gradient is multiplied by grad_mult (1/ranks for gradients summed over ranks) before
  * clipping. *norm: the pre-clip norm, sqrt(sumsq) * grad_mult. Advances adam_t. */
 hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
-                          const float *g, void *mom, void *var, float *norm);
+                          const void *g, void *mom, void *var, float *norm);
 
 /* Tensor idx of the fp32 buffers (param, grad; adam_m and adam_v only with one shard);
  * NULL for idx -1 (an omitted parameter). */
@@ -306,12 +317,20 @@ static inline float *gpt_param(const hg_model *m, float *buf, int idx) {
 static inline int gpt_trained(const hg_model *m, int idx) {
     return idx >= 0 && !(m->params.specs[idx].flags & HG_SPEC_FROZEN);
 }
-/* Tensor idx's gradient (or, buf given, its place in a buffer of the gradient's layout:
- * adam_m, adam_v, a host copy); NULL for an omitted or frozen parameter. */
-static inline float *gpt_grad_in(const hg_model *m, float *buf, int idx) {
-    return gpt_trained(m, idx) ? gpt_param(m, buf, idx) : NULL;
+/* Bytes of a kept gradient element: 2 under grad_precision BF16, else 4. */
+static inline size_t gpt_grad_bytes(const hg_model *m) { return m->opt.grad_precision == HG_PRECISION_BF16 ? 2 : 4; }
+/* Tensor idx's gradient where the step's ops accumulate it in fp32: in the gradient
+ * buffer, or with bf16 gradients in its window (gpt_grad_ready adds the window into the
+ * buffer); NULL for an omitted or frozen parameter. */
+static inline float *gpt_grad(const hg_model *m, int idx) {
+    if (!gpt_trained(m, idx)) return NULL;
+    return m->grad_win ? m->grad_win + m->win_off[idx] : gpt_param(m, m->grad, idx);
 }
-static inline float *gpt_grad(const hg_model *m, int idx) { return gpt_grad_in(m, m->grad, idx); }
+/* Tensor idx's kept gradient, of gpt_grad_bytes elements (NULL as gpt_grad). */
+static inline void *gpt_grad_kept(const hg_model *m, int idx) {
+    if (!gpt_trained(m, idx)) return NULL;
+    return (char *)m->grad + m->params.specs[idx].offset / sizeof(float) * gpt_grad_bytes(m);
+}
 /* 1 when tensor idx is held in bf16 (a frozen one under hg_options.base_precision BF16):
  * its place in the parameter buffer holds bf16 elements, and it is its own compute copy
  * (HG_SPEC_ALIAS in the weights table). */

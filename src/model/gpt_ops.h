@@ -318,9 +318,9 @@ static inline void op_zero(hg_model *m, prof_kind kind, int layer, void *p, size
            .cost = hg_zero_cost(bytes), .wr = {p});
 }
 
-static inline void op_sumsq(hg_model *m, const float *x, size_t n, double *out) {
+static inline void op_sumsq(hg_model *m, const void *x, hg_precision type, size_t n, double *out) {
     double t0 = prof_begin(m);
-    m->be->ops->sumsq(m->be, x, n, out);
+    m->be->ops->sumsq(m->be, x, type, n, out);
     PROF_OP(m, t0, .kind = OP_GRAD_NORM, .layer = PROF_NO_LAYER, .dims = {(long long)n},
             .cost = hg_sumsq_cost(n));
 }

@@ -622,7 +622,10 @@ hg_status hg_forward_backward(hg_model *m, const int32_t *tokens, const int32_t 
 
 hg_status hg_zero_grad(hg_model *m) {
     HG_TRY(check_trainable(m));
-    op_zero(m, OP_ZERO_GRAD, PROF_NO_LAYER, m->grad, m->train_bytes); /* a failure shows at the next sync */
+    op_zero(m, OP_ZERO_GRAD, PROF_NO_LAYER, m->grad, m->train_bytes / sizeof(float) * gpt_grad_bytes(m));
+    if (m->grad_win) /* zero already, unless a backward stopped part way */
+        op_zero(m, OP_ZERO_GRAD, PROF_NO_LAYER, m->grad_win, m->win_floats * sizeof(float));
+    /* a failure shows at the next sync */
     return HG_OK;
 }
 

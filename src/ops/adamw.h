@@ -32,7 +32,7 @@ typedef struct hg_adamw_update {
  * the same ones. */
 typedef struct hg_adamw_args {
     float *p;                 /* fp32 parameters (the masters), the whole `params` layout */
-    const float *g;           /* fp32 gradients of the range: g[i - lo] for element i */
+    const void *g;            /* gradients of the range: g[i - lo] for element i, of type `grad` */
     void *m, *v;              /* moments of the range, likewise, of type `state` */
     void *w;                  /* compute copy (the whole `weights` layout) written from the
                                  new p in the backend's compute type, or NULL (p is it) */
@@ -41,14 +41,16 @@ typedef struct hg_adamw_args {
     hg_adamw_update u;
     hg_precision state;       /* the moments' type: FP32, or BF16, updated in fp32 and
                                  rounded back stochastically (below) */
+    hg_precision grad;        /* the gradients' type: FP32, or BF16 (widened) */
     int stochastic;           /* round w stochastically (below) */
     uint64_t seed;
     uint32_t step;
 } hg_adamw_args;
 
 typedef void hg_adamw_fn(hg_backend *be, const hg_adamw_args *a);
-/* *out = sum of x^2 over n elements, accumulated in double. */
-typedef void hg_sumsq_fn(hg_backend *be, const float *x, size_t n, double *out);
+/* *out = sum of x^2 over n elements of type `type` (FP32, or BF16: widened), accumulated
+ * in double. */
+typedef void hg_sumsq_fn(hg_backend *be, const void *x, hg_precision type, size_t n, double *out);
 
 #define HG_ADAMW_OPS(X)                                 \
     X(GRAD_NORM, "grad norm", OPTIMIZER, MEMORY)        \

@@ -32,7 +32,7 @@ static int param_layer(const hg_model *m, int i) {
 }
 
 hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float grad_mult, size_t lo, size_t n,
-                          const float *g, void *mom, void *var, float *norm_out) {
+                          const void *g, void *mom, void *var, float *norm_out) {
     HG_TRY(check_adamw(a));
     HG_TRY(m->be->ops->sync(m->be)); /* a failure of the sumsq behind `sumsq` stops the step */
     double norm = sqrt(sumsq) * grad_mult;
@@ -49,7 +49,7 @@ hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float gr
               .bias_correction1 = (float)(1.0 - pow(a->beta1, (double)m->adam_t)),
               .bias_correction2 = (float)(1.0 - pow(a->beta2, (double)m->adam_t)),
               .grad_scale = (float)(clip < 1.0 ? clip : 1.0) * grad_mult},
-        .state = m->opt.optim_state,
+        .state = m->opt.optim_state, .grad = m->opt.grad_precision,
         .stochastic = (m->opt.flags & HG_FLAG_STOCHASTIC_ROUNDING) != 0,
         .seed = m->opt.seed, .step = (uint32_t)m->adam_t,
     };
@@ -63,7 +63,8 @@ hg_status gpt_adamw_range(hg_model *m, const hg_adamw *a, double sumsq, float gr
             if (a0 >= a1) continue;
             hg_adamw_args t = args;
             const size_t es = gpt_state_bytes(m);
-            t.g = g + (a0 - lo), t.m = (char *)mom + (a0 - lo) * es, t.v = (char *)var + (a0 - lo) * es;
+            t.g = (const char *)g + (a0 - lo) * gpt_grad_bytes(m);
+            t.m = (char *)mom + (a0 - lo) * es, t.v = (char *)var + (a0 - lo) * es;
             t.lo = a0, t.n = a1 - a0;
             op_adamw(m, i, param_layer(m, i), &t);
         }
@@ -79,7 +80,7 @@ hg_status hg_optimizer_step(hg_model *m, const hg_adamw *a, float *grad_norm) {
                        m->opt.shards);
     HG_TRY(check_adamw(a));
     double t0 = prof_begin(m), sumsq;
-    op_sumsq(m, m->grad, m->train_bytes / sizeof(float), &sumsq); /* the trained parameters' */
+    op_sumsq(m, m->grad, m->opt.grad_precision, m->train_bytes / sizeof(float), &sumsq); /* the trained parameters' */
     HG_TRY(gpt_adamw_range(m, a, sumsq, 1.0f, 0, m->train_bytes / sizeof(float), m->grad, m->adam_m, m->adam_v, grad_norm));
     prof_region(m, PROF_OPTIMIZER, t0);
     return HG_OK;

@@ -91,6 +91,11 @@ hg_sumsq_fn cpu_sumsq;
 /* out[k] = hg_dropout_scale(d, first + k) for k < n, bit for bit, a Philox block per
  * four elements, on the widest kernel this CPU runs (dropout.c). */
 void cpu_dropout_scales(const hg_dropout *d, uint64_t first, size_t n, float *out);
+/* Philox words in bulk: block l < nb of counter (b0 + l, c1, c2, c3) under seed, its
+ * word q at w[q][l], bit for bit hg_philox's (AVX-512 where the CPU has it; dropout.c).
+ * The first counter word wraps at 2^32 as hg_philox's uint32_t argument does. */
+void cpu_philox_words(uint64_t seed, uint32_t b0, size_t nb, uint32_t c1, uint32_t c2, uint32_t c3,
+                      uint32_t *const w[4]);
 /* The same on kernel k (for the tests): its name ("avx512", "avx2", "portable"), NULL
  * when this CPU does not run it or past the last. */
 const char *cpu_dropout_kernel_name(int k);

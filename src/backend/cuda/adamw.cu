@@ -198,15 +198,20 @@ template <typename W>
 static void launch_adamw(cuda_state *s, unsigned blocks, const hg_adamw_args *a, W *w, int bf16_state,
                          const adam_seg *segs, unsigned long long lo, unsigned long long hi, int stochastic, int vec) {
     if (bf16_state)
-        adamw_kernel<W, bf16><<<blocks, 256, 0, s->stream>>>(a->p, a->g, (bf16 *)a->m, (bf16 *)a->v, w, segs, a->params->count,
-                                                             lo, hi, a->u, stochastic, a->seed, a->step, vec);
+        adamw_kernel<W, bf16><<<blocks, 256, 0, s->stream>>>(a->p, (const float *)a->g, (bf16 *)a->m, (bf16 *)a->v, w, segs,
+                                                             a->params->count, lo, hi, a->u, stochastic, a->seed, a->step,
+                                                             vec);
     else
-        adamw_kernel<W, float><<<blocks, 256, 0, s->stream>>>(a->p, a->g, (float *)a->m, (float *)a->v, w, segs,
+        adamw_kernel<W, float><<<blocks, 256, 0, s->stream>>>(a->p, (const float *)a->g, (float *)a->m, (float *)a->v, w, segs,
                                                               a->params->count, lo, hi, a->u, stochastic, a->seed, a->step, vec);
 }
 
 extern "C" void cuda_adamw(hg_backend *be, const hg_adamw_args *a) {
     CUDA_OP("adamw");
+    if (a->grad != HG_PRECISION_FP32) { /* refused at creation (cuda_supports) */
+        cuda_fail(be, HG_ERR_UNSUPPORTED, "grad_precision: bf16 gradients have no CUDA AdamW kernel");
+        return;
+    }
     if (a->params->count == 0 || a->n == 0 || upload_segments(be, a->params, a->weights) != HG_OK) return;
     cuda_state *s = cuda_of(be);
     unsigned long long lo = a->lo, hi = a->lo + a->n;
@@ -215,7 +220,7 @@ extern "C" void cuda_adamw(hg_backend *be, const hg_adamw_args *a) {
     const adam_seg *segs = (const adam_seg *)s->adam_segs;
     const int bf16_state = a->state == HG_PRECISION_BF16;
     int vec = s->adam_aligned && lo % (bf16_state ? 8 : 4) == 0;
-    for (const void *ptr : {(const void *)a->p, (const void *)a->g, (const void *)a->m, (const void *)a->v, (const void *)a->w})
+    for (const void *ptr : {(const void *)a->p, a->g, (const void *)a->m, (const void *)a->v, (const void *)a->w})
         vec &= (uintptr_t)ptr % 16 == 0;
     const int bf16_w = a->w && be->precision == HG_PRECISION_BF16;
     if (bf16_w) launch_adamw<bf16>(s, blocks, a, (bf16 *)a->w, bf16_state, segs, lo, hi, a->stochastic, vec);
@@ -236,10 +241,11 @@ __device__ double block_sum(double v) {
     return threadIdx.x < 32 ? warp_sum(v) : 0.0;
 }
 
-__global__ void sumsq_partial_kernel(double *partial, const float *x, size_t n) {
+template <typename T>
+__global__ void sumsq_partial_kernel(double *partial, const T *x, size_t n) {
     double acc = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        acc += (double)x[i] * x[i];
+        acc += (double)widen(x[i]) * widen(x[i]);
     acc = block_sum(acc);
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
@@ -249,13 +255,16 @@ __global__ void sumsq_finish_kernel(double *out, const double *partial) {
     if (threadIdx.x == 0) *out = v;
 }
 
-extern "C" void cuda_sumsq(hg_backend *be, const float *x, size_t n, double *out) {
+extern "C" void cuda_sumsq(hg_backend *be, const void *x, hg_precision type, size_t n, double *out) {
     CUDA_OP("sumsq");
     cuda_state *s = cuda_of(be);
     *out = 0.0;
     double *partial = (double *)cuda_work(be, sizeof(double) * (SUMSQ_BLOCKS + 1));
     if (!partial) return;
-    sumsq_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, s->stream>>>(partial, x, n);
+    if (type == HG_PRECISION_BF16)
+        sumsq_partial_kernel<bf16><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, s->stream>>>(partial, (const bf16 *)x, n);
+    else
+        sumsq_partial_kernel<float><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, s->stream>>>(partial, (const float *)x, n);
     if (cuda_launched(be, "sumsq_partial_kernel") != HG_OK) return;
     sumsq_finish_kernel<<<1, SUMSQ_BLOCKS, 0, s->stream>>>(partial + SUMSQ_BLOCKS, partial);
     if (cuda_launched(be, "sumsq_finish_kernel") != HG_OK) return;

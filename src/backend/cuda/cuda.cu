@@ -266,6 +266,9 @@ static hg_status cuda_supports(const hg_config *c, const hg_options *o) {
     if (o->lora.r > 0 && !untested_allowed())
         return hg_fail(HG_ERR_UNSUPPORTED, "lora: LoRA adapters have not run on a GPU (lora.cu, written 2026-11-28); "
                        "use the CPU, or HANDGRAD_CUDA_UNTESTED=1 to run them unchecked");
+    if (o->training && o->grad_precision == HG_PRECISION_BF16)
+        return hg_fail(HG_ERR_UNSUPPORTED, "grad_precision: bf16 gradients are kept on the CPU only; use fp32 "
+                       "gradients on a GPU");
     if (o->training && o->optim_state == HG_PRECISION_BF16 && !untested_allowed())
         return hg_fail(HG_ERR_UNSUPPORTED, "optim_state: AdamW moments in bf16 have not run on a GPU (adamw.cu, written "
                        "2026-11-28); use fp32 moments, the CPU, or HANDGRAD_CUDA_UNTESTED=1 to run them unchecked");
