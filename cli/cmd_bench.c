@@ -53,8 +53,8 @@ static const cli_opt bench_options[] = {
     {"attention", CLI_BOOL, O(attention), 0, 0, 1, 0, "time attention alone over head sizes and lengths"},
     {"fit", CLI_BOOL, O(fit), 0, 0, 1, 0,
      "no timing: whether a training step of each --model (default: the GPT-2 and cs336 ladders) fits this "
-     "machine in fp32, bf16, bf16 with --recompute block, and LoRA (r=16, base held in bf16), by the memory plan; "
-     "ctx default 512"},
+     "machine in fp32, bf16, bf16 with --recompute block (and with --optim-state bf16 --grad-precision bf16), and "
+     "LoRA (r=16, base held in bf16), by the memory plan; ctx default 512"},
     {"head-dims", CLI_INTS, O(head_dims), "LIST", 16, 4096, 0, "head sizes, multiples of 16 (default 16,32,64,128)"},
     {"causal", CLI_SET, O(causal), 0, 1, 0, 0, "causal mask (the default)"},
     {"no-causal", CLI_SET, O(causal), 0, 0, 0, 0, "no mask"},
@@ -298,6 +298,8 @@ static void print_model_row(const bench_opts *o, const model_case *mc, const mod
     rec_num(&rec, "gflops", gflops * run);
     rec_str(&rec, "precision", r->bf16 ? "bf16" : "fp32");
     rec_str(&rec, "recompute", o->m.dev.recompute ? o->m.dev.recompute : "none");
+    rec_str(&rec, "optim_state", o->m.dev.optim_state ? o->m.dev.optim_state : "fp32");
+    rec_str(&rec, "grad_precision", o->m.dev.grad_precision ? o->m.dev.grad_precision : "fp32");
     rec_str(&rec, "lora", o->m.lora ? o->m.lora : "");
     rec_str(&rec, "freeze", o->m.freeze ? o->m.freeze : "");
     rec_int(&rec, "trained_params", (long long)r->trained);

@@ -397,7 +397,8 @@ static int resolve_config(trainer *t, char *weights, size_t cap) {
 }
 
 /* --rows (or --pack): as given, or for auto packed when the first shard of pattern has
- * token flags (padded on CUDA, which has no kernels for packed documents yet). */
+ * token flags (padded on CUDA, whose kernels for packed documents have not run on a GPU
+ * yet and are refused unless HANDGRAD_CUDA_UNTESTED=1). */
 static hg_loader_rows rows_of(const train_opts *o, const char *pattern) {
     if (o->pack || (o->rows && !strcmp(o->rows, "packed"))) return HG_ROWS_PACKED;
     if (o->rows && strcmp(o->rows, "auto")) return strcmp(o->rows, "padded") ? HG_ROWS_WINDOWS : HG_ROWS_PADDED;

@@ -453,7 +453,9 @@ hg_status hg_zero_grad(hg_model *m);
  * document computes what it would alone (transformers' position_ids with a
  * block-diagonal causal mask). Attention costs the sum of the documents' squared
  * lengths, not T^2. Forward calls must then have this B and T. The KV cache
- * (hg_kv_forward) is unaffected. CPU only for now: a CUDA model refuses. */
+ * (hg_kv_forward) is unaffected. A CUDA model copies them to the GPU; its kernels for
+ * them have not run on a GPU yet, and it refuses them (naming positions) unless
+ * HANDGRAD_CUDA_UNTESTED=1. */
 hg_status hg_set_positions(hg_model *m, const int32_t *pos, int B, int T);
 
 /* Gradient-ready hook, for overlapping communication with the backward pass. During

@@ -93,7 +93,8 @@ typedef struct hg_attention_shape {
                          (sliding-window attention); 0: every earlier key */
     const int32_t *pos; /* (B,T) or NULL: each token's position in its document (hg_set_
                          positions); query t sees no key before its document's start,
-                         t - pos[t] (packed documents). NULL: a row is one document */
+                         t - pos[t] (packed documents). NULL: a row is one document.
+                         In the backend's memory, as qkv (a device copy on CUDA) */
 } hg_attention_shape;
 /* The first key query t of row b may see: its document's start and its window's, and
  * with neither 0. Never decreasing in t (documents are contiguous), which lets kernels

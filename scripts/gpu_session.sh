@@ -22,7 +22,8 @@
 #                    sliding windows (2026-11-28): the flash, row and KV-cache kernels'
 #                    (test_cuda_ops attention_window) and three model checks; AdamW's
 #                    moments in bf16 (2026-11-28): test_cuda_ops adamw_state, two model
-#                    checks
+#                    checks; packed documents (2026-11-28): test_cuda_ops attention_docs
+#                    (encoder, rotary, flash and row kernels) and three model checks
 #   cudnn            cuDNN's fused attention (cudnn_attention.c) and the deterministic
 #                    path: the graphs planned with the driver, the attention op groups on
 #                    both paths, the ordered token-embedding gradient (and its sanitizers),
@@ -163,18 +164,18 @@ new)
   log=$out/new.log
   : >"$log"
   for p in fp32 bf16; do
-    for g in matmul classifier qk_norm activation rope attention attention_own attention_cached attention_window adamw_state; do
+    for g in matmul classifier qk_norm activation rope attention attention_own attention_cached attention_window adamw_state attention_docs; do
       runone "ops $p $g" "$bin"/test_cuda_ops $p $g
     done
     runone "ops $p matmul, column sums" env HANDGRAD_CUDA_BGRAD=off "$bin"/test_cuda_ops $p matmul
   done
-  for i in $("$bin"/test_cuda_model --list | grep -E 'sandwich|post-norm|parallel|recompute|LoRA|frozen|window|moments' | cut -d: -f1); do
+  for i in $("$bin"/test_cuda_model --list | grep -E 'sandwich|post-norm|parallel|recompute|LoRA|frozen|window|moments|documents' | cut -d: -f1); do
     runone "model $i" "$bin"/test_cuda_model "$i"
   done
   runone "nccl" env OMPI_MCA_ess_singleton_isolated=1 "$bin"/test_cuda_comm
   for g in matmul classifier; do runone "ops bf16 $g, GEMMs tuned" env HANDGRAD_CUDA_GEMM_TUNE=1 "$bin"/test_cuda_ops bf16 $g; done
   runone "model 1, GEMMs tuned" env HANDGRAD_CUDA_GEMM_TUNE=1 "$bin"/test_cuda_model 1
-  for g in matmul classifier qk_norm attention_own attention_cached attention_window adamw_state; do
+  for g in matmul classifier qk_norm attention_own attention_cached attention_window adamw_state attention_docs; do
     runone "memcheck ops bf16 $g" cs memcheck "$bin"/test_cuda_ops bf16 $g
   done
   for t in racecheck synccheck; do runone "$t ops bf16 attention_own" cs $t "$bin"/test_cuda_ops bf16 attention_own; done

@@ -41,10 +41,13 @@ typedef struct run {
     int base_bf16;          /* CUDA's frozen tensors held in bf16 (hg_options.base_precision) */
     int state_bf16;         /* AdamW's moments in bf16 on both devices (hg_options.optim_state):
                                the same draws, so the CPU is the reference still */
+    int doc_len;            /* > 0: packed documents (hg_set_positions) on both devices,
+                               lengths cycling through doc_len, 1, 2 doc_len + 3; row b > 0
+                               begins inside a document, at position 3 b */
 } run;
 
 /* An entry of the table: name, config, B, T, precision, flags, recompute, then any of
- * .lora, .lora_dropout, .freeze, .base_bf16, .state_bf16. */
+ * .lora, .lora_dropout, .freeze, .base_bf16, .state_bf16, .doc_len. */
 #define RUN(n, c, b, t, p, f, r, ...) \
     {.name = n, .cfg = c, .B = b, .T = t, .precision = p, .flags = f, .recompute = r, __VA_ARGS__}
 
@@ -74,6 +77,24 @@ static hg_model *make(const run *r, hg_device device) {
         printf("  FAIL %s: creating the %s model: %s\n", r->name, device == HG_DEVICE_CUDA ? "CUDA" : "CPU", hg_last_error());
         failures++;
         return NULL;
+    }
+    if (r->doc_len > 0) { /* every forward of the model then has these positions */
+        int32_t *pos = malloc(sizeof(int32_t) * (size_t)r->B * r->T);
+        const int lens[3] = {r->doc_len, 1, 2 * r->doc_len + 3};
+        for (int b = 0; b < r->B; b++)
+            for (int t = 0, p = 3 * b, k = b, left = lens[k % 3] + p; t < r->T; t++) {
+                if (p >= left) p = 0, left = lens[++k % 3];
+                pos[(size_t)b * r->T + t] = p++;
+            }
+        hg_status st = hg_set_positions(m, pos, r->B, r->T);
+        free(pos);
+        if (st != HG_OK) {
+            printf("  FAIL %s: positions on the %s model: %s\n", r->name, device == HG_DEVICE_CUDA ? "CUDA" : "CPU",
+                   hg_last_error());
+            failures++;
+            hg_model_free(m);
+            return NULL;
+        }
     }
     return m;
 }
@@ -433,6 +454,10 @@ int main(int argc, char **argv) {
         RUN("llama-tiny bf16, recompute block", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_BLOCK),
         RUN("llama-tiny bf16, bf16 moments", llama, 2, 64, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE, .state_bf16 = 1),
         RUN("odd fp32, bf16 moments", odd, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE, .state_bf16 = 1),
+        RUN("odd fp32, packed documents", odd, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_NONE, .doc_len = 9),
+        RUN("llama-tiny bf16, packed documents", llama, 2, 48, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE, .doc_len = 20),
+        RUN("odd sandwich bf16, packed documents, windows", window_alt, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_NONE,
+            .doc_len = 12),
         RUN("odd sandwich bf16, recompute attn", sandwich, 3, 37, HG_PRECISION_BF16, 0, HG_RECOMPUTE_ATTN),
         RUN("qwen3-tiny fp32, recompute mlp", qwen3, 2, 64, HG_PRECISION_FP32, 0, HG_RECOMPUTE_MLP),
         RUN("odd parallel fp32, recompute block", parallel, 3, 37, HG_PRECISION_FP32, 0, HG_RECOMPUTE_BLOCK),

@@ -81,7 +81,24 @@ static void sync_or_fail(hg_backend *gpu, const char *what) {
 
 /* ---- encoder and dropout masks ---- */
 
-static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p) {
+/* Packed documents' positions (B,T), host memory: lengths cycling through len, 1,
+ * 2 len + 3 and 5 from the start of row 0; row b > 0 begins inside a document, at
+ * position 7 b (so positions reach 7 (B - 1) + T - 1). */
+static int32_t *doc_positions(int B, int T, int len) {
+    int32_t *pos = ivec((size_t)B * T);
+    const int lens[4] = {len, 1, 2 * len + 3, 5};
+    for (int b = 0; b < B; b++) {
+        int p = 7 * b, k = b, left = lens[k % 4] + p;
+        for (int t = 0; t < T; t++) {
+            if (p >= left) p = 0, left = lens[++k % 4];
+            pos[(size_t)b * T + t] = p++;
+        }
+    }
+    return pos;
+}
+
+/* pos: packed documents' positions (doc_positions) or NULL. */
+static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p, const int32_t *pos) {
     const int B = 3, T = 37, C = 96, V = 1000, Tmax = 64, N = B * T;
     trng r = trng_seed(11);
     float *wte = rvec(gpu, (size_t)V * C, &r, -1, 1), *wpe = rvec(gpu, (size_t)Tmax * C, &r, -1, 1);
@@ -91,17 +108,18 @@ static void test_encoder(hg_backend *cpu, hg_backend *gpu, float p) {
     for (int i = 0; i < N; i++) tok[i] = trng_int(&r, V);
     hg_dropout drop = {p, 7, 3, 0};
     float *out = fvec((size_t)N * C), *dwte = copy_of(dwte0, (size_t)V * C), *dwpe = copy_of(dwpe0, (size_t)Tmax * C);
-    cpu->ops->encoder_forward(cpu, out, tok, NULL, wte, wpe, B, T, C, 1.7f, &drop);
-    cpu->ops->encoder_backward(cpu, dwte, dwpe, dout, tok, NULL, B, T, C, 1.7f, &drop);
+    cpu->ops->encoder_forward(cpu, out, tok, pos, wte, wpe, B, T, C, 1.7f, &drop);
+    cpu->ops->encoder_backward(cpu, dwte, dwpe, dout, tok, pos, B, T, C, 1.7f, &drop);
 
     void *d_tok = dev_bytes(gpu, tok, sizeof(int32_t) * N), *d_out = dev_poison(gpu, (size_t)N * C, 1);
+    const int32_t *d_pos = pos ? dev_bytes(gpu, pos, sizeof(int32_t) * N) : NULL;
     void *d_dwte = dev_from(gpu, dwte0, (size_t)V * C, 0), *d_dwpe = dev_from(gpu, dwpe0, (size_t)Tmax * C, 0);
-    gpu->ops->encoder_forward(gpu, d_out, d_tok, NULL, dev_from(gpu, wte, (size_t)V * C, 1), dev_from(gpu, wpe, (size_t)Tmax * C, 1), B,
-                              T, C, 1.7f, &drop);
-    gpu->ops->encoder_backward(gpu, d_dwte, d_dwpe, dev_from(gpu, dout, (size_t)N * C, 1), d_tok, NULL, B, T, C, 1.7f, &drop);
+    gpu->ops->encoder_forward(gpu, d_out, d_tok, d_pos, dev_from(gpu, wte, (size_t)V * C, 1),
+                              dev_from(gpu, wpe, (size_t)Tmax * C, 1), B, T, C, 1.7f, &drop);
+    gpu->ops->encoder_backward(gpu, d_dwte, d_dwpe, dev_from(gpu, dout, (size_t)N * C, 1), d_tok, d_pos, B, T, C, 1.7f, &drop);
     sync_or_fail(gpu, "encoder");
     char name[64];
-    snprintf(name, sizeof name, "encoder_forward p=%.1f", (double)p);
+    snprintf(name, sizeof name, "encoder_forward p=%.1f%s", (double)p, pos ? " documents" : "");
     float *got = fvec((size_t)N * C);
     dev_to_host(gpu, got, d_out, (size_t)N * C, 1);
     failures += compare(name, got, out, (size_t)N * C, tol(gpu, 1e-6, 1e-2));
@@ -364,24 +382,32 @@ static float *rope_table(int Tmax, int hs) {
 
 /* In place on QKV rows at positions pos0 .. pos0+T-1, forward on one buffer and backward
  * on another; the comparison covers the v heads, which must come back untouched. */
-static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, int NH, int NKV, int hs, int rot) {
-    hg_rope_shape s = {B, T, pos0, NH, NKV, hs, rot, NULL};
-    const int Tmax = pos0 + T + 3, R = hg_rope_dims(&s);
+/* pos: packed documents' positions (doc_positions) or NULL. */
+static void test_rope_at(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, int NH, int NKV, int hs, int rot,
+                         const int32_t *pos) {
+    hg_rope_shape s = {B, T, pos0, NH, NKV, hs, rot, pos};
+    const int Tmax = (pos ? 7 * B : pos0) + T + 3, R = hg_rope_dims(&s);
     const size_t n = (size_t)B * T * (NH + 2 * NKV) * hs;
     trng r = trng_seed(47 + (uint64_t)(pos0 + NKV));
     float *qkv = rvec(gpu, n, &r, -2, 2), *dqkv = rvec(gpu, n, &r, -1, 1), *cs = rope_table(Tmax, R);
     void *d_qkv = dev_from(gpu, qkv, n, 1), *d_dqkv = dev_from(gpu, dqkv, n, 1), *d_cs = dev_from(gpu, cs, (size_t)Tmax * R, 0);
     cpu->ops->rope_forward(cpu, qkv, cs, &s);
     cpu->ops->rope_backward(cpu, dqkv, cs, &s);
-    gpu->ops->rope_forward(gpu, d_qkv, d_cs, &s);
-    gpu->ops->rope_backward(gpu, d_dqkv, d_cs, &s);
+    hg_rope_shape gs = s;
+    if (pos) gs.pos = dev_bytes(gpu, pos, sizeof(int32_t) * (size_t)B * T);
+    gpu->ops->rope_forward(gpu, d_qkv, d_cs, &gs);
+    gpu->ops->rope_backward(gpu, d_dqkv, d_cs, &gs);
     sync_or_fail(gpu, "rope");
     char name[96];
-    snprintf(name, sizeof name, "rope_forward B=%d T=%d pos0=%d NH=%d NKV=%d hs=%d rot=%d", B, T, pos0, NH, NKV, hs, R);
+    snprintf(name, sizeof name, "rope_forward B=%d T=%d pos0=%d NH=%d NKV=%d hs=%d rot=%d%s", B, T, pos0, NH, NKV, hs, R,
+             pos ? " documents" : "");
     check(gpu, name, d_qkv, qkv, n, 1, tol(gpu, 1e-6, 1e-2));
     check(gpu, "rope_backward", d_dqkv, dqkv, n, 1, tol(gpu, 1e-6, 1e-2));
     dev_free_all(gpu);
     free(qkv), free(dqkv), free(cs);
+}
+static void test_rope(hg_backend *cpu, hg_backend *gpu, int B, int T, int pos0, int NH, int NKV, int hs, int rot) {
+    test_rope_at(cpu, gpu, B, T, pos0, NH, NKV, hs, rot, NULL);
 }
 
 /* ---- attention ---- */
@@ -393,9 +419,10 @@ static int cudnn_loaded;       /* some shape ran on cuDNN, or cuDNN refused it *
 
 /* cap > 0: Gemma 2's score cap (the own kernels' capped instantiation; cuDNN has none).
  * window > 0: a sliding window (the own kernels, flash and row; cuDNN is not asked). */
-static void test_attention_window(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal,
-                                  float cap, int window) {
-    hg_attention_shape s = {B, T, NH, hs, causal, NKV, cap, window, NULL};
+/* pos: (B,T) packed documents' positions (host), or NULL; the GPU gets a device copy. */
+static void test_attention_masked(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal,
+                                  float cap, int window, const int32_t *pos) {
+    hg_attention_shape s = {B, T, NH, hs, causal, NKV, cap, window, pos};
     const int C = NH * hs, W = (NH + 2 * hg_attention_kv_heads(&s)) * hs;
     const size_t n3 = (size_t)B * T * W, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
     trng r = trng_seed(51 + (uint64_t)(T * hs + causal + 7 * NKV + (cap > 0)));
@@ -408,16 +435,18 @@ static void test_attention_window(hg_backend *cpu, hg_backend *gpu, int B, int T
     void *d_qkv = dev_from(gpu, qkv, n3, 1), *d_out = dev_poison(gpu, n1, 1), *d_lse = dev_poison(gpu, nl, 0);
     void *d_dqkv = dev_poison(gpu, n3, 1);
     void *d_scr = dev_poison(gpu, gpu->ops->attention_scratch_bytes(gpu, &s) / sizeof(float) + 1, 0);
-    st = gpu->ops->attention_forward(gpu, d_out, d_lse, d_qkv, &s, d_scr);
-    if (st == HG_OK) st = gpu->ops->attention_backward(gpu, d_dqkv, dev_from(gpu, dout, n1, 1), d_qkv, d_out, d_lse, &s, d_scr);
+    hg_attention_shape gs = s;
+    if (pos) gs.pos = dev_bytes(gpu, pos, sizeof(int32_t) * (size_t)B * T);
+    st = gpu->ops->attention_forward(gpu, d_out, d_lse, d_qkv, &gs, d_scr);
+    if (st == HG_OK) st = gpu->ops->attention_backward(gpu, d_dqkv, dev_from(gpu, dout, n1, 1), d_qkv, d_out, d_lse, &gs, d_scr);
     char name[96];
     if (st != HG_OK) {
         printf("  FAIL attention B=%d T=%d NH=%d NKV=%d hs=%d: %s\n", B, T, NH, NKV, hs, hg_last_error());
         failures++;
     } else {
         sync_or_fail(gpu, "attention");
-        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d hs=%d%s%s window=%d", B, T, NH, NKV, hs,
-                 causal ? "" : " full", cap > 0 ? " capped" : "", window);
+        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d hs=%d%s%s window=%d%s", B, T, NH, NKV,
+                 hs, causal ? "" : " full", cap > 0 ? " capped" : "", window, pos ? " documents" : "");
         check(gpu, name, d_out, out, n1, 1, tol(gpu, 1e-5, 1e-2));
         check(gpu, "attention_forward lse", d_lse, lse, nl, 0, tol(gpu, 1e-5, 1e-4));
         check(gpu, "attention_backward dqkv", d_dqkv, dqkv, n3, 1, tol(gpu, 1e-5, 3e-2));
@@ -428,6 +457,19 @@ static void test_attention_window(hg_backend *cpu, hg_backend *gpu, int B, int T
     }
     dev_free_all(gpu);
     free(qkv), free(dout), free(out), free(lse), free(dqkv), free(scr);
+}
+
+static void test_attention_window(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal,
+                                  float cap, int window) {
+    test_attention_masked(cpu, gpu, B, T, NH, NKV, hs, causal, cap, window, NULL);
+}
+
+/* Packed documents (causal; doc_positions). */
+static void test_attention_docs(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, float cap,
+                                int window, int len) {
+    int32_t *pos = doc_positions(B, T, len);
+    test_attention_masked(cpu, gpu, B, T, NH, NKV, hs, 1, cap, window, pos);
+    free(pos);
 }
 
 static void test_attention_cap(hg_backend *cpu, hg_backend *gpu, int B, int T, int NH, int NKV, int hs, int causal,
@@ -703,8 +745,8 @@ static void test_sumsq(hg_backend *cpu, hg_backend *gpu) {
 /* ---- groups: each runs in its own process when named on the command line ---- */
 
 static void g_encoder(hg_backend *cpu, hg_backend *gpu) {
-    test_encoder(cpu, gpu, 0.0f);
-    test_encoder(cpu, gpu, 0.1f);
+    test_encoder(cpu, gpu, 0.0f, NULL);
+    test_encoder(cpu, gpu, 0.1f, NULL);
     hg_backend *det = cuda_backend_flags_or_skip(gpu->precision, HG_FLAG_DETERMINISTIC);
     test_encoder_ordered(cpu, det);
     det->ops->destroy(det);
@@ -849,6 +891,25 @@ static void g_attention_window(hg_backend *cpu, hg_backend *gpu) {
     test_attention_cached_window(cpu, gpu, 30, 5, 4, 2, 256, 1.0f, 7);
 }
 
+/* Packed documents (written 2026-11-28 without a GPU): the encoder (positions past T, and
+ * dwpe summed by position) and the rotary embedding at each token's position; the flash
+ * kernels (bf16: widths 64 and 128, documents shorter and longer than a 64-key block,
+ * one-token documents, rows that begin inside a document, with a window and with the
+ * cap) and the row kernels (fp32, and head size 256). */
+static void g_attention_docs(hg_backend *cpu, hg_backend *gpu) {
+    int32_t *pos = doc_positions(3, 37, 6);
+    test_encoder(cpu, gpu, 0.0f, pos);
+    test_encoder(cpu, gpu, 0.1f, pos);
+    test_rope_at(cpu, gpu, 3, 37, 0, 4, 2, 32, 0, pos);
+    test_rope_at(cpu, gpu, 3, 37, 0, 4, 2, 32, 16, pos);
+    free(pos);
+    test_attention_docs(cpu, gpu, 2, 200, 4, 2, 64, 0.0f, 0, 20);
+    test_attention_docs(cpu, gpu, 2, 300, 2, 0, 64, 0.0f, 0, 100);
+    test_attention_docs(cpu, gpu, 1, 260, 4, 1, 128, 0.0f, 0, 64);
+    test_attention_docs(cpu, gpu, 2, 200, 4, 2, 128, 1.0f, 30, 50);
+    test_attention_docs(cpu, gpu, 1, 130, 4, 2, 256, 0.0f, 0, 17);
+}
+
 static const struct {
     const char *name;
     void (*run)(hg_backend *cpu, hg_backend *gpu);
@@ -856,7 +917,7 @@ static const struct {
               {"matmul", g_matmul},       {"activation", g_activation}, {"rope", g_rope},
               {"attention", g_attention}, {"attention_own", g_attention_own}, {"classifier", g_classifier},
               {"adamw", g_adamw}, {"attention_cached", g_cached}, {"attention_window", g_attention_window},
-              {"adamw_state", g_adamw_state}};
+              {"adamw_state", g_adamw_state}, {"attention_docs", g_attention_docs}};
 enum { NGROUPS = sizeof groups / sizeof groups[0] };
 
 /* test_cuda_ops                  every group, fp32 then bf16, in this process

@@ -57,6 +57,9 @@ struct hg_backend_ops {
      * take cfg's shapes in opt's precision, else the reason, naming the field (NULL: no
      * limits). */
     hg_status (*supports)(const hg_config *cfg, const hg_options *opt);
+    /* HG_OK when the kernels take packed documents' positions (hg_set_positions), else
+     * the refusal, naming them; NULL: they do. */
+    hg_status (*positions)(hg_backend *be);
 
     /* memory: device allocations for tables and scratch (never called inside a step) */
     void *(*alloc)(hg_backend *be, size_t bytes);

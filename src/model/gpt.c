@@ -611,7 +611,10 @@ hg_status hg_memory_required(const hg_config *cfg, const hg_options *opt_in, hg_
         if (s->flags & HG_SPEC_KEPT) out->activations += bytes;
         else out->scratch += bytes;
     }
-    out->total = a.bytes + out->params + out->grads + out->optimizer;
+    /* on a device, the copy of packed documents' positions (gpt_positions) */
+    const size_t pos = opt.device != HG_DEVICE_CPU ? sizeof(int32_t) * (size_t)opt.batch * opt.seq_len : 0;
+    out->scratch += pos;
+    out->total = a.bytes + pos + out->params + out->grads + out->optimizer;
     hg_table_free(&p);
     hg_table_free(&w);
     hg_table_free(&a);
@@ -856,7 +859,7 @@ void hg_model_free(hg_model *m) {
     if (!m) return;
     if (m->be) {
         void *copy = m->weight != (void *)m->param ? m->weight : NULL;
-        void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, copy, m->act, m->grad_win};
+        void *bufs[] = {m->param, m->grad, m->adam_m, m->adam_v, copy, m->act, m->grad_win, m->pos_dev};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) m->be->ops->free(m->be, bufs[i]);
         m->be->ops->destroy(m->be);
@@ -963,6 +966,10 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     if (st == HG_OK) {
         m->weight = opt.precision == HG_PRECISION_FP32 ? (void *)m->param : be->ops->alloc(be, m->weights.bytes);
         if (!m->weight) st = hg_fail(HG_ERR_NOMEM, "out of memory allocating %zu bytes of weights", m->weights.bytes);
+    }
+    if (st == HG_OK && opt.device != HG_DEVICE_CPU) { /* packed documents' positions, as the kernels read them */
+        m->pos_dev = be->ops->alloc(be, sizeof(int32_t) * (size_t)opt.batch * opt.seq_len);
+        if (!m->pos_dev) st = hg_fail(HG_ERR_NOMEM, "out of memory for the positions");
     }
     if (st == HG_OK) {
         m->act = be->ops->alloc(be, m->acts.bytes);

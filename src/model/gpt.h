@@ -235,6 +235,8 @@ struct hg_model {
     int kv_len;                 /* positions held in the KV cache */
     int32_t *pos;               /* hg_set_positions: (pos_B, pos_T) of (opt.batch,
                                    opt.seq_len), host memory; pos_B = 0: none set */
+    int32_t *pos_dev;           /* their copy in the backend's memory where that is not
+                                   the host's (CUDA), or NULL */
     int pos_B, pos_T;
     int recomputing;            /* 1 while the backward runs forward ops again (opt.recompute) */
     struct gpt_trace *trace;    /* the plan's recording: ops are recorded, not run (model/plan.h) */
@@ -260,7 +262,7 @@ gpt_param_map gpt_param_map_of(const hg_table *params);
 /* The positions of the step's tokens (hg_set_positions), or NULL: none set, or a step
  * through the KV cache (kv_pos >= 0), whose tokens sit at kv_pos.. */
 static inline const int32_t *gpt_positions(const hg_model *m, int kv_pos) {
-    return kv_pos < 0 && m->pos_B ? m->pos : NULL;
+    return kv_pos < 0 && m->pos_B ? (m->pos_dev ? m->pos_dev : m->pos) : NULL;
 }
 
 /* Table index of parameter `role` of block `layer` (layer ignored for model-wide roles),

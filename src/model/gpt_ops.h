@@ -265,11 +265,20 @@ static inline hg_status op_matmul_gelu_backward(hg_model *m, int layer, float *d
     return op_status(OP_MLP_PROJ_GELU_BWD, layer, st);
 }
 
+/* s as the host reads it for costs: packed documents' positions in host memory (the
+ * kernels may get a device copy, gpt_positions). */
+static inline hg_attention_shape host_shape(const hg_model *m, const hg_attention_shape *s) {
+    hg_attention_shape h = *s;
+    if (s->pos) h.pos = m->pos;
+    return h;
+}
+
 static inline hg_status op_attention_forward(hg_model *m, int layer, float *out, float *lse, const float *qkv,
                                              const hg_attention_shape *s, void *scratch) {
     hg_status st;
+    const hg_attention_shape hs = host_shape(m, s);
     OP_RUN_STATUS(st, m, attention_forward, (m->be, out, lse, qkv, s, scratch), .kind = OP_ATTENTION_FWD,
-                  .layer = layer, .dims = {s->B, s->T, s->NH, s->hs}, .cost = hg_attention_forward_cost(s),
+                  .layer = layer, .dims = {s->B, s->T, s->NH, s->hs}, .cost = hg_attention_forward_cost(&hs),
                   .rd = {qkv}, .wr = {out, lse, scratch});
     return op_status(OP_ATTENTION_FWD, layer, st);
 }
@@ -278,9 +287,10 @@ static inline hg_status op_attention_backward(hg_model *m, int layer, float *dqk
                                               const float *qkv, const float *out, const float *lse,
                                               const hg_attention_shape *s, void *scratch) {
     hg_status st;
+    const hg_attention_shape hs = host_shape(m, s);
     OP_RUN_STATUS(st, m, attention_backward, (m->be, dqkv, dout, qkv, out, lse, s, scratch),
                   .kind = OP_ATTENTION_BWD, .layer = layer, .dims = {s->B, s->T, s->NH, s->hs},
-                  .cost = hg_attention_backward_cost(s), .rd = {dout, qkv, out, lse}, .wr = {dqkv, scratch});
+                  .cost = hg_attention_backward_cost(&hs), .rd = {dout, qkv, out, lse}, .wr = {dqkv, scratch});
     return op_status(OP_ATTENTION_BWD, layer, st);
 }
 

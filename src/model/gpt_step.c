@@ -462,8 +462,7 @@ hg_status hg_set_positions(hg_model *m, const int32_t *pos, int B, int T) {
         m->pos_B = m->pos_T = 0;
         return HG_OK;
     }
-    if (m->opt.device != HG_DEVICE_CPU)
-        return hg_fail(HG_ERR_UNSUPPORTED, "positions: packed documents have no CUDA kernels yet; use the CPU");
+    if (m->be->ops->positions) HG_TRY(m->be->ops->positions(m->be));
     HG_TRY(check_shape(m, B, T));
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -476,6 +475,10 @@ hg_status hg_set_positions(hg_model *m, const int32_t *pos, int B, int T) {
                                "more than the one before it (%d)", b, t, p, prev);
         }
     memcpy(m->pos, pos, sizeof(int32_t) * (size_t)B * T);
+    if (m->pos_dev) {
+        m->be->ops->upload(m->be, m->pos_dev, pos, sizeof(int32_t) * (size_t)B * T);
+        HG_TRY(m->be->ops->sync(m->be));
+    }
     m->pos_B = B, m->pos_T = T;
     return HG_OK;
 }

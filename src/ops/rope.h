@@ -21,7 +21,7 @@ typedef struct hg_rope_shape {
     int NH, NKV, hs;
     int rot;    /* r, the rotated dimensions of a head: even, <= hs; 0 means hs */
     const int32_t *pos; /* (B,T) or NULL: row n sits at position pos[n] instead (packed
-                           documents; host memory, NULL on CUDA) */
+                           documents; the backend's memory, as the tokens) */
 } hg_rope_shape;
 
 static inline int hg_rope_dims(const hg_rope_shape *s) { return s->rot ? s->rot : s->hs; }

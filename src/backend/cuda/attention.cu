@@ -29,7 +29,15 @@
  *
  * Gemma 2's score cap (attn_softcap): each kernel has a second instantiation (CAP) that
  * caps the scaled scores, c tanh(z / c), before the softmax, and multiplies dS by the
- * cap's slope; cuDNN's graph has no cap, so capped attention always runs here. */
+ * cap's slope; cuDNN's graph has no cap, so capped attention always runs here.
+ *
+ * Sliding windows and packed documents (hg_attention_shape.window, .pos; 2026-11-28,
+ * written without a GPU): a query's first key is its window's or its document's start,
+ * which never decreases along a row, so the forward and dQ kernels start at the first
+ * row's first key block, and the dK/dV kernel stops at the query block where the window
+ * ends or the next document starts (found by a scan of the positions); tiles a mask edge
+ * crosses are masked element by element, the rows' document starts in shared memory.
+ * cuDNN's graph here has neither, so they always run here. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -171,19 +179,28 @@ static inline int band_of(const hg_attention_shape *s) {
     return !s->causal ? 0 : s->window > 0 && s->window < s->T ? s->window : s->T;
 }
 
-/* Whether query i may see key j. */
-__device__ __forceinline__ bool visible(int i, int j, int n, int band) {
-    return i < n && j < n && (band <= 0 || (unsigned)(i - j) < (unsigned)band);
+/* Packed documents (hg_attention_shape.pos, here a device copy of one row's positions,
+ * or NULL): query i sees no key before its document's start, i - pos[i]. Starts never
+ * decrease along a row, so a tile's last row has its largest start. */
+__device__ __forceinline__ int doc_start(const int32_t *pos, int i) { return pos ? i - pos[i] : 0; }
+
+/* Whether query i, of document start ds, may see key j. */
+__device__ __forceinline__ bool visible(int i, int j, int n, int band, int ds) {
+    return i < n && j < n && j >= ds && (band <= 0 || (unsigned)(i - j) < (unsigned)band);
 }
 
-/* Whether every query of rows [q0, q0 + nq) sees every key of block kb: no mask. */
-__device__ __forceinline__ bool all_visible(int q0, int nq, int kb, int n, int band) {
-    return q0 + nq <= n && (kb + 1) * BK <= n && (band <= 0 || ((kb + 1) * BK - 1 <= q0 && kb * BK > q0 + nq - 1 - band));
+/* Whether every query of rows [q0, q0 + nq) sees every key of block kb: no mask; ds_last
+ * is the document start of the last of those rows (below n). */
+__device__ __forceinline__ bool all_visible(int q0, int nq, int kb, int n, int band, int ds_last) {
+    return q0 + nq <= n && (kb + 1) * BK <= n && kb * BK >= ds_last &&
+           (band <= 0 || ((kb + 1) * BK - 1 <= q0 && kb * BK > q0 + nq - 1 - band));
 }
 
-/* The first key block that row q0 (and so every later row) sees: its window's. */
-__device__ __forceinline__ int first_key_block(int q0, int band) {
-    return band > 0 && q0 - band + 1 > 0 ? (q0 - band + 1) / BK : 0;
+/* The first key block that row q0 (and so every later row) sees: its window's, or its
+ * document's, whichever is later. */
+__device__ __forceinline__ int first_key_block(int q0, int band, int ds0) {
+    const int w = band > 0 && q0 - band + 1 > 0 ? (q0 - band + 1) / BK : 0;
+    return ds0 / BK > w ? ds0 / BK : w;
 }
 
 /* The last key block that rows [q0, q0 + nq) see. */
@@ -226,8 +243,9 @@ __device__ __forceinline__ void block_coords(int heads, int *rank, int *head) {
 
 template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
-    flash_forward_kernel(T *out /* (B,T,C) */, float *lse /* (B,NH,T) */, const T *qkv /* (B,T,W) */, int Tn, int NH, int NKV,
-                         int hs, int causal, int band, float scale, float cap, int heads) {
+    flash_forward_kernel(T *out /* (B,T,C) */, float *lse /* (B,NH,T) */, const T *qkv /* (B,T,W) */,
+                         const int32_t *pos /* (B,T) or NULL */, int Tn, int NH, int NKV, int hs, int causal, int band,
+                         float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, MT = row_tiles<HSM>::MT, BM = row_tiles<HSM>::BM;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -240,10 +258,13 @@ __global__ void __launch_bounds__(THREADS)
     const T *rows = qkv + (size_t)b * Tn * ld, *q = rows + h * hs;
     const T *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, q0 = qb * BM;
+    const int32_t *prow = pos ? pos + (size_t)b * Tn : NULL;
+    __shared__ int ds[BM]; /* the rows' document starts; rows past T count as the last row */
+    for (int r = threadIdx.x; r < BM; r += THREADS) ds[r] = doc_start(prow, q0 + r < Tn ? q0 + r : Tn - 1);
     int row[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) row[mt][0] = q0 + (warp * MT + mt) * 16 + g, row[mt][1] = row[mt][0] + 8;
-    const int last = last_key_block(q0, BM, Tn, causal), first = first_key_block(q0, band);
+    const int last = last_key_block(q0, BM, Tn, causal), first = first_key_block(q0, band, doc_start(prow, q0));
     const score_map<CAP> score2(scale, cap);
 
     load_tile_async<T, LD, 64 * MT>(Qs, q, ld, q0, Tn, hs);
@@ -270,7 +291,7 @@ __global__ void __launch_bounds__(THREADS)
         __syncthreads();
         float s[MT][8][4];
         scores<HSM, LD, MT>(s, Qs + warp * MT * 16 * LD, Ks + buf * L::ELEMS, hs);
-        const bool full = all_visible(q0, BM, kb, Tn, band);
+        const bool full = all_visible(q0, BM, kb, Tn, band, ds[BM - 1]);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
             float mx[2] = {-INFINITY, -INFINITY};
@@ -280,7 +301,8 @@ __global__ void __launch_bounds__(THREADS)
                 for (int e = 0; e < 4; e++) {
                     int j = kb * BK + nt * 8 + 2 * t + (e & 1);
                     /* rows past T are computed as the last row (which sees some key) and never written */
-                    float x = full || visible(row[mt][e >> 1] < Tn ? row[mt][e >> 1] : Tn - 1, j, Tn, band)
+                    float x = full || visible(row[mt][e >> 1] < Tn ? row[mt][e >> 1] : Tn - 1, j, Tn, band,
+                                              ds[row[mt][e >> 1] - q0])
                                   ? score2(s[mt][nt][e])
                                   : -INFINITY;
                     s[mt][nt][e] = x;
@@ -352,8 +374,9 @@ __global__ void flash_backward_dot_kernel(float *D, const T *dout, const T *out,
 template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
     flash_backward_kv_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
-                             const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
-                             int causal, int band, float scale, float cap, int heads) {
+                             const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */,
+                             const int32_t *pos /* (B,T) or NULL */, int Tn, int NH, int NKV, int hs, int causal, int band,
+                             float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -372,6 +395,20 @@ __global__ void __launch_bounds__(THREADS)
     const int q0 = causal ? kb * BK / BQ : 0;
     int qlast = nqb - 1;
     if (band > 0 && (kb * BK + BK - 1 + band - 1) / BQ < qlast) qlast = (kb * BK + BK - 1 + band - 1) / BQ;
+    /* with documents, up to the row before the first document to start after the block */
+    const int32_t *prow = pos ? pos + (size_t)b * Tn : NULL;
+    __shared__ int next_doc;
+    if (prow) {
+        if (threadIdx.x == 0) next_doc = Tn;
+        __syncthreads();
+        for (int r = kb * BK + BK + threadIdx.x; r < Tn; r += THREADS) /* each thread to its first */
+            if (prow[r] == 0) {
+                atomicMin(&next_doc, r);
+                break;
+            }
+        __syncthreads();
+        if ((next_doc - 1) / BQ < qlast) qlast = (next_doc - 1) / BQ;
+    }
     const int per_head = qlast - q0 + 1, steps = group * per_head;
     const score_map<CAP> score2(scale, cap);
 
@@ -409,13 +446,14 @@ __global__ void __launch_bounds__(THREADS)
         const float *lse_b = lse_s + buf * 64, *D_b = D_s + buf * 64;
         float p[1][8][4]; /* P^T: keys x queries */
         scores<HSM, LD, 1>(p, Ks + warp * 16 * LD, Qb, hs);
-        const bool full = all_visible(qb * BQ, BQ, kb, Tn, band);
+        const bool full = all_visible(qb * BQ, BQ, kb, Tn, band, doc_start(prow, qb * BQ + BQ - 1 < Tn ? qb * BQ + BQ - 1 : Tn - 1));
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int c = nt * 8 + 2 * t + (e & 1);
-                p[0][nt][e] = full || visible(qb * BQ + c, key[e >> 1], Tn, band)
+                p[0][nt][e] = full || visible(qb * BQ + c, key[e >> 1], Tn, band,
+                                              doc_start(prow, qb * BQ + c < Tn ? qb * BQ + c : Tn - 1))
                                   ? exp2_fast(score2(p[0][nt][e]) - lse_b[c])
                                   : 0.0f;
             }
@@ -454,8 +492,9 @@ __global__ void __launch_bounds__(THREADS)
 template <typename T, int HSM, bool CAP>
 __global__ void __launch_bounds__(THREADS)
     flash_backward_q_kernel(T *dqkv /* (B,T,W) */, const T *dout /* (B,T,C) */, const T *qkv /* (B,T,W) */,
-                            const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */, int Tn, int NH, int NKV, int hs,
-                            int causal, int band, float scale, float cap, int heads) {
+                            const float *lse /* (B,NH,T) */, const float *D /* (B,NH,T) */,
+                            const int32_t *pos /* (B,T) or NULL */, int Tn, int NH, int NKV, int hs, int causal, int band,
+                            float scale, float cap, int heads) {
     typedef tiles<T, HSM> L;
     constexpr int LD = L::LD, MT = row_tiles<HSM>::MT, BM = row_tiles<HSM>::BM;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -469,8 +508,11 @@ __global__ void __launch_bounds__(THREADS)
     const T *k = rows + k_column(kh, NH, hs), *v = rows + v_column(kh, NH, NKV, hs);
     const T *dO = dout + (size_t)b * Tn * C + h * hs;
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, q0 = qb * BM;
-    const int last = last_key_block(q0, BM, Tn, causal), first = first_key_block(q0, band);
+    const int32_t *prow = pos ? pos + (size_t)b * Tn : NULL;
+    const int last = last_key_block(q0, BM, Tn, causal), first = first_key_block(q0, band, doc_start(prow, q0));
     const score_map<CAP> score2(scale, cap);
+    __shared__ int ds[BM]; /* the rows' document starts */
+    for (int r = threadIdx.x; r < BM; r += THREADS) ds[r] = doc_start(prow, q0 + r < Tn ? q0 + r : Tn - 1);
     int row[MT][2];
     float lse_r[MT][2], D_r[MT][2];
 #pragma unroll
@@ -504,7 +546,7 @@ __global__ void __launch_bounds__(THREADS)
         float p[MT][8][4], dp[MT][8][4];
         scores<HSM, LD, MT>(p, Qs + warp * MT * 16 * LD, Kb, hs);                   /* S = Q K^T */
         scores<HSM, LD, MT>(dp, dOs + warp * MT * 16 * LD, Vs + buf * L::ELEMS, hs); /* dP = dO V^T */
-        const bool full = all_visible(q0, BM, kb, Tn, band);
+        const bool full = all_visible(q0, BM, kb, Tn, band, ds[BM - 1]);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -513,7 +555,8 @@ __global__ void __launch_bounds__(THREADS)
                 for (int e = 0; e < 4; e++) {
                     int j = kb * BK + nt * 8 + 2 * t + (e & 1), r = e >> 1;
                     const float x2 = score2(p[mt][nt][e]);
-                    float pe = full || visible(row[mt][r], j, Tn, band) ? exp2_fast(x2 - lse_r[mt][r]) : 0.0f;
+                    float pe = full || visible(row[mt][r], j, Tn, band, ds[row[mt][r] - q0]) ? exp2_fast(x2 - lse_r[mt][r])
+                                                                                             : 0.0f;
                     dp[mt][nt][e] = pe * (dp[mt][nt][e] - D_r[mt][r]) * score2.slope(x2);
                 }
         accumulate<HSM, LD, MT>(dq, dp, Kb, hs); /* dQ += dS K */
@@ -627,6 +670,10 @@ static bool use_cudnn(hg_backend *be, int dir, const hg_attention_shape *s) {
         snprintf(used, n, "own kernels (cuDNN's graph has no score cap, attn_softcap)");
         return false;
     }
+    if (st->dnn && (st->dnn_dirs >> dir & 1u) && s->pos) {
+        snprintf(used, n, "own kernels (packed documents: cuDNN's graph here has no ragged layout)");
+        return false;
+    }
     if (st->dnn && (st->dnn_dirs >> dir & 1u) && s->window > 0 && s->window < s->T) {
         snprintf(used, n, "own kernels (sliding window %d: cuDNN's graph here has no band)", s->window);
         return false;
@@ -666,8 +713,8 @@ static hg_status forward_launch(hg_backend *be, T *out, float *lse, const T *qkv
     const int heads = s->B * s->NH, BM = row_tiles<HSM>::BM;
     const unsigned grid = (unsigned)((s->T + BM - 1) / BM) * (unsigned)heads;
     flash_forward_kernel<T, HSM, CAP><<<grid, THREADS, smem, cuda_stream(be)>>>(
-        out, lse, qkv, s->T, s->NH, hg_attention_kv_heads(s), s->hs, s->causal, band_of(s), 1.0f / sqrtf((float)s->hs),
-        s->softcap, heads);
+        out, lse, qkv, s->pos, s->T, s->NH, hg_attention_kv_heads(s), s->hs, s->causal, band_of(s),
+        1.0f / sqrtf((float)s->hs), s->softcap, heads);
     return cuda_launched(be, "flash_forward_kernel");
 }
 
@@ -683,10 +730,11 @@ static hg_status backward_launch(hg_backend *be, T *dqkv, const T *dout, const T
     const unsigned kblocks = (unsigned)((s->T + BK - 1) / BK), qblocks = (unsigned)((s->T + BM - 1) / BM);
     float scale = 1.0f / sqrtf((float)s->hs);
     flash_backward_kv_kernel<T, HSM, CAP><<<kblocks * (unsigned)(s->B * NKV), THREADS, L::backward_kv, cuda_stream(be)>>>(
-        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, band_of(s), scale, s->softcap, s->B * NKV);
+        dqkv, dout, qkv, lse, D, s->pos, s->T, s->NH, NKV, s->hs, s->causal, band_of(s), scale, s->softcap, s->B * NKV);
     HG_TRY(cuda_launched(be, "flash_backward_kv_kernel"));
     flash_backward_q_kernel<T, HSM, CAP><<<qblocks * (unsigned)(s->B * s->NH), THREADS, L::backward_q, cuda_stream(be)>>>(
-        dqkv, dout, qkv, lse, D, s->T, s->NH, NKV, s->hs, s->causal, band_of(s), scale, s->softcap, s->B * s->NH);
+        dqkv, dout, qkv, lse, D, s->pos, s->T, s->NH, NKV, s->hs, s->causal, band_of(s), scale, s->softcap,
+        s->B * s->NH);
     return cuda_launched(be, "flash_backward_q_kernel");
 }
 

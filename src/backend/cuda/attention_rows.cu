@@ -5,7 +5,9 @@
  * 256); each dot product is a warp sum, in fp32 whatever T is. Memory is linear in T, as
  * in the flash kernels, and the same quantities are kept: out, lse, and in backward D =
  * rowsum(dO * O). With a cap c (Gemma 2's attn_softcap), a scaled score z becomes
- * c tanh(z / c), and dS is multiplied by the cap's slope 1 - tanh^2.
+ * c tanh(z / c), and dS is multiplied by the cap's slope 1 - tanh^2. A query's first key
+ * is its window's or its packed document's start, whichever is later; a key's last
+ * query, the end of its window or of its document.
  *
  *   forward  - per query row: online softmax over the keys it may see;
  *   backward - per query row: D and dQ; then per key row of a kv head: dK and dV over
@@ -24,12 +26,16 @@ enum { ROW_WARPS = 8, PER_LANE = CUDA_MAX_HEAD_SIZE / 32 };
 typedef struct row_geom {
     int Tn, NH, NKV, hs, causal;
     float scale, cap;
-    int window; /* > 0: a query sees its last `window` keys (causal) */
+    int window;         /* > 0: a query sees its last `window` keys (causal) */
+    const int32_t *pos; /* (B,T) or NULL: packed documents, query i of row b sees no key
+                           before its document's start i - pos[b T + i] (causal) */
 } row_geom;
 
-/* The first key query i sees. */
-__device__ __forceinline__ int first_key(const row_geom &g, int i) {
-    return g.causal && g.window > 0 && i - g.window + 1 > 0 ? i - g.window + 1 : 0;
+/* The first key query i of row b sees: its window's or its document's, the later. */
+__device__ __forceinline__ int first_key(const row_geom &g, int b, int i) {
+    int w = g.causal && g.window > 0 && i - g.window + 1 > 0 ? i - g.window + 1 : 0;
+    int d = g.pos ? i - g.pos[(size_t)b * g.Tn + i] : 0;
+    return d > w ? d : w;
 }
 
 /* v[u] = x[lane + 32u] for the lanes' elements of a head vector (0 past hs). */
@@ -99,7 +105,7 @@ __global__ void attention_rows_forward_kernel(T *out /* (B,T,C) */, float *lse /
 #pragma unroll
     for (int u = 0; u < PER_LANE; u++) o[u] = 0.0f;
     int last = g.causal ? i : g.Tn - 1;
-    for (int j = first_key(g, i); j <= last; j++) {
+    for (int j = first_key(g, b, i); j <= last; j++) {
         float s = score(g, dot_row(q, k + (size_t)j * ld, g.hs), NULL);
         float mnew = fmaxf(m, s), corr = expf(m - mnew), p = expf(s - mnew);
         const T *v = vs + (size_t)j * ld;
@@ -134,7 +140,7 @@ __global__ void attention_rows_backward_q_kernel(T *dqkv /* (B,T,W) */, float *D
     float Di = dot_row(dO, out + ((size_t)b * g.Tn + i) * C + h * g.hs, g.hs), li = lse[head * g.Tn + i];
     if (threadIdx.x % 32 == 0) D[head * g.Tn + i] = Di;
     int last = g.causal ? i : g.Tn - 1;
-    for (int j = first_key(g, i); j <= last; j++) {
+    for (int j = first_key(g, b, i); j <= last; j++) {
         const T *k = ks + (size_t)j * ld;
         float slope, p = expf(score(g, dot_row(q, k, g.hs), &slope) - li);
         float ds = p * (dot_row(dO, vs + (size_t)j * ld, g.hs) - Di) * slope;
@@ -168,6 +174,7 @@ __global__ void attention_rows_backward_kv_kernel(T *dqkv /* (B,T,W) */, const f
         const size_t head = (size_t)b * g.NH + h;
         const int end = g.causal && g.window > 0 && j + g.window < g.Tn ? j + g.window : g.Tn; /* past: out of the window */
         for (int i = g.causal ? j : 0; i < end; i++) {
+            if (g.pos && i > j && g.pos[(size_t)b * g.Tn + i] == 0) break; /* a later document */
             const T *q = rows + (size_t)i * ld + h * g.hs, *dO = dout + ((size_t)b * g.Tn + i) * C + h * g.hs;
             float slope, p = expf(score(g, dot_row(k, q, g.hs), &slope) - lse[head * g.Tn + i]);
             float ds = p * (dot_row(v, dO, g.hs) - D[head * g.Tn + i]) * slope;
@@ -188,7 +195,7 @@ static hg_status check(hg_backend *be, const hg_attention_shape *s, row_geom *g,
         return cuda_fail(be, HG_ERR_UNSUPPORTED, "attention: head size %d is not supported on CUDA (at most %d)", s->hs,
                          32 * PER_LANE);
     *g = (row_geom){s->T, s->NH, hg_attention_kv_heads(s), s->hs, s->causal, 1.0f / sqrtf((float)s->hs), s->softcap,
-                    s->window};
+                    s->window, s->pos};
     *blocks = (unsigned)(((size_t)s->B * s->NH * s->T + ROW_WARPS - 1) / ROW_WARPS);
     return HG_OK;
 }

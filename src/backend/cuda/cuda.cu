@@ -278,6 +278,14 @@ static hg_status cuda_supports(const hg_config *c, const hg_options *o) {
     return HG_OK;
 }
 
+static hg_status cuda_positions(hg_backend *be) {
+    (void)be;
+    if (untested_allowed()) return HG_OK;
+    return hg_fail(HG_ERR_UNSUPPORTED, "positions: packed documents have not run on a GPU (the flash, row, encoder and "
+                   "rotary kernels' positions, written 2026-11-28); use the CPU, padded rows (train --rows padded), or "
+                   "HANDGRAD_CUDA_UNTESTED=1 to run them unchecked");
+}
+
 static const hg_backend_ops cuda_ops = {
     .name = "cuda",
     .classifier_chunk_bytes = CUDA_CLASSIFIER_CHUNK_BYTES,
@@ -285,6 +293,7 @@ static const hg_backend_ops cuda_ops = {
     .precisions = 1u << HG_PRECISION_FP32 | 1u << HG_PRECISION_BF16,
     .destroy = cuda_destroy,
     .supports = cuda_supports,
+    .positions = cuda_positions,
     .alloc = cuda_alloc,
     .free = cuda_free_mem,
     .mem_available = cuda_mem_available,

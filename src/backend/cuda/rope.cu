@@ -16,8 +16,8 @@ __global__ void rope_kernel(T *qkv /* (B,T,W) */, const float *cos_sin /* (Tmax,
     const size_t W = (size_t)(s.NH + 2 * s.NKV) * s.hs, pairs = (size_t)s.B * s.T * heads * half;
     for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs; p += (size_t)gridDim.x * blockDim.x) {
         const int i = (int)(p % half), h = (int)(p / half % heads);
-        const size_t n = p / half / heads; /* row b*T + t, at position pos0 + t */
-        const float *cs = cos_sin + (size_t)(s.pos0 + (int)(n % s.T)) * rot;
+        const size_t n = p / half / heads; /* row b*T + t, at position pos0 + t or pos[n] */
+        const float *cs = cos_sin + (size_t)(s.pos ? s.pos[n] : s.pos0 + (int)(n % s.T)) * rot;
         const float c = cs[i], sn = sign * cs[half + i];
         T *x = qkv + n * W + (size_t)h * s.hs + i, *y = x + half;
         const float a = to_f(*x), b = to_f(*y);
