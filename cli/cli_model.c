@@ -96,6 +96,7 @@ const char *cli_model_why(const hg_options *opt, const char *what, char *buf, si
     /* the memory dials hg_model_create names, as this command's options */
     replace_all(buf, cap, "recompute BLOCK", "--recompute block");
     replace_all(buf, cap, "optim_state BF16", "--optim-state bf16");
+    replace_all(buf, cap, "grad_precision BF16", "--grad-precision bf16");
     replace_all(buf, cap, "adapters (lora)", "adapters (--lora)");
     return buf;
 }

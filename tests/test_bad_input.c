@@ -89,17 +89,24 @@ static void refuses_what_does_not_fit(void) {
     CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB: nothing big was touched */
     /* the refusal names the dial that would make it fit, or what both dials still need */
     hg_options d = o;
-    d.recompute = HG_RECOMPUTE_BLOCK, d.optim_state = HG_PRECISION_BF16;
+    d.recompute = HG_RECOMPUTE_BLOCK, d.optim_state = d.grad_precision = HG_PRECISION_BF16;
     hg_memory_plan small;
     CHECK_OK(hg_memory_required(&c, &d, &small));
-    CHECK(small.optimizer == plan.optimizer / 2 && small.activations < plan.activations);
+    CHECK(small.optimizer == plan.optimizer / 2 && small.activations < plan.activations && small.grads < plan.grads);
     CHECK_FAILS(hg_model_create(&m, &c, &o), HG_ERR_NOMEM,
-                small.total > hg_memory_available() ? "even with recompute BLOCK and optim_state BF16" : "it would fit with");    /* a state type that is not one, and bf16 moments under ZeRO-1, are refused by name */
+                small.total > hg_memory_available()
+                    ? "even with recompute BLOCK, optim_state BF16 and grad_precision BF16 it needs"
+                    : "it would fit with");    /* a state type that is not one, and bf16 moments under ZeRO-1, are refused by name */
     hg_options bad = o;
     bad.optim_state = (hg_precision)7;
     CHECK_FAILS(hg_memory_required(&c, &bad, &small), HG_ERR_INVALID, "optim_state");
     bad.optim_state = HG_PRECISION_BF16, bad.shards = 2;
     CHECK_FAILS(hg_memory_required(&c, &bad, &small), HG_ERR_UNSUPPORTED, "optim_state: AdamW moments in bf16 with ZeRO-1");
+    bad = o;
+    bad.grad_precision = (hg_precision)9;
+    CHECK_FAILS(hg_memory_required(&c, &bad, &small), HG_ERR_INVALID, "grad_precision");
+    bad.grad_precision = HG_PRECISION_BF16, bad.shards = 2;
+    CHECK_FAILS(hg_memory_required(&c, &bad, &small), HG_ERR_UNSUPPORTED, "grad_precision: bf16 gradients with ZeRO-1");
 }
 
 /* The CPU check (core/isa.c): this machine has what the build was compiled for, and a

@@ -586,19 +586,26 @@ static void test_classifier(hg_backend *cpu, hg_backend *gpu, int backward, int 
 
 /* ---- AdamW over a table, its bf16 copy (nearest and stochastic), sumsq ---- */
 
+/* Three tensors' parameter table (fp32) and their copy's in the GPU's compute type, laid
+ * out; returns the copy's element size. */
+static size_t adamw_tables(hg_backend *gpu, hg_table *tab, hg_table *wtab) {
+    const int64_t sizes[3] = {1237, 96, 5000};
+    const unsigned flags[3] = {HG_SPEC_DECAY, 0, HG_SPEC_DECAY};
+    const size_t E = hg_precision_bytes(gpu->precision);
+    hg_table_init(tab), hg_table_init(wtab);
+    for (int i = 0; i < 3; i++) {
+        hg_table_add(tab, "t", 1, &sizes[i], 0, 1, 4, flags[i]);
+        hg_table_add(wtab, "t", 1, &sizes[i], 0, 1, E, flags[i]);
+    }
+    hg_table_layout(tab), hg_table_layout(wtab);
+    return E;
+}
+
 /* Over elements [lo, n - hi_off) of the table's buffer: with lo = 640 and hi_off = 1000
  * the range starts inside the first tensor and ends inside the last (a ZeRO-1 slice). */
 static void test_adamw(hg_backend *cpu, hg_backend *gpu, size_t lo, size_t hi_off) {
     hg_table tab, wtab;
-    hg_table_init(&tab), hg_table_init(&wtab);
-    const int64_t sizes[3] = {1237, 96, 5000};
-    const unsigned flags[3] = {HG_SPEC_DECAY, 0, HG_SPEC_DECAY};
-    size_t E = hg_precision_bytes(gpu->precision);
-    for (int i = 0; i < 3; i++) {
-        hg_table_add(&tab, "t", 1, &sizes[i], 0, 1, 4, flags[i]);
-        hg_table_add(&wtab, "t", 1, &sizes[i], 0, 1, E, flags[i]);
-    }
-    hg_table_layout(&tab), hg_table_layout(&wtab);
+    const size_t E = adamw_tables(gpu, &tab, &wtab);
     size_t n = tab.bytes / 4, hi = n - hi_off, nr = hi - lo;
     trng r = trng_seed(71 + lo);
     float *p = fvec(n), *g = fvec(nr), *m = fvec(nr), *v = fvec(nr);
@@ -624,8 +631,8 @@ static void test_adamw(hg_backend *cpu, hg_backend *gpu, size_t lo, size_t hi_of
         dev_to_host(gpu, gp, ga.p, n, 0);
         dev_to_host(gpu, w, ga.w, wtab.bytes / E, 1);
         int bad = 0;
-        for (int i = 0; i < 3; i++)
-            for (int64_t j = 0; j < sizes[i]; j++) {
+        for (int i = 0; i < tab.count; i++)
+            for (int64_t j = 0; j < tab.specs[i].numel; j++) {
                 size_t e = tab.specs[i].offset / 4 + (size_t)j;
                 if (e >= lo && e < hi) bad += w[wtab.specs[i].offset / E + j] != bf16_round(gp[e]);
             }
@@ -684,15 +691,7 @@ static void test_stochastic_rounding(hg_backend *gpu) {
  * two, which may round to the other neighbour. */
 static void test_adamw_bf16_state(hg_backend *cpu, hg_backend *gpu, size_t lo, size_t hi_off) {
     hg_table tab, wtab;
-    hg_table_init(&tab), hg_table_init(&wtab);
-    const int64_t sizes[3] = {1237, 96, 5000};
-    const unsigned flags[3] = {HG_SPEC_DECAY, 0, HG_SPEC_DECAY};
-    size_t E = hg_precision_bytes(gpu->precision);
-    for (int i = 0; i < 3; i++) {
-        hg_table_add(&tab, "t", 1, &sizes[i], 0, 1, 4, flags[i]);
-        hg_table_add(&wtab, "t", 1, &sizes[i], 0, 1, E, flags[i]);
-    }
-    hg_table_layout(&tab), hg_table_layout(&wtab);
+    const size_t E = adamw_tables(gpu, &tab, &wtab);
     size_t n = tab.bytes / 4, hi = n - hi_off, nr = hi - lo;
     trng r = trng_seed(171 + lo);
     float *p = fvec(n), *g = fvec(nr), *mf = fvec(nr), *vf = fvec(nr);

@@ -562,17 +562,21 @@ static void test_classifier(int N, int V, int Vp, float softcap) {
 
 /* ---- AdamW and its bf16 copy ---- */
 
-static void test_adamw(int stochastic) {
-    /* a parameter layout and its bf16 copy's, as the model builds them */
-    hg_table t, tw;
+/* A parameter layout and its bf16 copy's, as the model builds them. */
+static void adamw_tables(hg_table *t, hg_table *tw) {
     const int64_t sa[2] = {37, 29}, sb[1] = {301};
     for (int k = 0; k < 2; k++) {
-        hg_table *x = k ? &tw : &t;
+        hg_table *x = k ? tw : t;
         hg_table_init(x);
         CHECK(hg_table_add(x, "a", 2, sa, 0, 1, k ? 2 : 4, HG_SPEC_DECAY) == 0);
         CHECK(hg_table_add(x, "b", 1, sb, 0, 1, k ? 2 : 4, 0) == 1);
         hg_table_layout(x);
     }
+}
+
+static void test_adamw(int stochastic) {
+    hg_table t, tw;
+    adamw_tables(&t, &tw);
     const size_t P = t.bytes / 4, lo = 5, n = P - 13; /* a range that cuts rounding groups */
     trng r = trng_seed(90);
     float *p[2], *g = fvec(n), *m[2], *v[2];
@@ -639,14 +643,7 @@ static uint16_t sr_bf16(float x, uint64_t seed, uint32_t step, size_t e, uint32_
  * the rounding is unbiased: a moment fixed between two bf16 neighbours keeps its mean. */
 static void test_adamw_bf16_state(void) {
     hg_table t, tw;
-    const int64_t sa[2] = {37, 29}, sb[1] = {301};
-    for (int k = 0; k < 2; k++) {
-        hg_table *x = k ? &tw : &t;
-        hg_table_init(x);
-        CHECK(hg_table_add(x, "a", 2, sa, 0, 1, k ? 2 : 4, HG_SPEC_DECAY) == 0);
-        CHECK(hg_table_add(x, "b", 1, sb, 0, 1, k ? 2 : 4, 0) == 1);
-        hg_table_layout(x);
-    }
+    adamw_tables(&t, &tw);
     const size_t P = t.bytes / 4, lo = 5, n = P - 13; /* a range that cuts rounding groups */
     trng r = trng_seed(92);
     uint16_t *mb, *vb;

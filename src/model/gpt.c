@@ -876,28 +876,35 @@ void hg_model_free(hg_model *m) {
 }
 
 /* For a training plan that does not fit in avail bytes: the first memory dial (recompute
- * block, bf16 moments, both) under which it would, into buf. */
+ * block, bf16 moments, both, and on the CPU bf16 gradients too) under which it would, or
+ * what all of them still need, into buf. */
 static void dial_hint(const hg_config *cfg, const hg_options *opt, size_t avail, char *buf, size_t cap) {
-    static const struct { int block, state; const char *what; } dials[] = {
-        {1, 0, "recompute BLOCK"}, {0, 1, "optim_state BF16"}, {1, 1, "recompute BLOCK and optim_state BF16"}};
+    static const struct { int block, state, grads; const char *what; } dials[] = {
+        {1, 0, 0, "recompute BLOCK"},
+        {0, 1, 0, "optim_state BF16"},
+        {1, 1, 0, "recompute BLOCK and optim_state BF16"},
+        {1, 1, 1, "recompute BLOCK, optim_state BF16 and grad_precision BF16"}};
     *buf = 0;
     if (!opt->training) return;
-    size_t both = 0;
+    size_t least = 0;
+    const char *all = NULL;
     for (size_t i = 0; i < sizeof dials / sizeof dials[0]; i++) {
+        if (dials[i].grads && opt->device != HG_DEVICE_CPU) continue; /* the CPU alone keeps bf16 gradients */
         hg_options o = *opt;
         if (dials[i].block) o.recompute = HG_RECOMPUTE_BLOCK;
         if (dials[i].state) o.optim_state = HG_PRECISION_BF16;
+        if (dials[i].grads) o.grad_precision = HG_PRECISION_BF16;
         hg_memory_plan p;
         if (hg_memory_required(cfg, &o, &p) != HG_OK) continue; /* e.g. bf16 moments under ZeRO-1 */
         if (p.total <= avail) {
             snprintf(buf, cap, "; it would fit with %s (%.2f GiB)", dials[i].what, p.total / 1073741824.0);
             return;
         }
-        both = p.total;
+        least = p.total, all = dials[i].what;
     }
     hg_clear_error();
-    if (both) snprintf(buf, cap, "; even with recompute BLOCK and optim_state BF16 it needs %.2f GiB: lower batch or "
-                       "seq_len, or train adapters (lora)", both / 1073741824.0);
+    if (all) snprintf(buf, cap, "; even with %s it needs %.2f GiB: lower batch or seq_len, or train adapters (lora)", all,
+                      least / 1073741824.0);
 }
 
 hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options *opt_in) {
@@ -920,7 +927,7 @@ hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options
     hg_status st = hg_backend_create(&m->be, &opt, m->threads);
     if (st == HG_OK) {
         size_t avail = m->be->ops->mem_available(m->be);
-        char hint[160];
+        char hint[200];
         if (plan.total > avail) dial_hint(cfg, &opt, avail, hint, sizeof hint);
         if (plan.total > avail)
             st = hg_fail(HG_ERR_NOMEM, "model needs %.2f GiB (params %.2f, grads+optimizer %.2f, activations %.2f, "
