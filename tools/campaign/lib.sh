@@ -76,6 +76,12 @@ st_offset() {
   b=$(st_header "$1" | grep -o "\"$2\":{[^}]*}" | sed 's/.*"data_offsets":\[\([0-9]*\),.*/\1/')
   echo $((8 + $(st_header_len "$1") + b))
 }
+# st_bf16 FILE TENSOR INDEX HEX: the same for a BF16 tensor, HEX its 16 bits (7fc0: a NaN).
+st_bf16() {
+  local off
+  off=$(($(st_offset "$1" "$2") + 2 * $3))
+  printf "$(printf '\\x%s\\x%s' "${4:2:2}" "${4:0:2}")" | put "$1" "$off"
+}
 # st_float FILE TENSOR INDEX HEX: sets element INDEX of an F32 tensor to the float whose
 # bits are HEX (e.g. 7fc00000, a NaN).
 st_float() {

@@ -106,6 +106,21 @@ malformed_optimizer_file() {
   done
 }
 
+# A run that keeps AdamW's moments in bf16 (--optim-state bf16): its optimizer file holds
+# BF16 tensors, whose values are checked as the F32 ones are.
+malformed_optimizer_bf16() {
+  local ref16=$WORK/ref_run_bf16 f m v
+  [[ -d $ref16 ]] || "$HG" train "${TRAIN_ARGS[@]}" --ckpt-every 5 --optim-state bf16 --out "$ref16" >/dev/null 2>&1 ||
+    { record $M opt16-reference "$BUILD" wrong "the --optim-state bf16 reference run failed"; return; }
+  local REF=$ref16
+  fresh opt16-probe; f=$PWD/$(newest)/optimizer.safetensors
+  m=$(st_header "$f" | grep -o '"m\.[^"]*c_fc.weight"' | head -n 1 | tr -d '"')
+  v=$(st_header "$f" | grep -o '"v\.[^"]*c_fc.weight"' | head -n 1 | tr -d '"')
+  fresh opt16-m-nan; st_bf16 "$(newest)/optimizer.safetensors" "$m" 5 7fc0; resume opt16-m-nan refuse "$m"
+  fresh opt16-v-negative; st_bf16 "$(newest)/optimizer.safetensors" "$v" 5 bf80; resume opt16-v-negative refuse "$v"
+  fresh opt16-v-inf; st_bf16 "$(newest)/optimizer.safetensors" "$v" 9 7f80; resume opt16-v-inf refuse "$v"
+}
+
 malformed_run_folder() {
   local d
   fresh folder-no-model; rm "$(newest)/model.safetensors"; resume folder-no-model refuse model.safetensors
@@ -437,6 +452,7 @@ malformed_chat() {
 malformed_all() {
   malformed_model_file
   malformed_optimizer_file
+  malformed_optimizer_bf16
   malformed_run_folder
   malformed_shards
   malformed_config
