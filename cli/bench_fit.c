@@ -48,7 +48,7 @@ static size_t need_of(const hg_config *cfg, const bench_opts *o, int T, const fi
         if (every_linear(cfg, &opt.lora) != HG_OK) return snprintf(why, cap, "%s", hg_last_error()), 0;
     }
     if (hg_memory_required(cfg, &opt, plan) != HG_OK) return snprintf(why, cap, "%s", hg_last_error()), 0;
-    return plan->total + baseline + BENCH_RUNTIME_ALLOWANCE;
+    return plan->total + baseline + bench_runtime_allowance(opt.precision);
 }
 
 int bench_fit(const bench_opts *o) {
