@@ -886,7 +886,7 @@ static void dial_hint(const hg_config *cfg, const hg_options *opt, size_t avail,
         {1, 1, 1, "recompute BLOCK, optim_state BF16 and grad_precision BF16"}};
     *buf = 0;
     if (!opt->training) return;
-    size_t least = 0;
+    size_t need = 0; /* of the last dial weighed, which is all of them */
     const char *all = NULL;
     for (size_t i = 0; i < sizeof dials / sizeof dials[0]; i++) {
         if (dials[i].grads && opt->device != HG_DEVICE_CPU) continue; /* the CPU alone keeps bf16 gradients */
@@ -900,11 +900,11 @@ static void dial_hint(const hg_config *cfg, const hg_options *opt, size_t avail,
             snprintf(buf, cap, "; it would fit with %s (%.2f GiB)", dials[i].what, p.total / 1073741824.0);
             return;
         }
-        least = p.total, all = dials[i].what;
+        need = p.total, all = dials[i].what;
     }
     hg_clear_error();
     if (all) snprintf(buf, cap, "; even with %s it needs %.2f GiB: lower batch or seq_len, or train adapters (lora)", all,
-                      least / 1073741824.0);
+                      need / 1073741824.0);
 }
 
 hg_status hg_model_create(hg_model **out, const hg_config *cfg, const hg_options *opt_in) {

@@ -256,7 +256,8 @@ static hg_status read_tensors(hg_model *m, const hg_st_file *f, const char *file
         if (!t) return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is missing", file, name);
         const int bf16 = gpt_held_bf16(m, i) && !*prefix;
         if (t->dtype != (bf16 ? HG_ST_BF16 : HG_ST_F32) && !(*prefix && t->dtype == HG_ST_BF16))
-            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not %s%s", file, name, bf16 ? "BF16" : "F32",
+            return hg_fail(HG_ERR_FORMAT, "%s: tensor '%s' is not %s%s", file, name,
+                           bf16 ? "BF16" : *prefix ? "F32 or BF16" : "F32",
                            bf16 ? " (the model holds it in bf16: base_precision)" : "");
         int same = t->ndim == s->ndim;
         for (int d = 0; same && d < s->ndim; d++) same = t->shape[d] == s->shape[d];
